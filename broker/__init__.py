@@ -1,0 +1,1 @@
+"""pylog broker: a Kafka-compatible log broker."""

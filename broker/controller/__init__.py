@@ -1,0 +1,1 @@
+"""Metadata records and image, broker registration, partition leadership."""

@@ -1,0 +1,1 @@
+"""Segment logs: segments, indexes, log, log manager, recovery, retention."""

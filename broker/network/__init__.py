@@ -1,0 +1,1 @@
+"""asyncio listener, framing, per-connection ordering, sendfile."""

@@ -1,0 +1,1 @@
+"""Replica manager, follower fetchers, ISR, delayed operations."""

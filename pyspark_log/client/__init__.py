@@ -1,0 +1,1 @@
+"""The pylog client: connections and metadata, Producer, Consumer, Admin (asyncio core, sync facade)."""

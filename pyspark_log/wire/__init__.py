@@ -1,0 +1,1 @@
+"""The Kafka wire protocol: declared schemas, derived codecs, api keys, error codes, headers."""
