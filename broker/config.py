@@ -1,0 +1,217 @@
+"""Broker configuration under Kafka's ``server.properties`` names.
+
+``BrokerConfig.load(file, overrides)`` reads a properties file (optional), applies
+``--override key=value`` pairs, converts values to the declared types, and keeps Kafka's defaults
+for everything not given. Unknown keys are kept (so topic-level ``log.*`` passthroughs still
+reach the log) but logged as a warning naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.properties import load_properties
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and the fix."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+_KEYS: list[ConfigKey] = [
+    ConfigKey("node.id", int, 1, "this broker's id"),
+    ConfigKey("broker.id", int, None, "legacy name of node.id"),
+    ConfigKey("process.roles", _list, ["broker", "controller"], "broker, controller, or both"),
+    ConfigKey("controller.quorum.voters", str, "", "id@host:port,... of the metadata quorum"),
+    ConfigKey("quorum.voters", str, "", "KIP-595 name of controller.quorum.voters"),
+    ConfigKey("controller.listener.names", str, "CONTROLLER", "listener name(s) the controllers use"),
+    ConfigKey("cluster.id", str, "", "cluster id (generated and stored in meta.properties if empty)"),
+    ConfigKey("log.dirs", _list, ["/tmp/pylog-logs"], "data directories"),  # noqa: S108 - Kafka-like default
+    ConfigKey("log.dir", str, None, "single data directory (used when log.dirs is not set)"),
+    ConfigKey("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "listener URIs"),
+    ConfigKey("advertised.listeners", _list, [], "URIs given to clients (default: listeners)"),
+    ConfigKey("listener.security.protocol.map", str, "", "listener name to protocol (PLAINTEXT only)"),
+    ConfigKey("num.partitions", int, 1, "partitions of an auto-created topic"),
+    ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
+    ConfigKey("auto.create.topics.enable", _bool, True, "create topics on Metadata/Produce"),
+    ConfigKey("delete.topic.enable", _bool, True, "allow DeleteTopics"),
+    ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),
+    ConfigKey("log.segment.bytes", int, 1073741824, "segment size before roll"),
+    ConfigKey("log.roll.ms", int, None, "segment age before roll (ms)"),
+    ConfigKey("log.roll.hours", int, 168, "segment age before roll (hours)"),
+    ConfigKey("log.retention.ms", int, None, "retention by time (ms); -1 = forever"),
+    ConfigKey("log.retention.minutes", int, None, "retention by time (minutes)"),
+    ConfigKey("log.retention.hours", int, 168, "retention by time (hours)"),
+    ConfigKey("log.retention.bytes", int, -1, "retention by size per partition; -1 = unlimited"),
+    ConfigKey("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
+    ConfigKey("log.flush.interval.messages", int, LONG_MAX, "fsync after this many messages"),
+    ConfigKey("log.flush.interval.ms", int, None, "fsync after this many ms"),
+    ConfigKey("log.flush.scheduler.interval.ms", int, LONG_MAX, "how often the flusher checks"),
+    ConfigKey("log.index.interval.bytes", int, 4096, "bytes between offset index entries"),
+    ConfigKey("log.index.size.max.bytes", int, 10485760, "offset index size"),
+    ConfigKey("log.segment.delete.delay.ms", int, 60000, "delay before deleting a .deleted segment"),
+    ConfigKey("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
+    ConfigKey("log.cleanup.policy", _list, ["delete"], "delete and/or compact"),
+    ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
+    ConfigKey("socket.send.buffer.bytes", int, 102400, "SO_SNDBUF (-1: OS default)"),
+    ConfigKey("socket.receive.buffer.bytes", int, 102400, "SO_RCVBUF (-1: OS default)"),
+    ConfigKey("connections.max.idle.ms", int, 600000, "close connections idle this long"),
+    ConfigKey("num.network.threads", int, 3, "accepted for compatibility; pylog uses one event loop"),
+    ConfigKey("num.io.threads", int, 8, "accepted for compatibility; pylog uses one event loop"),
+    ConfigKey("replica.fetch.max.bytes", int, 1048576, "replica fetch size"),
+    ConfigKey("fetch.max.bytes", int, 57671680, "largest fetch response"),
+    ConfigKey("group.initial.rebalance.delay.ms", int, 3000, "delay of a new group's first rebalance"),
+    ConfigKey("group.min.session.timeout.ms", int, 6000, "smallest session timeout"),
+    ConfigKey("group.max.session.timeout.ms", int, 1800000, "largest session timeout"),
+    ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
+    ConfigKey("offsets.topic.replication.factor", int, 1, "replication of __consumer_offsets"),
+    ConfigKey("offsets.retention.minutes", int, 10080, "offset expiry for empty groups"),
+    ConfigKey("transaction.state.log.num.partitions", int, 50, "partitions of __transaction_state"),
+    ConfigKey("transaction.state.log.replication.factor", int, 1, "replication of __transaction_state"),
+    ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),
+    ConfigKey("transactional.id.expiration.ms", int, 604800000, "expiry of idle transactional ids"),
+    ConfigKey("producer.id.expiration.ms", int, 86400000, "expiry of idle producer ids"),
+    ConfigKey("quorum.election.timeout.ms", int, 1000, "KIP-595 election timeout"),
+    ConfigKey("quorum.fetch.timeout.ms", int, 2000, "KIP-595 fetch timeout"),
+    ConfigKey("quorum.election.backoff.max.ms", int, 1000, "KIP-595 election backoff"),
+    ConfigKey("quorum.request.timeout.ms", int, 2000, "KIP-595 request timeout"),
+    ConfigKey("quorum.retry.backoff.ms", int, 20, "KIP-595 retry backoff"),
+    ConfigKey("quorum.retry.backoff.max.ms", int, 1000, "KIP-595 retry backoff cap"),
+    ConfigKey("metrics.port", int, -1, "Prometheus text endpoint port (-1: off)"),
+]
+KNOWN_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
+
+
+@dataclass
+class BrokerConfig:
+    """Typed broker settings. ``values`` holds every known key (defaults filled); ``extra`` the rest."""
+
+    values: dict[str, Any]
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.values:
+            return self.values[key]
+        return self.extra[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.values.get(key, self.extra.get(key))
+        return default if value is None else value
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self.values["log.dirs"])
+
+    @property
+    def retention_ms(self) -> int:
+        if self.values["log.retention.ms"] is not None:
+            return int(self.values["log.retention.ms"])
+        if self.values["log.retention.minutes"] is not None:
+            return int(self.values["log.retention.minutes"]) * 60_000
+        return int(self.values["log.retention.hours"]) * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self.values["log.roll.ms"] is not None:
+            return int(self.values["log.roll.ms"])
+        return int(self.values["log.roll.hours"]) * 3_600_000
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, str], *, warn_unknown: bool = True) -> BrokerConfig:
+        values = {key.name: key.default for key in _KEYS}
+        extra: dict[str, str] = {}
+        for name, text in raw.items():
+            spec = KNOWN_KEYS.get(name)
+            if spec is None:
+                if warn_unknown:
+                    log.warning("unknown config key %r ignored (value %r)", name, text)
+                extra[name] = text
+                continue
+            try:
+                values[name] = spec.parse(text)
+            except ValueError as exc:
+                raise ConfigError(f"config {name}={text!r} is invalid ({exc}): expected {spec.doc}") from exc
+        if "broker.id" in raw and "node.id" not in raw:
+            values["node.id"] = values["broker.id"]
+        if "log.dir" in raw and "log.dirs" not in raw:
+            values["log.dirs"] = [values["log.dir"]]
+        if not values["controller.quorum.voters"] and values["quorum.voters"]:
+            values["controller.quorum.voters"] = values["quorum.voters"]
+        if not values["advertised.listeners"]:
+            values["advertised.listeners"] = list(values["listeners"])
+        config = cls(values, extra)
+        config.validate()
+        return config
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        raw: dict[str, str] = dict(load_properties(path)) if path else {}
+        raw.update(overrides or {})
+        return cls.from_mapping(raw)
+
+    def validate(self) -> None:
+        if self.values["message.max.bytes"] <= 0:
+            raise ConfigError("message.max.bytes must be positive")
+        if self.values["socket.request.max.bytes"] < 1024:
+            raise ConfigError("socket.request.max.bytes must be at least 1024")
+        if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        if not self.log_dirs:
+            raise ConfigError("log.dirs is empty: give at least one data directory (or --data-dir)")
+        for uri in self.values["listeners"] + self.values["advertised.listeners"]:
+            parse_listener(uri)
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(uri: str) -> Listener:
+    """Parse ``NAME://host:port`` (host may be empty, ``0.0.0.0``, or ``[::1]``)."""
+    name, sep, rest = uri.partition("://")
+    if not sep:
+        raise ConfigError(f"listener {uri!r} is not NAME://host:port (e.g. PLAINTEXT://127.0.0.1:9092)")
+    host, _, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError as exc:
+        raise ConfigError(f"listener {uri!r} has no valid port") from exc
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"listener {uri!r} port out of range")
+    return Listener(name.upper(), host, port)
