@@ -1,0 +1,21 @@
+"""Schema declarations, one module per API family, each exporting ``APIS``.
+
+Every field fact comes from Kafka 3.7's published message schemas; see ``versions.py`` for why
+3.7 and ``dsl.py`` for the declaration form.
+"""
+
+from __future__ import annotations
+
+from pyspark_log.wire.schema import Api
+from pyspark_log.wire.schemas import admin, fetch, groups, metadata, offsets, produce, raft, txn
+
+ALL_APIS: tuple[Api, ...] = (
+    *metadata.APIS,
+    *produce.APIS,
+    *fetch.APIS,
+    *offsets.APIS,
+    *admin.APIS,
+    *groups.APIS,
+    *txn.APIS,
+    *raft.APIS,
+)
