@@ -1,0 +1,75 @@
+"""``PylogDataSource``: the ``pylog`` format for ``spark.read`` and ``spark.readStream``.
+
+Options are validated when the DataFrame is defined (``schema()``) and again, with the
+batch/stream-specific rules, when Spark asks for a reader; every problem raises
+``PylogOptionError`` naming the option and the fix. The schema is fixed (the Kafka connector's
+columns, plus ``headers`` with includeHeaders=true); a user-supplied schema is rejected.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pyspark_log.spark.options import PylogOptionError, parse_options
+from pyspark_log.spark.reader import PylogBatchReader, PylogStreamReader
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
+    timestampType int [, headers array<struct<key string, value binary>>]."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS_TYPE))
+    return StructType(fields)
+
+
+def check_schema(given: StructType, include_headers: bool) -> None:
+    """Reject a schema other than the source's own (what ``.schema(...)`` on the reader gives)."""
+    expected = source_schema(include_headers)
+    if given != expected:
+        raise PylogOptionError(
+            f"schema ({given.simpleString()}) is not the pylog source's fixed schema "
+            f"({expected.simpleString()}): remove .schema(...) from the reader; set includeHeaders=true "
+            "for the headers column and cast key/value with DataFrame operations"
+        )
+
+
+class PylogDataSource(DataSource):
+    """``format("pylog")``: records of a pylog (or any Kafka-protocol) broker."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pylog"
+
+    def schema(self) -> StructType:
+        return source_schema(parse_options(self.options).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_options(self.options, "batch")
+        check_schema(schema, options.include_headers)
+        return PylogBatchReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - PySpark API name
+        options = parse_options(self.options, "stream")
+        check_schema(schema, options.include_headers)
+        return PylogStreamReader(options)
