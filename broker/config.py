@@ -116,6 +116,7 @@ class BrokerConfig:
 
     values: dict[str, Any]
     extra: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)  # every key as given, for LogConfig
 
     def __getitem__(self, key: str) -> Any:
         if key in self.values:
@@ -171,7 +172,7 @@ class BrokerConfig:
             values["controller.quorum.voters"] = values["quorum.voters"]
         if not values["advertised.listeners"]:
             values["advertised.listeners"] = list(values["listeners"])
-        config = cls(values, extra)
+        config = cls(values, extra, dict(raw))
         config.validate()
         return config
 

@@ -28,14 +28,13 @@ class Listener:
         name: str,
         host: str,
         port: int,
-        handler: RequestHandler,
         limits: ConnectionLimits,
         *,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
     ) -> None:
         self.name = name
-        self._handler = handler
+        self._handler: RequestHandler | None = None
         self._limits = limits
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
@@ -55,7 +54,9 @@ class Listener:
     def connection_count(self) -> int:
         return len(self._connections)
 
-    def start(self) -> None:
+    def start(self, handler: RequestHandler) -> None:
+        """Serve connections with ``handler`` (the socket is already bound and listening)."""
+        self._handler = handler
         self._accept_task = asyncio.create_task(self._accept_loop(), name=f"listener-{self.name}")
         self._reaper_task = asyncio.create_task(self._reap_loop(), name=f"reaper-{self.name}")
 
@@ -73,6 +74,7 @@ class Listener:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
             if self._receive_buffer_bytes > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+            assert self._handler is not None
             conn_id = next(self._ids)
             peer = f"{addr[0]}:{addr[1]}"
             conn = Connection(sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits)

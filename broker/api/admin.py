@@ -1,0 +1,244 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
+DescribeConfigs (32), IncrementalAlterConfigs (44), DescribeCluster (60).
+
+Every change goes through the ``MetadataController`` (validated, persisted, then published);
+errors come back per topic with Kafka's codes and a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.configs import (
+    describe_broker_configs,
+    describe_topic_configs,
+)
+from broker.api.context import Broker, Request
+from broker.controller.errors import MetadataError
+from pyspark_log.wire.errors import ErrorCode
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def handle_create_topics(broker: Broker, request: Request) -> Any:
+    return _create_topics(broker, request)
+
+
+async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    results = []
+    seen: set[str] = set()
+    for wanted in body.topics:
+        entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
+        if wanted.name in seen:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="topic named twice in one request")
+            results.append(entry)
+            continue
+        seen.add(wanted.name)
+        partitions = wanted.num_partitions if wanted.num_partitions != -1 else int(broker.config["num.partitions"])
+        replication = (
+            wanted.replication_factor
+            if wanted.replication_factor != -1
+            else int(broker.config["default.replication.factor"])
+        )
+        if wanted.assignments:
+            partitions = len(wanted.assignments)
+            replication = len(wanted.assignments[0].broker_ids)
+        configs = {c.name: c.value for c in wanted.configs if c.value is not None}
+        try:
+            topic = await broker.controller.create_topic(
+                wanted.name, partitions, replication, configs, validate_only=body.validate_only
+            )
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+            results.append(entry)
+            continue
+        entry.update(
+            topic_id=topic.topic_id,
+            num_partitions=len(topic.partitions),
+            replication_factor=replication,
+            configs=[
+                {"name": c["name"], "value": c["value"], "read_only": False, "config_source": c["config_source"],
+                 "is_sensitive": False}
+                for c in describe_topic_configs(broker, topic.name, overrides=topic.configs)
+            ],
+        )  # fmt: skip
+        results.append(entry)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    return _delete_topics(broker, request)
+
+
+async def _delete_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    image = broker.image()
+    wanted: list[tuple[str | None, Any]] = []
+    if request.version >= 6:
+        for t in body.topics:
+            name = t.name if t.name is not None else image.topic_ids.get(t.topic_id)
+            wanted.append((name, t.topic_id))
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        entry: dict[str, Any] = {"name": name, "error_code": 0}
+        if topic_id is not None:
+            entry["topic_id"] = topic_id
+        if name is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            responses.append(entry)
+            continue
+        topic = broker.image().topics.get(name)
+        if topic is not None:
+            entry["topic_id"] = topic.topic_id
+        try:
+            await broker.controller.delete_topic(name)
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    return _create_partitions(broker, request)
+
+
+async def _create_partitions(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    results = []
+    for wanted in body.topics:
+        entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
+        try:
+            await broker.controller.create_partitions(wanted.name, wanted.count, validate_only=body.validate_only)
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_describe_configs(broker: Broker, request: Request) -> Any:
+    body = request.body
+    results = []
+    for res in body.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "configs": [],
+        }
+        if res.resource_type == TOPIC_RESOURCE:
+            topic = broker.image().topics.get(res.resource_name)
+            if topic is None:
+                entry.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"topic {res.resource_name!r} does not exist",
+                )
+                results.append(entry)
+                continue
+            described = describe_topic_configs(broker, topic.name, overrides=topic.configs)
+        elif res.resource_type == BROKER_RESOURCE:
+            if res.resource_name not in ("", str(broker.node_id)):
+                entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"no broker {res.resource_name}")
+                results.append(entry)
+                continue
+            described = describe_broker_configs(broker)
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"resource type {res.resource_type}")
+            results.append(entry)
+            continue
+        entry["configs"] = [
+            {
+                "name": c["name"],
+                "value": c["value"],
+                "read_only": c["read_only"],
+                "is_default": c["config_source"] == 5,
+                "config_source": c["config_source"],
+                "is_sensitive": False,
+                "synonyms": [],
+                "config_type": c.get("config_type", 0),
+                "documentation": None,
+            }
+            for c in described
+            if keys is None or c["name"] in keys
+        ]
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    return _incremental_alter_configs(broker, request)
+
+
+async def _incremental_alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    responses = []
+    for res in body.resources:
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+        }
+        if res.resource_type != TOPIC_RESOURCE:
+            entry.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="only topic configs can be altered; broker configs are static in pylog",
+            )
+            responses.append(entry)
+            continue
+        topic = broker.image().topics.get(res.resource_name)
+        if topic is None:
+            entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
+            responses.append(entry)
+            continue
+        try:
+            changes = _apply_ops(topic.configs, res.configs, broker)
+            await broker.controller.alter_topic_configs(topic.name, changes, validate_only=body.validate_only)
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str, str | None]:
+    changes: dict[str, str | None] = {}
+    defaults = {c["name"]: c["value"] for c in describe_topic_configs(broker, "", overrides={})}
+    for op in ops:
+        if op.config_operation == OP_SET:
+            changes[op.name] = op.value
+        elif op.config_operation == OP_DELETE:
+            changes[op.name] = None
+        elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
+            base = changes.get(op.name) or current.get(op.name) or defaults.get(op.name) or ""
+            items = [i for i in base.split(",") if i]
+            added = [i for i in (op.value or "").split(",") if i]
+            if op.config_operation == OP_APPEND:
+                items += [i for i in added if i not in items]
+            else:
+                items = [i for i in items if i not in added]
+            changes[op.name] = ",".join(items)
+        else:
+            raise MetadataError(ErrorCode.INVALID_REQUEST, f"config operation {op.config_operation} is unknown")
+    return changes
+
+
+def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    image = broker.image()
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "endpoint_type": 1,
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "brokers": [
+            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+        ],
+    }

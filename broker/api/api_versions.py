@@ -1,0 +1,17 @@
+"""ApiVersions (18): the API keys and version ranges this broker serves.
+
+The ranges are those of one real Kafka release (``pyspark_log.wire.versions``), limited to the
+APIs this broker has handlers for; kafka-python infers the broker version from them. An
+unsupported ApiVersions version is answered by the dispatcher (KIP-511 fallback).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.api.context import Broker, Request
+
+
+def handle_api_versions(broker: Broker, request: Request) -> Any:
+    del request
+    return {"error_code": 0, "api_keys": broker.api_versions, "throttle_time_ms": 0}

@@ -1,0 +1,52 @@
+"""What every request handler receives: the decoded request and the broker's shared parts."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.controller.image import MetadataImage
+from broker.controller.local import MetadataController
+from broker.log.manager import LogManager
+from broker.network.connection import ConnectionContext
+from broker.replication.replica_manager import ReplicaManager
+from pyspark_log.wire.headers import RequestHeader
+from pyspark_log.wire.message import Message
+
+
+@dataclass
+class Broker:
+    """The parts of a running broker that handlers use (built by ``broker.server``)."""
+
+    config: BrokerConfig
+    controller: MetadataController
+    logs: LogManager
+    replicas: ReplicaManager
+    clock_ms: Callable[[], int]
+    api_versions: list[dict[str, int]] = field(default_factory=list)  # set by the Dispatcher
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    def image(self) -> MetadataImage:
+        return self.controller.image()
+
+
+@dataclass(frozen=True)
+class Request:
+    header: RequestHeader
+    body: Message
+    connection: ConnectionContext
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+# A handler returns the response body (a mapping), None for no response (acks=0), or an
+# awaitable of either for work that waits (long-poll fetch, topic creation).
+HandlerResult = Mapping[str, Any] | None | Awaitable[Mapping[str, Any] | None]
+Handler = Callable[[Broker, Request], HandlerResult]

@@ -1,0 +1,111 @@
+"""Turns request frames into responses: header decode, version check, handler, response encode.
+
+Contract (implements ``broker.network.connection.RequestHandler``):
+- a frame whose header or body cannot be decoded, an unknown API key, or an unsupported version
+  closes the connection (as Kafka does), except ApiVersions, which is answered with
+  UNSUPPORTED_VERSION and our ranges so the client can retry lower (KIP-511);
+- ApiVersions lists exactly the APIs this broker has handlers for, at the ranges of the Kafka
+  release in ``pyspark_log.wire.versions``;
+- a handler's synchronous part runs in request order; its awaitable part may overlap others;
+- a handler that raises an unexpected exception closes that connection only; the broker and
+  every other connection go on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from broker.api.context import Broker, Handler, Request
+from broker.log.file_slice import FileSlice
+from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
+from broker.network.response import FileRegion, Response
+from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.errors import DecodeError, ErrorCode, KafkaError, UnsupportedVersionError
+from pyspark_log.wire.headers import (
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+    encode_response_parts,
+)
+from pyspark_log.wire.versions import SUPPORTED_VERSIONS
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """Routes decoded requests to the handlers registered for their API keys."""
+
+    def __init__(self, broker: Broker, handlers: Mapping[int, Handler]) -> None:
+        self._broker = broker
+        self._handlers = dict(handlers)
+        self.advertised: dict[int, tuple[int, int]] = {
+            key: SUPPORTED_VERSIONS[key] for key in sorted(self._handlers) if key in SUPPORTED_VERSIONS
+        }
+        broker.api_versions = self.api_versions_entries()
+
+    def api_versions_entries(self) -> list[dict[str, int]]:
+        return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in self.advertised.items()]
+
+    def handle(self, frame: bytes, ctx: ConnectionContext) -> HandlerResult:
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            return self._unsupported(frame, exc)
+        except (DecodeError, KafkaError) as exc:
+            raise CloseConnection(f"undecodable request: {exc}") from exc
+        handler = self._handlers.get(header.api_key)
+        lo_hi = self.advertised.get(header.api_key)
+        if handler is None or lo_hi is None:
+            raise CloseConnection(f"api key {header.api_key} is not served by this broker")
+        if not lo_hi[0] <= header.api_version <= lo_hi[1]:
+            raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
+        request = Request(header, body, ctx)
+        try:
+            result = handler(self._broker, request)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
+            raise CloseConnection(f"internal error: {exc}") from exc
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            return self._finish(header, result)
+        return _to_response(header, result)
+
+    def _unsupported(self, frame: bytes, exc: UnsupportedVersionError) -> Response:
+        try:
+            header, _ = decode_request_header(frame)
+        except (DecodeError, KafkaError) as inner:
+            raise CloseConnection(f"undecodable request header: {inner}") from inner
+        if header.api_key == ApiKey.API_VERSIONS:
+            # KIP-511: a v0 body listing the APIs this broker serves, so the client retries lower.
+            body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": self.api_versions_entries()}
+            return Response([encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)[4:]])
+        raise CloseConnection(str(exc))
+
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Mapping[str, Any] | None]) -> Response | None:
+        try:
+            body = await pending
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
+            raise CloseConnection(f"internal error: {exc}") from exc
+        return None if body is None else _to_response(header, body)
+
+
+def _to_response(header: RequestHeader, body: Mapping[str, Any]) -> Response:
+    parts = encode_response_parts(header.api_key, header.api_version, header.correlation_id, body)
+    out: list[Any] = []
+    for part in parts[1:]:
+        if isinstance(part, FileSlice):
+            if part.size:
+                out.append(FileRegion(part, part.position, part.size))
+        else:
+            out.append(part)
+    return Response(out)

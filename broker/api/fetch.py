@@ -1,0 +1,133 @@
+"""Fetch (1): whole batches straight from segment files, with long-poll.
+
+- Records are ``FileSlice`` s of segment files; the network layer sends them with ``sendfile``.
+  Nothing is decoded. A fetch that starts mid-batch gets the whole batch (the client skips).
+- Limits: ``partition_max_bytes`` per partition and ``max_bytes`` per response; the first batch
+  of the first non-empty partition is returned whole even when larger (KIP-74), so a consumer
+  always makes progress.
+- Long-poll: with fewer than ``min_bytes`` available, the fetch waits until an append to one
+  of its partitions or ``max_wait_ms``, then answers with what is there.
+- Isolation: read_committed (1) reads up to the last stable offset.
+- v13+ name topics by id; an unknown id is UNKNOWN_TOPIC_ID.
+- Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is always 0, which tells
+  clients to send full fetches (as a Kafka broker does when its session cache is full). A request
+  for an existing incremental session gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.log.errors import LogError
+from broker.replication.replica_manager import PartitionError
+from pyspark_log.wire.errors import ErrorCode
+
+READ_COMMITTED = 1
+
+
+def handle_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    if request.version >= 7 and body.session_id != 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
+    first = _read_all(broker, request)
+    if first.bytes_read >= body.min_bytes or body.max_wait_ms <= 0 or first.has_error:
+        return first.body
+    return _long_poll(broker, request, time.monotonic() + body.max_wait_ms / 1000)
+
+
+async def _long_poll(broker: Broker, request: Request, deadline: float) -> Mapping[str, Any]:
+    partitions = [(t, p.partition) for t, p in _wanted(broker, request) if t is not None]
+    while True:
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms > 0:
+            await broker.replicas.wait_for_data(partitions, remaining_ms)
+        result = _read_all(broker, request)
+        if result.bytes_read >= request.body.min_bytes or result.has_error or time.monotonic() >= deadline:
+            return result.body
+
+
+def _wanted(broker: Broker, request: Request) -> list[tuple[str | None, Any]]:
+    image = broker.image()
+    out: list[tuple[str | None, Any]] = []
+    for topic in request.body.topics:
+        name = topic.topic if request.version < 13 else image.topic_ids.get(topic.topic_id)
+        out.extend((name, part) for part in topic.partitions)
+    return out
+
+
+class _ReadPass:
+    __slots__ = ("body", "bytes_read", "has_error")
+
+    def __init__(self) -> None:
+        self.body: dict[str, Any] = {}
+        self.bytes_read = 0
+        self.has_error = False
+
+
+def _read_all(broker: Broker, request: Request) -> _ReadPass:
+    body = request.body
+    image = broker.image()
+    read_committed = request.version >= 4 and body.isolation_level == READ_COMMITTED
+    result = _ReadPass()
+    budget = body.max_bytes if request.version >= 3 else 2**31 - 1
+    responses = []
+    for topic in body.topics:
+        name = topic.topic if request.version < 13 else image.topic_ids.get(topic.topic_id)
+        partitions = []
+        for part in topic.partitions:
+            if name is None:
+                partitions.append(_error(part.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                result.has_error = True
+                continue
+            max_bytes = max(0, min(part.partition_max_bytes, budget))
+            entry = _read_one(broker, name, part, max_bytes, read_committed, min_one=result.bytes_read == 0)
+            size = len(entry["records"]) if entry.get("records") is not None else 0
+            result.bytes_read += size
+            budget -= size
+            result.has_error |= entry["error_code"] != 0
+            partitions.append(entry)
+        responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
+    result.body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return result
+
+
+def _read_one(broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, min_one: bool) -> dict:
+    try:
+        read = broker.replicas.read(
+            topic, part.partition, part.fetch_offset, max_bytes, read_committed=read_committed,
+            current_leader_epoch=part.current_leader_epoch, min_one_batch=min_one,
+        )  # fmt: skip
+    except PartitionError as exc:
+        return _error(part.partition, exc.code)
+    except LogError as exc:
+        entry = _error(part.partition, exc.code)
+        log = broker.logs.get_log(topic, part.partition)
+        if log is not None:
+            entry["high_watermark"] = log.log_end_offset
+            entry["log_start_offset"] = log.log_start_offset
+        return entry
+    return {
+        "partition_index": part.partition,
+        "error_code": 0,
+        "high_watermark": read.high_watermark,
+        "last_stable_offset": read.last_stable_offset,
+        "log_start_offset": read.log_start_offset,
+        "aborted_transactions": [] if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": read.records,
+    }
+
+
+def _error(partition: int, code: int) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "records": b"",
+    }

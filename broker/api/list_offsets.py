@@ -1,0 +1,50 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset with a
+timestamp at or after T. Latest is the high watermark, or the last stable offset for
+read_committed (v2+). v0 answers with ``old_style_offsets``. No match for a timestamp: -1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.log.errors import LogError
+from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.replication.replica_manager import PartitionError
+
+READ_COMMITTED = 1
+
+
+def handle_list_offsets(broker: Broker, request: Request) -> Any:
+    body = request.body
+    read_committed = request.version >= 2 and body.isolation_level == READ_COMMITTED
+    topics = []
+    for topic in body.topics:
+        partitions = [_one(broker, request.version, topic.name, p, read_committed) for p in topic.partitions]
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _one(broker: Broker, version: int, topic: str, part: Any, read_committed: bool) -> dict[str, Any]:
+    index = part.partition_index
+    try:
+        log = broker.replicas.leader_log(topic, index, part.current_leader_epoch)
+        leader_epoch = broker.image().topics[topic].partitions[index].leader_epoch
+        if part.timestamp == LATEST_TIMESTAMP:
+            rm = broker.replicas
+            found: tuple[int, int] | None = (
+                rm.last_stable_offset(log) if read_committed else rm.high_watermark(log),
+                -1,
+            )
+        elif part.timestamp == EARLIEST_TIMESTAMP:
+            found = (log.log_start_offset, -1)
+        else:
+            found = log.fetch_offset_by_timestamp(part.timestamp)
+    except (PartitionError, LogError) as exc:
+        return {"partition_index": index, "error_code": exc.code, "old_style_offsets": []}
+    offset, timestamp = found if found is not None else (-1, -1)
+    entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "timestamp": timestamp, "offset": offset}
+    if found is not None:
+        entry["leader_epoch"] = leader_epoch
+    if version == 0:
+        entry["old_style_offsets"] = [offset] if offset >= 0 else []
+    return entry

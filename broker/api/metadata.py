@@ -1,0 +1,91 @@
+"""Metadata (3): brokers, cluster id, controller, and topics with their partitions' leaders.
+
+Null topics (v1+) or an empty list at v0 mean every topic. Unknown topics are auto-created when
+the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the broker has
+``auto.create.topics.enable``; internal topics (``__…``) are never auto-created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.api.topics import auto_create, auto_create_enabled
+from broker.controller.image import TopicImage
+from pyspark_log.wire.errors import ErrorCode
+
+
+def handle_metadata(broker: Broker, request: Request) -> Any:
+    return _metadata(broker, request)
+
+
+async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    image = broker.image()
+    topics_out: list[dict[str, Any]] = []
+    requested = body.topics
+    if requested is None or (request.version == 0 and not requested):
+        topics_out.extend(_topic_entry(t) for t in sorted(image.topics.values(), key=lambda t: t.name))
+    else:
+        allow_create = (body.allow_auto_topic_creation if request.version >= 4 else True) and auto_create_enabled(
+            broker
+        )
+        for wanted in requested:
+            name = wanted.name
+            if name is None:
+                topic_id = wanted.topic_id
+                found = image.topic_ids.get(topic_id) if topic_id is not None else None
+                if found is None:
+                    topics_out.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                    continue
+                name = found
+            topic: TopicImage | None = image.topics.get(name)
+            if topic is None and allow_create and not name.startswith("__"):
+                topic, code = await auto_create(broker, name)
+                image = broker.image()
+                if topic is None:
+                    topics_out.append(_error_entry(name, code))
+                    continue
+            if topic is None:
+                topics_out.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            topics_out.append(_topic_entry(topic))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+        ],
+        "cluster_id": image.cluster_id,
+        "controller_id": image.controller_id,
+        "topics": topics_out,
+    }
+
+
+def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+    if topic_id is not None:
+        entry["topic_id"] = topic_id
+    return entry
+
+
+def _topic_entry(topic: TopicImage) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [],
+            }
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
+        ],
+    }

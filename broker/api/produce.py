@@ -1,0 +1,93 @@
+"""Produce (0): append each partition's batches to its log and answer per partition.
+
+- v0-v2 (message format v0/v1) are advertised, as Kafka does since KAFKA-18659, but every
+  partition is answered UNSUPPORTED_VERSION; pylog stores only RecordBatch v2.
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=0 appends and sends no response.
+  With replication factor 1 an append is committed when written, so acks=1 and acks=all answer
+  at the same moment (seed 004: acks=all waits for the ISR, which is the leader alone here).
+- Unknown topics are auto-created when ``auto.create.topics.enable``.
+- Each partition's batches are validated and appended as bytes (``Log.append``): no record is
+  decoded on this path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.api.topics import auto_create, auto_create_enabled
+from broker.log.errors import LogError
+from broker.replication.replica_manager import PartitionError
+from pyspark_log.wire.errors import ErrorCode
+from pyspark_log.wire.versions import PRODUCE_MIN_ACCEPTED
+
+
+def handle_produce(broker: Broker, request: Request) -> Any:
+    body = request.body
+    if request.version < PRODUCE_MIN_ACCEPTED:
+        return _all_partitions(body, ErrorCode.UNSUPPORTED_VERSION, "message format v0/v1 is not supported")
+    if body.acks not in (-1, 0, 1):
+        return _all_partitions(body, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={body.acks} is not -1, 0 or 1")
+    if body.transactional_id is not None:
+        return _all_partitions(
+            body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker"
+        )
+    image = broker.image()
+    missing = [t.name for t in body.topic_data if t.name not in image.topics]
+    if missing and auto_create_enabled(broker):
+        return _produce_after_create(broker, request, missing)
+    return _produce(broker, request)
+
+
+async def _produce_after_create(broker: Broker, request: Request, missing: list[str]) -> Mapping[str, Any] | None:
+    for name in missing:
+        await auto_create(broker, name)
+    return _produce(broker, request)
+
+
+def _produce(broker: Broker, request: Request) -> Mapping[str, Any] | None:
+    body = request.body
+    responses = []
+    for topic in body.topic_data:
+        partitions = []
+        for part in topic.partition_data:
+            partitions.append(_append_one(broker, topic.name, part.index, part.records))
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if body.acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _append_one(broker: Broker, topic: str, partition: int, records: Any) -> dict[str, Any]:
+    if records is None or len(records) == 0:
+        return _error(partition, ErrorCode.INVALID_RECORD, "the request carries no records for this partition")
+    try:
+        info = broker.replicas.append(topic, partition, records)
+    except PartitionError as exc:
+        return _error(partition, exc.code, str(exc))
+    except LogError as exc:
+        return _error(partition, exc.code, str(exc))
+    return {
+        "index": partition,
+        "error_code": 0,
+        "base_offset": info.first_offset,
+        "log_append_time_ms": info.log_append_time_ms,
+        "log_start_offset": info.log_start_offset,
+    }
+
+
+def _error(partition: int, code: int, message: str) -> dict[str, Any]:
+    return {"index": partition, "error_code": code, "base_offset": -1, "error_message": message}
+
+
+def _all_partitions(body: Any, code: int, message: str) -> Mapping[str, Any] | None:
+    if body.acks == 0:
+        return None
+    return {
+        "responses": [
+            {"name": t.name, "partition_responses": [_error(p.index, code, message) for p in t.partition_data]}
+            for t in body.topic_data
+        ],
+        "throttle_time_ms": 0,
+    }

@@ -1,0 +1,69 @@
+"""The cluster metadata image: what every request handler reads to answer about topics and brokers.
+
+Immutable values: a change produces a new image (``MetadataImage.with_topic`` …), so a handler
+that took an image sees one consistent version for the whole request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerInfo]
+    topics: dict[str, TopicImage]
+    topic_ids: dict[uuid.UUID, str]
+    epoch: int = 0
+
+    @classmethod
+    def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:
+        return cls(cluster_id, controller_id, {}, {}, {})
+
+    def with_broker(self, broker: BrokerInfo) -> MetadataImage:
+        return replace(self, brokers={**self.brokers, broker.node_id: broker}, epoch=self.epoch + 1)
+
+    def with_topic(self, topic: TopicImage) -> MetadataImage:
+        topic_ids = {tid: name for tid, name in self.topic_ids.items() if name != topic.name}
+        topic_ids[topic.topic_id] = topic.name
+        return replace(
+            self, topics={**self.topics, topic.name: topic}, topic_ids=topic_ids, epoch=self.epoch + 1
+        )
+
+    def without_topic(self, name: str) -> MetadataImage:
+        topic = self.topics[name]
+        topics = {n: t for n, t in self.topics.items() if n != name}
+        topic_ids = {tid: n for tid, n in self.topic_ids.items() if tid != topic.topic_id}
+        return replace(self, topics=topics, topic_ids=topic_ids, epoch=self.epoch + 1)

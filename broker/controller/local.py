@@ -1,0 +1,189 @@
+"""The single-node metadata controller: a ``MetadataImage`` persisted as a JSON snapshot.
+
+It implements ``MetadataController`` for a broker that is its own controller with no quorum.
+Every change is validated, written to ``pylog-metadata.json`` in the first log dir (temp file,
+fsync, rename) and only then published to the in-memory image and to listeners — a change a
+client was told succeeded survives a crash. The Raft issue replaces this with the KIP-595 quorum
+behind the same interface.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from broker.controller import errors as err
+from broker.controller.errors import MetadataError
+from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.controller.topics import validate_topic_config, validate_topic_name
+
+ImageListener = Callable[[MetadataImage, MetadataImage], None]
+SNAPSHOT_NAME = "pylog-metadata.json"
+
+
+class MetadataController(Protocol):
+    """What the broker's handlers may ask of the cluster metadata (local or quorum-backed)."""
+
+    def image(self) -> MetadataImage: ...
+
+    def add_listener(self, listener: ImageListener) -> None: ...
+
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        *, validate_only: bool = False,
+    ) -> TopicImage: ...  # fmt: skip
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    async def create_partitions(
+        self, name: str, total_count: int, *, validate_only: bool = False
+    ) -> None: ...
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None: ...
+
+
+class LocalController:
+    """Single-node ``MetadataController``; see the module docstring for durability."""
+
+    def __init__(
+        self, data_dir: str | Path, cluster_id: str, broker: BrokerInfo, *, deletion_enabled: bool = True
+    ):
+        self._path = Path(data_dir) / SNAPSHOT_NAME
+        self._listeners: list[ImageListener] = []
+        self._deletion_enabled = deletion_enabled
+        self._broker = broker
+        self._image = (
+            self._load(cluster_id) if self._path.exists() else MetadataImage.empty(cluster_id, broker.node_id)
+        )
+        # This broker's address may change between runs; it is not persisted.
+        self._image = self._image.with_broker(broker)
+
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        *, validate_only: bool = False,
+    ) -> TopicImage:  # fmt: skip
+        validate_topic_name(name)
+        if name in self._image.topics:
+            raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if num_partitions < 1:
+            raise MetadataError(
+                err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
+            )
+        brokers = len(self._image.brokers)
+        if replication_factor < 1 or replication_factor > brokers:
+            raise MetadataError(
+                err.INVALID_REPLICATION_FACTOR,
+                f"replication factor {replication_factor} must be between 1 and {brokers} (live brokers)",
+            )
+        for key, value in configs.items():
+            validate_topic_config(key, value)
+        topic = TopicImage(
+            name, uuid.uuid4(), {p: self._new_partition(p) for p in range(num_partitions)}, dict(configs)
+        )
+        if not validate_only:
+            self._publish(self._image.with_topic(topic))
+        return topic
+
+    async def delete_topic(self, name: str) -> None:
+        if not self._deletion_enabled:
+            raise MetadataError(err.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
+        if name not in self._image.topics:
+            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self._publish(self._image.without_topic(name))
+
+    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None:
+        topic = self._image.topics.get(name)
+        if topic is None:
+            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        current = len(topic.partitions)
+        if total_count <= current:
+            raise MetadataError(
+                err.INVALID_PARTITIONS,
+                f"topic {name!r} has {current} partitions; the new count must be larger, got {total_count}",
+            )
+        partitions = dict(topic.partitions)
+        for p in range(current, total_count):
+            partitions[p] = self._new_partition(p)
+        if not validate_only:
+            self._publish(self._image.with_topic(TopicImage(name, topic.topic_id, partitions, topic.configs)))
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        topic = self._image.topics.get(name)
+        if topic is None:
+            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        configs = dict(topic.configs)
+        for key, value in changes.items():
+            validate_topic_config(key, value)
+            if value is None:
+                configs.pop(key, None)
+            else:
+                configs[key] = value
+        if not validate_only:
+            self._publish(self._image.with_topic(TopicImage(name, topic.topic_id, topic.partitions, configs)))
+
+    def _new_partition(self, partition: int) -> PartitionImage:
+        node = self._broker.node_id
+        return PartitionImage(partition, leader=node, leader_epoch=0, replicas=(node,), isr=(node,))
+
+    def _publish(self, new: MetadataImage) -> None:
+        self._persist(new)
+        old, self._image = self._image, new
+        for listener in self._listeners:
+            listener(old, new)
+
+    def _persist(self, image: MetadataImage) -> None:
+        doc: dict[str, Any] = {
+            "version": 1,
+            "cluster_id": image.cluster_id,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "leader_epochs": [t.partitions[p].leader_epoch for p in sorted(t.partitions)],
+                    "configs": t.configs,
+                }
+                for t in image.topics.values()
+            ],
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def _load(self, cluster_id: str) -> MetadataImage:
+        doc = json.loads(self._path.read_text(encoding="utf-8"))
+        image = MetadataImage.empty(doc.get("cluster_id", cluster_id), self._broker.node_id)
+        for t in doc["topics"]:
+            epochs = t.get("leader_epochs") or [0] * t["partitions"]
+            parts = {
+                p: PartitionImage(
+                    p, self._broker.node_id, epochs[p], (self._broker.node_id,), (self._broker.node_id,)
+                )
+                for p in range(t["partitions"])
+            }
+            image = image.with_topic(
+                TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
+            )
+        return image

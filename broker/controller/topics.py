@@ -1,0 +1,73 @@
+"""Rules for topic names and topic-level configs (Kafka's ``Topic.validate`` and ``LogConfig`` names)."""
+
+from __future__ import annotations
+
+import re
+
+from broker.controller.errors import INVALID_CONFIG, INVALID_TOPIC_EXCEPTION, MetadataError
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# Topic-level configs and the broker keys their defaults come from.
+TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+_INT_CONFIGS = {
+    "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
+    "max.message.bytes", "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms", "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.ms",
+}  # fmt: skip
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION unless ``name`` is a legal Kafka topic name."""
+    if not name:
+        raise MetadataError(INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise MetadataError(INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise MetadataError(INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}")
+    if not _LEGAL.match(name):
+        raise MetadataError(
+            INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'",
+        )
+
+
+def validate_topic_config(key: str, value: str | None) -> None:
+    """Raise INVALID_CONFIG for an unknown key or a value of the wrong kind."""
+    if key not in TOPIC_CONFIG_BROKER_KEYS:
+        raise MetadataError(INVALID_CONFIG, f"unknown topic config {key!r}")
+    if value is None:
+        return
+    if key in _INT_CONFIGS:
+        try:
+            int(value)
+        except ValueError:
+            raise MetadataError(INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
+    if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+        raise MetadataError(INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
+    if key == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
+        raise MetadataError(INVALID_CONFIG, "cleanup.policy must be delete, compact, or both")

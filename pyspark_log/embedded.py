@@ -1,0 +1,151 @@
+"""Start a pylog broker as a child process: for the demo, notebooks, tests and benchmarks.
+
+This is the one way pylog code starts a broker it does not run itself. The broker is the real
+``python -m broker`` process (its public entry point), on a free loopback port unless one is
+given; ``EmbeddedBroker`` waits for its ready line and knows its bootstrap address.
+
+    with EmbeddedBroker() as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+READY_PATTERN = re.compile(r"pylog broker ready: .*listeners=(?P<listeners>\S+)")
+
+
+class BrokerStartError(RuntimeError):
+    """The broker process exited or stayed silent before its ready line; carries its output."""
+
+
+class EmbeddedBroker:
+    """A broker child process with its own data directory (a temporary one unless given)."""
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        port: int = 0,
+        overrides: Mapping[str, str] | None = None,
+        python: str = sys.executable,
+        start_timeout_s: float = 60.0,
+        log_path: str | Path | None = None,
+    ) -> None:
+        self._owns_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="pylog-"))
+        self.port = port
+        self.overrides = dict(overrides or {})
+        self._python = python
+        self._start_timeout_s = start_timeout_s
+        self._log_path = Path(log_path) if log_path else self.data_dir / "broker.out"
+        self._proc: subprocess.Popen[str] | None = None
+        self._output: deque[str] = deque(maxlen=400)
+        self._ready = threading.Event()
+        self._pump: threading.Thread | None = None
+        self.bootstrap_servers = ""
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def output(self) -> str:
+        """The last lines the broker printed (stdout and stderr)."""
+        return "".join(self._output)
+
+    def start(self) -> EmbeddedBroker:
+        if self.running:
+            raise RuntimeError("broker already running")
+        args = [self._python, "-m", "broker", "--data-dir", str(self.data_dir / "logs")]
+        overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **self.overrides}
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._ready.clear()
+        self._proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
+        )
+        self._pump = threading.Thread(target=self._pump_output, args=(self._proc,), daemon=True)
+        self._pump.start()
+        deadline = time.monotonic() + self._start_timeout_s
+        while not self._ready.wait(0.05):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise BrokerStartError(f"broker did not become ready; its output:\n{self.output()}")
+        return self
+
+    def _pump_output(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        with open(self._log_path, "a", encoding="utf-8") as log_file:
+            for line in proc.stdout:
+                self._output.append(line)
+                log_file.write(line)
+                log_file.flush()
+                match = READY_PATTERN.search(line)
+                if match and not self._ready.is_set():
+                    first = match.group("listeners").split(",")[0]
+                    self.bootstrap_servers = first.split("://", 1)[1]
+                    self.port = int(self.bootstrap_servers.rsplit(":", 1)[1])
+                    self._ready.set()
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM (clean shutdown: flush, checkpoint, close) and wait; returns the exit code."""
+        if self._proc is None:
+            return None
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._join_pump()
+        return self._proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoint — a crash."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._join_pump()
+
+    def restart(self) -> EmbeddedBroker:
+        """Stop cleanly and start again on the same port and data directory."""
+        self.stop()
+        return self.start()
+
+    def _join_pump(self) -> None:
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+            self._pump = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start() if not self.running else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
