@@ -1,17 +1,27 @@
-"""Encode and decode whole RecordBatch v2 batches (layout in ``header.py``, records in ``record.py``).
+"""Encode and decode whole RecordBatch v2 batches (seed 002 §5.3.1).
 
-``encode_batch`` is what producers (and the broker, for control batches) use; ``decode_batch``
-is what consumers use. The broker's produce and fetch paths never call ``decode_batch``: they
-use the header fast path.
+Layout (header fields in ``header.py``, record fields in ``record.py``)::
+
+    [61-byte header: baseOffset … recordsCount][records section]
+
+The records section is ``recordsCount`` records back to back, compressed as one stream when
+attributes bits 0-2 name a codec (``compression.py``). The CRC-32C covers attributes through the
+end of the batch, i.e. it is computed over the compressed bytes.
+
+``encode_batch`` is what producers (and the broker, for control batches: ``control.py``) use;
+``decode_records`` / ``decode_batches`` are what consumers use (``columnar.py`` is the columnar
+variant for Spark). The broker's produce and fetch paths never decode records: they use the
+header fast path in ``header.py``.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark_log.records import compression
-from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.errors import CorruptRecordError, UnsupportedCompressionError
 from pyspark_log.records.header import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -30,10 +40,13 @@ from pyspark_log.records.header import (
     BatchHeader,
     check_batch,
     crc32c,
+    iter_batch_headers,
+    read_header,
 )
-from pyspark_log.records.record import Header, Record, read_record, write_record
+from pyspark_log.records.record import Header, Record, read_records, write_record
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+_UINT32 = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +71,27 @@ def encode_batch(
     transactional: bool = False,
     control: bool = False,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression_level: int | None = None,
 ) -> bytes:
-    """Build one batch holding ``records`` with offsets ``base_offset + i``."""
+    """Build one batch holding ``records`` with offsets ``base_offset + i``.
+
+    baseTimestamp is the first record's timestamp and maxTimestamp the largest (Kafka's
+    producer does the same); ``log_append_time`` only sets the attribute bit, the broker then
+    rewrites maxTimestamp (``header.set_log_append_time``). ``compression_level`` overrides the
+    codec's default level (see ``compression.py``).
+    """
     if not records:
         raise ValueError("a batch needs at least one record")
+    if codec & ~COMPRESSION_MASK or codec not in compression.CODEC_NAMES:
+        raise UnsupportedCompressionError(f"compression codec {codec}")
     base_timestamp = records[0].timestamp
-    max_timestamp = max(r.timestamp for r in records)
+    max_timestamp = base_timestamp
     body = bytearray()
     for i, rec in enumerate(records):
-        write_record(body, i, rec.timestamp - base_timestamp, rec.key, rec.value, rec.headers)
-    payload = compression.compress(codec, body) if codec != compression.NONE else bytes(body)
+        ts = rec.timestamp
+        max_timestamp = max(max_timestamp, ts)
+        write_record(body, i, ts - base_timestamp, rec.key, rec.value, rec.headers)
+    payload = compression.compress(codec, body, compression_level) if codec != compression.NONE else body
     attributes = codec & COMPRESSION_MASK
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -95,8 +119,7 @@ def encode_batch(
         len(records),
     )
     out += payload
-    crc = crc32c(memoryview(out)[ATTRIBUTES_POS:])
-    out[CRC_POS : CRC_POS + 4] = crc.to_bytes(4, "big")
+    _UINT32.pack_into(out, CRC_POS, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
     return bytes(out)
 
 
@@ -109,33 +132,57 @@ def decode_records(
 ) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at ``pos`` into its header and records (absolute offsets and timestamps).
 
-    For LogAppendTime batches every record's timestamp is the batch's maxTimestamp.
+    For LogAppendTime batches every record's timestamp is the batch's maxTimestamp (what Kafka's
+    consumer reports). Control batches decode like any other; see ``control.py`` for their
+    keys and values. Raises CorruptRecordError (bad length, magic, CRC, truncation, malformed
+    records or a record count that does not match the bytes), RecordTooLargeError (records
+    inflating past ``max_decompressed_bytes``) or UnsupportedCompressionError.
     """
     header = check_batch(buf, pos) if verify_crc else _header_unchecked(buf, pos)
-    view = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    data: bytes | memoryview = view
+    count = header.records_count
+    if count < 0:
+        raise CorruptRecordError(f"batch at offset {header.base_offset} has record count {count}")
+    start = pos + HEADER_SIZE
+    end = pos + header.size
+    data: bytes
     if header.compression != compression.NONE:
-        data = compression.decompress(header.compression, view, max_decompressed_bytes)
-    records: list[Record] = []
-    p = 0
-    for _ in range(header.records_count):
-        rec, p = read_record(data, p, header.base_offset, header.base_timestamp)
-        records.append(rec)
-    if p != len(data):
-        raise CorruptRecordError(
-            f"batch at offset {header.base_offset} has {len(data) - p} bytes after its "
-            f"{header.records_count} records"
-        )
-    if header.timestamp_type == 1:
-        records = [
-            Record(r.offset, header.max_timestamp, r.key, r.value, r.headers) for r in records
-        ]
+        data = compression.decompress(header.compression, memoryview(buf)[start:end], max_decompressed_bytes)
+        start, end = 0, len(data)
+    elif isinstance(buf, bytes):
+        data = buf  # slices of ``bytes`` are the record fields; no copy of the batch needed
+    else:
+        data = bytes(memoryview(buf)[start:end])
+        start, end = 0, len(data)
+    override = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    records = read_records(
+        data,
+        start,
+        end,
+        count,
+        base_offset=header.base_offset,
+        base_timestamp=header.base_timestamp,
+        timestamp_override=override,
+    )
     return header, records
 
 
-def _header_unchecked(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
-    from pyspark_log.records.header import read_header
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    verify_crc: bool = True,
+) -> list[tuple[BatchHeader, list[Record]]]:
+    """Decode every whole batch in ``buf`` (a fetch response's records), ignoring a partial tail.
 
+    Brokers may cut the last batch of a fetch response short; like Kafka's consumer we drop it.
+    """
+    out: list[tuple[BatchHeader, list[Record]]] = []
+    for pos, _ in iter_batch_headers(buf, verify_crc=False, stop_at_partial=True):
+        out.append(decode_records(buf, pos, max_decompressed_bytes=max_decompressed_bytes, verify_crc=verify_crc))
+    return out
+
+
+def _header_unchecked(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
     header = read_header(buf, pos)
     if len(buf) - pos < header.size:
         raise CorruptRecordError(f"truncated batch at byte {pos}")

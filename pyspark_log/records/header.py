@@ -64,6 +64,7 @@ NO_TIMESTAMP = -1
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
 
@@ -156,9 +157,7 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     """Read the header at ``pos`` and verify the batch is whole and its CRC matches."""
     header = read_header(buf, pos)
     if len(buf) - pos < header.size:
-        raise CorruptRecordError(
-            f"truncated batch at byte {pos}: needs {header.size} bytes, {len(buf) - pos} left"
-        )
+        raise CorruptRecordError(f"truncated batch at byte {pos}: needs {header.size} bytes, {len(buf) - pos} left")
     actual = compute_crc(buf, pos, header)
     if actual != header.crc:
         raise CorruptRecordError(
@@ -169,20 +168,49 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 
 
 def iter_batch_headers(
-    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
+    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True, stop_at_partial: bool = False
 ) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield ``(position, header)`` for each consecutive batch that fills ``buf`` exactly.
+    """Yield ``(position, header)`` for each consecutive batch in ``buf``.
 
-    Raises CorruptRecordError on trailing partial data or a bad batch.
+    By default the batches must fill ``buf`` exactly and trailing partial data raises
+    CorruptRecordError. With ``stop_at_partial`` the iteration ends quietly at a trailing batch
+    that is cut short (fewer bytes left than a header, or than its batchLength says), as in a
+    fetch response whose size limit fell inside a batch; a bad magic, length or CRC still raises.
     """
     pos = 0
     end = len(buf)
     while pos < end:
-        header = check_batch(buf, pos) if verify_crc else read_header(buf, pos)
-        if not verify_crc and end - pos < header.size:
-            raise CorruptRecordError(f"truncated batch at byte {pos}")
+        if stop_at_partial:
+            if end - pos < HEADER_SIZE:
+                return
+            header = read_header(buf, pos)
+            if end - pos < header.size:
+                return
+            if verify_crc and compute_crc(buf, pos, header) != header.crc:
+                raise CorruptRecordError(f"CRC mismatch in batch at byte {pos} (offset {header.base_offset})")
+        else:
+            header = check_batch(buf, pos) if verify_crc else read_header(buf, pos)
+            if not verify_crc and end - pos < header.size:
+                raise CorruptRecordError(f"truncated batch at byte {pos}")
         yield pos, header
         pos += header.size
+
+
+def complete_prefix_size(buf: bytes | bytearray | memoryview) -> int:
+    """Bytes of ``buf`` taken by whole batches before any partial trailing batch.
+
+    Only lengths are read (no magic or CRC checks): a fetch path can cut a records buffer to
+    whole batches with it before handing the bytes on. A batchLength below the minimum also
+    ends the prefix; decoding the bytes from there reports the corruption.
+    """
+    pos = 0
+    end = len(buf)
+    while end - pos >= LOG_OVERHEAD:
+        (length,) = _INT32.unpack_from(buf, pos + BATCH_LENGTH_POS)
+        if length < MIN_BATCH_LENGTH or end - pos < length + LOG_OVERHEAD:
+            break
+        pos += length + LOG_OVERHEAD
+    return pos
 
 
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
@@ -198,7 +226,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
 def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, timestamp_ms: int) -> None:
     """Set maxTimestamp and the LogAppendTime bit, then recompute the CRC (both are covered by it)."""
     attributes = header.attributes | TIMESTAMP_TYPE_MASK
-    struct.pack_into(">h", buf, pos + ATTRIBUTES_POS, attributes)
+    _INT16.pack_into(buf, pos + ATTRIBUTES_POS, attributes)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp_ms)
     new_crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + header.size])
     _UINT32.pack_into(buf, pos + CRC_POS, new_crc)
