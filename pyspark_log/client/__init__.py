@@ -1,1 +1,106 @@
-"""The pylog client: connections and metadata, Producer, Consumer, Admin (asyncio core, sync facade)."""
+"""The pylog client: connections and metadata, Producer, Consumer, Admin (asyncio core, sync facade).
+
+Sync (no event loop needed; each instance runs its core on a private loop thread)::
+
+    from pyspark_log.client import Producer, Consumer, AdminClient, TopicPartition
+
+    with Producer({"bootstrap.servers": "localhost:9092"}) as p:
+        p.send("events", b"hello", key=b"k").result()
+
+Async (on the caller's loop): ``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin``.
+
+Modules: ``config`` (Kafka key names), ``connection`` (one broker connection, version
+negotiation), ``cluster`` (metadata cache, connection pool), ``partitioner``, ``accumulator``,
+``bufferpool``, ``sender``, ``producer``, ``fetcher``, ``consumer``, ``offsets``, ``groups``, ``admin``,
+``sync``, ``errors``, ``types``.
+"""
+
+from pyspark_log.client.admin import (
+    AlterConfigOp,
+    AlterOp,
+    AsyncAdmin,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from pyspark_log.client.cluster import BrokerNode, ClusterMetadata, PartitionMetadata, TopicMetadata
+from pyspark_log.client.consumer import AsyncConsumer, RawFetch
+from pyspark_log.client.errors import (
+    BrokerConnectionError,
+    BufferExhaustedError,
+    ClientClosedError,
+    ConfigError,
+    ErrorCode,
+    KafkaError,
+    KafkaTimeoutError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    RecordTooLargeError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+    UnsupportedFeatureError,
+)
+from pyspark_log.client.futures import DeliveryFuture
+from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.partitioner import murmur2, partition_for_key, to_positive
+from pyspark_log.client.producer import AsyncProducer
+from pyspark_log.client.sync import AdminClient, Consumer, Producer
+from pyspark_log.client.types import (
+    AbortedTransaction,
+    ConsumerRecord,
+    IsolationLevel,
+    OffsetAndTimestamp,
+    OffsetSpec,
+    RecordMetadata,
+    TimestampType,
+    TopicPartition,
+)
+
+__all__ = [
+    "AbortedTransaction",
+    "AdminClient",
+    "AlterConfigOp",
+    "AlterOp",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "BrokerConnectionError",
+    "BrokerNode",
+    "BufferExhaustedError",
+    "ClientClosedError",
+    "ClusterDescription",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "ConfigError",
+    "ConfigResource",
+    "Consumer",
+    "ConsumerRecord",
+    "DeliveryFuture",
+    "ErrorCode",
+    "IsolationLevel",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "OffsetOutOfRangeError",
+    "OffsetSpec",
+    "PartitionMetadata",
+    "Producer",
+    "ProtocolError",
+    "RawFetch",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "ResourceType",
+    "TimestampType",
+    "TopicAlreadyExistsError",
+    "TopicMetadata",
+    "TopicPartition",
+    "UnknownTopicOrPartitionError",
+    "UnsupportedFeatureError",
+    "murmur2",
+    "partition_for_key",
+    "to_positive",
+]

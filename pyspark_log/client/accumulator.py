@@ -1,0 +1,400 @@
+"""The record accumulator: per-partition queues of batches waiting to be sent (seed 003 "프로듀서의 배치").
+
+Pure: no I/O, no asyncio; every method that depends on time takes ``now_ms`` (monotonic), so
+tests drive linger, backoff and expiry with a manual clock. Owned by the producer's event loop.
+
+A partition's queue holds batches oldest first. Records go into the newest batch while it is open
+and has room (``batch.size``, counted as an upper bound of the uncompressed record sizes; a record
+bigger than ``batch.size`` gets a batch of its own). The first batch of a queue is *sendable*
+when any of these holds (Kafka's ``RecordAccumulator.ready``):
+
+* it is full, or a newer batch exists behind it;
+* it has waited ``linger.ms`` since it was created (or its retry backoff since its last attempt);
+* a ``flush()`` is in progress or the producer is closing;
+* ``buffer.memory`` is exhausted and a sender is blocked waiting for room.
+
+``drain`` closes and hands out at most one batch per partition per node, up to
+``max.request.size`` per request (at least one batch), rotating the starting partition so no
+partition starves. With ``max.in.flight.requests.per.connection == 1`` a drained partition is
+muted until its batch completes, which keeps retries in order. A retried batch goes back to the
+head of its queue and is not sendable before its backoff (``retry.backoff.ms`` doubling up to
+``retry.backoff.max.ms``, with jitter) has passed.
+
+Memory: each record reserves its size estimate from the producer's buffer pool before it is
+appended; a batch gives its reservation back (``release``) when it completes or fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.types import RecordMetadata, TopicPartition
+from pyspark_log.records import compression
+from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+
+log = logging.getLogger(__name__)
+
+Thunk = Callable[[RecordMetadata | None, BaseException | None], None]
+
+BATCH_OVERHEAD_BYTES = HEADER_SIZE
+# length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5) + keyLen(5) + valueLen(5) + headerCount(5)
+RECORD_OVERHEAD_BYTES = 36
+HEADER_OVERHEAD_BYTES = 10
+
+
+def estimate_record_bytes(record: ProducerRecord) -> int:
+    """An upper bound of the record's encoded size inside a batch (uncompressed)."""
+    size = RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
+    for hkey, hvalue in record.headers:
+        size += HEADER_OVERHEAD_BYTES + len(hkey.encode()) + len(hvalue or b"")
+    return size
+
+
+class ProducerBatch:
+    """Records for one partition: open for appends, then closed, encoded and sent (maybe again).
+
+    ``done`` becomes true exactly once, in ``complete`` or ``fail``; later calls are ignored, so a
+    late response for a batch that already expired cannot deliver twice.
+    """
+
+    __slots__ = (
+        "_done_callbacks",
+        "attempts",
+        "base_sequence",
+        "closed",
+        "created_ms",
+        "done",
+        "encoded",
+        "last_attempt_ms",
+        "max_bytes",
+        "producer_epoch",
+        "producer_id",
+        "records",
+        "reserved_bytes",
+        "retry_at_ms",
+        "size_bytes",
+        "thunks",
+        "tp",
+    )
+
+    def __init__(self, tp: TopicPartition, created_ms: float, max_bytes: int) -> None:
+        self.tp = tp
+        self.created_ms = created_ms
+        self.max_bytes = max_bytes
+        self.records: list[ProducerRecord] = []
+        self.thunks: list[Thunk | None] = []
+        self.size_bytes = BATCH_OVERHEAD_BYTES
+        self.reserved_bytes = 0
+        self.attempts = 0
+        self.last_attempt_ms = created_ms
+        self.retry_at_ms = 0.0
+        self.closed = False
+        self.done = False
+        self.encoded: bytes | None = None
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
+        self._done_callbacks: list[Callable[[ProducerBatch], None]] = []
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.tp}, records={len(self.records)}, attempts={self.attempts})"
+
+    @property
+    def is_full(self) -> bool:
+        return self.size_bytes >= self.max_bytes
+
+    def try_append(self, record: ProducerRecord, size_bytes: int, reserved_bytes: int, thunk: Thunk | None) -> bool:
+        """Append unless closed or (for a non-empty batch) out of room."""
+        if self.closed or (self.records and self.size_bytes + size_bytes > self.max_bytes):
+            return False
+        self.records.append(record)
+        self.thunks.append(thunk)
+        self.size_bytes += size_bytes
+        self.reserved_bytes += reserved_bytes
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def encode(self, codec: int) -> bytes:
+        """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across retries."""
+        if self.encoded is None:
+            self.encoded = encode_batch(
+                self.records,
+                codec=codec,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+            )
+        return self.encoded
+
+    def add_done_callback(self, fn: Callable[[ProducerBatch], None]) -> None:
+        if self.done:
+            fn(self)
+        else:
+            self._done_callbacks.append(fn)
+
+    def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
+        """Deliver every record: offset ``base_offset + i`` (-1 for acks=0)."""
+        if self.done:
+            return
+        self.done = True
+        topic, partition = self.tp.topic, self.tp.partition
+        for i, (record, thunk) in enumerate(zip(self.records, self.thunks, strict=True)):
+            if thunk is None:
+                continue
+            offset = base_offset + i if base_offset >= 0 else -1
+            timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp
+            _call(thunk, RecordMetadata(topic, partition, offset, timestamp), None)
+        self._finish()
+
+    def fail(self, exc: BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        for thunk in self.thunks:
+            if thunk is not None:
+                _call(thunk, None, exc)
+        self._finish()
+
+    def _finish(self) -> None:
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for fn in callbacks:
+            fn(self)
+
+
+def _call(thunk: Thunk, metadata: RecordMetadata | None, exc: BaseException | None) -> None:
+    try:
+        thunk(metadata, exc)
+    except Exception:
+        log.exception("producer delivery callback raised")
+
+
+class LeaderLookup(Protocol):
+    """What the accumulator needs from cluster metadata."""
+
+    def leader_for(self, tp: TopicPartition) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """``appended`` false only when ``abort_on_new_batch`` stopped a new batch from being made."""
+
+    appended: bool
+    batch_is_full: bool
+    new_batch_created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyCheck:
+    ready_nodes: frozenset[int]
+    next_ready_check_delay_ms: float
+    unknown_leader_topics: frozenset[str]
+
+
+class RecordAccumulator:
+    """Batches per partition. Not thread-safe: the producer's loop owns it."""
+
+    def __init__(
+        self,
+        *,
+        batch_size_bytes: int,
+        linger_ms: float,
+        retry_backoff: ExponentialBackoff,
+        codec: int = compression.NONE,
+        release: Callable[[int], None] = lambda n: None,
+        memory_pressure: Callable[[], bool] = lambda: False,
+        guarantee_order: bool = False,
+    ) -> None:
+        self.batch_size_bytes = max(batch_size_bytes, BATCH_OVERHEAD_BYTES + 1)
+        self.linger_ms = linger_ms
+        self.codec = codec
+        self._backoff = retry_backoff
+        self._release = release
+        self._memory_pressure = memory_pressure
+        self._guarantee_order = guarantee_order
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._muted: set[TopicPartition] = set()
+        self._drain_start: dict[int, int] = {}
+        self._flushes = 0
+        self.closing = False
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        record: ProducerRecord,
+        thunk: Thunk | None,
+        now_ms: float,
+        *,
+        reserved_bytes: int = 0,
+        abort_on_new_batch: bool = False,
+    ) -> AppendResult:
+        size = estimate_record_bytes(record)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        if queue and queue[-1].try_append(record, size, reserved_bytes, thunk):
+            return AppendResult(True, len(queue) > 1 or queue[-1].is_full, False)
+        if abort_on_new_batch:
+            return AppendResult(False, False, False)
+        batch = ProducerBatch(tp, now_ms, self.batch_size_bytes)
+        batch.try_append(record, size, reserved_bytes, thunk)
+        batch.add_done_callback(self._on_batch_done)
+        queue.append(batch)
+        self._incomplete.add(batch)
+        return AppendResult(True, len(queue) > 1 or batch.is_full, True)
+
+    def _on_batch_done(self, batch: ProducerBatch) -> None:
+        self._incomplete.discard(batch)
+        if self._guarantee_order:
+            self._muted.discard(batch.tp)
+        if batch.reserved_bytes:
+            reserved, batch.reserved_bytes = batch.reserved_bytes, 0
+            self._release(reserved)
+
+    # -- readiness and draining --------------------------------------------------------------
+
+    def ready(self, cluster: LeaderLookup, now_ms: float) -> ReadyCheck:
+        """Which leaders have a sendable batch, and how long until the next one may become so."""
+        nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_delay = float("inf")
+        urgent = self._flushes > 0 or self.closing or self._memory_pressure()
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None or leader < 0:
+                unknown.add(tp.topic)
+                continue
+            if tp in self._muted or leader in nodes:
+                continue
+            first = queue[0]
+            if first.attempts > 0 and now_ms < first.retry_at_ms:
+                next_delay = min(next_delay, first.retry_at_ms - now_ms)
+                continue
+            waited = now_ms - first.created_ms
+            full = len(queue) > 1 or first.is_full
+            if full or urgent or first.attempts > 0 or waited >= self.linger_ms:
+                nodes.add(leader)
+            else:
+                next_delay = min(next_delay, self.linger_ms - waited)
+        return ReadyCheck(frozenset(nodes), max(next_delay, 0.0), frozenset(unknown))
+
+    def drain(
+        self, cluster: LeaderLookup, nodes: Iterable[int], max_request_bytes: int, now_ms: float
+    ) -> dict[int, list[ProducerBatch]]:
+        """Close and remove up to ``max_request_bytes`` of head batches per node (at least one)."""
+        by_node: dict[int, list[TopicPartition]] = {}
+        wanted = set(nodes)
+        for tp, queue in self._queues.items():
+            if queue:
+                leader = cluster.leader_for(tp)
+                if leader is not None and leader in wanted:
+                    by_node.setdefault(leader, []).append(tp)
+        out: dict[int, list[ProducerBatch]] = {}
+        for node, tps in by_node.items():
+            tps.sort()
+            start = self._drain_start.get(node, 0) % len(tps)
+            ordered = tps[start:] + tps[:start]
+            self._drain_start[node] = start + 1
+            batches: list[ProducerBatch] = []
+            size = 0
+            for tp in ordered:
+                queue = self._queues[tp]
+                if tp in self._muted or not queue:
+                    continue
+                first = queue[0]
+                if first.attempts > 0 and now_ms < first.retry_at_ms:
+                    continue
+                if batches and size + first.size_bytes > max_request_bytes:
+                    break
+                queue.popleft()
+                first.close()
+                first.last_attempt_ms = now_ms
+                size += first.size_bytes
+                batches.append(first)
+                if self._guarantee_order:
+                    self._muted.add(tp)
+            if batches:
+                out[node] = batches
+        return out
+
+    # -- retries, expiry, flush, abort -------------------------------------------------------
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: float) -> None:
+        """Put a failed batch back at the head of its queue, not sendable before its backoff."""
+        batch.retry_at_ms = now_ms + self._backoff.backoff_ms(batch.attempts)
+        batch.attempts += 1
+        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+        if self._guarantee_order:
+            self._muted.discard(batch.tp)
+
+    def split_and_reenqueue(self, batch: ProducerBatch, now_ms: float) -> int:
+        """Split a batch the broker found too large into halves, queued at the head; returns how
+        many batches it became (1 = could not split)."""
+        if len(batch.records) < 2:
+            return 1
+        half = len(batch.records) // 2
+        parts = []
+        for lo, hi in ((0, half), (half, len(batch.records))):
+            part = ProducerBatch(batch.tp, batch.created_ms, batch.max_bytes)
+            for record, thunk in zip(batch.records[lo:hi], batch.thunks[lo:hi], strict=True):
+                part.records.append(record)
+                part.thunks.append(thunk)
+                part.size_bytes += estimate_record_bytes(record)
+            part.attempts = batch.attempts
+            part.add_done_callback(self._on_batch_done)
+            parts.append(part)
+        parts[0].reserved_bytes = batch.reserved_bytes
+        batch.reserved_bytes = 0
+        batch.thunks = [None] * len(batch.records)
+        batch.fail(RuntimeError("split"))  # no callbacks left: only marks it done
+        queue = self._queues.setdefault(batch.tp, deque())
+        for part in reversed(parts):
+            part.close()
+            queue.appendleft(part)
+            self._incomplete.add(part)
+        if self._guarantee_order:
+            self._muted.discard(batch.tp)
+        return 2
+
+    def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
+        """Remove and return queued (not in-flight) batches older than ``delivery.timeout.ms``."""
+        expired: list[ProducerBatch] = []
+        for queue in self._queues.values():
+            while queue and now_ms - queue[0].created_ms >= delivery_timeout_ms:
+                expired.append(queue.popleft())
+        return expired
+
+    def begin_flush(self) -> None:
+        self._flushes += 1
+
+    def end_flush(self) -> None:
+        self._flushes -= 1
+
+    def incomplete(self) -> list[ProducerBatch]:
+        """Every batch not yet completed or failed (queued or in flight)."""
+        return list(self._incomplete)
+
+    def has_undrained(self) -> bool:
+        return any(self._queues.values())
+
+    def queued_topics(self) -> set[str]:
+        return {tp.topic for tp, q in self._queues.items() if q}
+
+    def abort_all(self, exc: BaseException) -> None:
+        """Fail every incomplete batch, queued or in flight (used when the sender dies or closes)."""
+        for queue in self._queues.values():
+            queue.clear()
+        for batch in list(self._incomplete):
+            batch.fail(exc)

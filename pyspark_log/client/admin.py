@@ -1,0 +1,428 @@
+"""``AsyncAdmin``: topics, partitions, configs, offsets and cluster description.
+
+    async with AsyncAdmin({"bootstrap.servers": "..."}) as admin:
+        await admin.create_topics([NewTopic("events", num_partitions=6, config={"retention.ms": "60000"})])
+
+Topic and config changes go to the controller (``controller_id`` from Metadata; any broker if
+none is named), others to the least loaded broker, broker configs to that broker. Retriable
+failures (NOT_CONTROLLER, a broken connection, a timeout) refresh metadata and retry with backoff
+until the call's ``timeout_ms`` (default ``default.api.timeout.ms``). Per-item errors are raised
+as the ``KafkaError`` of the first failing item; the exception's ``errors`` attribute maps every
+failing item to its error (``TopicAlreadyExistsError``, ``UnknownTopicOrPartitionError``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from pyspark_log.client import config as cfg
+from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
+from pyspark_log.client.cluster import BrokerNode, Cluster, TopicMetadata
+from pyspark_log.client.connection import Connector, open_tcp
+from pyspark_log.client.errors import ClientClosedError, KafkaTimeoutError, UnknownTopicOrPartitionError, error_for
+from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
+from pyspark_log.client.offsets import list_offsets
+from pyspark_log.client.types import IsolationLevel, OffsetAndTimestamp, TopicPartition
+from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create. -1 partitions / replication factor: the broker's defaults."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: Mapping[int, list[int]] | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+
+
+class ResourceType(IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+@dataclass(frozen=True)
+class ConfigResource:
+    type: ResourceType
+    name: str
+
+
+class AlterOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True)
+class AlterConfigOp:
+    name: str
+    value: str | None = None
+    op: AlterOp = AlterOp.SET
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerNode]
+
+
+DEFAULT_CONFIG_SOURCE = 5
+
+# Per-item errors worth retrying the whole call for; others (UNKNOWN_TOPIC_OR_PARTITION on a
+# delete, say) are answers, not transient states.
+_ITEM_RETRIABLE = frozenset(
+    {ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+)
+
+
+def _raise_errors(errors: dict[Any, KafkaError]) -> None:
+    if errors:
+        first = next(iter(errors.values()))
+        first.errors = errors  # type: ignore[attr-defined]
+        raise first
+
+
+class AsyncAdmin:
+    """The admin core; all methods run on the loop ``start`` ran on."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+        connector: Connector = open_tcp,
+    ) -> None:
+        self.config = cfg.parse(cfg.ADMIN, config, "admin")
+        self._rng = rng or random.Random()
+        self.cluster = Cluster(self.config, clock=clock, rng=self._rng, connector=connector)
+        self._backoff = ExponentialBackoff(
+            self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"], rng=self._rng
+        )
+        self.default_api_timeout_ms: float = self.config["default.api.timeout.ms"]
+        self._groups = GroupOffsets(self.cluster, self._backoff)
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> AsyncAdmin:
+        if not self._started:
+            await self.cluster.start(self.default_api_timeout_ms)
+            self._started = True
+        return self
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.cluster.close()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed or not self._started:
+            raise ClientClosedError("the admin client is closed" if self._closed else "the admin client is not started")
+
+    def _controller(self) -> int | None:
+        ctrl = self.cluster.metadata.controller_id
+        return ctrl if ctrl in self.cluster.metadata.brokers else None
+
+    async def _retrying(self, what: str, timeout_ms: float | None, attempt_fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt_fn`` until it returns, retrying retriable KafkaErrors with backoff."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        budget = timeout_ms or self.default_api_timeout_ms
+        deadline = loop.time() + budget / 1000.0
+        attempt = 0
+        while True:
+            try:
+                remaining_ms = max((deadline - loop.time()) * 1000.0, 1.0)
+                async with asyncio.timeout(remaining_ms / 1000.0):
+                    return await attempt_fn()
+            except TimeoutError:
+                raise KafkaTimeoutError(f"{what} did not complete within {budget:.0f} ms") from None
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                self.cluster.request_update()
+                wait_s = self._backoff.backoff_ms(attempt) / 1000.0
+                attempt += 1
+                if loop.time() + wait_s >= deadline:
+                    raise KafkaTimeoutError(f"{what} did not complete within {budget:.0f} ms: {exc}") from exc
+                await asyncio.sleep(wait_s)
+
+    async def _to_controller(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
+        node = self._controller()
+        if node is None:
+            return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
+        return await self.cluster.send(node, api_key, body, timeout_ms=timeout_ms + 5000)
+
+    @staticmethod
+    def _item_errors(items: Iterable[Any], name_of: Callable[[Any], Any], what: str) -> dict[Any, KafkaError]:
+        """Per-item errors; NOT_CONTROLLER and the like are raised to retry the whole call."""
+        errors: dict[Any, KafkaError] = {}
+        for item in items:
+            if item.error_code == ErrorCode.NONE:
+                continue
+            exc = error_for(item.error_code, getattr(item, "error_message", None), context=f"{what} {name_of(item)}")
+            if exc.code in _ITEM_RETRIABLE:
+                raise exc
+            errors[name_of(item)] = exc
+        return errors
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, new_topics: Iterable[NewTopic], *, validate_only: bool = False, timeout_ms: float | None = None
+    ) -> None:
+        topics = list(new_topics)
+        budget = timeout_ms or self.default_api_timeout_ms
+        body = {
+            "topics": [
+                {
+                    "name": t.name,
+                    "num_partitions": t.num_partitions if not t.replica_assignment else -1,
+                    "replication_factor": t.replication_factor if not t.replica_assignment else -1,
+                    "assignments": [
+                        {"partition_index": p, "broker_ids": list(ids)}
+                        for p, ids in (t.replica_assignment or {}).items()
+                    ],
+                    "configs": [{"name": k, "value": v} for k, v in t.config.items()],
+                }
+                for t in topics
+            ],
+            "timeout_ms": int(budget),
+            "validate_only": validate_only,
+        }
+
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(ApiKey.CREATE_TOPICS, body, budget)
+            return self._item_errors(resp.topics, lambda t: t.name, "create topic")
+
+        _raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
+        if not validate_only:
+            self.cluster.add_topics(t.name for t in topics)
+            self.cluster.request_update()
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: float | None = None) -> None:
+        topics = list(names)
+        budget = timeout_ms or self.default_api_timeout_ms
+        body = {"topics": [{"name": n} for n in topics], "topic_names": topics, "timeout_ms": int(budget)}
+
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(ApiKey.DELETE_TOPICS, body, budget)
+            return self._item_errors(resp.responses, lambda t: t.name, "delete topic")
+
+        _raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
+        self.cluster.request_update()
+
+    async def create_partitions(
+        self,
+        new_counts: Mapping[str, int],
+        *,
+        assignments: Mapping[str, list[list[int]]] | None = None,
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Grow each topic to the given total partition count."""
+        budget = timeout_ms or self.default_api_timeout_ms
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "count": count,
+                    "assignments": None
+                    if not assignments or name not in assignments
+                    else [{"broker_ids": ids} for ids in assignments[name]],
+                }
+                for name, count in new_counts.items()
+            ],
+            "timeout_ms": int(budget),
+            "validate_only": validate_only,
+        }
+
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(ApiKey.CREATE_PARTITIONS, body, budget)
+            return self._item_errors(resp.results, lambda t: t.name, "create partitions for")
+
+        _raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
+        self.cluster.request_update()
+
+    async def list_topics(self, *, include_internal: bool = False, timeout_ms: float | None = None) -> list[str]:
+        meta = await self._retrying("Metadata", timeout_ms, lambda: self.cluster.fetch_metadata(None))
+        return sorted(
+            name
+            for name, t in meta.topics.items()
+            if t.error_code == ErrorCode.NONE and (include_internal or not t.is_internal)
+        )
+
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, TopicMetadata]:
+        """Partitions, leaders, replicas and ISR of each topic (all topics when ``names`` is None)."""
+        wanted = None if names is None else list(names)
+        meta = await self._retrying("Metadata", timeout_ms, lambda: self.cluster.fetch_metadata(wanted))
+        selected = meta.topics if wanted is None else {n: meta.topics[n] for n in wanted if n in meta.topics}
+        errors = {
+            n: error_for(t.error_code, context=f"describe topic {n}")
+            for n, t in selected.items()
+            if t.error_code != ErrorCode.NONE
+        }
+        if wanted is not None:
+            errors.update({n: UnknownTopicOrPartitionError(f"topic {n!r}") for n in wanted if n not in selected})
+        _raise_errors(errors)
+        return dict(selected)
+
+    async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
+        meta = await self._retrying("Metadata", timeout_ms, lambda: self.cluster.fetch_metadata([]))
+        return ClusterDescription(
+            meta.cluster_id, meta.controller_id, sorted(meta.brokers.values(), key=lambda b: b.node_id)
+        )
+
+    # -- configs -------------------------------------------------------------------------------
+
+    async def describe_configs(
+        self, resources: Iterable[ConfigResource], *, timeout_ms: float | None = None
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        wanted = list(resources)
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        errors: dict[Any, KafkaError] = {}
+        groups: dict[int | None, list[ConfigResource]] = {}
+        for res in wanted:
+            node = int(res.name) if res.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and res.name else None
+            groups.setdefault(node, []).append(res)
+        for node, group in groups.items():
+            body = {
+                "resources": [
+                    {"resource_type": int(r.type), "resource_name": r.name, "configuration_keys": None} for r in group
+                ],
+                "include_synonyms": True,
+            }
+
+            async def attempt(node: int | None = node, body: dict[str, Any] = body) -> Message:
+                if node is None:
+                    return await self.cluster.send_any(ApiKey.DESCRIBE_CONFIGS, body)
+                return await self.cluster.send(node, ApiKey.DESCRIBE_CONFIGS, body)
+
+            resp = await self._retrying("DescribeConfigs", timeout_ms, attempt)
+            for result in resp.results:
+                res = ConfigResource(ResourceType(result.resource_type), result.resource_name)
+                if result.error_code != ErrorCode.NONE:
+                    errors[res] = error_for(
+                        result.error_code, result.error_message, context=f"describe configs {res.name}"
+                    )
+                    continue
+                out[res] = {
+                    c.name: ConfigEntry(
+                        c.name,
+                        c.value,
+                        c.config_source,
+                        c.config_source == DEFAULT_CONFIG_SOURCE,
+                        c.read_only,
+                        c.is_sensitive,
+                        tuple((s.name, s.value, s.source) for s in c.synonyms or ()),
+                    )
+                    for c in result.configs
+                }
+        _raise_errors(errors)
+        return out
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:
+        body = {
+            "resources": [
+                {
+                    "resource_type": int(res.type),
+                    "resource_name": res.name,
+                    "configs": [{"name": op.name, "config_operation": int(op.op), "value": op.value} for op in ops],
+                }
+                for res, ops in changes.items()
+            ],
+            "validate_only": validate_only,
+        }
+        budget = timeout_ms or self.default_api_timeout_ms
+
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
+            return self._item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
+
+        _raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, int],
+        *,
+        isolation_level: IsolationLevel | str = IsolationLevel.READ_UNCOMMITTED,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """``{tp: OffsetSpec.EARLIEST | LATEST | MAX_TIMESTAMP | timestamp_ms}`` -> offsets
+        (None: no record at or after that timestamp)."""
+        self._check_open()
+        results = await list_offsets(
+            self.cluster,
+            specs,
+            isolation_level=IsolationLevel.parse(isolation_level),
+            timeout_ms=timeout_ms or self.default_api_timeout_ms,
+            backoff=self._backoff,
+        )
+        errors = {tp: r for tp, r in results.items() if isinstance(r, KafkaError)}
+        _raise_errors(errors)
+        return {tp: r for tp, r in results.items() if not isinstance(r, KafkaError)}
+
+    # -- consumer-group offsets (no membership) ------------------------------------------------
+
+    async def alter_consumer_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        *,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit ``offsets`` (next offset to read) for ``group_id`` with generation -1."""
+        self._check_open()
+        await self._groups.commit(group_id, offsets, timeout_ms or self.default_api_timeout_ms)
+
+    async def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The committed offsets of ``group_id`` (omitting partitions with none)."""
+        self._check_open()
+        return await self._groups.fetch(group_id, partitions, timeout_ms or self.default_api_timeout_ms)

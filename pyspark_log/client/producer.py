@@ -1,0 +1,423 @@
+"""``AsyncProducer``: the asyncio producer core (the sync ``Producer`` in ``sync.py`` drives it).
+
+    async with AsyncProducer({"bootstrap.servers": "localhost:9092", "acks": "all"}) as p:
+        fut = await p.send("events", b"value", key=b"user-1")   # queued; fut resolves on ack
+        meta = await fut                                         # RecordMetadata(topic, partition, offset, timestamp)
+
+``send`` raises at once for what is known before a record is queued: a bad argument,
+``RecordTooLargeError`` (above ``max.request.size`` or ``buffer.memory``), ``KafkaTimeoutError``
+when the topic's metadata or room in ``buffer.memory`` did not come within ``max.block.ms``
+(back-pressure), ``ClientClosedError``. Everything after queueing (broker errors once retries or
+``delivery.timeout.ms`` are spent) fails the returned future and calls ``on_delivery(None, exc)``.
+Delivery callbacks run on the producer's event loop; keep them short.
+
+Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); batching is
+``accumulator.py``; the network side is ``sender.py``.
+
+Idempotence (``enable.idempotence``) needs InitProducerId on the broker and is not implemented by
+this client yet: left unset (Kafka 3.x defaults it on) or set true against a broker that does not
+advertise InitProducerId (22), the producer logs a warning and produces without it; set true against
+a broker that does, it raises ``UnsupportedFeatureError``. ``transactional.id`` raises likewise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pyspark_log.client import config as cfg
+from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, RecordAccumulator, Thunk, estimate_record_bytes
+from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.bufferpool import BufferPool
+from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
+from pyspark_log.client.cluster import Cluster
+from pyspark_log.client.connection import Connector, open_tcp
+from pyspark_log.client.errors import (
+    BufferExhaustedError,
+    ClientClosedError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    UnsupportedFeatureError,
+)
+from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
+from pyspark_log.client.sender import Sender
+from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
+from pyspark_log.records.batch import ProducerRecord
+from pyspark_log.records.compression import CODEC_BY_NAME
+from pyspark_log.wire import ApiKey, KafkaError
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+HeadersArg = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
+
+
+def to_bytes(value: Any, what: str) -> bytes | None:
+    """None, bytes-like or str (UTF-8) to bytes; anything else is a TypeError."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__} (serialize it first)")
+
+
+def to_headers(headers: HeadersArg) -> tuple[Header, ...]:
+    if not headers:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for name, value in items:
+        if not isinstance(name, str):
+            raise TypeError(f"header names must be str, not {type(name).__name__}")
+        out.append((name, to_bytes(value, f"header {name!r}")))
+    return tuple(out)
+
+
+class AsyncProducer:
+    """The producer core. All methods run on one event loop (the one ``start`` ran on)."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+        connector: Connector = open_tcp,
+    ) -> None:
+        self.config = cfg.parse(cfg.PRODUCER, config, "producer")
+        c = self.config
+        if c["transactional.id"]:
+            raise UnsupportedFeatureError("transactions (transactional.id) are not supported by the pylog client yet")
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.acks: int = c["acks"]
+        self.max_block_ms: float = c["max.block.ms"]
+        self.max_request_bytes: int = c["max.request.size"]
+        self._ignore_keys: bool = c["partitioner.ignore.keys"]
+        self.pool = BufferPool(c["buffer.memory"])
+        self.cluster = Cluster(
+            c,
+            clock=clock,
+            rng=self._rng,
+            connector=connector,
+            allow_auto_topic_creation=True,
+            max_in_flight=c["max.in.flight.requests.per.connection"],
+        )
+        self.accumulator = RecordAccumulator(
+            batch_size_bytes=c["batch.size"],
+            linger_ms=c["linger.ms"],
+            retry_backoff=ExponentialBackoff(c["retry.backoff.ms"], c["retry.backoff.max.ms"], rng=self._rng),
+            codec=CODEC_BY_NAME[c["compression.type"]],
+            release=self.pool.release,
+            memory_pressure=self.pool.has_waiters,
+            guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
+        )
+        self._sticky = StickyPartitioner(self._rng)
+        self.sender: Sender | None = None
+        self.idempotent = False
+        self._fatal: BaseException | None = None
+        self._closed = False
+        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Records queued by other threads (the sync facade), drained on the loop in order.
+        self._handoff: deque[tuple[str, int | None, ProducerRecord, int, Thunk]] = deque()
+        self._handoff_lock = threading.Lock()
+        self._handoff_scheduled = False
+        self._parked: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> AsyncProducer:
+        if self._started:
+            return self
+        self._loop = asyncio.get_running_loop()
+        await self.cluster.start(max(self.max_block_ms, self.config["request.timeout.ms"]))
+        await self._check_idempotence()
+        c = self.config
+        self.sender = Sender(
+            cluster=self.cluster,
+            accumulator=self.accumulator,
+            clock=self._clock,
+            acks=self.acks,
+            retries=c["retries"],
+            request_timeout_ms=c["request.timeout.ms"],
+            delivery_timeout_ms=c["delivery.timeout.ms"],
+            max_request_bytes=self.max_request_bytes,
+            max_in_flight=c["max.in.flight.requests.per.connection"],
+            on_fatal=self._fail_all,
+        )
+        self.sender.start()
+        self._started = True
+        return self
+
+    async def _check_idempotence(self) -> None:
+        wanted = self.config["enable.idempotence"]
+        if wanted is False:
+            return
+        conn = await self.cluster.any_connection()
+        if not conn.supports(ApiKey.INIT_PRODUCER_ID):
+            if wanted:
+                log.warning(
+                    "enable.idempotence=true but the broker does not advertise InitProducerId (22); "
+                    "producing without idempotence"
+                )
+            return
+        if wanted:
+            raise UnsupportedFeatureError("enable.idempotence=true is not supported by the pylog client yet")
+        log.info("idempotence is not implemented by this client yet; producing without it")
+
+    async def __aenter__(self) -> AsyncProducer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise ClientClosedError(f"the producer failed and cannot send: {self._fatal!r}")
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if not self._started:
+            raise ClientClosedError("the producer is not started (await start() or use 'async with')")
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """The sender died: fail every record waiting on it and refuse new ones."""
+        self._fatal = exc
+        err = exc if isinstance(exc, KafkaError) else ClientClosedError(f"producer sender died: {exc!r}")
+        self.accumulator.abort_all(err)
+        self._abort_handoff(err)
+
+    # -- send ----------------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        topic: str,
+        *,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> tuple[ProducerRecord, int]:
+        """Validate and build the record; return it with its buffer reservation. Thread-safe."""
+        if not isinstance(topic, str) or not topic:
+            raise TypeError("topic must be a non-empty str")
+        if partition is not None and (not isinstance(partition, int) or partition < 0):
+            raise ValueError(f"partition must be a non-negative int, not {partition!r}")
+        ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
+        if ts < 0:
+            raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
+        record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
+        size = estimate_record_bytes(record)
+        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
+            )
+        if size > self.pool.total_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
+            )
+        return record, size
+
+    def check_partition(self, topic: str, partition: int | None) -> None:
+        if partition is None:
+            return
+        count = self.cluster.metadata.partition_count(topic)
+        if count is not None and partition >= count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist (it has {count})"
+            )
+
+    async def send(  # noqa: PLR0917 - Kafka's record fields, positionally as in ProducerRecord
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        *,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; returns a future of its ``RecordMetadata`` (see the module doc)."""
+        self._check_open()
+        record, size = self.prepare(
+            topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
+        )
+        deadline = self._clock.monotonic_ms() + self.max_block_ms
+        if self.cluster.metadata.partition_count(topic) is None:
+            await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        self.check_partition(topic, partition)
+        remaining = max(deadline - self._clock.monotonic_ms(), 0.0)
+        if not await self.pool.reserve(size, remaining / 1000.0):
+            raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={self.max_block_ms:.0f}")
+        self._check_open()
+        fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+
+        def thunk(meta: RecordMetadata | None, exc: BaseException | None) -> None:
+            if not fut.done():
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(meta)  # type: ignore[arg-type]
+            if on_delivery is not None:
+                on_delivery(meta, exc)
+
+        self._append(topic, partition, record, size, thunk)
+        return fut
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> RecordMetadata:
+        fut = await self.send(topic, value, key, **kwargs)
+        return await fut
+
+    def _append(self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk) -> None:
+        """Choose the partition and append (on the loop). Parks the record if metadata vanished."""
+        meta = self.cluster.metadata
+        count = meta.partition_count(topic)
+        if count is None:
+            task = asyncio.get_running_loop().create_task(self._append_later(topic, partition, record, reserved, thunk))
+            self._parked.add(task)
+            task.add_done_callback(self._parked.discard)
+            return
+        now = self._clock.monotonic_ms()
+        if partition is not None:
+            result = self.accumulator.append(
+                TopicPartition(topic, partition), record, thunk, now, reserved_bytes=reserved
+            )
+        elif record.key is not None and not self._ignore_keys:
+            tp = TopicPartition(topic, partition_for_key(record.key, count))
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+        else:
+            p = self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
+            result = self.accumulator.append(
+                TopicPartition(topic, p), record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True
+            )
+            if not result.appended:
+                p = self._sticky.on_new_batch(topic, count, meta.available_partitions(topic), p)
+                result = self.accumulator.append(TopicPartition(topic, p), record, thunk, now, reserved_bytes=reserved)
+        if (result.batch_is_full or result.new_batch_created) and self.sender is not None:
+            self.sender.wakeup()
+
+    async def _append_later(
+        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+    ) -> None:
+        try:
+            await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        except (KafkaError, asyncio.CancelledError) as exc:
+            self.pool.release(reserved)
+            err = exc if isinstance(exc, KafkaError) else ClientClosedError()
+            thunk(None, err)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        self._append(topic, partition, record, reserved, thunk)
+
+    # -- the sync facade's path: records from other threads ------------------------------------
+
+    def enqueue_threadsafe(
+        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+    ) -> None:
+        """Queue a record from a non-loop thread (memory already reserved); drained in order."""
+        self._check_open()
+        assert self._loop is not None
+        with self._handoff_lock:
+            self._handoff.append((topic, partition, record, reserved, thunk))
+            if self._handoff_scheduled:
+                return
+            self._handoff_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain_handoff)
+        except RuntimeError:  # the loop is closed
+            self._abort_handoff(ClientClosedError())
+            raise ClientClosedError() from None
+
+    def _drain_handoff(self) -> None:
+        with self._handoff_lock:
+            self._handoff_scheduled = False
+        if self._fatal is not None or self._closed:
+            self._abort_handoff(ClientClosedError("the producer closed before the record was queued"))
+            return
+        while True:
+            try:
+                item = self._handoff.popleft()
+            except IndexError:
+                return
+            self._append(*item)
+
+    def _abort_handoff(self, exc: BaseException) -> None:
+        while True:
+            try:
+                _topic, _partition, _record, reserved, thunk = self._handoff.popleft()
+            except IndexError:
+                return
+            self.pool.release(reserved)
+            thunk(None, exc)
+
+    # -- flush, close, metadata ----------------------------------------------------------------
+
+    async def flush(self, timeout_ms: float | None = None) -> None:
+        """Send everything queued now and wait until each record completes (or ``timeout_ms``)."""
+        if not self._started:
+            return
+        self._drain_handoff()
+        pending = self.accumulator.incomplete()
+        if not pending and not self._parked:
+            return
+        self.accumulator.begin_flush()
+        try:
+            if self.sender is not None:
+                self.sender.wakeup()
+            waits = [self._batch_done(b) for b in pending] + list(self._parked)
+            try:
+                async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000.0):
+                    await asyncio.gather(*waits)
+            except TimeoutError:
+                raise KafkaTimeoutError(f"flush did not complete within {timeout_ms:.0f} ms") from None
+        finally:
+            self.accumulator.end_flush()
+
+    def _batch_done(self, batch: Any) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(_batch: Any) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        batch.add_done_callback(done)
+        return fut
+
+    async def close(self, timeout_ms: float | None = None) -> None:
+        """Deliver what is queued (up to ``timeout_ms``, default unbounded), then release everything.
+
+        Records still incomplete at the deadline fail with ``ClientClosedError``."""
+        if self._closed:
+            return
+        if self._started and self._fatal is None:
+            try:
+                await self.flush(timeout_ms)
+            except KafkaTimeoutError:
+                log.warning("producer closed with undelivered records after %s ms", timeout_ms)
+        self._closed = True
+        self.accumulator.closing = True
+        if self.sender is not None:
+            await self.sender.stop()
+        for task in list(self._parked):
+            task.cancel()
+        err = ClientClosedError("the producer was closed before the record was delivered")
+        self.accumulator.abort_all(err)
+        self._abort_handoff(err)
+        await self.cluster.close()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition numbers of ``topic`` (waits up to ``max.block.ms`` for its metadata)."""
+        self._check_open()
+        meta = await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        return sorted(meta.partitions)

@@ -1,0 +1,227 @@
+"""The producer's sender: one task that moves batches from the accumulator to partition leaders.
+
+Each round (``_run_once``) it
+
+1. fails queued batches older than ``delivery.timeout.ms`` (``KafkaTimeoutError``);
+2. asks the accumulator which leaders have a sendable batch; topics without a known leader
+   trigger a metadata refresh;
+3. skips leaders that are not connected (starting a connect in the background) or that already
+   have ``max.in.flight.requests.per.connection`` Produce requests outstanding;
+4. drains up to ``max.request.size`` per leader and sends one Produce request per leader, each in
+   its own request task (tracked; cancelled on close);
+
+then sleeps until woken (a record appended that filled or opened a batch, a response, a new
+connection, new metadata, a flush) or until the accumulator's next linger/backoff deadline.
+
+Responses, per partition (seed 003/004): success completes the batch with its base offset (and
+LogAppendTime); MESSAGE_TOO_LARGE splits a multi-record batch in two; a retriable error re-queues
+the batch with backoff while ``retries`` and ``delivery.timeout.ms`` allow (refreshing metadata
+after NOT_LEADER_OR_FOLLOWER and friends); anything else fails the batch with the Kafka error.
+A broken connection or request timeout counts as a retriable error for every batch in flight
+on it. With ``acks=0`` there is no response: batches complete with offset -1 once written.
+
+If the sender task dies from an unexpected exception, every incomplete batch fails with it and
+the producer refuses new records (``_fail_all``; DESIGN principle 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.clock import Clock
+from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
+from pyspark_log.client.errors import KafkaTimeoutError, error_for
+from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
+
+log = logging.getLogger(__name__)
+
+MAX_IDLE_WAIT_MS = 1000.0
+
+
+class Sender:
+    """Owns the send loop task and the Produce request tasks it spawns."""
+
+    def __init__(
+        self,
+        *,
+        cluster: Cluster,
+        accumulator: RecordAccumulator,
+        clock: Clock,
+        acks: int,
+        retries: int,
+        request_timeout_ms: float,
+        delivery_timeout_ms: float,
+        max_request_bytes: int,
+        max_in_flight: int,
+        on_fatal: Callable[[BaseException], None],
+    ) -> None:
+        self._cluster = cluster
+        self._acc = accumulator
+        self._clock = clock
+        self.acks = acks
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_request_bytes = max_request_bytes
+        self.max_in_flight = max_in_flight
+        self._on_fatal = on_fatal
+        self._wakeup = asyncio.Event()
+        self._in_flight: dict[int, int] = {}
+        self._requests: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        cluster.add_listener(self.wakeup)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="pylog-sender")
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    @property
+    def in_flight_requests(self) -> int:
+        return sum(self._in_flight.values())
+
+    async def stop(self) -> None:
+        """Stop the loop and cancel outstanding requests (their batches stay incomplete)."""
+        self._stopping = True
+        tasks = [t for t in (self._task, *self._requests) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            while not self._stopping:
+                delay_ms = self._run_once()
+                if not self._wakeup.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(delay_ms / 1000.0):
+                            await self._wakeup.wait()
+                self._wakeup.clear()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.exception("producer sender died")
+            self._on_fatal(exc)
+            raise
+
+    def _run_once(self) -> float:
+        now = self._clock.monotonic_ms()
+        for batch in self._acc.expire(now, self.delivery_timeout_ms):
+            batch.fail(
+                KafkaTimeoutError(
+                    f"expiring {len(batch.records)} record(s) for {batch.tp}: "
+                    f"{now - batch.created_ms:.0f} ms has passed since batch creation (delivery.timeout.ms)"
+                )
+            )
+        meta = self._cluster.metadata
+        check = self._acc.ready(meta, now)
+        if check.unknown_leader_topics:
+            self._cluster.add_topics(check.unknown_leader_topics)
+            self._cluster.request_update()
+        delay = min(check.next_ready_check_delay_ms, MAX_IDLE_WAIT_MS)
+        nodes = []
+        for node in check.ready_nodes:
+            if self._cluster.connection_if_ready(node) is None:
+                self._cluster.start_connect(node)
+                backoff = self._cluster.backoff_remaining_ms(node)
+                if backoff > 0:
+                    delay = min(delay, backoff)
+                continue
+            if self._in_flight.get(node, 0) >= self.max_in_flight:
+                continue
+            nodes.append(node)
+        if nodes:
+            drained = self._acc.drain(meta, nodes, self.max_request_bytes, now)
+            for node, batches in drained.items():
+                self._spawn(node, batches)
+        return max(delay, 0.0)
+
+    def _spawn(self, node: int, batches: list[ProducerBatch]) -> None:
+        self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._produce(node, batches), name=f"pylog-produce-{node}")
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    # -- one Produce request -------------------------------------------------------------------
+
+    def _body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for batch in batches:
+            data = batch.encode(self._acc.codec)
+            by_topic.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": data})
+        return {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout_ms": int(self.request_timeout_ms),
+            "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()],
+        }
+
+    async def _produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        try:
+            conn = self._cluster.connection_if_ready(node)
+            try:
+                if conn is None:
+                    conn = await self._cluster.connection(node)
+                body = self._body(batches)
+                resp = await conn.request(ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+            except KafkaError as exc:
+                now = self._clock.monotonic_ms()
+                self._cluster.request_update()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc, now)
+                return
+            if resp is None:
+                for batch in batches:
+                    batch.complete(-1)
+                return
+            self._handle_response(batches, resp)
+        finally:
+            self._in_flight[node] -= 1
+            self.wakeup()
+
+    def _handle_response(self, batches: list[ProducerBatch], resp: Message) -> None:
+        now = self._clock.monotonic_ms()
+        answers: dict[tuple[str, int], Message] = {}
+        for topic in resp.responses:
+            for part in topic.partition_responses:
+                answers[(topic.name, part.index)] = part
+        for batch in batches:
+            part = answers.get((batch.tp.topic, batch.tp.partition))
+            if part is None:
+                self._retry_or_fail(batch, error_for(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for partition"), now)
+                continue
+            code = ErrorCode.of(part.error_code)
+            if code == ErrorCode.NONE:
+                batch.complete(part.base_offset, part.log_append_time_ms)
+                continue
+            detail = part.error_message or (
+                part.record_errors[0].batch_index_error_message if part.record_errors else None
+            )
+            exc = error_for(code, detail, context=f"produce to {batch.tp}")
+            if code == ErrorCode.MESSAGE_TOO_LARGE and len(batch.records) > 1:
+                self._acc.split_and_reenqueue(batch, now)
+                continue
+            if code in STALE_METADATA_ERRORS:
+                self._cluster.request_update()
+            self._retry_or_fail(batch, exc, now)
+
+    def _retry_or_fail(self, batch: ProducerBatch, exc: KafkaError, now: float) -> None:
+        if batch.done:
+            return
+        within_deadline = now - batch.created_ms < self.delivery_timeout_ms
+        if exc.retriable and batch.attempts < self.retries and within_deadline and not self._stopping:
+            log.debug("retrying %s after %s", batch, exc)
+            self._acc.reenqueue(batch, now)
+        else:
+            batch.fail(exc)

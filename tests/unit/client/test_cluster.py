@@ -1,0 +1,161 @@
+"""Cluster: bootstrap over several servers, metadata refresh on request and on max age,
+reconnect backoff, and the snapshot shared with other threads."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pyspark_log.client.cluster import Cluster
+from pyspark_log.client.config import CONSUMER, parse
+from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError
+from pyspark_log.client.types import TopicPartition
+from pyspark_log.wire import ApiKey
+
+from .fake_broker import FakeCluster
+
+Run = Callable[[Any], Any]
+
+
+def cluster(fake: FakeCluster, servers: str = "fake:9092", **cfg: Any) -> Cluster:
+    config = parse(CONSUMER, {"bootstrap.servers": servers, **cfg}, "consumer")
+    return Cluster(config, connector=fake.connector, rng=random.Random(0))
+
+
+def metadata_requests(fake: FakeCluster) -> int:
+    return sum(1 for k, _v, _r in fake.requests if k == ApiKey.METADATA)
+
+
+def test_bootstrap_tries_each_server(run: Run) -> None:
+    fake = FakeCluster(3, topics={"t": 3})
+    fake.refuse.update({0, 1})
+
+    async def main() -> None:
+        c = cluster(fake, "fake:9092,fake:9093,fake:9094")
+        await c.start()
+        assert sorted(c.metadata.brokers) == [0, 1, 2]
+        await c.close()
+
+    run(main())
+
+
+def test_bootstrap_failure_is_a_clear_error(run: Run) -> None:
+    fake = FakeCluster(1)
+    fake.refuse.add(0)
+
+    async def main() -> None:
+        c = cluster(fake)
+        with pytest.raises(BrokerConnectionError, match=r"no broker reachable \(bootstrap.servers=fake:9092\)"):
+            await c.start()
+        await c.close()
+
+    run(main())
+
+
+def test_tracked_topics_refresh_on_request_and_on_max_age(run: Run) -> None:
+    fake = FakeCluster(2, topics={"t": 2})
+
+    async def main() -> None:
+        c = cluster(fake, **{"metadata.max.age.ms": 50})
+        await c.start()
+        c.add_topics(["t"])
+        meta = await c.refresh()
+        assert meta.leader_for(TopicPartition("t", 1)) == 1
+        fake.leaders[("t", 1)] = 0
+        before = metadata_requests(fake)
+        await asyncio.sleep(0.2)  # the max-age timer refreshes on its own
+        assert metadata_requests(fake) > before
+        assert c.metadata.leader_for(TopicPartition("t", 1)) == 0
+        await c.close()
+
+    run(main())
+
+
+def test_unknown_topics_are_kept_with_their_error(run: Run) -> None:
+    fake = FakeCluster(1, topics={})
+
+    async def main() -> None:
+        c = cluster(fake)
+        await c.start()
+        c.add_topics(["ghost"])
+        meta = await c.refresh()
+        assert meta.topics["ghost"].error_code == 3
+        assert meta.partition_count("ghost") is None
+        await c.close()
+        with pytest.raises(ClientClosedError):
+            await c.refresh()
+
+    run(main())
+
+
+def test_reconnect_backoff_after_a_failed_connect(run: Run) -> None:
+    fake = FakeCluster(2, topics={"t": 2})
+
+    async def main() -> None:
+        c = cluster(fake, **{"reconnect.backoff.ms": 10_000, "reconnect.backoff.max.ms": 10_000})
+        await c.start()
+        fake.refuse.add(1)
+        with pytest.raises(BrokerConnectionError):
+            await c.connection(1)
+        assert c.backoff_remaining_ms(1) > 5000
+        c.start_connect(1)  # no-op while backing off
+        assert 1 not in c._connecting
+        await c.close()
+
+    run(main())
+
+
+def test_metadata_snapshot_is_immutable_and_swapped(run: Run) -> None:
+    fake = FakeCluster(1, topics={"t": 1})
+
+    async def main() -> None:
+        c = cluster(fake)
+        await c.start()
+        first = c.metadata
+        c.add_topics(["t"])
+        await c.refresh()
+        assert c.metadata is not first
+        assert "t" not in first.topics
+        await c.close()
+
+    run(main())
+
+
+def test_update_requests_do_not_storm_the_broker(run: Run) -> None:
+    fake = FakeCluster(1, topics={"t": 1})
+
+    async def main() -> None:
+        c = cluster(fake, **{"retry.backoff.ms": 100})
+        await c.start()
+        before = metadata_requests(fake)
+        for _ in range(50):
+            c.request_update()
+            await asyncio.sleep(0.004)
+        assert metadata_requests(fake) - before <= 4  # ~200 ms at one refresh per 100 ms
+        await c.close()
+
+    run(main())
+
+
+def test_when_the_metadata_task_dies_waiters_fail(run: Run) -> None:
+    fake = FakeCluster(1, topics={"t": 1})
+
+    async def main() -> None:
+        c = cluster(fake)
+        await c.start()
+
+        async def boom(timeout_ms: object) -> None:
+            raise RuntimeError("bug in the metadata task")
+
+        c._refresh_once = boom  # type: ignore[method-assign,assignment]
+        with pytest.raises(Exception, match="metadata task died"):
+            await c.refresh(2000)
+        with pytest.raises(Exception, match="metadata task died"):
+            await c.refresh(2000)
+        await c.close()
+
+    run(main())
