@@ -1,0 +1,274 @@
+"""``LogManager``: every partition log of the broker's ``log.dirs`` (Kafka ``LogManager``).
+
+Seed 002 §5.4.3: "the log manager allows pluggable delete policies to choose which files are
+eligible for deletion" — here retention by time and size (``retention.py``); seed 002 §5.4.1:
+flushes by ``flush.messages`` (in ``Log.append``) and ``flush.ms`` (``run_flush_once``).
+
+Each log dir holds ``<topic>-<partition>`` directories, a ``.lock`` (``dir_lock.py``), the
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` files
+(``checkpoint.py``), and after a clean shutdown a ``.kafka_cleanshutdown`` marker, which lets
+the next start-up skip re-validating batches; it is removed as soon as the logs are loaded, so
+a crash after that is recovered. A deleted partition's directory is renamed to
+``<topic>-<partition>.<uuid>-delete`` at once and removed ``file.delete.delay.ms`` later.
+
+Threading: one asyncio loop calls every method. The ``run_*_once`` coroutines are the bodies of
+the background tasks; the broker schedules them (intervals in ``LogManagerConfig``) and passes
+its clock's ``now_ms``. They yield to the loop between partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from broker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_checkpoint,
+    write_checkpoint,
+)
+from broker.log.config import Clock, LogConfig, LogManagerConfig, system_clock_ms
+from broker.log.dir_lock import DirLock
+from broker.log.errors import KafkaStorageError
+from broker.log.files import fsync_dir, write_atomic
+from broker.log.log import Log, parse_partition_dir_name, partition_dir_name, remove_tree
+from broker.log.recovery import load_log
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+METADATA_DIR_NAME = "__cluster_metadata-0"  # the KRaft metadata log, owned by broker.raft
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Creates, loads, deletes and maintains the partition logs of ``config.log_dirs``.
+
+    ``startup()`` locks every dir (LogDirLockedError if another broker has one) and loads the
+    logs found there; ``shutdown()`` flushes, checkpoints, marks the dirs clean and unlocks.
+    ``high_watermark(topic, partition)`` (optional) bounds retention to replicated data.
+    """
+
+    def __init__(
+        self,
+        config: LogManagerConfig,
+        default_log_config: LogConfig | None = None,
+        clock: Clock = system_clock_ms,
+        *,
+        high_watermark: Callable[[str, int], int | None] | None = None,
+        ignored_dir_names: tuple[str, ...] = (METADATA_DIR_NAME,),
+    ) -> None:
+        self.config = config
+        self.default_log_config = default_log_config or LogConfig()
+        self._clock = clock
+        self._high_watermark = high_watermark
+        self._ignored = set(ignored_dir_names)
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        self._locks: list[DirLock] = []
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        self._pending_dir_deletes: list[tuple[int, Path]] = []
+        self.started = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        """Lock the dirs, then load every partition in them (recovering after a crash)."""
+        self._topic_configs.update(topic_configs or {})
+        try:
+            for directory in self.log_dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._locks.append(DirLock(directory).acquire())
+            for directory in self.log_dirs:
+                self._load_dir(directory)
+        except BaseException:
+            for loaded in self._logs.values():
+                loaded.close(flush=False)
+            self._logs.clear()
+            self._release_locks()
+            raise
+        self.started = True
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = read_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if not entry.is_dir() or entry.name in self._ignored:
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                remove_tree(Path(entry.path))
+                continue
+            parsed = parse_partition_dir_name(entry.name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                raise KafkaStorageError(
+                    f"partition {entry.name} is in two log dirs: {self._dir_of[parsed]} and {directory}"
+                )
+            topic, partition = parsed
+            try:
+                loaded = load_log(
+                    Path(entry.path),
+                    topic,
+                    partition,
+                    self.log_config(topic),
+                    self._clock,
+                    recovery_point=recovery_points.get(parsed, 0),
+                    log_start_offset=start_offsets.get(parsed, 0),
+                    clean_shutdown=clean,
+                )
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc
+            self._logs[parsed] = loaded
+            self._dir_of[parsed] = directory
+        if clean:
+            marker.unlink()
+            fsync_dir(directory)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        for current in self._logs.values():
+            current.close(flush=True)
+        self.write_checkpoints()
+        for _, path in self._pending_dir_deletes:
+            if path.exists():
+                remove_tree(path)
+        self._pending_dir_deletes.clear()
+        for directory in self.log_dirs:
+            write_atomic(directory / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+        self._logs.clear()
+        self._dir_of.clear()
+        self._release_locks()
+        self.started = False
+
+    def _release_locks(self) -> None:
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
+
+    # -- partitions ----------------------------------------------------------------------------
+    def log_config(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_log_config)
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Use ``config`` for the topic's existing and future partitions."""
+        self._topic_configs[topic] = config
+        for (name, _), current in self._logs.items():
+            if name == topic:
+                current.config = config
+                for segment in current.segments:
+                    segment.config = config
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> Iterator[Log]:
+        return iter(list(self._logs.values()))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty in the log dir holding the fewest partitions."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not self.started:
+            raise KafkaStorageError("the log manager is not started")
+        if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", "..") or partition < 0:
+            raise ValueError(f"illegal topic-partition {topic!r}-{partition}")
+        if config is not None:
+            self._topic_configs[topic] = config
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for d in self._dir_of.values():
+            counts[d] += 1
+        directory = min(self.log_dirs, key=lambda d: counts[d])
+        path = directory / partition_dir_name(topic, partition)
+        try:
+            if path.exists():
+                created = load_log(path, topic, partition, self.log_config(topic), self._clock)
+            else:
+                path.mkdir()
+                fsync_dir(directory)
+                created = Log.create(path, topic, partition, self.log_config(topic), self._clock)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot create {path}: {exc}") from exc
+        self._logs[(topic, partition)] = created
+        self._dir_of[(topic, partition)] = directory
+        return created
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and rename its directory to ``…-delete``; its removal follows after
+        ``file.delete.delay.ms`` (``run_file_deletion_once``). False if there is no such log."""
+        current = self._logs.pop((topic, partition), None)
+        if current is None:
+            return False
+        directory = self._dir_of.pop((topic, partition))
+        current.close(flush=False)
+        target = current.directory.with_name(f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(current.directory, target)
+        fsync_dir(directory)
+        self._pending_dir_deletes.append((self._clock() + current.config.file_delete_delay_ms, target))
+        return True
+
+    # -- background work -----------------------------------------------------------------------
+    async def run_retention_once(self, now_ms: int | None = None) -> int:
+        """Retention for every log (``log.retention.check.interval.ms``); returns segments deleted."""
+        now = self._clock() if now_ms is None else now_ms
+        deleted = 0
+        for current in self.logs():
+            if current.closed:
+                continue
+            hw = self._high_watermark(current.topic, current.partition) if self._high_watermark else None
+            deleted += current.delete_old_segments(now, hw)
+            await asyncio.sleep(0)
+        return deleted
+
+    async def run_flush_once(self, now_ms: int | None = None) -> int:
+        """``flush.ms`` for every log (``log.flush.scheduler.interval.ms``); returns logs flushed."""
+        now = self._clock() if now_ms is None else now_ms
+        flushed = 0
+        for current in self.logs():
+            if not current.closed and current.flush_if_due(now):
+                flushed += 1
+            await asyncio.sleep(0)
+        return flushed
+
+    async def run_file_deletion_once(self, now_ms: int | None = None) -> int:
+        """Remove ``*.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
+        now = self._clock() if now_ms is None else now_ms
+        removed = 0
+        for current in self.logs():
+            removed += current.delete_pending_files(now)
+        due = [path for t, path in self._pending_dir_deletes if t <= now]
+        self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+        for path in due:
+            if path.exists():
+                remove_tree(path)
+            removed += 1
+            await asyncio.sleep(0)
+        return removed
+
+    async def run_checkpoints_once(self) -> None:
+        """Write both checkpoint files of every dir (``log.flush.offset.checkpoint.interval.ms``)."""
+        self.write_checkpoints()
+
+    def write_checkpoints(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir."""
+        for directory in self.log_dirs:
+            members = {tp: lg for tp, lg in self._logs.items() if self._dir_of[tp] == directory}
+            write_checkpoint(
+                directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in members.items()}
+            )
+            write_checkpoint(
+                directory / LOG_START_OFFSET_CHECKPOINT,
+                {tp: lg.log_start_offset for tp, lg in members.items()},
+            )

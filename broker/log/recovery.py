@@ -1,0 +1,114 @@
+"""Open a partition directory at start-up: clean up, check, recover, and build its ``Log``.
+
+Seed 002 §5.4.4: "on startup, a log recovery process is run that iterates over all messages in
+the newest log segment and verifies that each message entry is valid ... If corruption is
+detected, the log is truncated to the last valid offset." As in Kafka's ``LogLoader``:
+
+1. stray files are removed: ``*.deleted`` (retention that had not finished), ``*.cleaned`` and
+   ``*.swap`` (compaction leftovers: compaction is not implemented, so they are never live),
+   ``*.tmp``, and index files whose ``.log`` is gone;
+2. after a clean shutdown every segment is trusted: only its index files are checked (sizes,
+   last entries against the log) and the batches after the last index entry are scanned;
+3. otherwise segments from the one holding the recovery point onwards are re-validated batch by
+   batch (``LogSegment.recover``: framing, CRC-32C, increasing offsets); the first invalid batch
+   and everything after it — including later segments — is cut, and the recovered files are
+   fsynced. Segments below the recovery point were fsynced before the crash and are trusted
+   like in (2); one whose index fails its check is recovered too.
+
+A batch that was flushed (below the recovery point) is never cut unless it no longer passes its
+CRC. The result's recovery point is its log end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from bisect import bisect_right
+from pathlib import Path
+
+from broker.log.config import Clock, LogConfig
+from broker.log.errors import CorruptMessageError
+from broker.log.files import fsync_dir
+from broker.log.index_file import CorruptIndexError
+from broker.log.log import Log
+from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+def load_log(
+    directory: Path,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    recovery_point: int = 0,
+    log_start_offset: int = 0,
+    clean_shutdown: bool = False,
+) -> Log:
+    """Open the log in ``directory`` (see the module docstring). Raises OSError on I/O errors."""
+    now = clock()
+    bases = _clean_directory(directory)
+    segments = [LogSegment.open(directory, base, config, now) for base in bases]
+    first_unflushed = len(segments) if clean_shutdown else max(bisect_right(bases, recovery_point) - 1, 0)
+    kept: list[LogSegment] = []
+    for i, segment in enumerate(segments):
+        min_offset = kept[-1].next_offset if kept else segment.base_offset
+        cut = 0
+        if i < first_unflushed:
+            try:
+                segment.load_tail()
+            except (CorruptIndexError, CorruptMessageError) as exc:
+                log.warning("%s: %s; rebuilding from the log", segment.log_path, exc)
+                cut = segment.recover(min_offset)
+        else:
+            cut = segment.recover(min_offset)
+        kept.append(segment)
+        if cut:
+            log.warning("%s: cut %d invalid bytes at the end of %s", directory.name, cut, segment.log_path.name)
+            for later in segments[i + 1 :]:
+                log.warning("%s: deleting %s after the corruption", directory.name, later.log_path.name)
+                later.delete_files()
+            break
+    if not kept:
+        kept = [LogSegment.create(directory, max(log_start_offset, 0), config, now)]
+    log_end = kept[-1].next_offset
+    start = max(log_start_offset, kept[0].base_offset)
+    if start > log_end:  # every batch is below the log start offset: start afresh there
+        for segment in kept:
+            segment.delete_files()
+        kept = [LogSegment.create(directory, start, config, now)]
+        log_end = start
+    fsync_dir(directory)
+    active = kept[-1]
+    active.verify_indexes()
+    return Log(directory, topic, partition, config, clock, kept, start, log_end)
+
+
+def _clean_directory(directory: Path) -> list[int]:
+    """Remove stray files; return the base offsets of the ``.log`` files, sorted."""
+    bases: set[int] = set()
+    index_files: list[tuple[int, Path]] = []
+    for entry in os.scandir(directory):
+        if not entry.is_file():
+            continue
+        path = Path(entry.path)
+        if entry.name.endswith(STRAY_SUFFIXES):
+            log.info("removing stray file %s", path)
+            path.unlink(missing_ok=True)
+            continue
+        stem, _, suffix = entry.name.partition(".")
+        if len(stem) != 20 or not stem.isdigit():
+            continue
+        if "." + suffix == LOG_SUFFIX:
+            bases.add(int(stem))
+        elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            index_files.append((int(stem), path))
+    for base, path in index_files:
+        if base not in bases:
+            log.info("removing index file without a log %s", path)
+            path.unlink(missing_ok=True)
+    return sorted(bases)
