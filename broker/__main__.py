@@ -1,7 +1,7 @@
 """``pylog-broker`` / ``python -m broker``: start one broker.
 
-    pylog-broker --data-dir /tmp/x                      # defaults: 127.0.0.1:9092, one node
-    pylog-broker --config server.properties --override log.retention.ms=60000
+pylog-broker --data-dir /tmp/x                      # defaults: 127.0.0.1:9092, one node
+pylog-broker --config server.properties --override log.retention.ms=60000
 """
 
 from __future__ import annotations

@@ -58,9 +58,7 @@ class MetadataImage:
     def with_topic(self, topic: TopicImage) -> MetadataImage:
         topic_ids = {tid: name for tid, name in self.topic_ids.items() if name != topic.name}
         topic_ids[topic.topic_id] = topic.name
-        return replace(
-            self, topics={**self.topics, topic.name: topic}, topic_ids=topic_ids, epoch=self.epoch + 1
-        )
+        return replace(self, topics={**self.topics, topic.name: topic}, topic_ids=topic_ids, epoch=self.epoch + 1)
 
     def without_topic(self, name: str) -> MetadataImage:
         topic = self.topics[name]

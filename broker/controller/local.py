@@ -39,9 +39,7 @@ class MetadataController(Protocol):
 
     async def delete_topic(self, name: str) -> None: ...
 
-    async def create_partitions(
-        self, name: str, total_count: int, *, validate_only: bool = False
-    ) -> None: ...
+    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None: ...
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
@@ -51,16 +49,12 @@ class MetadataController(Protocol):
 class LocalController:
     """Single-node ``MetadataController``; see the module docstring for durability."""
 
-    def __init__(
-        self, data_dir: str | Path, cluster_id: str, broker: BrokerInfo, *, deletion_enabled: bool = True
-    ):
+    def __init__(self, data_dir: str | Path, cluster_id: str, broker: BrokerInfo, *, deletion_enabled: bool = True):
         self._path = Path(data_dir) / SNAPSHOT_NAME
         self._listeners: list[ImageListener] = []
         self._deletion_enabled = deletion_enabled
         self._broker = broker
-        self._image = (
-            self._load(cluster_id) if self._path.exists() else MetadataImage.empty(cluster_id, broker.node_id)
-        )
+        self._image = self._load(cluster_id) if self._path.exists() else MetadataImage.empty(cluster_id, broker.node_id)
         # This broker's address may change between runs; it is not persisted.
         self._image = self._image.with_broker(broker)
 
@@ -178,12 +172,8 @@ class LocalController:
         for t in doc["topics"]:
             epochs = t.get("leader_epochs") or [0] * t["partitions"]
             parts = {
-                p: PartitionImage(
-                    p, self._broker.node_id, epochs[p], (self._broker.node_id,), (self._broker.node_id,)
-                )
+                p: PartitionImage(p, self._broker.node_id, epochs[p], (self._broker.node_id,), (self._broker.node_id,))
                 for p in range(t["partitions"])
             }
-            image = image.with_topic(
-                TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"]))
-            )
+            image = image.with_topic(TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"])))
         return image
