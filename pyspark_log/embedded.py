@@ -73,6 +73,8 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         if self.running:
             raise RuntimeError("broker already running")
+        # The output pump opens <data_dir>/broker.out at once: the directory must exist first.
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
         args = [self._python, "-m", "broker", "--data-dir", str(self.data_dir / "logs")]
         overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **self.overrides}
         for key, value in overrides.items():

@@ -3,6 +3,17 @@ DescribeConfigs (32), IncrementalAlterConfigs (44), DescribeCluster (60).
 
 Every change goes through the ``MetadataController`` (validated, persisted, then published);
 errors come back per topic with Kafka's codes and a message.
+
+Two checks happen here, before the controller persists anything:
+
+- topic configs must make a valid ``LogConfig`` together with the broker's (INVALID_CONFIG
+  otherwise). The controller checks only keys and value kinds; a value such as
+  ``max.message.bytes=-5`` would otherwise be persisted and then fail every log creation and
+  every restart.
+- one request creates at most ``MAX_PARTITIONS_PER_REQUEST`` partitions (POLICY_VIOLATION
+  otherwise), as Kafka's controller refuses an operation of more than 10000 metadata records
+  (``QuorumController.MAX_RECORDS_PER_USER_OP``: "Unable to perform excessively large batch
+  operation."). Without it one CreateTopics with num_partitions=2^31-1 stalls the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ from typing import Any
 from broker.api.configs import (
     describe_broker_configs,
     describe_topic_configs,
+    topic_log_config,
 )
 from broker.api.context import Broker, Request
 from broker.controller.errors import MetadataError
@@ -21,6 +33,24 @@ from pyspark_log.wire.errors import ErrorCode
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def _check_log_config(broker: Broker, overrides: Mapping[str, str]) -> None:
+    """Raise INVALID_CONFIG unless ``overrides`` make a valid ``LogConfig`` on this broker."""
+    try:
+        topic_log_config(broker.config.raw, overrides)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MetadataError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def _check_partition_budget(new_partitions: int, budget: int) -> None:
+    if new_partitions > budget:
+        raise MetadataError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Unable to perform excessively large batch operation: a request may create at most "
+            f"{MAX_PARTITIONS_PER_REQUEST} partitions",
+        )
 
 
 def handle_create_topics(broker: Broker, request: Request) -> Any:
@@ -31,6 +61,7 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
     body = request.body
     results = []
     seen: set[str] = set()
+    budget = MAX_PARTITIONS_PER_REQUEST
     for wanted in body.topics:
         entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
         if wanted.name in seen:
@@ -49,6 +80,8 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
             replication = len(wanted.assignments[0].broker_ids)
         configs = {c.name: c.value for c in wanted.configs if c.value is not None}
         try:
+            _check_partition_budget(partitions, budget)
+            _check_log_config(broker, configs)
             topic = await broker.controller.create_topic(
                 wanted.name, partitions, replication, configs, validate_only=body.validate_only
             )
@@ -56,6 +89,7 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
             entry.update(error_code=exc.code, error_message=exc.message)
             results.append(entry)
             continue
+        budget -= len(topic.partitions)
         entry.update(
             topic_id=topic.topic_id,
             num_partitions=len(topic.partitions),
@@ -111,10 +145,15 @@ def handle_create_partitions(broker: Broker, request: Request) -> Any:
 async def _create_partitions(broker: Broker, request: Request) -> Mapping[str, Any]:
     body = request.body
     results = []
+    budget = MAX_PARTITIONS_PER_REQUEST
     for wanted in body.topics:
         entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
+        topic = broker.image().topics.get(wanted.name)
+        added = wanted.count - len(topic.partitions) if topic is not None else 0
         try:
+            _check_partition_budget(added, budget)
             await broker.controller.create_partitions(wanted.name, wanted.count, validate_only=body.validate_only)
+            budget -= max(0, added)
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
@@ -200,6 +239,8 @@ async def _incremental_alter_configs(broker: Broker, request: Request) -> Mappin
             continue
         try:
             changes = _apply_ops(topic.configs, res.configs, broker)
+            merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
+            _check_log_config(broker, merged)
             await broker.controller.alter_topic_configs(topic.name, changes, validate_only=body.validate_only)
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)

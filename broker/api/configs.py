@@ -19,6 +19,36 @@ TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
+# DescribeConfigs v3+ ``config_type`` (Kafka's ConfigDef types), reported for topic configs.
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+TOPIC_CONFIG_TYPES = {
+    "cleanup.policy": LIST,
+    "compression.type": STRING,
+    "delete.retention.ms": LONG,
+    "file.delete.delay.ms": LONG,
+    "flush.messages": LONG,
+    "flush.ms": LONG,
+    "index.interval.bytes": INT,
+    "max.compaction.lag.ms": LONG,
+    "max.message.bytes": INT,
+    "message.downconversion.enable": BOOLEAN,
+    "message.timestamp.after.max.ms": LONG,
+    "message.timestamp.before.max.ms": LONG,
+    "message.timestamp.difference.max.ms": LONG,
+    "message.timestamp.type": STRING,
+    "min.cleanable.dirty.ratio": DOUBLE,
+    "min.compaction.lag.ms": LONG,
+    "min.insync.replicas": INT,
+    "preallocate": BOOLEAN,
+    "retention.bytes": LONG,
+    "retention.ms": LONG,
+    "segment.bytes": INT,
+    "segment.index.bytes": INT,
+    "segment.jitter.ms": LONG,
+    "segment.ms": LONG,
+    "unclean.leader.election.enable": BOOLEAN,
+}
+
 # Kafka topic configs pylog accepts and stores but does not act on yet, with Kafka's defaults.
 _STORED_ONLY_DEFAULTS = {
     "delete.retention.ms": "86400000",
@@ -74,6 +104,8 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
         value = overrides.get(name, default)
         source = TOPIC_CONFIG if name in overrides else DEFAULT_CONFIG
         out.append({"name": name, "value": value, "config_source": source, "read_only": False})
+    for config in out:
+        config["config_type"] = TOPIC_CONFIG_TYPES.get(config["name"], 0)
     return sorted(out, key=lambda c: c["name"])
 
 
