@@ -1,5 +1,5 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
-DescribeConfigs (32), IncrementalAlterConfigs (44), DescribeCluster (60).
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60).
 
 Every change goes through the ``MetadataController`` (validated, persisted, then published);
 errors come back per topic with Kafka's codes and a message.
@@ -209,6 +209,43 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
         ]
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    """AlterConfigs (33): the given configs REPLACE the topic's overrides (absent keys return to
+    their defaults), unlike IncrementalAlterConfigs. aiokafka changes configs only this way."""
+    return _alter_configs(broker, request)
+
+
+async def _alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    responses = []
+    for res in body.resources:
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+        }
+        topic = broker.image().topics.get(res.resource_name) if res.resource_type == TOPIC_RESOURCE else None
+        if res.resource_type != TOPIC_RESOURCE:
+            entry.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="only topic configs can be altered; broker configs are static in pylog",
+            )
+        elif topic is None:
+            entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
+        else:
+            wanted = {c.name: c.value for c in res.configs if c.value is not None}
+            changes: dict[str, str | None] = {key: None for key in topic.configs if key not in wanted}
+            changes.update(wanted)
+            try:
+                _check_log_config(broker, wanted)
+                await broker.controller.alter_topic_configs(topic.name, changes, validate_only=body.validate_only)
+            except MetadataError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
 
 
 def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:

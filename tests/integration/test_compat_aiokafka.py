@@ -361,3 +361,23 @@ def test_crash_loses_nothing_acknowledged(tmp_path: Path) -> None:
             b.start()
         assert_contiguous(acked)
         assert_records(aio_consume(b.bootstrap_servers, "crash", len(sent)), expected(sent, acked))
+
+
+def test_alter_configs_replaces_topic_overrides(broker: EmbeddedBroker, topic_name: str) -> None:
+    """AlterConfigs (33), aiokafka's only way to change configs, replaces the override set."""
+
+    async def body(admin: AIOKafkaAdminClient) -> None:
+        assert await _create(admin, topic_name, **{"retention.ms": "86400000"}) == 0
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic_name, configs={"segment.bytes": "1048576"})
+        [response] = await admin.alter_configs([resource])
+        assert [r[0] for r in response.resources] == [0]
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic_name)])
+        entries = {e[0]: e for e in response.resources[0][4]}
+        assert entries["segment.bytes"][1] == "1048576"
+        assert entries["retention.ms"][1] != "86400000"  # not named again: back to the default
+
+        bad = ConfigResource(ConfigResourceType.TOPIC, topic_name, configs={"segment.bytes": "not-a-number"})
+        [response] = await admin.alter_configs([bad])
+        assert response.resources[0][0] == 40  # INVALID_CONFIG
+
+    with_admin(broker, body)

@@ -118,6 +118,27 @@ DESCRIBE_CONFIGS = api(
     """,
 )  # fmt: skip
 
+ALTER_CONFIGS = api(
+    ApiKey.ALTER_CONFIGS, "0-2", "2+",
+    request="""
+        resources                 []
+          resource_type           int8
+          resource_name           string
+          configs                 []
+            name                  string
+            value                 string  null
+        validate_only             bool
+    """,
+    response="""
+        throttle_time_ms          int32
+        responses                 []
+          error_code              int16
+          error_message           string  null
+          resource_type           int8
+          resource_name           string
+    """,
+)  # fmt: skip
+
 INCREMENTAL_ALTER_CONFIGS = api(
     ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1", "1+",
     request="""
@@ -167,6 +188,7 @@ APIS = (
     DELETE_TOPICS,
     CREATE_PARTITIONS,
     DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
     DESCRIBE_CLUSTER,
 )
