@@ -28,6 +28,7 @@ from broker.api.configs import (
 )
 from broker.api.context import Broker, Request
 from broker.controller.errors import MetadataError
+from broker.controller.topics import validate_topic_config
 from pyspark_log.wire.errors import ErrorCode
 
 TOPIC_RESOURCE = 2
@@ -37,7 +38,12 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 def _check_log_config(broker: Broker, overrides: Mapping[str, str]) -> None:
-    """Raise INVALID_CONFIG unless ``overrides`` make a valid ``LogConfig`` on this broker."""
+    """Raise INVALID_CONFIG unless ``overrides`` make a valid ``LogConfig`` on this broker.
+
+    Keys and value kinds are checked first, so the message names the rule ("is not an integer")
+    rather than a parser's wording."""
+    for key, value in overrides.items():
+        validate_topic_config(key, value)
     try:
         topic_log_config(broker.config.raw, overrides)
     except (ValueError, TypeError, OverflowError) as exc:
