@@ -18,6 +18,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from broker.api.admin import (
+    handle_alter_configs,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
@@ -30,12 +31,14 @@ from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
 from broker.api.dispatch import Dispatcher
 from broker.api.fetch import handle_fetch
+from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
 from broker.api.metadata import handle_metadata
 from broker.api.produce import handle_produce
 from broker.config import BrokerConfig, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
+from broker.coordinator import group as group_coordinator
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.meta_properties import ensure_meta_properties
@@ -56,8 +59,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
 }
 
 
@@ -81,6 +86,7 @@ class BrokerServer:
         self._listeners: list[SocketListener] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
+        self._groups: group_coordinator.GroupCoordinator | None = None
         self.advertised: list[str] = []
 
     async def start(self) -> None:
@@ -137,7 +143,11 @@ class BrokerServer:
 
         controller.add_listener(on_change)
         replicas.on_image_change(None, image)
-        broker = Broker(config, controller, logs, replicas, self._clock_ms)
+        groups, on_groups_change = group_coordinator.attach(config.get, config.node_id, replicas, image, self._clock_ms)
+        controller.add_listener(on_groups_change)
+        self._groups = groups
+        self._tasks.append(asyncio.create_task(groups.run(), name="group-coordinator"))
+        broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups)
         dispatcher = Dispatcher(broker, HANDLERS)
         for sl in self._listeners:
             sl.start(dispatcher)
@@ -169,6 +179,9 @@ class BrokerServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._groups is not None:
+            self._groups.shutdown()
+            self._groups = None
         if self._logs is not None:
             self._logs.shutdown()
             self._logs = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig
 from broker.controller.image import MetadataImage
@@ -14,6 +14,9 @@ from broker.network.connection import ConnectionContext
 from broker.replication.replica_manager import ReplicaManager
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
+
+if TYPE_CHECKING:
+    from broker.coordinator.group import GroupCoordinator
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Broker:
     replicas: ReplicaManager
     clock_ms: Callable[[], int]
     api_versions: list[dict[str, int]] = field(default_factory=list)  # set by the Dispatcher
+    groups: GroupCoordinator | None = None  # the group coordinator (None: groups not served)
 
     @property
     def node_id(self) -> int:

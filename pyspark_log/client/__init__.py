@@ -12,7 +12,8 @@ Async (on the caller's loop): ``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin
 Modules: ``config`` (Kafka key names), ``connection`` (one broker connection, version
 negotiation), ``cluster`` (metadata cache, connection pool), ``partitioner``, ``accumulator``,
 ``bufferpool``, ``sender``, ``producer``, ``fetcher``, ``consumer``, ``offsets``, ``groups``, ``admin``,
-``sync``, ``errors``, ``types``.
+``group/`` (consumer-group membership: ``subscribe``), ``sync``, ``sync_consumer``, ``loop_thread``,
+``errors``, ``types``.
 """
 
 from pyspark_log.client.admin import (
@@ -31,6 +32,7 @@ from pyspark_log.client.errors import (
     BrokerConnectionError,
     BufferExhaustedError,
     ClientClosedError,
+    CommitFailedError,
     ConfigError,
     ErrorCode,
     KafkaError,
@@ -43,6 +45,7 @@ from pyspark_log.client.errors import (
     UnsupportedFeatureError,
 )
 from pyspark_log.client.futures import DeliveryFuture
+from pyspark_log.client.group.subscription import ConsumerRebalanceListener
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.partitioner import murmur2, partition_for_key, to_positive
 from pyspark_log.client.producer import AsyncProducer
@@ -72,10 +75,12 @@ __all__ = [
     "ClientClosedError",
     "ClusterDescription",
     "ClusterMetadata",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DeliveryFuture",
     "ErrorCode",

@@ -98,8 +98,15 @@ CONSUMER = {
         _i("max.poll.records", 500, 1),
         _i("default.api.timeout.ms", 60000),
         _b("check.crcs", True),
-        _b("enable.auto.commit", False),
+        _b("enable.auto.commit", True),
+        _i("auto.commit.interval.ms", 5000),
         _b("allow.auto.create.topics", False),
+        _s("group.instance.id", None),
+        _i("session.timeout.ms", 45000, 1),
+        _i("heartbeat.interval.ms", 3000, 1),
+        _i("max.poll.interval.ms", 300000, 1),
+        _s("partition.assignment.strategy", "range,cooperative-sticky"),
+        _b("exclude.internal.topics", True),
     )
 }
 

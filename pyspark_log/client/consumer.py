@@ -15,8 +15,10 @@ pending reset). ``poll`` returns what the background fetcher has prefetched, wai
 whole batches, plus the offsets and aborted transactions of the response. It does not touch the
 consumer's positions and works without ``assign``.
 
-``commit``/``committed`` store and read offsets for ``group.id`` without joining the group
-(generation -1), as Kafka's consumer does under manual assignment.
+``subscribe(topics | pattern=…)`` with a ``group.id`` joins the group instead (``group/``):
+``poll`` keeps the membership current and runs the rebalance callbacks. ``commit``/``committed``
+use ``group.id``: with the member's generation when subscribed, else generation -1 (no
+membership), as Kafka's consumer does under manual assignment.
 
 Offset lookups (``beginning_offsets``, ``end_offsets``, ``offsets_for_times``) go through
 ListOffsets with retries; a partition that does not exist raises
@@ -26,6 +28,7 @@ ListOffsets with retries; a partition that does not exist raises
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
@@ -43,6 +46,15 @@ from pyspark_log.client.errors import (
     error_for,
 )
 from pyspark_log.client.fetcher import Fetcher, FetchSettings
+from pyspark_log.client.group.membership import ConsumerGroup
+from pyspark_log.client.group.subscription import (
+    Callback,
+    CallbackRunner,
+    ConsumerRebalanceListener,
+    FunctionListener,
+    Subscription,
+    run_inline,
+)
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
 from pyspark_log.client.offsets import OffsetResult, list_offsets
 from pyspark_log.client.types import (
@@ -111,6 +123,9 @@ class AsyncConsumer:
         self.fetcher = Fetcher(self.cluster, self.settings, clock, self._backoff)
         self.group_id: str | None = c["group.id"]
         self._groups = GroupOffsets(self.cluster, self._backoff)
+        self._connector = connector
+        self._group: ConsumerGroup | None = None
+        self.callback_runner: CallbackRunner = run_inline
         self._started = False
         self._closed = False
 
@@ -124,6 +139,8 @@ class AsyncConsumer:
     async def close(self) -> None:
         if self._closed:
             return
+        if self._group is not None:  # first: its revoke callbacks may still commit
+            await self._group.close(self.default_api_timeout_ms)
         self._closed = True
         await self.fetcher.stop()
         await self.cluster.close()
@@ -147,7 +164,45 @@ class AsyncConsumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these partitions (replaces the previous assignment)."""
         self._check_open()
+        if self._group is not None and self._group.active:
+            raise ValueError("the consumer is subscribed to a group: unsubscribe() before assign()")
         self.fetcher.assign(partitions)
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | None = None,
+        *,
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """Join ``group.id`` for ``topics`` (or the topics matching ``pattern``); the group's
+        assignment replaces any manual one at the next ``poll``."""
+        self._check_open()
+        if not self.group_id:
+            raise ValueError("subscribe() needs group.id in the consumer config")
+        if self.fetcher.assignment and (self._group is None or not self._group.active):
+            raise ValueError("the consumer has a manual assignment: unassign() before subscribe()")
+        if listener is None and (on_assign or on_revoke or on_lost):
+            listener = FunctionListener(on_assign, on_revoke, on_lost)
+        if self._group is None:
+            group = ConsumerGroup(self.config, self.cluster, self.fetcher, self._backoff, self._clock, self._connector)
+            group.on_wakeup = self.fetcher.data_ready.set
+            group.callback_runner = self.callback_runner
+            self._group = group
+        self._group.subscribe(Subscription([topics] if isinstance(topics, str) else topics, pattern), listener)
+
+    async def unsubscribe(self) -> None:
+        """Revoke the group's partitions (callbacks run), leave the group, stop subscribing."""
+        self._check_open()
+        if self._group is not None:
+            await self._group.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to now (a pattern's current matches)."""
+        return self._group.subscribed_topics() if self._group is not None else set()
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.fetcher.assignment)
@@ -206,26 +261,26 @@ class AsyncConsumer:
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
         fetcher = self.fetcher
         while True:
+            fetcher.data_ready.clear()
+            group = self._group
+            if group is not None and group.active:
+                await group.poll(max(deadline - loop.time(), 0.0) * 1000.0)
             error = fetcher.pop_error()
             if error is not None:
                 raise error
             if fetcher.dead is not None:
                 raise ClientClosedError(f"the consumer's fetcher died: {fetcher.dead!r}")
-            fetcher.data_ready.clear()
             records = fetcher.drain(limit)
             if records:
                 return records
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
-            try:
+            if group is not None and group.active:  # the membership needs a poll now and then
+                remaining = min(remaining, group.poll_interval_s)
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await fetcher.data_ready.wait()
-            except TimeoutError:
-                error = fetcher.pop_error()
-                if error is not None:
-                    raise error from None
-                return []
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -308,9 +363,9 @@ class AsyncConsumer:
         meta = await self.cluster.wait_for_topic(topic, timeout_ms or self.default_api_timeout_ms)
         return sorted(meta.partitions)
 
-    # -- committed offsets (group.id, no membership yet) ----------------------------------------
+    # -- committed offsets ---------------------------------------------------------------------
 
-    def _group(self) -> str:
+    def _group_id(self) -> str:
         if not self.group_id:
             raise ValueError("committing offsets needs group.id in the consumer config")
         return self.group_id
@@ -325,8 +380,10 @@ class AsyncConsumer:
         self._check_open()
         if offsets is None:
             offsets = {tp: st.position for tp, st in self.fetcher.assignment.items() if st.position is not None}
-        if offsets:
-            await self._groups.commit(self._group(), offsets, timeout_ms or self.default_api_timeout_ms)
+        if offsets and self._group is not None and self._group.active:
+            await self._group.commit(offsets, timeout_ms or self.default_api_timeout_ms)
+        elif offsets:
+            await self._groups.commit(self._group_id(), offsets, timeout_ms or self.default_api_timeout_ms)
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
@@ -334,7 +391,7 @@ class AsyncConsumer:
         """The committed offset of each partition for ``group.id`` (None: none committed)."""
         self._check_open()
         wanted = list(partitions)
-        got = await self._groups.fetch(self._group(), wanted, timeout_ms or self.default_api_timeout_ms)
+        got = await self._groups.fetch(self._group_id(), wanted, timeout_ms or self.default_api_timeout_ms)
         return {tp: got.get(tp) for tp in wanted}
 
     # -- the raw range reader (Spark) ----------------------------------------------------------

@@ -17,6 +17,7 @@ __all__ = [
     "BrokerConnectionError",
     "BufferExhaustedError",
     "ClientClosedError",
+    "CommitFailedError",
     "ConfigError",
     "ErrorCode",
     "KafkaError",
@@ -111,6 +112,15 @@ class OffsetOutOfRangeError(ClientError):
             f"{tp}@{off}" for tp, off in sorted(self.partitions.items())
         )
         super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, text)
+
+
+class CommitFailedError(ClientError):
+    """A group member's offset commit that cannot succeed: its generation is over (the group
+    rebalanced: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) or a rebalance is in progress
+    (REBALANCE_IN_PROGRESS). ``code`` says which; poll again to rejoin, then commit."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(ErrorCode.of(code), message)
 
 
 class UnknownTopicOrPartitionError(ClientError):

@@ -227,6 +227,12 @@ class AsyncProducer:
             )
         return record, size
 
+    def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
+        """``partition`` is beyond the cached partition count: partitions may have been added
+        since the last metadata refresh, so refresh before ``check_partition`` rejects it."""
+        count = self.cluster.metadata.partition_count(topic)
+        return partition is not None and count is not None and partition >= count
+
     def check_partition(self, topic: str, partition: int | None) -> None:
         if partition is None:
             return
@@ -255,6 +261,8 @@ class AsyncProducer:
         deadline = self._clock.monotonic_ms() + self.max_block_ms
         if self.cluster.metadata.partition_count(topic) is None:
             await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        if self.partition_maybe_new(topic, partition):
+            await self.cluster.refresh(self.max_block_ms)
         self.check_partition(topic, partition)
         remaining = max(deadline - self._clock.monotonic_ms(), 0.0)
         if not await self.pool.reserve(size, remaining / 1000.0):

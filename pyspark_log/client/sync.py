@@ -20,12 +20,8 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import threading
-import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pyspark_log.client.admin import (
     AlterConfigOp,
@@ -36,133 +32,20 @@ from pyspark_log.client.admin import (
     NewTopic,
 )
 from pyspark_log.client.cluster import TopicMetadata
-from pyspark_log.client.consumer import AsyncConsumer, RawFetch
-from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaTimeoutError
+from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError
 from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
+from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.types import (
-    ConsumerRecord,
     IsolationLevel,
     OffsetAndTimestamp,
     RecordMetadata,
     TopicPartition,
 )
 
-T = TypeVar("T")
-
-
-class LoopThread:
-    """An event loop running forever in a daemon thread, until ``stop``."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-        self._ready.wait()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.call_soon(self._ready.set)
-        try:
-            self.loop.run_forever()
-        finally:
-            try:
-                pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            finally:
-                self.loop.close()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive() and not self.loop.is_closed()
-
-    def in_loop_thread(self) -> bool:
-        return threading.current_thread() is self._thread
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        if self.in_loop_thread():
-            coro.close()
-            raise RuntimeError("a pylog sync client was called from its own I/O thread (e.g. a delivery callback)")
-        if not self.alive:
-            coro.close()
-            raise ClientClosedError()
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for it; on timeout cancel it and raise KafkaTimeoutError."""
-        fut = self.submit(coro)
-        try:
-            return fut.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            fut.cancel()
-            raise KafkaTimeoutError(f"operation did not complete within {timeout_s:.1f} s") from None
-        except concurrent.futures.CancelledError:
-            raise ClientClosedError("the operation was cancelled because the client closed") from None
-
-    def stop(self, join_timeout_s: float = 10.0) -> None:
-        if self.loop.is_closed():
-            return
-        try:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        except RuntimeError:
-            return
-        if not self.in_loop_thread():
-            self._thread.join(join_timeout_s)
-
-
-def _stop_thread(thread: LoopThread) -> None:
-    thread.stop(join_timeout_s=1.0)
-
-
-class _SyncClient:
-    """Owns the loop thread and stops it when closed or collected."""
-
-    def __init__(self, name: str) -> None:
-        self._thread = LoopThread(name)
-        self._finalizer = weakref.finalize(self, _stop_thread, self._thread)
-        self._closed = False
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError()
-        return self._thread.run(coro, timeout_s)
-
-    def _shutdown(self) -> None:
-        self._closed = True
-        self._finalizer()
-
-    def __enter__(self: Any) -> Any:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a plain (non-async) core method on the loop thread, where its state lives."""
-
-        async def call() -> T:
-            return fn(*args, **kwargs)
-
-        return self._run(call(), _SLACK_S)
-
-    def close(self, timeout_ms: float | None = None) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-_SLACK_S = 5.0
-
-
-def _wait_s(timeout_ms: float | None, default_ms: float) -> float:
-    """How long the facade waits for a core call bounded by ``timeout_ms``: that plus slack, so
-    the core reports its own timeout with its own message."""
-    return (default_ms if timeout_ms is None else max(timeout_ms, 0.0)) / 1000.0 + _SLACK_S
+__all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
 
 class Producer(_SyncClient):
@@ -204,6 +87,8 @@ class Producer(_SyncClient):
         )
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
+        if core.partition_maybe_new(topic, partition):
+            self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
         core.check_partition(topic, partition)
         if not core.pool.try_reserve(size):
             if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
@@ -242,133 +127,6 @@ class Producer(_SyncClient):
             return
         try:
             self._run(self._core.close(timeout_ms), None if timeout_ms is None else _wait_s(timeout_ms, 0))
-        finally:
-            self._shutdown()
-
-
-class Consumer(_SyncClient):
-    """The blocking consumer (manual assignment). Timeouts are ``timeout_ms``."""
-
-    def __init__(self, config: Mapping[str, Any], **core_kwargs: Any) -> None:
-        super().__init__("pylog-consumer")
-        try:
-            self._core = AsyncConsumer(config, **core_kwargs)
-            self._api_ms = self._core.default_api_timeout_ms
-            self._run(self._core.start(), _wait_s(self._api_ms, 0))
-        except BaseException:
-            self._shutdown()
-            raise
-
-    @property
-    def core(self) -> AsyncConsumer:
-        return self._core
-
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call(self._core.assign, list(partitions))
-
-    def assignment(self) -> set[TopicPartition]:
-        return self._call(self._core.assignment)
-
-    def unassign(self) -> None:
-        self._call(self._core.unassign)
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self._call(self._core.seek, tp, offset)
-
-    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._call(self._core.seek_to_beginning, None if partitions is None else list(partitions))
-
-    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._call(self._core.seek_to_end, None if partitions is None else list(partitions))
-
-    def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call(self._core.pause, list(partitions))
-
-    def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call(self._core.resume, list(partitions))
-
-    def highwater(self, tp: TopicPartition) -> int | None:
-        return self._call(self._core.highwater, tp)
-
-    def position(self, tp: TopicPartition, timeout_ms: float | None = None) -> int:
-        return self._run(self._core.position(tp, timeout_ms), _wait_s(timeout_ms, self._api_ms))
-
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
-        return self._run(self._core.poll(timeout_ms, max_records), _wait_s(timeout_ms, 0))
-
-    def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None, *, skip_missing: bool = False
-    ) -> dict[TopicPartition, int]:
-        coro = self._core.beginning_offsets(list(partitions), timeout_ms, skip_missing=skip_missing)
-        return self._run(coro, _wait_s(timeout_ms, self._api_ms))
-
-    def end_offsets(
-        self,
-        partitions: Iterable[TopicPartition],
-        timeout_ms: float | None = None,
-        *,
-        skip_missing: bool = False,
-        isolation_level: IsolationLevel | str | None = None,
-    ) -> dict[TopicPartition, int]:
-        coro = self._core.end_offsets(
-            list(partitions), timeout_ms, skip_missing=skip_missing, isolation_level=isolation_level
-        )
-        return self._run(coro, _wait_s(timeout_ms, self._api_ms))
-
-    def offsets_for_times(
-        self,
-        timestamps: Mapping[TopicPartition, int],
-        timeout_ms: float | None = None,
-        *,
-        skip_missing: bool = False,
-        isolation_level: IsolationLevel | str | None = None,
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        coro = self._core.offsets_for_times(
-            dict(timestamps), timeout_ms, skip_missing=skip_missing, isolation_level=isolation_level
-        )
-        return self._run(coro, _wait_s(timeout_ms, self._api_ms))
-
-    def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[int]]:
-        return self._run(self._core.list_topics(timeout_ms), _wait_s(timeout_ms, self._api_ms))
-
-    def partitions_for(self, topic: str, timeout_ms: float | None = None) -> list[int]:
-        return self._run(self._core.partitions_for(topic, timeout_ms), _wait_s(timeout_ms, self._api_ms))
-
-    def commit(
-        self,
-        offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None,
-        timeout_ms: float | None = None,
-    ) -> None:
-        self._run(
-            self._core.commit(None if offsets is None else dict(offsets), timeout_ms), _wait_s(timeout_ms, self._api_ms)
-        )
-
-    def committed(
-        self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return self._run(self._core.committed(list(partitions), timeout_ms), _wait_s(timeout_ms, self._api_ms))
-
-    def fetch_raw(
-        self,
-        tp: TopicPartition,
-        offset: int,
-        max_bytes: int,
-        isolation_level: IsolationLevel | str | None = None,
-        *,
-        max_wait_ms: int = 0,
-        min_bytes: int = 1,
-        timeout_ms: float | None = None,
-    ) -> RawFetch:
-        coro = self._core.fetch_raw(
-            tp, offset, max_bytes, isolation_level, max_wait_ms=max_wait_ms, min_bytes=min_bytes, timeout_ms=timeout_ms
-        )
-        return self._run(coro, _wait_s(timeout_ms, self._api_ms) + max_wait_ms / 1000.0)
-
-    def close(self, timeout_ms: float | None = None) -> None:
-        if self._closed:
-            return
-        try:
-            self._run(self._core.close(), _wait_s(timeout_ms, 30000))
         finally:
             self._shutdown()
 

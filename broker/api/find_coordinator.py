@@ -1,0 +1,97 @@
+"""FindCoordinator (10): which broker coordinates a group (key type 0) or a transactional id (1).
+
+Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
+group's coordinator: the leader of partition ``abs(hashCode(group)) % partitions`` of
+``__consumer_offsets``. That internal topic (``cleanup.policy=compact``) is created on first use
+with ``offsets.topic.num.partitions`` partitions, as Kafka does. Transaction coordinators do not
+exist yet: key type 1 is answered COORDINATOR_NOT_AVAILABLE (retriable; clients back off).
+
+Why serve FindCoordinator even without a coordinator: librdkafka (confluent-kafka, kcat) enables
+LZ4 only for brokers that advertise FindCoordinator (``rdkafka_feature.c``: the LZ4 feature
+"depends on" FindCoordinator v0, the API released with LZ4 in Kafka 0.8.2).
+
+v0-v3 carry one key; v4+ (KIP-699) a list, answered per key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.controller.errors import TOPIC_ALREADY_EXISTS, MetadataError
+from broker.coordinator.group import OFFSETS_TOPIC, partition_for
+from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+BATCHED_VERSION = 4
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+
+Answer = tuple[int, str | None, int, str, int]  # error, message, node id, host, port
+
+
+def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+    body = request.body
+    keys = list(body.coordinator_keys) if request.version >= BATCHED_VERSION else [body.key]
+    if body.key_type == GROUP_KEY and broker.groups is not None and OFFSETS_TOPIC not in broker.image().topics:
+        return _after_creating_topic(broker, request, keys)
+    return _respond(request, [(key, _answer(broker, body.key_type, key)) for key in keys])
+
+
+async def _after_creating_topic(broker: Broker, request: Request, keys: list[str]) -> Mapping[str, Any]:
+    await ensure_offsets_topic(broker)
+    return _respond(request, [(key, _answer(broker, request.body.key_type, key)) for key in keys])
+
+
+async def ensure_offsets_topic(broker: Broker) -> None:
+    """Create ``__consumer_offsets`` unless it exists (a concurrent creation is success)."""
+    config = broker.config
+    partitions = int(config.get("offsets.topic.num.partitions", 50))
+    replication = min(int(config.get("offsets.topic.replication.factor", 1)), max(len(broker.image().brokers), 1))
+    try:
+        await broker.controller.create_topic(OFFSETS_TOPIC, partitions, replication, dict(OFFSETS_TOPIC_CONFIGS))
+        log.info("created %s with %d partition(s)", OFFSETS_TOPIC, partitions)
+    except MetadataError as exc:
+        if exc.code != TOPIC_ALREADY_EXISTS:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
+
+
+def _answer(broker: Broker, key_type: int, key: str) -> Answer:
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    if broker.groups is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running", -1, "", -1
+    image = broker.image()
+    topic = image.topics.get(OFFSETS_TOPIC)
+    if topic is None or not topic.partitions:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet", -1, "", -1
+    part = topic.partitions.get(partition_for(key, len(topic.partitions)))
+    node = image.brokers.get(part.leader) if part is not None else None
+    if node is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator's partition has no leader", -1, "", -1
+    return ErrorCode.NONE, None, node.node_id, node.host, node.port
+
+
+def _respond(request: Request, answers: list[tuple[str, Answer]]) -> Mapping[str, Any]:
+    if request.version >= BATCHED_VERSION:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": key, "node_id": n, "host": h, "port": p, "error_code": c, "error_message": m}
+                for key, (c, m, n, h, p) in answers
+            ],
+        }
+    code, message, node, host, port = answers[0][1]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message,
+        "node_id": node,
+        "host": host,
+        "port": port,
+    }

@@ -1,0 +1,165 @@
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47).
+
+Seed 002 §5.5: the coordinator appends each commit to ``__consumer_offsets`` before it answers,
+and answers fetches from its cache; while the group's partition loads, both get
+COORDINATOR_LOAD_IN_PROGRESS and clients retry. As in Kafka: a partition of a topic that does not
+exist is answered UNKNOWN_TOPIC_OR_PARTITION on commit; a missing commit fetches as offset -1
+with empty metadata and no error; null metadata is stored as ""; OffsetCommit v1's
+``commit_timestamp`` and v2-v4's ``retention_time_ms`` are honoured (an explicit expiry).
+OffsetFetch v8+ carries several groups, each answered on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.api.context import Broker, Request
+from broker.api.groups import coordinator_of
+from broker.coordinator.group import CommittedOffset, GroupCoordinator
+from pyspark_log.wire.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+DEFAULT_TIMESTAMP = -1
+DEFAULT_RETENTION = -1
+
+
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
+    found = broker.image().topics.get(topic)
+    return found is not None and partition in found.partitions
+
+
+# -- OffsetCommit ------------------------------------------------------------------------------
+
+
+def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.version
+    coordinator = coordinator_of(broker)
+    now = broker.clock_ms()
+    retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION
+    results: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            tp = (topic.name, part.partition_index)
+            if coordinator is None:
+                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif not _exists(broker, *tp):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                commit_ts = (
+                    part.commit_timestamp if version == 1 and part.commit_timestamp != DEFAULT_TIMESTAMP else now
+                )
+                offsets[tp] = CommittedOffset(
+                    offset=part.committed_offset,
+                    leader_epoch=part.committed_leader_epoch if version >= 6 else -1,
+                    metadata=part.committed_metadata or "",
+                    commit_timestamp_ms=commit_ts,
+                    expire_timestamp_ms=now + retention if retention != DEFAULT_RETENTION else -1,
+                )
+    if coordinator is not None and offsets:
+        generation = body.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = body.member_id if version >= 1 else ""
+        results.update(
+            coordinator.commit_offsets(body.group_id, member_id or "", body.group_instance_id, generation, offsets)
+        )
+    topics: dict[str, list[dict[str, int]]] = {}
+    for topic in body.topics:
+        entries = topics.setdefault(topic.name, [])
+        for part in topic.partitions:
+            entries.append(
+                {"partition_index": part.partition_index, "error_code": results[(topic.name, part.partition_index)]}
+            )
+    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+
+# -- OffsetFetch -------------------------------------------------------------------------------
+
+BATCHED_FETCH_VERSION = 8
+
+
+def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.version
+    coordinator = coordinator_of(broker)
+    if version >= BATCHED_FETCH_VERSION:
+        groups = []
+        for group in body.groups:
+            wanted = _wanted(group.topics)
+            code, topics = _fetch(coordinator, group.group_id, wanted)
+            groups.append({"group_id": group.group_id, "topics": [] if code else topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": groups}
+    wanted = _wanted(body.topics)
+    code, topics = _fetch(coordinator, body.group_id, wanted)
+    if code and version >= 2:
+        topics = []
+    elif code:  # v0-v1 have no group-level error: every partition carries it
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {**p, "committed_offset": -1, "metadata": "", "error_code": code} for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+
+def _wanted(topics: Any) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _fetch(
+    coordinator: GroupCoordinator | None, group_id: str, wanted: list[TopicPartition] | None
+) -> tuple[int, list[dict[str, Any]]]:
+    if coordinator is None:
+        code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        found: dict[TopicPartition, CommittedOffset | None] = dict.fromkeys(wanted or [])
+    else:
+        code, found = coordinator.fetch_offsets(group_id, wanted)
+        if code and wanted is not None:
+            found = dict.fromkeys(wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": -1 if value is None else value.offset,
+                "committed_leader_epoch": -1 if value is None else value.leader_epoch,
+                "metadata": "" if value is None else value.metadata,
+                "error_code": 0,
+            }
+        )
+    return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+# -- OffsetDelete ------------------------------------------------------------------------------
+
+
+def handle_offset_delete(broker: Broker, request: Request) -> Any:
+    body = request.body
+    coordinator = coordinator_of(broker)
+    requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    results: dict[TopicPartition, int] = {}
+    known = [tp for tp in requested if _exists(broker, *tp)]
+    for tp in requested:
+        if tp not in known:
+            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if coordinator is None:
+        code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        code, deleted = coordinator.delete_offsets(body.group_id, known)
+        results.update(deleted)
+    if code:
+        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+    topics: dict[str, list[dict[str, int]]] = {}
+    for topic, partition in requested:
+        topics.setdefault(topic, []).append(
+            {"partition_index": partition, "error_code": results.get((topic, partition), 0)}
+        )
+    return {
+        "error_code": 0,
+        "throttle_time_ms": 0,
+        "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+    }

@@ -1,0 +1,303 @@
+"""The group coordinator: the classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
+with KIP-345 static members and KIP-394 member ids, and the committed-offset APIs.
+
+Rules follow Kafka's ``GroupCoordinator`` (3.x, classic protocol):
+
+* a dynamic member's first JoinGroup (v4+) gets MEMBER_ID_REQUIRED and a member id to rejoin with;
+  that pending id expires after the session timeout;
+* a join moves the group to PreparingRebalance; the rebalance completes when every known member
+  has rejoined, or after the largest rebalance timeout (dynamic members that did not rejoin are
+  removed). An Empty group waits ``group.initial.rebalance.delay.ms`` first, extended while new
+  members keep arriving, up to the rebalance timeout;
+* the completed join starts a generation: one protocol every member supports, a leader that gets
+  the members' metadata, CompletingRebalance until the leader's SyncGroup assignment is stored,
+  then Stable. Members that do not send SyncGroup within the rebalance timeout are removed;
+* a member that sends no heartbeat for its session timeout is removed (members waiting in a
+  rebalance are not; a new member waits at most 5 minutes for its JoinGroup to complete);
+* a static member (``group.instance.id``) that rejoins with an unknown member id replaces its old
+  member id; in a Stable group with unchanged protocols there is no rebalance and it gets its
+  assignment back through SyncGroup. Requests under the replaced member id get
+  FENCED_INSTANCE_ID (seed 000 §4.5, KIP-345).
+
+JoinGroup and SyncGroup answer later, through a callback; everything else answers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from broker.coordinator.group.group import Group, GroupState, JoinCallback, SyncCallback, TopicPartition
+from broker.coordinator.group.manager import GroupConfig, GroupManager
+from broker.coordinator.group.rebalance import JoinRequest, Rebalancer
+from broker.coordinator.group.records import CommittedOffset
+from broker.coordinator.group.store import OffsetsLog
+from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE
+from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+S = GroupState
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...]
+
+
+class GroupCoordinator:
+    """One broker's group coordinator; the cache, persistence and timers live in ``manager``."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        store: OffsetsLog,
+        clock_ms: Callable[[], int],
+        *,
+        node_id: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.manager = GroupManager(config, store, clock_ms, node_id=node_id)
+        self._rb = Rebalancer(config, self.manager, clock_ms, rng)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def startup(self, num_partitions: int | None, led: Iterable[int]) -> None:
+        self.manager.start()
+        self.manager.set_partitions(num_partitions, led)
+
+    def shutdown(self) -> None:
+        self.manager.shutdown()
+
+    async def run(self) -> None:
+        await self.manager.run()
+
+    # -- JoinGroup and SyncGroup (``rebalance.py``) ----------------------------------------------
+
+    def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
+        self._rb.join_group(req, callback)
+
+    def sync_group(  # noqa: PLR0917 - the fields of SyncGroup
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        callback: SyncCallback,
+    ) -> None:
+        self._rb.sync_group(
+            group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments, callback
+        )
+
+    # -- Heartbeat and LeaveGroup --------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        error = self.manager.status(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # the group is loading: answered blindly, as Kafka does
+        if error is not None:
+            return error
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._rb.validate_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.get(member_id)
+        self._rb.schedule_heartbeat(group, member, member.session_timeout_ms)
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else ErrorCode.NONE
+
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """Remove members ``(member id, instance id)``; an empty member id with an instance id
+        removes that static member (administrative removal). Returns the top-level error and
+        one error per member."""
+        error = self.manager.status(group_id)
+        if error is not None:
+            return error, []
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results: list[tuple[str, str | None, int]] = []
+        for member_id, instance_id in leaving:
+            if member_id == "":
+                current = group.static_member_id(instance_id) if instance_id is not None else None
+                if current is None:
+                    results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                    continue
+                self._leave(group, current)
+                results.append((member_id, instance_id, ErrorCode.NONE))
+            elif member_id in group.pending_members:
+                group.remove(member_id)
+                self.manager.timers.cancel(("heartbeat", group_id, member_id))
+                if group.is_(S.PREPARING_REBALANCE):
+                    self._rb.try_complete_join(group)
+                results.append((member_id, instance_id, ErrorCode.NONE))
+            else:
+                error = self._rb.validate_member(group, member_id, instance_id)
+                if error is None:
+                    self._leave(group, member_id)
+                results.append((member_id, instance_id, error or ErrorCode.NONE))
+        return ErrorCode.NONE, results
+
+    def _leave(self, group: Group, member_id: str) -> None:
+        log.info("member %s leaves group %s", member_id, group.group_id)
+        self._rb.remove_member_and_update_group(group, group.get(member_id))
+
+    # -- committed offsets ---------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, int]:
+        """Store ``offsets``; per partition the error code. Generation -1 with no member id is a
+        commit without membership (allowed while the group has no members)."""
+        error = self.manager.status(group_id, allow_empty_id=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+            group = self.manager.groups[group_id] = Group(group_id)
+        if group.is_(S.DEAD):
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._rb.validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_(S.EMPTY):
+            error = ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has members
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        if group.is_(S.COMPLETING_REBALANCE):
+            return dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state in (S.STABLE, S.PREPARING_REBALANCE):
+            member = group.get(member_id)
+            self._rb.schedule_heartbeat(group, member, member.session_timeout_ms)
+        return self.manager.store_offsets(group, offsets)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
+        """Committed offsets of ``partitions`` (None: every partition the group has one for)."""
+        error = self.manager.status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, {}
+        group = self.manager.groups.get(group_id)
+        if partitions is None:
+            return ErrorCode.NONE, dict(group.offsets) if group is not None else {}
+        return ErrorCode.NONE, {tp: group.offsets.get(tp) if group is not None else None for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete: allowed for an Empty group, and for a consumer group's topics it does
+        not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
+        error = self.manager.status(group_id)
+        if error is not None:
+            return error, {}
+        group = self.manager.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        results: dict[TopicPartition, int] = {}
+        if group.is_(S.EMPTY):
+            deletable = list(partitions)
+        elif group.protocol_type == PROTOCOL_TYPE:
+            deletable = [tp for tp in partitions if not group.is_subscribed_to(tp[0])]
+            results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if group.is_subscribed_to(tp[0])}
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        present = [tp for tp in deletable if tp in group.offsets]
+        for tp in present:
+            del group.offsets[tp]
+        self.manager.write_tombstones(group_id, present, group=False)
+        results.update(dict.fromkeys(deletable, ErrorCode.NONE))
+        return ErrorCode.NONE, results
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
+        error = self.manager.status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, GroupSummary("", "", "", ())
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, GroupSummary(S.DEAD.value, "", "", ())
+        stable = group.is_(S.STABLE)
+        protocol = group.protocol_name or ""
+        members = tuple(
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return ErrorCode.NONE, GroupSummary(
+            group.state.value, group.protocol_type or "", protocol if stable else "", members
+        )
+
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[int, list[tuple[str, str, str]]]:
+        """``(group id, protocol type, state)`` of every group here (filtered by state names,
+        case-insensitively as Kafka does)."""
+        if not self.manager.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        wanted = {s.lower() for s in states}
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else ErrorCode.NONE
+        out = [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.manager.groups.values()
+            if not g.is_(S.DEAD) and (not wanted or g.state.value.lower() in wanted)
+        ]
+        return error, out
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
+        results: dict[str, int] = {}
+        for group_id in group_ids:
+            error = self.manager.status(group_id, allow_empty_id=True)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self.manager.groups.get(group_id)
+            if group is None or group.is_(S.DEAD):
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.is_(S.EMPTY):
+                self.manager.remove_group(group)
+                results[group_id] = ErrorCode.NONE
+            else:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+        return results

@@ -1,0 +1,385 @@
+"""The group cache and its persistence (Kafka ``GroupMetadataManager``).
+
+Owns: the groups this broker coordinates, which ``__consumer_offsets`` partitions it leads and
+whether each is loaded, the timers, the offsets records it writes, offset expiry, and the one
+background task (``run``) that loads partitions and fires timers. Seed 002 §5.5: requests for a
+group whose partition is still loading get COORDINATOR_LOAD_IN_PROGRESS; the cache answers
+offset fetches; a commit is appended to the partition before the cache changes and the client
+hears back ("persist before you reply").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from broker.coordinator.group.group import Group, GroupState, JoinResult, SyncResult, TopicPartition
+from broker.coordinator.group.records import (
+    CommittedOffset,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+    partition_for,
+)
+from broker.coordinator.group.store import OffsetsLog, PartitionLoad, StoreError, encode_records
+from broker.coordinator.group.timers import Timers
+from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The broker settings of the group coordinator (Kafka's names in ``from_properties``)."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2**31 - 1
+    initial_rebalance_delay_ms: int = 3000
+    offsets_retention_ms: int = 7 * 24 * 60 * MINUTE_MS
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    new_member_join_timeout_ms: int = 300_000
+
+    @classmethod
+    def from_properties(cls, get: Callable[[str, object], object]) -> GroupConfig:
+        def num(key: str, default: int) -> int:
+            return int(str(get(key, default)))
+
+        return cls(
+            min_session_timeout_ms=num("group.min.session.timeout.ms", 6000),
+            max_session_timeout_ms=num("group.max.session.timeout.ms", 1_800_000),
+            max_size=num("group.max.size", 2**31 - 1),
+            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms", 3000),
+            offsets_retention_ms=num("offsets.retention.minutes", 10080) * MINUTE_MS,
+            offsets_retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
+            offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
+        )
+
+
+class PartitionStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+class GroupManager:
+    """See the module docstring. Lives on the broker's event loop; no locks."""
+
+    def __init__(
+        self, config: GroupConfig, store: OffsetsLog, clock_ms: Callable[[], int], *, node_id: int = 0
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clock_ms = clock_ms
+        self.node_id = node_id
+        self.groups: dict[str, Group] = {}
+        self.partitions: dict[int, PartitionStatus] = {}
+        self.num_partitions: int | None = None
+        self.timers = Timers()
+        self.active = False
+        self._loads: deque[PartitionLoad] = deque()
+        self._wake: asyncio.Event | None = None
+        self._sleep_until: int | None = None  # the deadline the task sleeps towards (None: none)
+        self.on_group_loaded: Callable[[Group], None] = lambda group: None
+
+    # -- ownership and status ------------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int | None:
+        return None if self.num_partitions is None else partition_for(group_id, self.num_partitions)
+
+    def status(self, group_id: str | None, *, allow_empty_id: bool = False) -> int | None:
+        """None if this coordinator serves ``group_id`` now, else the error code to answer."""
+        if group_id is None or (not group_id and not allow_empty_id):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_of(group_id)
+        state = None if partition is None else self.partitions.get(partition)
+        if state is PartitionStatus.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if state is None:
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    @property
+    def loading(self) -> bool:
+        return any(s is PartitionStatus.LOADING for s in self.partitions.values())
+
+    def set_partitions(self, num_partitions: int | None, led: Iterable[int]) -> None:
+        """The offsets topic has ``num_partitions`` (None: no topic) and this broker leads ``led``:
+        load the new ones (at once when empty), unload the ones it lost."""
+        self.num_partitions = num_partitions
+        wanted = set(led) if num_partitions else set()
+        for partition in [p for p in self.partitions if p not in wanted]:
+            self._unload_partition(partition)
+        for partition in sorted(wanted - set(self.partitions)):
+            if self.store.log_end_offset(partition) <= self.store.log_start_offset(partition):
+                self.partitions[partition] = PartitionStatus.ACTIVE
+                continue
+            self.partitions[partition] = PartitionStatus.LOADING
+            self._loads.append(PartitionLoad(self.store, partition))
+            self.wake()
+
+    def _unload_partition(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        self._loads = deque(load for load in self._loads if load.partition != partition)
+        for group in [g for g in self.groups.values() if self.partition_of(g.group_id) in (partition, None)]:
+            self.unload_group(group)
+
+    def unload_group(self, group: Group) -> None:
+        """Forget a group this broker no longer coordinates; waiting members hear NOT_COORDINATOR."""
+        previous = group.state
+        group.transition_to(GroupState.DEAD)
+        for member in list(group.members.values()):
+            if previous is GroupState.PREPARING_REBALANCE:
+                group.invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            group.invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            self.timers.cancel(("heartbeat", group.group_id, member.member_id))
+        self.cancel_group_timers(group.group_id)
+        self.groups.pop(group.group_id, None)
+
+    def cancel_group_timers(self, group_id: str) -> None:
+        for kind in ("join", "sync"):
+            self.timers.cancel((kind, group_id))
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load_step(self) -> bool:
+        """Replay a bounded part of the first pending partition; True while loads remain."""
+        if not self._loads:
+            return False
+        load = self._loads[0]
+        try:
+            finished = load.step()
+        except Exception:
+            # Serving the partition without its history would hand out no committed offsets;
+            # answering NOT_COORDINATOR until the next leadership change is the safe choice.
+            log.exception("loading __consumer_offsets-%s failed; not serving its groups", load.partition)
+            self._loads.popleft()
+            self.partitions.pop(load.partition, None)
+            return bool(self._loads)
+        if finished:
+            self._loads.popleft()
+            self._finish_load(load)
+        return bool(self._loads)
+
+    def load_all(self) -> None:
+        while self.load_step():
+            pass
+
+    def _finish_load(self, load: PartitionLoad) -> None:
+        if self.partitions.get(load.partition) is not PartitionStatus.LOADING:
+            return
+        loaded = load.result
+        for group_id in sorted(set(loaded.groups) | set(loaded.offsets)):
+            stored = loaded.groups.get(group_id)
+            offsets = loaded.offsets.get(group_id, {})
+            if stored is None and not offsets:
+                continue
+            group = Group.from_stored(group_id, stored) if stored is not None else Group(group_id)
+            group.offsets.update(offsets)
+            self.groups[group_id] = group
+            self.on_group_loaded(group)
+        self.partitions[load.partition] = PartitionStatus.ACTIVE
+        log.info("loaded __consumer_offsets-%s: %d group(s)", load.partition, len(loaded.groups))
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+        partition = self.partition_of(group_id)
+        if partition is None:
+            raise StoreError(ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist")
+        self.store.append(partition, encode_records(entries, self.clock_ms()))
+
+    def store_group(self, group: Group, assignment: dict[str, bytes]) -> None:
+        """Persist the group's metadata with ``assignment``; raises StoreError."""
+        self._append(group.group_id, [(group_key(group.group_id), group_value(group.to_stored(assignment)))])
+
+    def store_offsets(self, group: Group, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, int]:
+        """Append the commits, then cache them; per partition the error code (0: stored)."""
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, CommittedOffset] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = value
+        if valid:
+            entries: list[tuple[bytes, bytes | None]] = [
+                (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in valid.items()
+            ]
+            try:
+                self._append(group.group_id, entries)
+            except StoreError as exc:
+                code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if exc.too_large else exc.code
+                log.warning("offset commit of group %s failed: %s", group.group_id, exc)
+                results.update(dict.fromkeys(valid, code))
+            else:
+                group.offsets.update(valid)
+                results.update(dict.fromkeys(valid, ErrorCode.NONE))
+        return results
+
+    def write_tombstones(self, group_id: str, partitions: Iterable[TopicPartition], *, group: bool) -> None:
+        """Tombstones for offsets (and the group record); a failure is logged, as Kafka does."""
+        entries: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, t, p), None) for t, p in partitions]
+        if group:
+            entries.append((group_key(group_id), None))
+        if not entries:
+            return
+        try:
+            self._append(group_id, entries)
+        except StoreError as exc:
+            log.warning("writing tombstones for group %s failed: %s", group_id, exc)
+
+    def remove_group(self, group: Group) -> None:
+        """Delete an Empty group: Dead, tombstones for its offsets and metadata, out of the cache."""
+        group.transition_to(GroupState.DEAD)
+        self.cancel_group_timers(group.group_id)
+        self.write_tombstones(group.group_id, list(group.offsets), group=True)
+        group.offsets.clear()
+        self.groups.pop(group.group_id, None)
+
+    def remove_offsets_of_topics(self, topics: set[str]) -> int:
+        """Forget the offsets of deleted topics in every group (Kafka ``handleDeletedPartitions``)."""
+        removed = 0
+        for group in list(self.groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] in topics]
+            if gone:
+                for tp in gone:
+                    del group.offsets[tp]
+                self.write_tombstones(group.group_id, gone, group=False)
+                removed += len(gone)
+        return removed
+
+    # -- offset expiry -------------------------------------------------------------------------
+
+    def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Remove offsets past ``offsets.retention.minutes`` (Kafka's rules: an Empty group's
+        from the time it became empty, a standalone committer's from each commit, a Stable
+        consumer group's for topics it no longer subscribes to); Empty groups left without
+        offsets die. Returns how many offsets expired."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if self.status(group.group_id, allow_empty_id=True) is not None:
+                continue
+            expired = self._expired(group, now, retention)
+            for tp in expired:
+                del group.offsets[tp]
+            expired_total += len(expired)
+            dies = group.is_(GroupState.EMPTY) and not group.offsets
+            if dies:
+                group.transition_to(GroupState.DEAD)
+                self.cancel_group_timers(group.group_id)
+                self.groups.pop(group.group_id, None)
+            if expired or dies:
+                self.write_tombstones(group.group_id, expired, group=dies)
+        if expired_total:
+            log.info("expired %d offset(s)", expired_total)
+        return expired_total
+
+    @staticmethod
+    def _expired(group: Group, now: int, retention: int) -> list[TopicPartition]:
+        def old(tp: TopicPartition, base: int) -> bool:
+            value = group.offsets[tp]
+            deadline = value.expire_timestamp_ms if value.expire_timestamp_ms >= 0 else base + retention
+            return deadline <= now
+
+        if group.protocol_type is not None and group.is_(GroupState.EMPTY):
+            state_ts = group.current_state_timestamp_ms
+            return [
+                tp for tp, v in group.offsets.items() if old(tp, state_ts if state_ts >= 0 else v.commit_timestamp_ms)
+            ]
+        if group.protocol_type == "consumer" and group.subscribed_topics is not None and group.is_(GroupState.STABLE):
+            return [
+                tp
+                for tp, v in group.offsets.items()
+                if tp[0] not in group.subscribed_topics and old(tp, v.commit_timestamp_ms)
+            ]
+        if group.protocol_type is None:
+            return [tp for tp, v in group.offsets.items() if old(tp, v.commit_timestamp_ms)]
+        return []
+
+    # -- the background task -------------------------------------------------------------------
+
+    def _on_schedule(self, deadline_ms: int) -> None:
+        """Wake the task only for a deadline earlier than the one it sleeps towards."""
+        if self._sleep_until is None or deadline_ms < self._sleep_until:
+            self.wake()
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def run_due(self, now_ms: int | None = None) -> int:
+        """Fire every timer due at ``now_ms`` (default: the clock); returns how many fired."""
+        fired = 0
+        while True:
+            due = self.timers.pop_due(self.clock_ms() if now_ms is None else now_ms)
+            if not due:
+                return fired
+            for action in due:
+                fired += 1
+                try:
+                    action()
+                except Exception:
+                    log.exception("group coordinator timer failed")
+
+    async def run(self) -> None:
+        """The coordinator's one background task: load partitions, fire timers, expire offsets."""
+        self._wake = asyncio.Event()
+        self.timers.on_schedule = self._on_schedule
+        try:
+            while True:
+                self._wake.clear()
+                self.run_due()
+                if self.load_step() or self._loads:
+                    await asyncio.sleep(0)
+                    continue
+                deadline = self._sleep_until = self.timers.next_deadline()
+                timeout = None if deadline is None else max(deadline - self.clock_ms(), 0) / 1000.0
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+                self._sleep_until = None
+        except Exception:
+            # The one task is gone: fail everyone waiting on it (DESIGN principle 10).
+            log.exception("the group coordinator's task died; groups are no longer served")
+            self.shutdown()
+            raise
+        finally:
+            self.timers.on_schedule = None
+            self._wake = None
+
+    def start(self) -> None:
+        """Serve requests; offset expiry runs every ``offsets.retention.check.interval.ms``."""
+        self.active = True
+        self._schedule_expiry()
+
+    def _schedule_expiry(self) -> None:
+        def expire() -> None:
+            try:
+                self.expire_offsets()
+            finally:
+                self._schedule_expiry()
+
+        interval = max(self.config.offsets_retention_check_interval_ms, 1)
+        self.timers.schedule(("expire-offsets",), self.clock_ms() + interval, expire)
+
+    def shutdown(self) -> None:
+        """Stop serving: every waiting member hears NOT_COORDINATOR."""
+        self.active = False
+        for group in list(self.groups.values()):
+            self.unload_group(group)
+        self.partitions.clear()
+        self._loads.clear()
+        self.timers.clear()

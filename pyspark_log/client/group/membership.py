@@ -1,0 +1,457 @@
+"""A consumer's group membership (the classic protocol, as Kafka's ``ConsumerCoordinator``).
+
+``poll`` drives it, on the caller's task, so rebalance callbacks run where the user polls:
+
+1. a member that must (re)join first commits (auto-commit) and, under the eager protocol, revokes
+   every partition (``on_partitions_revoked``); then a join task sends JoinGroup — again with
+   the member id of a MEMBER_ID_REQUIRED answer — and SyncGroup (the leader computes the
+   assignment with the protocol the coordinator chose);
+2. once synced, ``poll`` fetches the committed offsets of the new partitions, positions the
+   fetcher there (``auto.offset.reset`` where none is committed), and calls
+   ``on_partitions_assigned``. Under the cooperative protocol only partitions that moved are
+   revoked, after the assignment, followed by another rebalance;
+3. auto-commit (``enable.auto.commit``) commits the positions every ``auto.commit.interval.ms``.
+
+One background task heartbeats every ``heartbeat.interval.ms`` while the member is stable. It
+learns of rebalances (REBALANCE_IN_PROGRESS: the next poll rejoins), of a lost membership
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: ``on_partitions_lost``, then rejoin) and of a fence
+(FENCED_INSTANCE_ID: ``poll`` raises it, seed 000 §4.5), and leaves the group when ``poll`` was
+not called for ``max.poll.interval.ms``. A static member (``group.instance.id``, KIP-345) never
+sends LeaveGroup: restarting within ``session.timeout.ms`` keeps its partitions without a rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.clock import Clock
+from pyspark_log.client.cluster import Cluster
+from pyspark_log.client.connection import Connector
+from pyspark_log.client.errors import ClientClosedError, CommitFailedError, KafkaTimeoutError, error_for
+from pyspark_log.client.fetcher import Fetcher
+from pyspark_log.client.group import requests as rq
+from pyspark_log.client.group.assignors import COOPERATIVE, assignors_from_config, rebalance_protocol
+from pyspark_log.client.group.link import CoordinatorLink
+from pyspark_log.client.group.state import Membership, MemberState
+from pyspark_log.client.group.subscription import (
+    CallbackRunner,
+    ConsumerRebalanceListener,
+    PartitionSet,
+    Subscription,
+    run_inline,
+)
+from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.types import TopicPartition
+from pyspark_log.wire import ErrorCode, KafkaError
+from pyspark_log.wire.consumer_protocol import Assignment
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerGroup:
+    """The membership of one consumer in ``group.id``; lives on the consumer's loop."""
+
+    def __init__(  # noqa: PLR0917 - the consumer's parts it shares
+        self,
+        config: Mapping[str, Any],
+        cluster: Cluster,
+        fetcher: Fetcher,
+        backoff: ExponentialBackoff,
+        clock: Clock,
+        connector: Connector,
+    ) -> None:
+        self.group_id: str = config["group.id"]
+        self.instance_id: str | None = config["group.instance.id"] or None
+        self.session_timeout_ms: int = config["session.timeout.ms"]
+        self.rebalance_timeout_ms: int = config["max.poll.interval.ms"]
+        self.heartbeat_interval_ms: int = config["heartbeat.interval.ms"]
+        self.auto_commit: bool = config["enable.auto.commit"]
+        self.auto_commit_interval_ms: int = config["auto.commit.interval.ms"]
+        self.exclude_internal: bool = config["exclude.internal.topics"]
+        self.default_timeout_ms: float = config["default.api.timeout.ms"]
+        self.metadata_max_age_ms: float = config["metadata.max.age.ms"]
+        self.assignors = assignors_from_config(config["partition.assignment.strategy"].split(","))
+        self.protocol = rebalance_protocol(self.assignors)
+        self.cluster, self.fetcher, self._backoff, self._clock = cluster, fetcher, backoff, clock
+        self.link = CoordinatorLink(cluster, self.group_id, config, connector)
+        self.membership = Membership()
+        self.subscription: Subscription | None = None
+        self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
+        self.callback_runner: CallbackRunner = run_inline
+        self._rejoin_needed = True
+        self._lost = False  # the generation ended without revoking: on_partitions_lost next poll
+        self._joined_topics: frozenset[str] = frozenset()
+        self._leader_snapshot: dict[str, int] | None = None
+        self._join_task: asyncio.Task[Assignment] | None = None
+        self._synced: Assignment | None = None
+        self._fatal: KafkaError | None = None
+        self._last_poll_ms = clock.monotonic_ms()
+        self._next_commit_ms = 0.0
+        self._next_pattern_refresh_ms = 0.0
+        self._commit_task: asyncio.Task[None] | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._heartbeat_wake = asyncio.Event()
+        self._closing = False
+        self.on_wakeup = lambda: None  # wakes a waiting poll (set by the consumer)
+
+    # -- subscription --------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.subscription is not None
+
+    @property
+    def poll_interval_s(self) -> float:
+        """How long a waiting ``poll`` may go without calling ``poll`` here (auto-commit, the
+        max.poll.interval.ms clock and rejoins are driven from it)."""
+        interval = min(self.heartbeat_interval_ms, self.rebalance_timeout_ms // 2)
+        if self.auto_commit:
+            interval = min(interval, self.auto_commit_interval_ms)
+        return max(interval, 10) / 1000.0
+
+    def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
+        self.subscription = subscription
+        self.listener = listener or ConsumerRebalanceListener()
+        self._next_pattern_refresh_ms = 0.0
+        if subscription.topics is not None and self.cluster.add_topics(subscription.topics):
+            self.cluster.request_update()
+        self._rejoin_needed = True
+        if self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.get_running_loop().create_task(
+                self._heartbeat_loop(), name="pylog-heartbeat"
+            )
+
+    def subscribed_topics(self) -> set[str]:
+        sub = self.subscription
+        return (
+            set() if sub is None else set(sub.matching(self.cluster.metadata, exclude_internal=self.exclude_internal))
+        )
+
+    async def unsubscribe(self) -> None:
+        """Revoke everything (``on_partitions_revoked``), leave the group, forget the subscription."""
+        if self.subscription is None:
+            return
+        await self._revoke_all(commit=True)
+        await self._leave("the consumer unsubscribed")
+        self.subscription = None
+
+    async def close(self, timeout_ms: float) -> None:
+        """Commit (auto-commit), revoke, leave (a dynamic member), stop the heartbeat task."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            if self.subscription is not None and self._fatal is None:
+                async with asyncio.timeout(timeout_ms / 1000.0):
+                    await self._revoke_all(commit=True)
+                    await self._leave("the consumer is closing")
+        except (KafkaError, TimeoutError) as exc:
+            log.warning("group %s: closing without a clean leave: %s", self.group_id, exc)
+        finally:
+            for task in (self._heartbeat_task, self._join_task, self._commit_task):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+            self.link.close()
+
+    # -- poll ----------------------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float) -> None:
+        """Keep the membership current for up to ``timeout_ms``; raise a fatal group error."""
+        now = self._clock.monotonic_ms()
+        self._last_poll_ms = now
+        if self._fatal is not None:
+            raise self._fatal
+        if self.subscription is None:
+            return
+        await self._refresh_subscription(now)
+        if self._lost:
+            await self._lose_all()
+        if self._join_task is None and self._synced is None and (self._rejoin_needed or not self.membership.is_stable):
+            await self._prepare_join()
+            self._join_task = asyncio.get_running_loop().create_task(self._join_and_sync(), name="pylog-join")
+        if self._join_task is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(timeout_ms, 0) / 1000.0):
+                    await asyncio.shield(self._join_task)
+            if not self._join_task.done():
+                return
+            task, self._join_task = self._join_task, None
+            exc = task.exception()
+            if exc is not None:
+                self._fatal = exc if isinstance(exc, KafkaError) else ClientClosedError(f"join failed: {exc!r}")
+                raise self._fatal
+            self._synced = task.result()
+            self.membership.transition_to(MemberState.STABLE)
+            self._heartbeat_wake.set()
+        if self._synced is not None:
+            await self._install(self._synced, timeout_ms)
+        self._maybe_auto_commit()
+
+    async def _refresh_subscription(self, now: float) -> None:
+        sub = self.subscription
+        assert sub is not None
+        if sub.pattern is not None and now >= self._next_pattern_refresh_ms:
+            self._next_pattern_refresh_ms = now + self.metadata_max_age_ms
+            with contextlib.suppress(KafkaError, TimeoutError):
+                async with asyncio.timeout(self.default_timeout_ms / 1000.0):
+                    meta = await self.cluster.fetch_metadata(None)
+                if self.cluster.add_topics(sub.matching(meta, exclude_internal=self.exclude_internal)):
+                    self.cluster.request_update()
+        if not self.membership.is_stable:
+            return
+        if sub.matching(self.cluster.metadata, exclude_internal=self.exclude_internal) != self._joined_topics:
+            self.request_rejoin("the subscribed topics changed")
+        elif self._leader_snapshot is not None and any(
+            (self.cluster.metadata.partition_count(t) or 0) != n for t, n in self._leader_snapshot.items()
+        ):
+            self.request_rejoin("a subscribed topic appeared or its partition count changed")
+
+    def request_rejoin(self, reason: str) -> None:
+        if not self._rejoin_needed:
+            log.info("group %s: rejoining: %s", self.group_id, reason)
+        self._rejoin_needed = True
+        self.on_wakeup()
+
+    async def _prepare_join(self) -> None:
+        if self.protocol != COOPERATIVE:
+            await self._revoke_all(commit=True)
+        elif self.membership.is_stable:
+            await self._commit_positions_quietly()
+
+    async def _revoke_all(self, *, commit: bool) -> None:
+        owned = set(self.fetcher.assignment)
+        if commit and self.auto_commit and self.membership.is_stable:
+            await self._commit_positions_quietly()
+        if owned:
+            await self._callback(self.listener.on_partitions_revoked, owned)
+        self.fetcher.assign([])
+
+    async def _lose_all(self) -> None:
+        self._lost = False
+        owned = set(self.fetcher.assignment)
+        self.fetcher.assign([])
+        if owned:
+            await self._callback(self.listener.on_partitions_lost, owned)
+
+    async def _callback(self, fn: Any, partitions: PartitionSet) -> None:
+        try:
+            await self.callback_runner(fn, set(partitions))
+        except Exception:
+            log.exception("group %s: rebalance listener %s failed", self.group_id, getattr(fn, "__name__", fn))
+
+    async def _install(self, synced: Assignment, timeout_ms: float) -> None:
+        """Position and hand over a new assignment; retried by the next poll if the committed
+        offsets cannot be read in time."""
+        new = {TopicPartition(t, p) for t, p in synced.partitions}
+        owned = set(self.fetcher.assignment)
+        added = new - owned
+        revoked = owned - new
+        try:
+            committed = await self.fetch_committed(added, max(timeout_ms, self.default_timeout_ms))
+        except KafkaError as exc:
+            log.info("group %s: committed offsets not available yet: %s", self.group_id, exc)
+            return
+        self._synced = None
+        if revoked:
+            if self.auto_commit:
+                await self._commit_positions_quietly(revoked)
+            await self._callback(self.listener.on_partitions_revoked, revoked)
+        self.fetcher.assign(sorted(new))
+        for tp in added:
+            found = committed.get(tp)
+            if found is not None:
+                self.fetcher.seek(tp, found.offset)
+        self._next_commit_ms = self._clock.monotonic_ms() + self.auto_commit_interval_ms
+        log.info("group %s generation %s: assigned %s", self.group_id, self.membership.generation_id, sorted(new))
+        await self._callback(self.listener.on_partitions_assigned, added)
+        if revoked and self.protocol == COOPERATIVE:
+            self.request_rejoin("partitions were revoked (cooperative protocol)")
+
+    # -- join and sync (the join task) ---------------------------------------------------------
+
+    async def _join_and_sync(self) -> Assignment:
+        attempt = 0
+        while True:
+            try:
+                return await self._join_once()
+            except rq.RejoinNow:
+                continue
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                log.info("group %s: join failed, retrying: %s", self.group_id, exc)
+            await asyncio.sleep(self._backoff.backoff_ms(attempt) / 1000.0)
+            attempt += 1
+
+    async def _join_once(self) -> Assignment:
+        m = self.membership
+        self._rejoin_needed = False
+        m.transition_to(MemberState.PREPARING_REBALANCE)
+        sub = self.subscription
+        assert sub is not None
+        topics = sub.matching(self.cluster.metadata, exclude_internal=self.exclude_internal)
+        await self.link.connection()
+        owned = sorted(self.fetcher.assignment)
+        body = rq.join_body(self, topics, owned)
+        resp = await self.link.request(rq.JOIN_GROUP, body, timeout_ms=self.rebalance_timeout_ms + 5000)
+        rq.check_join(self, resp)
+        m.join_answered(resp.generation_id, resp.member_id, resp.protocol_name, resp.leader)
+        self._joined_topics = topics
+        self._leader_snapshot = None
+        assignments: dict[str, bytes] = {}
+        if resp.leader == resp.member_id:
+            assignments, self._leader_snapshot = await rq.leader_assign(self, resp.protocol_name, resp.members)
+        body = rq.sync_body(self, resp.protocol_name, assignments)
+        sync = await self.link.request(rq.SYNC_GROUP, body, timeout_ms=self.rebalance_timeout_ms + 5000)
+        return rq.check_sync(self, sync)
+
+    # -- heartbeats ----------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        delay_ms = float(self.heartbeat_interval_ms)
+        failures = 0
+        while True:
+            self._heartbeat_wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay_ms / 1000.0):
+                    await self._heartbeat_wake.wait()
+            delay_ms = float(self.heartbeat_interval_ms)
+            m = self.membership
+            if self.subscription is None or not m.is_stable:
+                continue
+            if self._clock.monotonic_ms() - self._last_poll_ms > self.rebalance_timeout_ms:
+                log.warning("group %s: poll was not called for max.poll.interval.ms; leaving the group", self.group_id)
+                await self._leave("consumer poll timeout has expired")
+                continue
+            generation = m.generation_id
+            try:
+                resp = await self.link.request(rq.HEARTBEAT, rq.heartbeat_body(self))
+            except KafkaError as exc:
+                delay_ms = self._backoff.backoff_ms(failures)
+                failures += 1
+                log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
+                continue
+            failures = 0
+            if m.generation_id == generation and m.is_stable:
+                self._on_heartbeat(resp.error_code)
+
+    def _on_heartbeat(self, code: int) -> None:
+        if code == ErrorCode.NONE:
+            return
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self.request_rejoin("the group is rebalancing")
+        elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            log.info("group %s: membership lost (%s)", self.group_id, ErrorCode.of(code).name)
+            self.membership.reset()
+            self._lost = True
+            self.request_rejoin("the membership was lost")
+        elif code == ErrorCode.FENCED_INSTANCE_ID:
+            self._fatal = error_for(
+                code, context=f"group.instance.id {self.instance_id!r} was fenced by a newer member"
+            )
+            self.membership.reset()
+            self.on_wakeup()
+        else:
+            self.link.on_error(code)
+
+    async def _leave(self, reason: str) -> None:
+        m = self.membership
+        if self.instance_id is None and m.member_id and m.state is not MemberState.UNJOINED:
+            try:
+                await self.link.request(rq.LEAVE_GROUP, rq.leave_body(self, reason))
+            except KafkaError as exc:
+                log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
+        if m.state is not MemberState.UNJOINED:
+            m.reset()
+        if self.fetcher.assignment:
+            self._lost = True
+        self._rejoin_needed = True
+        self.on_wakeup()
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def _maybe_auto_commit(self) -> None:
+        now = self._clock.monotonic_ms()
+        if not self.auto_commit or not self.membership.is_stable or now < self._next_commit_ms:
+            return
+        self._next_commit_ms = now + self.auto_commit_interval_ms
+        if self._commit_task is None or self._commit_task.done():
+            self._commit_task = asyncio.get_running_loop().create_task(self._commit_positions_quietly())
+
+    def positions(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        return {
+            tp: st.position
+            for tp, st in self.fetcher.assignment.items()
+            if st.position is not None and (partitions is None or tp in partitions)
+        }
+
+    async def _commit_positions_quietly(self, partitions: set[TopicPartition] | None = None) -> None:
+        offsets = self.positions(partitions)
+        if not offsets:
+            return
+        try:
+            await self.commit(offsets, self.default_timeout_ms)
+        except KafkaError as exc:
+            log.warning("group %s: committing %d offset(s) failed: %s", self.group_id, len(offsets), exc)
+
+    async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:
+        """OffsetCommit with this member's generation; retried on coordinator moves."""
+        m = self.membership
+        if not m.is_stable:
+            joining = m.state is not MemberState.UNJOINED or self._join_task is not None
+            code = ErrorCode.REBALANCE_IN_PROGRESS if joining else ErrorCode.ILLEGAL_GENERATION
+            raise CommitFailedError(code, f"group {self.group_id!r} is rebalancing: poll, then commit again")
+        body = rq.commit_body(self, offsets)
+        await self._with_retries(timeout_ms, lambda: self._commit_once(body))
+
+    async def _commit_once(self, body: dict[str, Any]) -> None:
+        resp = await self.link.request(rq.OFFSET_COMMIT, body)
+        code = rq.first_commit_error(resp)
+        if code == ErrorCode.NONE:
+            return
+        self.link.on_error(code)
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS):
+            if code != ErrorCode.REBALANCE_IN_PROGRESS and self.membership.state is not MemberState.UNJOINED:
+                self.membership.reset()
+                self._lost = True
+            self.request_rejoin(f"offset commit failed: {ErrorCode.of(code).name}")
+            raise CommitFailedError(code, f"group {self.group_id!r}: the generation of this commit is over")
+        if code == ErrorCode.FENCED_INSTANCE_ID:
+            self._fatal = error_for(code, context=f"group.instance.id {self.instance_id!r} was fenced")
+        raise error_for(code, context=f"commit offsets of group {self.group_id!r}")
+
+    async def fetch_committed(
+        self, partitions: set[TopicPartition], timeout_ms: float
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if not partitions:
+            return {}
+
+        async def once() -> dict[TopicPartition, OffsetAndMetadata]:
+            resp = await self.link.request(rq.OFFSET_FETCH, rq.fetch_body(self, partitions))
+            return rq.parse_fetch(self, resp)
+
+        return await self._with_retries(timeout_ms, once)
+
+    async def _with_retries(self, timeout_ms: float, attempt_fn: Any) -> Any:
+        deadline = self._clock.monotonic_ms() + timeout_ms
+        attempt = 0
+        while True:
+            try:
+                return await attempt_fn()
+            except KafkaError as exc:
+                if not exc.retriable or isinstance(exc, CommitFailedError):
+                    raise
+                wait_ms = self._backoff.backoff_ms(attempt)
+                attempt += 1
+                if self._clock.monotonic_ms() + wait_ms >= deadline:
+                    raise KafkaTimeoutError(
+                        f"group {self.group_id!r}: no success in {timeout_ms:.0f} ms: {exc}"
+                    ) from exc
+                await asyncio.sleep(wait_ms / 1000.0)
