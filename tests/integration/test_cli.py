@@ -105,7 +105,8 @@ def test_topic_errors(broker: EmbeddedBroker, topic_name: str) -> None:
     bad = fails(pylog(broker, "topics", "create", topic_name, "--config", "no.such.config=1"))
     assert bad == f"pylog: topic '{topic_name}': unknown topic config 'no.such.config' (INVALID_CONFIG)"
     bad_value = fails(pylog(broker, "topics", "create", topic_name, "--config", "retention.ms=soon"))
-    assert bad_value == f"pylog: topic '{topic_name}': topic config retention.ms='soon' is not an integer (INVALID_CONFIG)"
+    expected = f"pylog: topic '{topic_name}': topic config retention.ms='soon' is not an integer (INVALID_CONFIG)"
+    assert bad_value == expected
     missing = f"pylog: topic '{topic_name}' does not exist (UNKNOWN_TOPIC_OR_PARTITION)"
     assert fails(pylog(broker, "topics", "describe", topic_name)) == missing
     assert fails(pylog(broker, "topics", "alter", topic_name, "--config", "retention.ms=1")) == missing
