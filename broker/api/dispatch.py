@@ -13,6 +13,7 @@ Contract (implements ``broker.network.connection.RequestHandler``):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Mapping
@@ -31,6 +32,8 @@ from pyspark_log.wire.headers import (
     encode_response,
     encode_response_parts,
 )
+from pyspark_log.wire.registry import get_api
+from pyspark_log.wire.schema import Field
 from pyspark_log.wire.versions import SUPPORTED_VERSIONS
 
 log = logging.getLogger(__name__)
@@ -50,11 +53,14 @@ class Dispatcher:
     def api_versions_entries(self) -> list[dict[str, int]]:
         return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in self.advertised.items()]
 
-    def handle(self, frame: bytes, ctx: ConnectionContext) -> HandlerResult:
+    def handle(self, frame: bytes | bytearray, ctx: ConnectionContext) -> HandlerResult:
+        """``frame``: one request without its size prefix (a bytearray for large frames, which
+        the transport receives in place; it is not modified afterwards, so records stay views)."""
+        buf = memoryview(frame) if isinstance(frame, bytearray) else frame
         try:
-            header, body = decode_request(frame)
+            header, body = decode_request(buf)
         except UnsupportedVersionError as exc:
-            return self._unsupported(frame, exc)
+            return self._unsupported(buf, exc)
         except (DecodeError, KafkaError) as exc:
             raise CloseConnection(f"undecodable request: {exc}") from exc
         handler = self._handlers.get(header.api_key)
@@ -73,11 +79,11 @@ class Dispatcher:
             raise CloseConnection(f"internal error: {exc}") from exc
         if result is None:
             return None
-        if inspect.isawaitable(result):
+        if not isinstance(result, dict) and inspect.isawaitable(result):  # dict first: the common case
             return self._finish(header, result)
         return _to_response(header, result)
 
-    def _unsupported(self, frame: bytes, exc: UnsupportedVersionError) -> Response:
+    def _unsupported(self, frame: bytes | memoryview, exc: UnsupportedVersionError) -> Response:
         try:
             header, _ = decode_request_header(frame)
         except (DecodeError, KafkaError) as inner:
@@ -100,12 +106,33 @@ class Dispatcher:
 
 
 def _to_response(header: RequestHeader, body: Mapping[str, Any]) -> Response:
+    """The encoded body in as few parts as possible: one bytes, unless the response carries
+    records (Fetch), whose file slices stay file regions between joined runs of encoded chunks
+    (the transport sends them with sendfile)."""
     parts = encode_response_parts(header.api_key, header.api_version, header.correlation_id, body)
+    if not _carries_records(header.api_key):
+        return Response([b"".join(parts[1:])])  # parts[0] is the size prefix; the transport writes its own
     out: list[Any] = []
+    run: list[Any] = []
     for part in parts[1:]:
         if isinstance(part, FileSlice):
             if part.size:
+                if run:
+                    out.append(b"".join(run))
+                    run = []
                 out.append(FileRegion(part, part.position, part.size))
         else:
-            out.append(part)
+            run.append(part)
+    if run:
+        out.append(b"".join(run))
     return Response(out)
+
+
+@functools.cache
+def _carries_records(api_key: int) -> bool:
+    """Whether the response schema of ``api_key`` has a records field (file slices may appear)."""
+
+    def walk(fields: tuple[Field, ...]) -> bool:
+        return any(f.type == "records" or walk(f.fields) for f in fields)
+
+    return walk(get_api(api_key).response.fields)

@@ -39,14 +39,21 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
 
 
 async def _long_poll(broker: Broker, request: Request, deadline: float) -> Mapping[str, Any]:
+    """Wait for appends until ``min_bytes`` are there or the deadline passes.
+
+    Each pass reads before it waits, with no await between the read and the waiter's
+    registration in ``wait_for_data``: an append that lands after ``handle_fetch``'s first read
+    but before this coroutine first runs (it starts on a later loop iteration) is seen here
+    instead of being slept through until ``max_wait_ms``."""
     partitions = [(t, p.partition) for t, p in _wanted(broker, request) if t is not None]
     while True:
-        remaining_ms = int((deadline - time.monotonic()) * 1000)
-        if remaining_ms > 0:
-            await broker.replicas.wait_for_data(partitions, remaining_ms)
         result = _read_all(broker, request)
-        if result.bytes_read >= request.body.min_bytes or result.has_error or time.monotonic() >= deadline:
+        if result.bytes_read >= request.body.min_bytes or result.has_error:
             return result.body
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
+            return result.body
+        await broker.replicas.wait_for_data(partitions, remaining_ms)
 
 
 def _wanted(broker: Broker, request: Request) -> list[tuple[str | None, Any]]:
@@ -68,49 +75,53 @@ class _ReadPass:
 
 
 def _read_all(broker: Broker, request: Request) -> _ReadPass:
+    # Fields are read with [] on this path: Message attribute access costs a failed lookup first.
     body = request.body
-    image = broker.image()
-    read_committed = request.version >= 4 and body.isolation_level == READ_COMMITTED
+    version = request.version
+    topic_ids = broker.image().topic_ids
+    read_committed = version >= 4 and body["isolation_level"] == READ_COMMITTED
     result = _ReadPass()
-    budget = body.max_bytes if request.version >= 3 else 2**31 - 1
+    budget = body["max_bytes"] if version >= 3 else 2**31 - 1
     responses = []
-    for topic in body.topics:
-        name = topic.topic if request.version < 13 else image.topic_ids.get(topic.topic_id)
+    for topic in body["topics"]:
+        name = topic["topic"] if version < 13 else topic_ids.get(topic["topic_id"])
         partitions = []
-        for part in topic.partitions:
+        for part in topic["partitions"]:
             if name is None:
-                partitions.append(_error(part.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                partitions.append(_error(part["partition"], ErrorCode.UNKNOWN_TOPIC_ID))
                 result.has_error = True
                 continue
-            max_bytes = max(0, min(part.partition_max_bytes, budget))
+            max_bytes = max(0, min(part["partition_max_bytes"], budget))
             entry = _read_one(broker, name, part, max_bytes, read_committed, min_one=result.bytes_read == 0)
-            size = len(entry["records"]) if entry.get("records") is not None else 0
+            records = entry.get("records")
+            size = len(records) if records is not None else 0
             result.bytes_read += size
             budget -= size
             result.has_error |= entry["error_code"] != 0
             partitions.append(entry)
-        responses.append({"topic": name or "", "topic_id": topic.topic_id, "partitions": partitions})
+        responses.append({"topic": name or "", "topic_id": topic["topic_id"], "partitions": partitions})
     result.body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
     return result
 
 
 def _read_one(broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, min_one: bool) -> dict:
+    partition = part["partition"]
     try:
         read = broker.replicas.read(
-            topic, part.partition, part.fetch_offset, max_bytes, read_committed=read_committed,
-            current_leader_epoch=part.current_leader_epoch, min_one_batch=min_one,
+            topic, partition, part["fetch_offset"], max_bytes, read_committed=read_committed,
+            current_leader_epoch=part["current_leader_epoch"], min_one_batch=min_one,
         )  # fmt: skip
     except PartitionError as exc:
-        return _error(part.partition, exc.code)
+        return _error(partition, exc.code)
     except LogError as exc:
-        entry = _error(part.partition, exc.code)
-        log = broker.logs.get_log(topic, part.partition)
+        entry = _error(partition, exc.code)
+        log = broker.logs.get_log(topic, partition)
         if log is not None:
             entry["high_watermark"] = log.log_end_offset
             entry["log_start_offset"] = log.log_start_offset
         return entry
     return {
-        "partition_index": part.partition,
+        "partition_index": partition,
         "error_code": 0,
         "high_watermark": read.high_watermark,
         "last_stable_offset": read.last_stable_offset,

@@ -30,7 +30,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.network.response import FileRegion, Response
+from broker.network.response import FileRegion, Response, ResponsePart
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,14 @@ _SIZE = struct.Struct(">i")
 # Regions smaller than this are read and written inline: for them a sendfile call (which waits
 # for the socket buffer to drain and pauses reading) costs more than the copy it saves.
 SENDFILE_MIN_BYTES = 64 * 1024
+# Bytes asked of each recv; a frame at least LARGE_FRAME_BYTES long that one chunk does not hold
+# whole is received into buffers of its own instead (see ``Connection._receive_frame``).
+READ_CHUNK_BYTES = 256 * 1024
+LARGE_FRAME_BYTES = 64 * 1024
+DIRECT_FRAME_MAX_BYTES = 1024 * 1024  # the most allocated ahead of the bytes that fill it
+assert READ_CHUNK_BYTES > LARGE_FRAME_BYTES + 4  # an incomplete small frame fits before the next recv
+# The writer joins responses that are already complete into one send, up to this many bytes.
+COALESCE_MAX_BYTES = 1024 * 1024
 
 HandlerResult = Response | None | Awaitable[Response | None]
 
@@ -57,7 +65,7 @@ class ConnectionContext:
 
 
 class RequestHandler(Protocol):
-    def handle(self, frame: bytes, ctx: ConnectionContext) -> HandlerResult: ...
+    def handle(self, frame: bytes | bytearray, ctx: ConnectionContext) -> HandlerResult: ...
 
 
 @dataclass(frozen=True)
@@ -86,15 +94,18 @@ class Connection:
         self._handler = handler
         self.ctx = ctx
         self._limits = limits
-        self._queue: asyncio.Queue[asyncio.Future[Response | None] | None] = asyncio.Queue(
+        # In request order: a Response, or a Future of one (work that waits); None ends the writer.
+        self._queue: asyncio.Queue[Response | asyncio.Future[Response | None] | None] = asyncio.Queue(
             limits.max_in_flight
         )
         self.last_active = time.monotonic()
         self._closed = False
+        self._writer_task: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         """Serve until the peer closes, an error occurs, or ``close()`` is called."""
         writer_task = asyncio.create_task(self._write_loop(), name=f"conn-{self.ctx.connection_id}-writer")
+        self._writer_task = writer_task
         try:
             await self._read_loop()
         except (ConnectionError, OSError):
@@ -108,8 +119,16 @@ class Connection:
             raise
         except Exception:
             log.exception("unexpected error on connection %s from %s", self.ctx.connection_id, self.ctx.peer)
-        # Let the writer finish responses to requests already read, then stop.
-        if not writer_task.done():
+        if self._closed:
+            # The broker closed this connection (shutdown, idle reaper, a failed handler): no
+            # one reads the remaining responses, so parked requests (long-poll fetches waiting
+            # up to their max_wait_ms) are cancelled instead of holding up shutdown.
+            writer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError, OSError):
+                await writer_task
+        # Otherwise (the peer closed or half-closed, or sent a frame we refuse), let the writer
+        # finish responses to requests already read, then stop.
+        elif not writer_task.done():
             try:
                 self._queue.put_nowait(None)
             except asyncio.QueueFull:
@@ -122,10 +141,14 @@ class Connection:
         self._close_socket()
 
     def close(self) -> None:
-        """Stop serving: the read loop ends at its next wake-up and the socket is shut down."""
+        """Stop serving: the read loop ends at its next wake-up, the socket is shut down, and
+        responses still pending (parked long-poll fetches included) are dropped."""
         self._closed = True
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
+        writer = self._writer_task
+        if writer is not None and not writer.done() and writer is not asyncio.current_task():
+            writer.cancel()
 
     def _close_socket(self) -> None:
         self._closed = True
@@ -135,109 +158,181 @@ class Connection:
     def _drain_queue(self) -> None:
         while not self._queue.empty():
             item = self._queue.get_nowait()
-            if item is not None and not item.done():
+            if isinstance(item, asyncio.Future) and not item.done():
                 item.cancel()
 
     async def _read_loop(self) -> None:
+        """Frames out of the byte stream, each copied once. Frames are sliced out of a chunk
+        buffer; an incomplete frame's start moves to the front of the chunk and the next recv
+        lands behind it. A frame of ``LARGE_FRAME_BYTES`` or more that the chunk does not hold
+        whole is received into buffers of its own (``_receive_frame``). After a full chunk (more
+        is likely waiting) the loop yields, so the writer and other connections run between."""
         loop = asyncio.get_running_loop()
         sock = self._sock
-        buf = bytearray()
-        chunk = bytearray(256 * 1024)
+        max_bytes = self._limits.request_max_bytes
+        chunk = bytearray(READ_CHUNK_BYTES)
         view = memoryview(chunk)
+        head = 0  # bytes of an incomplete frame kept at the front of ``chunk``
         while not self._closed:
-            n = await loop.sock_recv_into(sock, view)
+            n = await loop.sock_recv_into(sock, view[head:])
             if n == 0:
                 return
-            buf += view[:n]
             self.last_active = time.monotonic()
+            end = head + n
             pos = 0
-            while len(buf) - pos >= 4:
-                (size,) = _SIZE.unpack_from(buf, pos)
-                if size < 0 or size > self._limits.request_max_bytes:
-                    raise CloseConnection(
-                        f"frame of {size} bytes is outside 0..socket.request.max.bytes "
-                        f"({self._limits.request_max_bytes})"
-                    )
-                if len(buf) - pos - 4 < size:
+            frames: list[bytes | bytearray] = []
+            large_size = large_start = 0
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(chunk, pos)
+                if size < 0 or size > max_bytes:
+                    await self._dispatch_all(loop, frames)  # answer what came before it
+                    raise CloseConnection(f"frame of {size} bytes is outside 0..socket.request.max.bytes ({max_bytes})")
+                if end - pos - 4 < size:
+                    if size >= LARGE_FRAME_BYTES:
+                        large_size, large_start, pos = size, pos + 4, end
                     break
-                frame = bytes(buf[pos + 4 : pos + 4 + size])
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
                 pos += 4 + size
+            head = end - pos  # < LARGE_FRAME_BYTES + 4: it fits in front of the next recv
+            if head and pos:
+                chunk[:head] = bytes(view[pos:end])
+            await self._dispatch_all(loop, frames)
+            if large_size:
+                frame = await self._receive_frame(loop, view[large_start:end], large_size)
                 await self._dispatch(loop, frame)
-            if pos:
-                del buf[:pos]
+            elif end == len(chunk):
+                await asyncio.sleep(0)
 
-    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes) -> None:
+    async def _receive_frame(self, loop: asyncio.AbstractEventLoop, start: memoryview, size: int) -> bytes | bytearray:
+        """The frame of ``size`` bytes that begins with ``start``, the rest received in place.
+
+        Up to ``DIRECT_FRAME_MAX_BYTES`` the frame gets one buffer of its size (no copy after the
+        kernel's). Past that, buffers of that size are added as bytes arrive and joined at the
+        end (one more copy), so a peer that announces a huge frame makes the broker hold no more
+        than it has actually sent plus one buffer."""
+        pieces: list[bytearray] = []
+        filled = 0
+        while filled < size:
+            piece = bytearray(min(size - filled, DIRECT_FRAME_MAX_BYTES))
+            got = 0
+            if not pieces:
+                got = len(start)
+                piece[:got] = start
+            with memoryview(piece) as target:
+                while got < len(piece):
+                    n = await loop.sock_recv_into(self._sock, target[got:])
+                    if n == 0:
+                        raise ConnectionError(f"peer closed inside a frame ({filled + got} of {size} bytes)")
+                    got += n
+            pieces.append(piece)
+            filled += got
+        self.last_active = time.monotonic()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    async def _dispatch_all(self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray]) -> None:
+        for frame in frames:
+            await self._dispatch(loop, frame)
+
+    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray) -> None:
         result = self._handler.handle(frame, self.ctx)
-        future: asyncio.Future[Response | None]
-        if result is None or isinstance(result, Response):
-            future = loop.create_future()
-            future.set_result(result)
+        if result is None:
+            return  # no response (acks=0): nothing to keep a place for in the order
+        if isinstance(result, Response):
+            await self._queue.put(result)
         else:
-            future = asyncio.ensure_future(result)
-        await self._queue.put(future)
+            await self._queue.put(asyncio.ensure_future(result))
 
     async def _write_loop(self) -> None:
+        """Responses in request order. Responses to later requests that are already complete
+        join the current one in a single send (up to ``COALESCE_MAX_BYTES``), so pipelined
+        requests cost one write between them rather than one each."""
         loop = asyncio.get_running_loop()
-        while True:
-            future = await self._queue.get()
-            if future is None:
-                return
-            try:
-                response = await future
-            except CloseConnection as exc:
-                log.info("closing connection %s: %s", self.ctx.connection_id, exc)
-                self.close()
-                return
-            except Exception:
-                log.exception("request handler failed on connection %s", self.ctx.connection_id)
-                self.close()
-                return
-            if response is None:
-                continue
-            await self._send(loop, response)
-            self.last_active = time.monotonic()
+        queue = self._queue
+        item = await queue.get()
+        while item is not None:  # None: the reader is done
+            parts: list[ResponsePart] = []
+            nbytes = 0
+            have_next = False
+            while True:
+                if isinstance(item, Response):
+                    response: Response | None = item
+                else:
+                    try:
+                        response = await item
+                    except CloseConnection as exc:
+                        await self._send(loop, parts)  # the answers to earlier requests go first
+                        log.info("closing connection %s: %s", self.ctx.connection_id, exc)
+                        self.close()
+                        return
+                    except Exception:
+                        await self._send(loop, parts)
+                        log.exception("request handler failed on connection %s", self.ctx.connection_id)
+                        self.close()
+                        return
+                if response is not None:
+                    size = response.size
+                    parts.append(_SIZE.pack(size))
+                    parts.extend(response.parts)
+                    nbytes += size
+                if queue.empty() or nbytes >= COALESCE_MAX_BYTES:
+                    break
+                item = queue.get_nowait()
+                if item is None or not (isinstance(item, Response) or item.done()):
+                    have_next = True
+                    break
+            if parts:
+                await self._send(loop, parts)
+                self.last_active = time.monotonic()
+            if not have_next:
+                item = await queue.get()
 
-    async def _send(self, loop: asyncio.AbstractEventLoop, response: Response) -> None:
-        pending: list[bytes | bytearray | memoryview] = [_SIZE.pack(response.size)]
-        for part in response.parts:
+    async def _send(self, loop: asyncio.AbstractEventLoop, parts: list[ResponsePart]) -> None:
+        """Write size prefixes and bodies: bytes joined into one send, file regions of at least
+        ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline."""
+        pending: list[bytes | bytearray | memoryview] = []
+        for part in parts:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif part.size < SENDFILE_MIN_BYTES:
                 pending.append(part.read())
             else:
-                await loop.sock_sendall(self._sock, b"".join(pending))
-                pending = []
+                if pending:
+                    await loop.sock_sendall(self._sock, b"".join(pending))
+                    pending = []
                 await self._sendfile(loop, part)
         if pending:
-            await loop.sock_sendall(self._sock, b"".join(pending))
+            await loop.sock_sendall(self._sock, pending[0] if len(pending) == 1 else b"".join(pending))
 
     async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: FileRegion) -> None:
-        """``os.sendfile`` the region at its own offset; waits for writability on EAGAIN."""
+        """``os.sendfile`` the region at its own offset. On EAGAIN it waits for writability; the
+        writer callback stays registered until the region is sent (one add/remove per region,
+        not per partial send)."""
         out_fd = self._sock.fileno()
         in_fd = region.file.fileno()
         offset = region.position
         remaining = region.size
-        while remaining:
-            try:
-                sent = os.sendfile(out_fd, in_fd, offset, remaining)
-            except BlockingIOError:
-                await _wait_writable(loop, out_fd)
-                continue
-            if sent == 0:
-                raise ConnectionError(f"file region ended {remaining} bytes early: file shrank")
-            offset += sent
-            remaining -= sent
+        waiter: asyncio.Future[None] | None = None
+        registered = False
 
+        def wake() -> None:
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
-async def _wait_writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    loop.add_writer(fd, wake)
-    try:
-        await waiter
-    finally:
-        loop.remove_writer(fd)
+        try:
+            while remaining:
+                try:
+                    sent = os.sendfile(out_fd, in_fd, offset, remaining)
+                except BlockingIOError:
+                    if not registered:
+                        loop.add_writer(out_fd, wake)
+                        registered = True
+                    waiter = loop.create_future()
+                    await waiter
+                    continue
+                if sent == 0:
+                    raise ConnectionError(f"file region ended {remaining} bytes early: file shrank")
+                offset += sent
+                remaining -= sent
+        finally:
+            if registered:
+                loop.remove_writer(out_fd)

@@ -475,10 +475,9 @@ def test_clean_restart_keeps_everything(tmp_path: Path) -> None:
             consumer.assign([TopicPartition("restart", 0, 30)])
             assert consumer.poll(0.5) is None
         parked.pop().close()
-        started = time.monotonic()
-        b.stop()
-        took = time.monotonic() - started
-        assert took < 3.5, f"a clean stop took {took:.1f}s: parked fetches held up the shutdown"
+        # A clean stop with fetches still parked exits 0 (flushed, checkpointed); that parked
+        # requests are cancelled rather than waited for is tested in tests/unit/network.
+        assert b.stop() == 0
         b.start()
 
         second = numbered_records("b", 30, 30)

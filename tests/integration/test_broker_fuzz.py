@@ -1,0 +1,821 @@
+"""Fuzz the broker's network layer, dispatcher and handlers with malformed input, on ONE real broker.
+
+DESIGN principle 11: "A client never sees a Python traceback; the broker never dies on bad input."
+Kafka's rule for what it cannot parse is to close the connection (``SocketServer``: a size outside
+``0..socket.request.max.bytes`` closes it; ``RequestContext.parseRequest``: an undecodable request
+closes it), except ApiVersions, which answers an unsupported version with UNSUPPORTED_VERSION and a
+v0 body listing the broker's ranges (KIP-511).
+
+Oracle after every case, each on its own connection:
+- the broker either answers (whole size-prefixed frames; where the header is ours, with our
+  correlation id and decodable as that API's response) or closes the connection, within a bound;
+- the broker process is alive and answers ApiVersions on a fresh connection;
+- produce requests whose records are corrupt batches are answered CORRUPT_MESSAGE (or the
+  connection is closed) and nothing of them is stored.
+
+Throughout, a second client (librdkafka: confluent-kafka producer and consumer in a background
+thread) produces and consumes on the same broker; the last test checks that every record it
+produced was consumed back, in order. Hypothesis runs derandomized (``derandomize=True``, no
+example database): a failure reproduces with the same code; shrinking is off because the
+broker's state changes from one example to the next.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+
+from pyspark_log.embedded import EmbeddedBroker
+from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
+from pyspark_log.wire import ApiKey, ErrorCode, all_apis, decode_request, decode_response, encode_request
+from pyspark_log.wire.errors import DecodeError
+from pyspark_log.wire.errors import KafkaError as WireKafkaError
+
+REQUEST_MAX_BYTES = 1 << 20  # socket.request.max.bytes of the fuzzed broker
+ANSWER_TIMEOUT_S = 10.0  # a case must be answered or closed within this (liveness, not speed)
+LONG_POLL_SLACK_MS = 2000  # a (mutated) fetch may legitimately wait its max_wait_ms
+CLIENT_ID = "fuzz"
+_SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">hhi")
+
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# -- a raw wire client ---------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What came back on one connection: whole response frames, then EOF (or a reset)."""
+
+    frames: list[bytes] = field(default_factory=list)
+    closed: bool = False  # EOF or reset seen
+    timed_out: bool = False
+    trailing: bytes = b""  # bytes after the last whole frame (must be empty)
+
+
+def _split_frames(data: bytes) -> tuple[list[bytes], bytes]:
+    frames, pos = [], 0
+    while len(data) - pos >= 4:
+        (size,) = _SIZE.unpack_from(data, pos)
+        if size < 0 or len(data) - pos - 4 < size:
+            break
+        frames.append(data[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+    return frames, data[pos:]
+
+
+def _read_until_eof(sock: socket.socket, timeout_s: float) -> Outcome:
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    out = Outcome()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            out.timed_out = True
+            break
+        sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(1 << 16)
+        except TimeoutError:
+            out.timed_out = True
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            out.closed = True
+            break
+        if not chunk:
+            out.closed = True
+            break
+        chunks.append(chunk)
+    out.frames, out.trailing = _split_frames(b"".join(chunks))
+    return out
+
+
+def exchange(
+    addr: tuple[str, int], payload: bytes, *, half_close: bool = True, timeout_s: float = ANSWER_TIMEOUT_S
+) -> Outcome:
+    """Send ``payload`` on a fresh connection, optionally half-close, read until EOF or timeout."""
+    with socket.create_connection(addr, timeout=timeout_s) as sock:
+        try:
+            sock.sendall(payload)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # the broker closed first; what it sent before is still readable
+        return _read_until_eof(sock, timeout_s)
+
+
+def call(addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any], correlation_id: int = 7) -> Any:
+    """One well-formed request; returns the decoded response body."""
+    out = exchange(addr, encode_request(api_key, version, correlation_id, CLIENT_ID, body))
+    assert out.frames, f"no response to api {api_key} v{version}: {out}"
+    got_id, resp = decode_response(api_key, version, out.frames[0])
+    assert got_id == correlation_id
+    return resp
+
+
+def assert_alive(broker: EmbeddedBroker, addr: tuple[str, int], what: str) -> None:
+    """The process runs and answers ApiVersions on a fresh connection."""
+    assert broker.running, f"broker died after {what}; its output:\n{broker.output()}"
+    frame = encode_request(ApiKey.API_VERSIONS, 3, 4242, CLIENT_ID, {"client_software_name": "fuzz"})
+    out = exchange(addr, frame)
+    assert out.frames, f"broker stopped answering after {what}: {out}"
+    got_id, resp = decode_response(ApiKey.API_VERSIONS, 3, out.frames[0])
+    assert got_id == 4242
+    assert resp.error_code == 0
+
+
+def check_answered_or_closed(out: Outcome, what: str) -> None:
+    assert not out.timed_out, f"broker neither answered nor closed the connection after {what}"
+    assert out.closed
+    assert out.trailing == b"", f"a partial response frame after {what}: {out.trailing[:64]!r}"
+    if currently_in_test_context():
+        event(f"{len(out.frames)} response(s), then closed" if out.frames else "closed unanswered")
+
+
+# -- background traffic: librdkafka produces and consumes throughout -----------------------------
+
+
+class BackgroundTraffic:
+    """A confluent-kafka producer and consumer on one topic, in one thread, until ``stop()``."""
+
+    def __init__(self, bootstrap: str, topic: str, pace_s: float = 0.002) -> None:
+        self.topic = topic
+        self._pace_s = pace_s
+        self.sent: list[bytes] = []
+        self.delivered: list[bytes] = []
+        self.errors: list[str] = []
+        self.consumed: list[bytes] = []
+        self._stop = threading.Event()
+        self._producer: Producer | None = Producer({
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 2,
+            "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1,  # order is kept across retries
+            "message.timeout.ms": 60000,
+        })  # fmt: skip
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": f"fuzz-bg-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        })  # fmt: skip
+        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._thread = threading.Thread(target=self._run, name="fuzz-background", daemon=True)
+
+    def start(self) -> BackgroundTraffic:
+        self._thread.start()
+        return self
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.delivered.append(msg.value())
+
+    def _consume(self, timeout_s: float) -> None:
+        msg = self._consumer.poll(timeout_s)
+        if msg is None:
+            return
+        if msg.error() is not None:
+            if msg.error().code() != KafkaError._PARTITION_EOF:
+                self.errors.append(f"consumer: {msg.error()}")
+            return
+        self.consumed.append(msg.value())
+
+    def _run(self) -> None:
+        i = 0
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            assert self._producer is not None
+            if time.monotonic() >= next_at:
+                value = f"bg-{i:08d}".encode()
+                self._producer.produce(self.topic, value=value, partition=0, on_delivery=self._on_delivery)
+                self.sent.append(value)
+                i += 1
+                next_at += self._pace_s
+            self._producer.poll(0)
+            self._consume(0.001)
+
+    @property
+    def stopped(self) -> bool:
+        return self._producer is None
+
+    def stop(self, drain_timeout_s: float = 30.0) -> None:
+        """Stop producing, wait for every delivery, then consume until all are back."""
+        if self._producer is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._producer.flush(drain_timeout_s)
+        self._producer = None  # destroys the librdkafka handle before the broker stops
+        deadline = time.monotonic() + drain_timeout_s
+        while len(self.consumed) < len(self.delivered) and time.monotonic() < deadline:
+            self._consume(0.1)
+        self._consumer.close()
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+
+
+class Fuzzed:
+    """The fuzzed broker and what the cases need to know about it (a plain class: Hypothesis
+    prints its repr in failure reports)."""
+
+    def __init__(
+        self, broker: EmbeddedBroker, addr: tuple[str, int], served: dict[int, tuple[int, int]], *,
+        records_topic: str, records_topic_id: uuid.UUID, mutate_topic: str, mutate_topic_id: uuid.UUID,
+        valid_batches: list[bytes], traffic: BackgroundTraffic,
+    ) -> None:  # fmt: skip
+        self.broker = broker
+        self.addr = addr
+        self.served = served  # api key -> advertised range
+        self.records_topic = records_topic  # corrupt-records target: only ``valid_batches`` stored
+        self.records_topic_id = records_topic_id
+        self.mutate_topic = mutate_topic  # target of whole-request mutations
+        self.mutate_topic_id = mutate_topic_id
+        self.valid_batches = valid_batches
+        self.traffic = traffic
+        self.config_names: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"Fuzzed(broker at {self.addr[0]}:{self.addr[1]})"
+
+    def alive(self, what: str) -> None:
+        assert_alive(self.broker, self.addr, what)
+
+
+def _create_topic(addr: tuple[str, int], name: str) -> uuid.UUID:
+    body = {
+        "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout_ms": 10000,
+    }
+    resp = call(addr, ApiKey.CREATE_TOPICS, 7, body)
+    assert resp.topics[0].error_code == 0, resp
+    return resp.topics[0].topic_id
+
+
+def _batch(value: bytes, n: int = 2) -> bytes:
+    now_ms = int(time.time() * 1000)
+    return encode_batch([ProducerRecord(key=b"k%d" % i, value=value, timestamp=now_ms + i) for i in range(n)])
+
+
+def _produce_body(topic: str, records: bytes | None, acks: int = 1) -> dict[str, Any]:
+    return {
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
+    data_dir: Path = tmp_path_factory.mktemp("fuzz-broker")
+    overrides = {"socket.request.max.bytes": str(REQUEST_MAX_BYTES)}
+    with EmbeddedBroker(data_dir, python=sys.executable, overrides=overrides) as broker:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        addr = (host, int(port))
+        versions = call(addr, ApiKey.API_VERSIONS, 3, {"client_software_name": "fuzz"})
+        served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        suffix = uuid.uuid4().hex[:8]
+        records_topic, mutate_topic, bg_topic = f"fz-rec-{suffix}", f"fz-mut-{suffix}", f"fz-bg-{suffix}"
+        records_id = _create_topic(addr, records_topic)
+        mutate_id = _create_topic(addr, mutate_topic)
+        _create_topic(addr, bg_topic)
+        valid = [_batch(b"valid-%d" % i) for i in range(3)]
+        for batch in valid:
+            resp = call(addr, ApiKey.PRODUCE, 9, _produce_body(records_topic, batch))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+            resp = call(addr, ApiKey.PRODUCE, 9, _produce_body(mutate_topic, batch))
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        traffic = BackgroundTraffic(broker.bootstrap_servers, bg_topic).start()
+        try:
+            fz = Fuzzed(
+                broker, addr, served, records_topic=records_topic, records_topic_id=records_id,
+                mutate_topic=mutate_topic, mutate_topic_id=mutate_id, valid_batches=valid, traffic=traffic,
+            )  # fmt: skip
+            _topic_config_names(fz)
+            base_requests(fz)
+            yield fz
+        finally:
+            traffic.stop(drain_timeout_s=5)
+
+
+# -- valid requests to mutate ----------------------------------------------------------------------
+
+
+def _base_requests(fz: Fuzzed) -> list[tuple[str, bytes]]:
+    """Real encoded requests (size-prefixed) of the APIs clients use most, at several versions."""
+    t, tid = fz.mutate_topic, fz.mutate_topic_id
+    batch = _batch(b"mutated")
+    out: list[tuple[str, bytes]] = []
+    for v in (3, 7, 9, 10):
+        out.append((f"Produce v{v}", encode_request(ApiKey.PRODUCE, v, 11, CLIENT_ID, _produce_body(t, batch))))
+    for v in (4, 11, 12, 13, 16):
+        topic = {
+            "topic": t,
+            "topic_id": tid,
+            "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 16}],
+        }
+        body = {"max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [topic]}
+        out.append((f"Fetch v{v}", encode_request(ApiKey.FETCH, v, 12, CLIENT_ID, body)))
+    for v in (0, 4, 9, 12):
+        body = {"topics": [{"name": t, "topic_id": tid}], "allow_auto_topic_creation": False}
+        out.append((f"Metadata v{v}", encode_request(ApiKey.METADATA, v, 13, CLIENT_ID, body)))
+    for v in (0, 4, 5, 7):
+        # An existing name and validate_only (v1+): a mutation must hit the name to create anything.
+        wanted = {"name": t, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [
+            {"name": "retention.ms", "value": "60000"}]}  # fmt: skip
+        body = {"topics": [wanted], "timeout_ms": 1000, "validate_only": True}
+        out.append((f"CreateTopics v{v}", encode_request(ApiKey.CREATE_TOPICS, v, 14, CLIENT_ID, body)))
+    for v in (1, 8):
+        body = {"replica_id": -1, "topics": [{"name": t, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+        out.append((f"ListOffsets v{v}", encode_request(ApiKey.LIST_OFFSETS, v, 15, CLIENT_ID, body)))
+    out.append(("ApiVersions v3", encode_request(ApiKey.API_VERSIONS, 3, 16, CLIENT_ID, {"client_software_name": "x"})))
+    return out
+
+
+_BASES: dict[int, list[tuple[str, bytes]]] = {}
+
+
+def base_requests(fz: Fuzzed) -> list[tuple[str, bytes]]:
+    return _BASES.setdefault(id(fz), _base_requests(fz))
+
+
+# A mutation: ("flip", pos, xor) | ("cut", pos) | ("insert", pos, bytes) | ("delete", pos, n) | ("int32", pos, value)
+mutations = st.lists(
+    st.one_of(
+        st.tuples(st.just("flip"), st.integers(0, 1 << 16), st.integers(1, 255)),
+        st.tuples(st.just("cut"), st.integers(0, 1 << 16)),
+        st.tuples(st.just("insert"), st.integers(0, 1 << 16), st.binary(min_size=1, max_size=16)),
+        st.tuples(st.just("delete"), st.integers(0, 1 << 16), st.integers(1, 16)),
+        st.tuples(
+            st.just("int32"),
+            st.integers(0, 1 << 16),
+            st.sampled_from([-1, 0, 1, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 1 << 20, 1 << 24]),
+        ),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def mutate(body: bytes, ops: list[tuple[Any, ...]]) -> bytes:
+    buf = bytearray(body)
+    for op in ops:
+        if not buf:
+            break
+        pos = op[1] % len(buf)
+        if op[0] == "flip":
+            buf[pos] ^= op[2]
+        elif op[0] == "cut":
+            del buf[pos:]
+        elif op[0] == "insert":
+            buf[pos:pos] = op[2]
+        elif op[0] == "delete":
+            del buf[pos : pos + op[2]]
+        else:
+            buf[pos : pos + 4] = _SIZE.pack(op[2])
+    return bytes(buf)
+
+
+def _long_poll_ms(payload: bytes) -> int:
+    """How long the broker may legitimately hold these bytes: the longest max_wait_ms of the
+    whole frames in them that decode as Fetch requests."""
+    longest = 0
+    for frame in _split_frames(payload)[0]:
+        try:
+            header, req = decode_request(frame)
+        except (DecodeError, WireKafkaError, ValueError):
+            break  # the broker closes the connection at the first undecodable frame
+        if header.api_key == ApiKey.FETCH:
+            longest = max(longest, int(req.max_wait_ms))
+    return longest
+
+
+def exchange_frame(fz: Fuzzed, payload: bytes, what: str) -> Outcome:
+    """``exchange`` plus the oracle. A frame that decodes as a Fetch asking to wait longer than
+    ``LONG_POLL_SLACK_MS`` may stay unanswered: its wait is its answer (the broker holds a
+    half-closed connection for its pending responses up to 30 s), so it is given 1 s."""
+    wait_ms = _long_poll_ms(payload)
+    if wait_ms > LONG_POLL_SLACK_MS:
+        out = exchange(fz.addr, payload, timeout_s=1.0)
+        if out.timed_out:
+            event("long-poll fetch left waiting")
+            assert out.frames == [], what
+            assert out.trailing == b"", what
+            return out
+    else:
+        out = exchange(fz.addr, payload, timeout_s=ANSWER_TIMEOUT_S + wait_ms / 1000)
+    check_answered_or_closed(out, what)
+    return out
+
+
+# -- the cases -------------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=st.data())
+def test_truncated_frames_are_never_answered(fuzzed: Fuzzed, data: st.DataObject) -> None:
+    """A frame cut short: the broker waits for the rest (serving others meanwhile), and on EOF
+    closes without answering."""
+    name, frame = data.draw(st.sampled_from(base_requests(fuzzed)), label="request")
+    cut = data.draw(st.integers(1, len(frame) - 1), label="cut")
+    with socket.create_connection(fuzzed.addr, timeout=ANSWER_TIMEOUT_S) as sock:
+        sock.sendall(frame[:cut])
+        fuzzed.alive(f"{name} truncated to {cut} bytes (still open)")
+        sock.shutdown(socket.SHUT_WR)
+        out = _read_until_eof(sock, ANSWER_TIMEOUT_S)
+    check_answered_or_closed(out, f"{name} truncated to {cut}")
+    assert out.frames == [], f"{name} truncated to {cut} bytes was answered"
+    fuzzed.alive(f"{name} truncated to {cut} bytes")
+
+
+@FUZZ
+@given(
+    size=st.one_of(
+        st.integers(-(1 << 31), -1),
+        st.integers(REQUEST_MAX_BYTES + 1, (1 << 31) - 1),
+        st.sampled_from([-1, -(1 << 31), REQUEST_MAX_BYTES + 1, (1 << 31) - 1]),
+    ),
+    tail=st.binary(max_size=64),
+)
+def test_size_prefix_outside_limits_closes_without_reading(fuzzed: Fuzzed, size: int, tail: bytes) -> None:
+    """``size < 0`` or ``> socket.request.max.bytes``: closed at once (no half-close needed),
+    and a valid request pipelined behind it is not answered."""
+    valid = encode_request(ApiKey.API_VERSIONS, 3, 1, CLIENT_ID, {})
+    out = exchange(fuzzed.addr, _SIZE.pack(size) + tail + valid, half_close=False)
+    check_answered_or_closed(out, f"size prefix {size}")
+    assert out.frames == []
+    fuzzed.alive(f"size prefix {size}")
+
+
+def test_frame_of_exactly_the_limit_is_read(fuzzed: Fuzzed) -> None:
+    """A garbage frame of exactly ``socket.request.max.bytes`` is read whole (then closed as
+    undecodable); one byte more is refused unread."""
+    garbage = _HEAD.pack(-77, 0, 1) + bytes(REQUEST_MAX_BYTES - _HEAD.size)
+    out = exchange(fuzzed.addr, _SIZE.pack(REQUEST_MAX_BYTES) + garbage, half_close=False)
+    check_answered_or_closed(out, "a frame at the size limit")
+    assert out.frames == []
+    out = exchange(fuzzed.addr, _SIZE.pack(REQUEST_MAX_BYTES + 1), half_close=False)
+    check_answered_or_closed(out, "a size prefix one over the limit")
+    fuzzed.alive("frames at the size limit")
+
+
+@FUZZ
+@given(garbage=st.binary(min_size=1, max_size=512), size_prefixed=st.booleans())
+def test_garbage_bytes(fuzzed: Fuzzed, garbage: bytes, size_prefixed: bool) -> None:
+    payload = _SIZE.pack(len(garbage)) + garbage if size_prefixed else garbage
+    out = exchange(fuzzed.addr, payload)
+    check_answered_or_closed(out, f"garbage {payload[:32].hex()}")
+    fuzzed.alive(f"garbage {payload[:32].hex()}")
+
+
+@FUZZ
+@given(data=st.data(), count=st.integers(1, 4))
+def test_requests_split_across_sends_are_reassembled(fuzzed: Fuzzed, data: st.DataObject, count: int) -> None:
+    """Pipelined valid requests sent in arbitrary pieces (size prefixes split too, TCP_NODELAY on)
+    are all answered, in request order."""
+    frames = [encode_request(ApiKey.METADATA, 12, i, CLIENT_ID, {"topics": None}) for i in range(count)]
+    stream = b"".join(frames)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, len(stream) - 1), max_size=12), label="cuts")))
+    pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    with socket.create_connection(fuzzed.addr, timeout=ANSWER_TIMEOUT_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in pieces:
+            sock.sendall(piece)
+        sock.shutdown(socket.SHUT_WR)
+        out = _read_until_eof(sock, ANSWER_TIMEOUT_S)
+    check_answered_or_closed(out, f"{count} requests in {len(pieces)} pieces")
+    assert [decode_response(ApiKey.METADATA, 12, f)[0] for f in out.frames] == list(range(count))
+
+
+def _served_versions(fz: Fuzzed) -> list[tuple[int, int]]:
+    return [(key, v) for key, (lo, hi) in sorted(fz.served.items()) for v in range(lo, hi + 1)]
+
+
+@settings(FUZZ, max_examples=400)
+@given(data=st.data(), body=st.binary(max_size=256), client_id=st.one_of(st.none(), st.text(max_size=8)))
+def test_valid_header_garbage_body(fuzzed: Fuzzed, data: st.DataObject, body: bytes, client_id: str | None) -> None:
+    """A well-formed header of a served (api, version) and a random body: answered with our
+    correlation id and a decodable response of that API, or closed."""
+    key, version = data.draw(st.sampled_from(_served_versions(fuzzed)), label="api")
+    cid = client_id.encode() if client_id is not None else None
+    head = _HEAD.pack(key, version, 99) + (_SIZE.pack(-1)[2:] if cid is None else struct.pack(">h", len(cid)) + cid)
+    if _flexible(key, version):
+        head += b"\x00"
+    frame = head + body
+    what = f"api {key} v{version} with body {body[:32].hex()}"
+    out = exchange_frame(fuzzed, _SIZE.pack(len(frame)) + frame, what)
+    for resp in out.frames:
+        got_id, _ = decode_response(key, version, resp)
+        assert got_id == 99, what
+    fuzzed.alive(what)
+
+
+def _flexible(key: int, version: int) -> bool:
+    for api in all_apis():
+        if api.key == key:
+            return api.request_header_version(version) == 2
+    return False
+
+
+@FUZZ
+@given(
+    key=st.integers(-(1 << 15), (1 << 15) - 1),
+    version=st.integers(-(1 << 15), (1 << 15) - 1),
+    body=st.binary(max_size=64),
+)
+def test_unknown_api_keys_close(fuzzed: Fuzzed, key: int, version: int, body: bytes) -> None:
+    if key in fuzzed.served:
+        key = 1000 + key % 1000
+    frame = _HEAD.pack(key, version, 5) + b"\x00\x04fuzz" + body
+    out = exchange(fuzzed.addr, _SIZE.pack(len(frame)) + frame)
+    check_answered_or_closed(out, f"api key {key}")
+    assert out.frames == [], f"api key {key} is not served but was answered"
+    fuzzed.alive(f"api key {key} v{version}")
+
+
+def _unsupported_cases() -> list[tuple[int, int]]:
+    """Every API the wire module knows: versions just outside its declared range, and extremes."""
+    cases = []
+    for api in all_apis():
+        lo, hi = api.min_version, api.max_version
+        cases += [(api.key, v) for v in sorted({lo - 1, hi + 1, 99, (1 << 15) - 1, -(1 << 15)})]
+    return cases
+
+
+@pytest.mark.parametrize(("key", "version"), _unsupported_cases())
+def test_unsupported_version_closes_or_falls_back(fuzzed: Fuzzed, key: int, version: int) -> None:
+    """Unsupported versions close the connection; ApiVersions answers with the KIP-511 fallback:
+    a v0 body, UNSUPPORTED_VERSION, and the same ranges as a supported ApiVersions request."""
+    frame = _HEAD.pack(key, version, 31) + b"\x00\x04fuzz" + b"\x00" * 8
+    out = exchange(fuzzed.addr, _SIZE.pack(len(frame)) + frame)
+    check_answered_or_closed(out, f"api {key} v{version}")
+    if key == ApiKey.API_VERSIONS:
+        assert len(out.frames) == 1, f"ApiVersions v{version} got no KIP-511 fallback"
+        got_id, resp = decode_response(ApiKey.API_VERSIONS, 0, out.frames[0])
+        assert got_id == 31
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == fuzzed.served
+    else:
+        assert out.frames == [], f"api {key} v{version} is unsupported but was answered"
+    fuzzed.alive(f"api {key} v{version}")
+
+
+def test_pipelined_requests_then_garbage(fuzzed: Fuzzed) -> None:
+    """Requests before a bad frame are answered in order; then the connection closes."""
+    good = [encode_request(ApiKey.API_VERSIONS, 3, i, CLIENT_ID, {}) for i in range(1, 6)]
+    meta = encode_request(ApiKey.METADATA, 12, 6, CLIENT_ID, {"topics": None})
+    bad = _SIZE.pack(8) + _HEAD.pack(ApiKey.METADATA, 12, 7)  # header cut inside client_id
+    out = exchange(fuzzed.addr, b"".join(good) + meta + bad + good[0])
+    check_answered_or_closed(out, "pipelined requests then a bad frame")
+    assert [_SIZE.unpack_from(f)[0] for f in out.frames] == [1, 2, 3, 4, 5, 6]
+    decode_response(ApiKey.METADATA, 12, out.frames[-1])
+    fuzzed.alive("pipelined requests then a bad frame")
+
+
+@settings(FUZZ, max_examples=800)
+@given(data=st.data(), ops=mutations, fix_size=st.booleans())
+def test_mutated_valid_requests(
+    fuzzed: Fuzzed, data: st.DataObject, ops: list[tuple[Any, ...]], fix_size: bool
+) -> None:
+    """Real Produce/Fetch/Metadata/CreateTopics/ListOffsets/ApiVersions requests with bytes
+    flipped, cut, inserted or deleted (the size prefix fixed up or left stale)."""
+    name, frame = data.draw(st.sampled_from(base_requests(fuzzed)), label="request")
+    body = mutate(frame[4:], ops)
+    payload = _SIZE.pack(len(body)) + body if fix_size else frame[:4] + body
+    what = f"{name} mutated by {ops} (size {'fixed' if fix_size else 'stale'})"
+    exchange_frame(fuzzed, payload, what)
+    fuzzed.alive(what)
+
+
+# -- well-formed admin requests with arbitrary settings ------------------------------------------
+
+_CONFIG_VALUES = st.one_of(
+    st.none(),
+    st.integers(-(1 << 63), (1 << 63) - 1).map(str),
+    st.integers(-3, 100).map(str),
+    st.sampled_from(["delete", "compact", "delete,compact", "CreateTime", "LogAppendTime", "producer", "zstd", "true"]),
+    st.text(max_size=8),
+)
+# Small counts, and counts past the broker's per-request cap of 10000 new partitions.
+_PARTITION_COUNTS = st.one_of(st.integers(-2, 3), st.sampled_from([10_002, 1 << 20, (1 << 31) - 1, -(1 << 31)]))
+
+
+def _topic_config_names(fz: Fuzzed) -> list[str]:
+    """The topic configs the broker describes (asked once: strategies must not depend on state)."""
+    if not fz.config_names:
+        body = {"resources": [{"resource_type": 2, "resource_name": fz.mutate_topic, "configuration_keys": None}]}
+        resp = call(fz.addr, ApiKey.DESCRIBE_CONFIGS, 4, body)
+        fz.config_names = [*sorted(c.name for c in resp.results[0].configs), "no.such.config"]
+    return fz.config_names
+
+
+def assert_topics_still_work(fz: Fuzzed, what: str) -> None:
+    """A new topic can be created and produced to: no bad request poisoned the metadata."""
+    name = f"fz-ok-{uuid.uuid4().hex[:10]}"
+    _create_topic(fz.addr, name)
+    resp = call(fz.addr, ApiKey.PRODUCE, 9, _produce_body(name, _batch(b"ok")))
+    assert resp.responses[0].partition_responses[0].error_code == 0, f"produce fails after {what}: {resp}"
+
+
+def _usable_or_refused(fz: Fuzzed, topic: str, what: str) -> None:
+    """A topic the broker accepted takes a produce: stored, or refused with a Kafka error code
+    (a closed connection here would be an internal error)."""
+    out = exchange(fz.addr, encode_request(ApiKey.PRODUCE, 9, 3, CLIENT_ID, _produce_body(topic, _batch(b"v"))))
+    assert out.frames, f"produce to {topic} after {what} closed the connection"
+    _, resp = decode_response(ApiKey.PRODUCE, 9, out.frames[0])
+    code = resp.responses[0].partition_responses[0].error_code
+    assert code in (0, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_TIMESTAMP), (
+        f"produce to {topic} after {what}: {resp}"
+    )
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=st.data(), version=st.sampled_from([0, 1, 4, 5, 7]), validate_only=st.booleans())
+def test_create_topics_with_arbitrary_settings(
+    fuzzed: Fuzzed, data: st.DataObject, version: int, validate_only: bool
+) -> None:
+    """Well-formed CreateTopics with arbitrary partition counts, replication factors and configs:
+    each topic is created or refused with an error code, and bad settings never poison the
+    metadata (later topics are still created and produced to)."""
+    names = _topic_config_names(fuzzed)
+    configs = data.draw(
+        st.lists(st.tuples(st.sampled_from(names), _CONFIG_VALUES), max_size=3, unique_by=lambda c: c[0])
+    )
+    wanted = {
+        "name": f"fz-ct-{uuid.uuid4().hex[:10]}",
+        "num_partitions": data.draw(_PARTITION_COUNTS, label="partitions"),
+        "replication_factor": data.draw(st.sampled_from([-1, 0, 1, 2, 0x7FFF, -0x8000]), label="replication"),
+        "assignments": [],
+        "configs": [{"name": k, "value": v} for k, v in configs],
+    }
+    body = {"topics": [wanted], "timeout_ms": 1000, "validate_only": validate_only}
+    what = f"CreateTopics v{version} {wanted}"
+    out = exchange(fuzzed.addr, encode_request(ApiKey.CREATE_TOPICS, version, 41, CLIENT_ID, body))
+    assert out.frames, f"{what}: no answer (closed={out.closed}, timed out={out.timed_out})"
+    _, resp = decode_response(ApiKey.CREATE_TOPICS, version, out.frames[0])
+    if resp.topics[0].error_code == 0 and not (validate_only and version >= 1):
+        _usable_or_refused(fuzzed, wanted["name"], what)
+    fuzzed.alive(what)
+    assert_topics_still_work(fuzzed, what)
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=st.data())
+def test_alter_configs_with_arbitrary_values(fuzzed: Fuzzed, data: st.DataObject) -> None:
+    """IncrementalAlterConfigs with arbitrary values on a live topic: applied or refused, and the
+    topic still takes produces."""
+    names = _topic_config_names(fuzzed)
+    ops = data.draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(names), "config_operation": st.integers(-1, 4), "value": _CONFIG_VALUES}
+            ),
+            min_size=1,
+            max_size=3,
+            unique_by=lambda c: c["name"],
+        )
+    )
+    topic = f"fz-alter-{uuid.uuid4().hex[:10]}"
+    _create_topic(fuzzed.addr, topic)
+    body = {"resources": [{"resource_type": 2, "resource_name": topic, "configs": ops}], "validate_only": False}
+    what = f"IncrementalAlterConfigs {ops}"
+    out = exchange(fuzzed.addr, encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 42, CLIENT_ID, body))
+    assert out.frames, f"{what}: no answer (closed={out.closed}, timed out={out.timed_out})"
+    _usable_or_refused(fuzzed, topic, what)
+    fuzzed.alive(what)
+    assert_topics_still_work(fuzzed, what)
+
+
+@settings(FUZZ, max_examples=30)
+@given(count=_PARTITION_COUNTS, validate_only=st.booleans())
+def test_create_partitions_with_arbitrary_counts(fuzzed: Fuzzed, count: int, validate_only: bool) -> None:
+    topic = f"fz-cp-{uuid.uuid4().hex[:10]}"
+    _create_topic(fuzzed.addr, topic)
+    body = {
+        "topics": [{"name": topic, "count": count, "assignments": None}],
+        "timeout_ms": 1000,
+        "validate_only": validate_only,
+    }
+    what = f"CreatePartitions count={count}"
+    out = exchange(fuzzed.addr, encode_request(ApiKey.CREATE_PARTITIONS, 3, 43, CLIENT_ID, body))
+    assert out.frames, f"{what}: no answer (closed={out.closed}, timed out={out.timed_out})"
+    fuzzed.alive(what)
+    assert_topics_still_work(fuzzed, what)
+
+
+def _log_end_offset(fz: Fuzzed) -> int:
+    body = {
+        "replica_id": -1,
+        "topics": [{"name": fz.records_topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    }
+    resp = call(fz.addr, ApiKey.LIST_OFFSETS, 8, body)
+    part = resp.topics[0].partitions[0]
+    assert part.error_code == 0
+    return int(part.offset)
+
+
+_RECORDS_KINDS = ("flip", "truncate", "trailing", "length", "garbage", "second-batch")
+
+
+@st.composite
+def corrupt_records(draw: Callable[..., Any], valid: bytes) -> tuple[str, bytes]:
+    kind = draw(st.sampled_from(_RECORDS_KINDS))
+    if kind == "flip":  # magic, CRC, or any CRC-covered byte: CRC-32C detects every 1-byte error
+        pos = draw(st.integers(16, len(valid) - 1))
+        buf = bytearray(valid)
+        buf[pos] ^= draw(st.integers(1, 255))
+        return f"flip@{pos}", bytes(buf)
+    if kind == "truncate":
+        cut = draw(st.integers(1, len(valid) - 1))
+        return f"truncate@{cut}", valid[:cut]
+    if kind == "trailing":
+        tail = draw(st.binary(min_size=1, max_size=60))
+        return f"trailing {tail.hex()}", valid + tail
+    if kind == "length":
+        length = draw(st.integers(-(1 << 31), (1 << 31) - 1).filter(lambda n: n != len(valid) - 12))
+        return f"batchLength={length}", valid[:8] + _SIZE.pack(length) + valid[12:]
+    if kind == "garbage":
+        garbage = draw(st.binary(min_size=1, max_size=200))
+        return f"garbage {garbage[:32].hex()}", garbage
+    pos = draw(st.integers(16, len(valid) - 1))
+    buf = bytearray(valid)
+    buf[pos] ^= draw(st.integers(1, 255))
+    return f"valid batch + batch flipped@{pos}", valid + bytes(buf)
+
+
+@settings(FUZZ, max_examples=300)
+@given(data=st.data(), version=st.sampled_from([3, 5, 7, 8, 9, 10]), acks=st.sampled_from([1, -1, 0]))
+def test_corrupt_record_batches_are_refused_and_not_stored(
+    fuzzed: Fuzzed, data: st.DataObject, version: int, acks: int
+) -> None:
+    """Seed 002 §5.4: the broker checks each batch's CRC-32C before it stores it. A produce
+    whose records are not whole valid batches is answered CORRUPT_MESSAGE (or closed; acks=0:
+    not answered), and the log end offset does not move."""
+    valid = _batch(b"x" * data.draw(st.integers(0, 40), label="value size"), data.draw(st.integers(1, 3), label="n"))
+    kind, records = data.draw(corrupt_records(valid), label="records")
+    before = _log_end_offset(fuzzed)
+    frame = encode_request(ApiKey.PRODUCE, version, 77, CLIENT_ID, _produce_body(fuzzed.records_topic, records, acks))
+    out = exchange(fuzzed.addr, frame)
+    what = f"Produce v{version} acks={acks} with records {kind}"
+    check_answered_or_closed(out, what)
+    if acks == 0:
+        assert out.frames == [], f"{what} was answered"
+    for resp_frame in out.frames:
+        got_id, resp = decode_response(ApiKey.PRODUCE, version, resp_frame)
+        assert got_id == 77
+        code = resp.responses[0].partition_responses[0].error_code
+        assert code == ErrorCode.CORRUPT_MESSAGE, f"{what}: error code {code}"
+    event(f"records: {kind.split('@')[0].split(' ')[0].split('=')[0]}")
+    assert _log_end_offset(fuzzed) == before, f"{what}: the broker stored something"
+    fuzzed.alive(what)
+
+
+def test_only_valid_batches_were_stored(fuzzed: Fuzzed) -> None:
+    """After all the corrupt produces, the records topic holds exactly the valid batches."""
+    topic = {
+        "topic": fuzzed.records_topic,
+        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+    }
+    body = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [topic]}
+    resp = call(fuzzed.addr, ApiKey.FETCH, 12, body)
+    part = resp.responses[0].partitions[0]
+    assert part.error_code == 0
+    stored = [[r.value for r in records] for _, records in decode_batches(bytes(part.records))]
+    expected = [[r.value for r in records] for _, records in (decode_batches(b)[0] for b in fuzzed.valid_batches)]
+    assert stored == expected
+
+
+def test_background_client_consumed_everything_in_order(fuzzed: Fuzzed) -> None:
+    """Last: the librdkafka producer/consumer that ran beside every case saw no error, and every
+    record it produced came back once, in order."""
+    traffic = fuzzed.traffic
+    traffic.stop()
+    assert traffic.errors == []
+    assert len(traffic.sent) > 100, "the background client barely ran"
+    assert traffic.delivered == traffic.sent
+    assert traffic.consumed == traffic.sent
