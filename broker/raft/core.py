@@ -1,0 +1,333 @@
+"""``RaftCore``: the KIP-595 state machine of one replica, with no I/O at all.
+
+A driver owns one core and calls, one at a time, each with the current time in ms:
+
+* ``start(now_ms)`` once, after building the core from what is durable
+  (``RaftCore(config, stored_state=..., log_entries=..., cluster_id=..., rng=..., now_ms=...)``);
+* ``handle(Inbound(source, correlation_id, message), now_ms)`` for every received message;
+* ``tick(now_ms)`` whenever ``next_deadline_ms(now_ms)`` has passed (timeouts, backoffs, retries);
+* ``request_failed(destination, correlation_id, now_ms)`` when a request could not be sent or its
+  connection broke before the response (else the request times out after
+  ``quorum.request.timeout.ms``);
+* ``append(payloads, now_ms)`` on the leader, for new records; ``resign(now_ms)`` to step down
+  gracefully before shutting down (sends EndQuorumEpoch).
+
+Each call returns a ``StepResult`` that the driver executes as ``effects`` describes: every
+``persist`` effect durably, in order, *then* the ``send`` messages, then the ``notify`` items.
+Randomness comes only from the injected ``random.Random``; time only from the ``now_ms`` arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from broker.raft.config import RaftConfig
+from broker.raft.effects import EffectBuffer, FatalError, QuorumStateData, StepResult
+from broker.raft.election import ElectionHandlers
+from broker.raft.log import Entry, OffsetAndEpoch, RaftLog
+from broker.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    Inbound,
+    VoteRequest,
+    VoteResponse,
+)
+from broker.raft.metrics import RaftMetrics
+from broker.raft.replication import ReplicationHandlers
+from broker.raft.requests import RequestManager
+from broker.raft.roles import (
+    CandidateState,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    ResignedState,
+    UnattachedState,
+    VotedState,
+    state_name,
+)
+from broker.raft.state import QuorumState
+
+
+class NotLeaderError(Exception):
+    """``append`` on a replica that is not the leader; carries the known leader and epoch."""
+
+    def __init__(self, leader_id: int, leader_epoch: int) -> None:
+        super().__init__(f"not the leader (leader {leader_id}, epoch {leader_epoch})")
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """The step to execute and the offsets the appended records got (committed once the high
+    watermark passes ``last_offset``)."""
+
+    step: StepResult
+    base_offset: int
+    last_offset: int
+    epoch: int
+
+
+class RaftCore(ElectionHandlers, ReplicationHandlers):
+    """One replica's KIP-595 state machine. Not thread-safe: one driver thread calls it."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        *,
+        stored_state: QuorumStateData | None,
+        log_entries: Sequence[Entry] = (),
+        cluster_id: str | None = None,
+        rng: random.Random,
+        now_ms: int,
+    ) -> None:
+        self.config = config
+        self.local_id = config.node_id
+        self.cluster_id = cluster_id
+        self._rng = rng
+        self._effects = EffectBuffer()
+        self.log = RaftLog(log_entries)
+        self.quorum = QuorumState(
+            config,
+            rng=rng,
+            effects=self._effects,
+            stored=stored_state,
+            log_end=self.log.end_offset_and_epoch(),
+            now_ms=now_ms,
+        )
+        self._requests = RequestManager(config, rng.getrandbits(31))
+        self._metrics = RaftMetrics()
+        self._init_replication()
+        self._fatal: FatalError | None = None
+        self._started = False
+
+    # -- read-only views ---------------------------------------------------------------------------
+    @property
+    def state(self) -> EpochState:
+        return self.quorum.state
+
+    @property
+    def leader_id(self) -> int:
+        return self.quorum.leader_id
+
+    @property
+    def voted_id(self) -> int:
+        return self.quorum.voted_id
+
+    @property
+    def role(self) -> str:
+        return state_name(self.quorum.state)
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.quorum.state, LeaderState)
+
+    @property
+    def fatal_error(self) -> FatalError | None:
+        return self._fatal
+
+    def quorum_state_data(self) -> QuorumStateData:
+        """What the quorum-state file must hold once the last step's effects are executed."""
+        return self.quorum.snapshot()
+
+    # -- entry points ------------------------------------------------------------------------------
+    def start(self, now_ms: int) -> StepResult:
+        """First step after construction: writes the bootstrap quorum state, starts timers."""
+        if self._started:
+            raise RuntimeError("RaftCore.start called twice")
+        self._started = True
+        self.quorum.initialize()
+        if self.config.voters == frozenset((self.local_id,)) and not self.is_leader:
+            self._become_candidate(now_ms)  # a single voter elects itself at once
+        self._poll(now_ms)
+        return self._effects.drain()
+
+    def handle(self, inbound: Inbound, now_ms: int) -> StepResult:
+        """Process one received message, then timers; returns the effects to execute."""
+        self._check_started()
+        if self._fatal is None:
+            self._dispatch(inbound, now_ms)
+            if self._fatal is None:
+                self._poll(now_ms)
+        return self._effects.drain()
+
+    def tick(self, now_ms: int) -> StepResult:
+        """Advance timers (elections, fetch timeouts, retries, parked fetches)."""
+        self._check_started()
+        if self._fatal is None:
+            self._poll(now_ms)
+        return self._effects.drain()
+
+    def request_failed(self, destination: int, correlation_id: int, now_ms: int) -> StepResult:
+        """The driver could not send a request, or lost the connection before its response
+        (KIP-595: retries after "retriable request errors or disconnects" back off from
+        ``quorum.retry.backoff.ms``). Unknown or already answered requests are ignored."""
+        self._check_started()
+        if self._fatal is None and self._requests.match_response(destination, correlation_id):
+            self._requests.on_failure(destination, now_ms)
+            self._poll(now_ms)
+        return self._effects.drain()
+
+    def append(self, payloads: Sequence[bytes], now_ms: int) -> AppendResult:
+        """Leader only: append records in the current epoch (fsynced by the returned step)."""
+        self._check_started()
+        state = self.quorum.state
+        if self._fatal is not None or not isinstance(state, LeaderState):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        if not payloads:
+            raise ValueError("append of no records")
+        base = self.log.end_offset
+        entries = [Entry(base + i, state.epoch, bytes(p)) for i, p in enumerate(payloads)]
+        self._append_as_leader(state, entries, now_ms)
+        self._poll(now_ms)
+        return AppendResult(self._effects.drain(), base, base + len(entries) - 1, state.epoch)
+
+    def resign(self, now_ms: int) -> StepResult:
+        """Graceful step-down (KIP-595 EndQuorumEpoch): a leader resigns and tells every voter,
+        naming its preferred successors, most replicated first. Best effort: never retried."""
+        self._check_started()
+        state = self.quorum.state
+        if self._fatal is None and isinstance(state, LeaderState):
+            successors = state.preferred_successors()
+            self.quorum.transition_to_resigned(successors, now_ms)
+            self._on_role_change(now_ms)
+            for voter in successors:
+                correlation_id = self._requests.on_send(voter, now_ms)
+                self._effects.send(
+                    voter,
+                    correlation_id,
+                    EndQuorumEpochRequest(self.cluster_id, self.local_id, self.local_id, state.epoch, successors),
+                )
+            self._complete_parked_fetches(now_ms)
+        return self._effects.drain()
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        """Adopt the cluster id once it is known (committed in the metadata log, meta.properties)."""
+        if self.cluster_id is not None and self.cluster_id != cluster_id:
+            raise ValueError(f"cluster id is {self.cluster_id}, not {cluster_id}")
+        self.cluster_id = cluster_id
+
+    def next_deadline_ms(self, now_ms: int) -> int | None:
+        """When ``tick`` must next be called (None: only a message can change anything)."""
+        if self._fatal is not None:
+            return None
+        state = self.quorum.state
+        deadlines: list[int] = []
+        if isinstance(state, LeaderState):
+            role_deadline = state.quorum_deadline_ms(self.config.fetch_timeout_ms)
+        else:
+            role_deadline = state.timer_deadline_ms()
+        if role_deadline is not None:
+            deadlines.append(role_deadline)
+        request_deadline = self._requests.next_deadline_ms(now_ms)
+        if request_deadline is not None:
+            deadlines.append(request_deadline)
+        deadlines.extend(parked.deadline_ms for parked in self._parked.values())
+        return max(min(deadlines), now_ms) if deadlines else None
+
+    def metrics(self, now_ms: int) -> dict[str, float | int | str]:
+        """KIP-595 raft-manager metrics as a plain dict."""
+        values: dict[str, float | int | str] = {
+            "current-leader": self.leader_id,
+            "current-epoch": self.epoch,
+            "current-vote": self.voted_id,
+            "current-state": self.role,
+            "log-end-offset": self.log.end_offset,
+            "log-end-epoch": self.log.last_epoch,
+            "high-watermark": self.high_watermark,
+        }
+        values.update(self._metrics.windowed(now_ms))
+        return values
+
+    def describe_quorum(self, now_ms: int) -> DescribeQuorumResponse:
+        """KIP-595 DescribeQuorum: replication state as known by the leader (error elsewhere)."""
+        state = self.quorum.state
+        if not isinstance(state, LeaderState):
+            return DescribeQuorumResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, -1)
+        state.update_local_end_offset(self.log.end_offset, now_ms)
+        return DescribeQuorumResponse(
+            ErrorCode.NONE,
+            self.local_id,
+            state.epoch,
+            self.high_watermark,
+            state.describe_voters(),
+            state.describe_observers(),
+        )
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _check_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("RaftCore.start must be called first")
+
+    def _dispatch(self, inbound: Inbound, now_ms: int) -> None:
+        source, correlation_id, message = inbound.source, inbound.correlation_id, inbound.message
+        if isinstance(message, VoteRequest):
+            self._handle_vote_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, BeginQuorumEpochRequest):
+            self._handle_begin_quorum_epoch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, EndQuorumEpochRequest):
+            self._handle_end_quorum_epoch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, FetchRequest):
+            self._handle_fetch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, DescribeQuorumRequest):
+            self._effects.send(source, correlation_id, self.describe_quorum(now_ms))
+        elif isinstance(message, DescribeQuorumResponse):
+            return  # the core never asks
+        elif not self._requests.match_response(source, correlation_id):
+            return  # duplicate, stale or unsolicited response
+        elif isinstance(message, VoteResponse):
+            self._handle_vote_response(source, message, now_ms)
+        elif isinstance(message, BeginQuorumEpochResponse):
+            self._handle_begin_quorum_epoch_response(source, message, now_ms)
+        elif isinstance(message, EndQuorumEpochResponse):
+            self._handle_end_quorum_epoch_response(source, message, now_ms)
+        elif isinstance(message, FetchResponse):
+            self._handle_fetch_response(source, message, now_ms)
+
+    def _poll(self, now_ms: int) -> None:
+        """Timers, then outstanding requests, then parked fetches (run at the end of every step)."""
+        for destination in self._requests.expire(now_ms):
+            self._on_request_timeout(destination, now_ms)
+        self._poll_role_timer(now_ms)
+        self._send_election_requests(now_ms)
+        self._send_fetch_requests(now_ms)
+        self._complete_parked_fetches(now_ms)
+
+    def _poll_role_timer(self, now_ms: int) -> None:
+        state = self.quorum.state
+        if isinstance(state, LeaderState):
+            deadline = state.quorum_deadline_ms(self.config.fetch_timeout_ms)
+            if deadline is not None and now_ms >= deadline:
+                # KIP-595 "Leader Progress Timeout": no Fetch from a majority -> zombie; new election.
+                self._become_candidate(now_ms)
+        elif isinstance(state, CandidateState):
+            if state.backoff_until_ms is not None:
+                if now_ms >= state.backoff_until_ms:
+                    self._become_candidate(now_ms)
+            elif now_ms >= state.election_deadline_ms:
+                # No majority within quorum.election.timeout.ms: the election failed; back off.
+                state.backoff_until_ms = now_ms + self.quorum.random_election_backoff_ms()
+        elif isinstance(state, FollowerState) and now_ms >= state.fetch_deadline_ms:
+            # No successful Fetch from the leader within quorum.fetch.timeout.ms.
+            if state.is_voter:
+                self._become_candidate(now_ms)
+            else:
+                self.quorum.transition_to_observer(state.epoch)
+                self._on_role_change(now_ms)
+        elif isinstance(state, UnattachedState | VotedState | ResignedState) and now_ms >= state.election_deadline_ms:
+            self._become_candidate(now_ms)
+
+    def committed_entries(self) -> Sequence[Entry]:
+        return self.log.entries()[: self.high_watermark]
+
+    def log_end(self) -> OffsetAndEpoch:
+        return self.log.end_offset_and_epoch()

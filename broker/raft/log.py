@@ -1,0 +1,152 @@
+"""The replicated log as the Raft core sees it: entries ``(offset, epoch, payload)`` and the
+leader-epoch cache.
+
+KIP-595 "Log Structure": *a record is uniquely identified by its offset in the log and the epoch
+of the leader that appended it.* The record-batch encoding lives elsewhere
+(``pyspark_log.records``); here a payload is opaque ``bytes`` or a control record such as
+``LeaderChange``.
+
+``RaftLog`` is an in-memory model owned by one ``RaftCore``. It never touches a file: the core
+mutates it and emits the same mutation as an effect (``AppendToLog``, ``TruncateLog``,
+``FlushLog``) that the driver applies to the durable log. On restart the driver rebuilds the model
+from what is durable (``RaftLog(entries)``).
+
+The leader-epoch cache (Kafka's ``leader-epoch-checkpoint``) maps each epoch present in the log to
+its start offset; ``end_offset_for_epoch`` answers the divergence question of the Fetch API.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OffsetAndEpoch:
+    """An ``(offset, epoch)`` pair; ordering is by epoch first, then offset (Raft's "up to date")."""
+
+    epoch: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """KIP-595 ``LeaderChangeMessage``: the control record a new leader appends on election.
+
+    The seed gives it control type 3; Kafka's implementation uses ``ControlRecordType.LEADER_CHANGE
+    = 2``. The wire encoding (and that choice) belongs to the record codecs.
+    """
+
+    leader_id: int
+    voters: tuple[int, ...]
+    granting_voters: tuple[int, ...]
+
+
+Payload = bytes | LeaderChange
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log record: offset, the epoch of the leader that appended it, and its payload."""
+
+    offset: int
+    epoch: int
+    payload: Payload
+
+    @property
+    def is_control(self) -> bool:
+        return not isinstance(self.payload, bytes)
+
+
+class RaftLog:
+    """In-memory log model and leader-epoch cache. Offsets start at 0 and are dense.
+
+    Raises ``ValueError`` on a non-contiguous append, a decreasing epoch, or a truncation outside
+    the log. It has no lock: it belongs to one core, which is driven by one thread.
+    """
+
+    __slots__ = ("_entries", "_epoch_offsets", "_epochs")
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self._entries: list[Entry] = []
+        self._epochs: list[int] = []  # epochs present, ascending
+        self._epoch_offsets: list[int] = []  # start offset of each epoch in _epochs
+        self.append(tuple(entries))
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def end_offset(self) -> int:
+        """The log end offset (LEO): the offset the next appended entry gets."""
+        return len(self._entries)
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last entry, 0 for an empty log (epoch 0 never has a leader)."""
+        return self._epochs[-1] if self._epochs else 0
+
+    def end_offset_and_epoch(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(self.last_epoch, self.end_offset)
+
+    def entries(self) -> Sequence[Entry]:
+        """A read-only view of every entry (do not mutate)."""
+        return self._entries
+
+    def entry(self, offset: int) -> Entry:
+        return self._entries[offset]
+
+    def read(self, start_offset: int, max_records: int) -> tuple[Entry, ...]:
+        """Entries from ``start_offset`` (inclusive), at most ``max_records`` of them."""
+        if not 0 <= start_offset <= self.end_offset:
+            raise ValueError(f"read at {start_offset} outside [0, {self.end_offset}]")
+        return tuple(self._entries[start_offset : start_offset + max_records])
+
+    def epoch_cache(self) -> list[tuple[int, int]]:
+        """``[(epoch, start_offset), ...]`` ascending: the leader-epoch checkpoint contents."""
+        return list(zip(self._epochs, self._epoch_offsets, strict=True))
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch ``<= epoch`` in this log and its end offset (exclusive).
+
+        The end offset of an epoch is the start offset of the next epoch in the log, or the log end
+        offset for the last epoch. ``OffsetAndEpoch(0, 0)`` if no epoch ``<= epoch`` is present.
+        """
+        index = bisect.bisect_right(self._epochs, epoch) - 1
+        if index < 0:
+            return OffsetAndEpoch(0, 0)
+        end = self._epoch_offsets[index + 1] if index + 1 < len(self._epochs) else self.end_offset
+        return OffsetAndEpoch(self._epochs[index], end)
+
+    def first_offset_after_epoch(self, epoch: int) -> int:
+        """The smallest offset whose entry has an epoch ``> epoch`` (the log end offset if none)."""
+        index = bisect.bisect_right(self._epochs, epoch)
+        return self._epoch_offsets[index] if index < len(self._epochs) else self.end_offset
+
+    def truncation_offset_for(self, diverging_epoch: int, diverging_end_offset: int) -> int:
+        """KIP-595 Fetch response handling, rule 2, as one offset to truncate to.
+
+        *Truncate every offset >= DivergingEpoch.EndOffset and every offset whose epoch is larger
+        than DivergingEpoch.Epoch.*
+        """
+        return min(diverging_end_offset, self.first_offset_after_epoch(diverging_epoch), self.end_offset)
+
+    # -- mutations -----------------------------------------------------------------------------
+    def append(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if entry.offset != self.end_offset:
+                raise ValueError(f"append at offset {entry.offset}, log end offset is {self.end_offset}")
+            if entry.epoch < self.last_epoch or entry.epoch <= 0:
+                raise ValueError(f"append of epoch {entry.epoch} after epoch {self.last_epoch}")
+            if entry.epoch != self.last_epoch:
+                self._epochs.append(entry.epoch)
+                self._epoch_offsets.append(entry.offset)
+            self._entries.append(entry)
+
+    def truncate_to(self, end_offset: int) -> None:
+        """Remove every entry with ``offset >= end_offset`` and the epochs that start there."""
+        if not 0 <= end_offset <= self.end_offset:
+            raise ValueError(f"truncation to {end_offset} outside [0, {self.end_offset}]")
+        del self._entries[end_offset:]
+        keep = bisect.bisect_left(self._epoch_offsets, end_offset)
+        del self._epochs[keep:]
+        del self._epoch_offsets[keep:]

@@ -1,0 +1,161 @@
+"""Safety invariants of KIP-595, checked by the simulation after every event and effect.
+
+* **single leader**: at most one leader per epoch, over the whole run;
+* **monotonic epoch**: a replica's epoch never decreases (within one disk lineage);
+* **persist before send**: once a step's ``persist`` effects are executed, the durable quorum-state
+  file says what the core's role implies and the durable log equals the core's log, before any
+  message of the step leaves; a granted vote is on disk when the VoteResponse is sent;
+* **one vote per epoch**: a replica (lineage) grants at most one candidate per epoch, across restarts;
+* **monotonic high watermark**: within one incarnation of a replica, and the committed prefix
+  observed cluster-wide only ever grows;
+* **committed data**: every replica's entries below its high watermark equal the committed prefix,
+  a committed entry is never truncated, and a majority of voters hold the committed prefix durably.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from broker.raft.core import RaftCore
+from broker.raft.effects import PersistEffect, Send, TruncateLog
+from broker.raft.log import Entry
+from broker.raft.messages import VoteResponse
+from tests.sim.disk import SimDisk
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+class NodeView(Protocol):
+    node_id: int
+    disk: SimDisk
+    core: RaftCore | None
+    incarnation: int
+
+
+class Invariants:
+    def __init__(self, nodes: Mapping[int, NodeView], voters: frozenset[int]) -> None:
+        self._nodes = nodes
+        self._voters = sorted(voters)
+        self._majority = len(voters) // 2 + 1
+        self.leaders_by_epoch: dict[int, int] = {}
+        self._votes: dict[tuple[int, int, int], int] = {}  # (node, lineage, epoch) -> candidate
+        self._epochs: dict[tuple[int, int], int] = {}  # (node, lineage) -> last epoch
+        self._high_watermarks: dict[tuple[int, int], int] = {}  # (node, incarnation) -> hw
+        self.committed: list[Entry] = []
+        self._verified: dict[tuple[int, int], int] = {}  # (node, incarnation) -> prefix checked
+        self._durable_agree: dict[int, int] = {}
+        self.check_majority = True
+
+    def _fail(self, message: str) -> None:
+        raise InvariantViolation(message)
+
+    # -- per effect ------------------------------------------------------------------------------
+    def before_persist(self, node: NodeView, effect: PersistEffect) -> None:
+        """A committed entry is never truncated."""
+        if isinstance(effect, TruncateLog):
+            log = node.disk.volatile_log
+            for offset in range(effect.end_offset, min(len(log), len(self.committed))):
+                if log[offset] == self.committed[offset]:
+                    self._fail(
+                        f"node {node.node_id} truncates to {effect.end_offset}, "
+                        f"removing committed entry {self.committed[offset]}"
+                    )
+
+    def after_persist(self, node: NodeView) -> None:
+        """Persist before send: the durable state matches the core before the step's sends."""
+        core = node.core
+        assert core is not None
+        stored = node.disk.quorum_state
+        expected = core.quorum_state_data()
+        if stored is None or (stored.leader_id, stored.leader_epoch, stored.voted_id) != (
+            expected.leader_id,
+            expected.leader_epoch,
+            expected.voted_id,
+        ):
+            self._fail(f"node {node.node_id}: quorum state on disk {stored} but the core is at {expected}")
+        durable = node.disk.durable_log
+        end = core.log.end_offset
+        if len(durable) != end or (end and durable[-1] != core.log.entry(end - 1)):
+            self._fail(f"node {node.node_id}: log end {end} not durable (disk has {len(durable)})")
+        key = (node.node_id, node.disk.lineage)
+        if core.epoch < self._epochs.get(key, 0):
+            self._fail(f"node {node.node_id}: epoch went from {self._epochs[key]} down to {core.epoch}")
+        self._epochs[key] = core.epoch
+
+    def on_send(self, node: NodeView, send: Send) -> None:
+        message = send.message
+        if isinstance(message, VoteResponse) and message.vote_granted:
+            self._record_vote(node, message.leader_epoch, send.destination)
+            stored = node.disk.quorum_state
+            if stored is None or stored.voted_id != send.destination or stored.leader_epoch != message.leader_epoch:
+                self._fail(f"node {node.node_id} grants {send.destination} a vote not on disk ({stored})")
+
+    def _record_vote(self, node: NodeView, epoch: int, candidate: int) -> None:
+        key = (node.node_id, node.disk.lineage, epoch)
+        previous = self._votes.setdefault(key, candidate)
+        if previous != candidate:
+            self._fail(f"node {node.node_id} voted for {previous} and {candidate} in epoch {epoch}")
+
+    def on_restart(self, node: NodeView) -> None:
+        self._verified.pop((node.node_id, node.incarnation), None)
+
+    # -- after every event -----------------------------------------------------------------------
+    def check(self) -> None:
+        for node in self._nodes.values():
+            core = node.core
+            if core is None:
+                continue
+            epoch = core.epoch
+            if core.is_leader:
+                leader = self.leaders_by_epoch.setdefault(epoch, node.node_id)
+                if leader != node.node_id:
+                    self._fail(f"two leaders in epoch {epoch}: {leader} and {node.node_id}")
+            if core.role == "candidate" or core.is_leader:
+                self._record_vote(node, epoch, node.node_id)
+            self._check_high_watermark(node, core)
+        if self.check_majority:
+            self._check_majority_holds_committed()
+
+    def _check_high_watermark(self, node: NodeView, core: RaftCore) -> None:
+        key = (node.node_id, node.incarnation)
+        hw = core.high_watermark
+        previous = self._high_watermarks.get(key, 0)
+        if hw < previous:
+            self._fail(f"node {node.node_id}: high watermark went from {previous} down to {hw}")
+        self._high_watermarks[key] = hw
+        verified = self._verified.get(key, 0)
+        if hw <= verified:
+            return
+        entries = core.log.entries()
+        if hw > len(entries):
+            self._fail(f"node {node.node_id}: high watermark {hw} beyond log end {len(entries)}")
+        committed = self.committed
+        for offset in range(verified, min(hw, len(committed))):
+            if entries[offset] != committed[offset]:
+                self._fail(
+                    f"node {node.node_id}: committed offset {offset} is {entries[offset]} "
+                    f"but was committed as {committed[offset]}"
+                )
+        if hw > len(committed):
+            committed.extend(entries[len(committed) : hw])
+        self._verified[key] = hw
+
+    def _check_majority_holds_committed(self) -> None:
+        committed = self.committed
+        target = len(committed)
+        holders = 0
+        for voter in self._voters:
+            disk = self._nodes[voter].disk
+            agree = min(self._durable_agree.get(voter, 0), disk.take_changed_from())
+            durable = disk.durable_log
+            limit = min(len(durable), target)
+            while agree < limit and durable[agree] == committed[agree]:
+                agree += 1
+            self._durable_agree[voter] = agree
+            if agree >= target:
+                holders += 1
+        if holders < self._majority:
+            self._fail(f"committed prefix of {target} entries is durable on {holders} voters only")
