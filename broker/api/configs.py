@@ -13,7 +13,7 @@ from typing import Any
 
 from broker.api.context import Broker
 from broker.config import KNOWN_KEYS
-from broker.log.config import _SYNONYMS, LogConfig
+from broker.log.config import CONFIG_SYNONYMS, LogConfig
 
 TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
@@ -82,7 +82,7 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
     effective = topic_log_config(raw, overrides)
     out: list[dict[str, Any]] = []
     for fld in dataclasses.fields(effective):
-        names = _SYNONYMS.get(fld.name)
+        names = CONFIG_SYNONYMS.get(fld.name)
         if not names:
             continue
         topic_name = names[0][0]

@@ -38,6 +38,7 @@ class IndexFile:
         self._keys: array[int] = array(self.KEY_TYPECODE)
         self._values: array[int] = array("i")
         self._persisted = 0  # entries already in the file
+        self._synced = True  # the file's content has been fsynced
         self._loaded = not exists
         if not exists:
             path.touch()
@@ -106,6 +107,7 @@ class IndexFile:
         if self._persisted > count:
             os.truncate(self.path, count * self.ENTRY_SIZE)
             self._persisted = count
+            self._synced = False
 
     def reset(self) -> None:
         """Drop every entry (the segment is about to rebuild the index)."""
@@ -113,22 +115,25 @@ class IndexFile:
         self._values = array("i")
         self._loaded = True
         self._persisted = 0
+        self._synced = False
         with self.path.open("wb"):
             pass  # create or empty the file
 
     def flush(self) -> None:
         """Write entries not yet in the file, then fsync it. No-op when nothing is pending."""
-        if not self._loaded or self._persisted == len(self._keys):
+        if not self._loaded or (self._persisted == len(self._keys) and self._synced):
             return
-        data = self._encode(self._persisted, len(self._keys))
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            _pwrite_all(fd, data, self._persisted * self.ENTRY_SIZE)
+            if self._persisted < len(self._keys):
+                data = self._encode(self._persisted, len(self._keys))
+                _pwrite_all(fd, data, self._persisted * self.ENTRY_SIZE)
             os.ftruncate(fd, len(self._keys) * self.ENTRY_SIZE)
             os.fsync(fd)
         finally:
             os.close(fd)
         self._persisted = len(self._keys)
+        self._synced = True
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)

@@ -11,12 +11,14 @@ detected, the log is truncated to the last valid offset." As in Kafka's ``LogLoa
    last entries against the log) and the batches after the last index entry are scanned;
 3. otherwise segments from the one holding the recovery point onwards are re-validated batch by
    batch (``LogSegment.recover``: framing, CRC-32C, increasing offsets); the first invalid batch
-   and everything after it — including later segments — is cut, and the recovered files are
-   fsynced. Segments below the recovery point were fsynced before the crash and are trusted
-   like in (2); one whose index fails its check is recovered too.
+   and everything after it — including later segments — is cut. Nothing is fsynced during
+   recovery: the recovered segments are marked dirty and the recovery point stays at the
+   checkpoint, so the log's next flush makes them durable (a second crash before it simply
+   recovers them again). Segments below the recovery point were fsynced before the crash and
+   are trusted like in (2); one whose index fails its check is recovered too.
 
 A batch that was flushed (below the recovery point) is never cut unless it no longer passes its
-CRC. The result's recovery point is its log end offset.
+CRC.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def load_log(
             except (CorruptIndexError, CorruptMessageError) as exc:
                 log.warning("%s: %s; rebuilding from the log", segment.log_path, exc)
                 cut = segment.recover(min_offset)
+                segment.flush()  # below the recovery point: no later flush would cover it
+                segment.flush_indexes()
         else:
             cut = segment.recover(min_offset)
         kept.append(segment)
@@ -85,7 +89,10 @@ def load_log(
     fsync_dir(directory)
     active = kept[-1]
     active.verify_indexes()
-    return Log(directory, topic, partition, config, clock, kept, start, log_end)
+    # Recovered segments are not fsynced yet: the recovery point stays where it was (the log's
+    # next flush fsyncs from there on); after a clean shutdown everything was flushed.
+    point = log_end if clean_shutdown else min(max(recovery_point, start), log_end)
+    return Log(directory, topic, partition, config, clock, kept, start, point)
 
 
 def _clean_directory(directory: Path) -> list[int]:

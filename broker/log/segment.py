@@ -147,7 +147,10 @@ class LogSegment:
 
     def recover(self, min_offset: int) -> int:
         """Rebuild both indexes from the log, checking every batch (CRC, offsets ≥ ``min_offset``
-        and increasing); cut the file at the first invalid batch. Returns the bytes cut."""
+        and increasing); cut the file at the first invalid batch. Returns the bytes cut.
+
+        Nothing is fsynced here (a start-up may recover many segments): the segment is left
+        dirty, with its indexes in memory only, and the log's next ``flush`` makes it durable."""
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_facts()
@@ -164,8 +167,6 @@ class LogSegment:
         self.indexes_missing = False
         self._indexes_verified = True
         self.dirty = True
-        self.flush()
-        self.flush_indexes()
         return truncated
 
     def rebuild_indexes(self) -> None:

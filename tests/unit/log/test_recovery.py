@@ -243,3 +243,24 @@ def test_any_torn_tail_recovers_to_a_prefix(
     assert recovered.log_end_offset == nexts[kept]
     assert read_all(recovered) == list(range(nexts[kept]))
     recovered.close()
+
+
+def test_unclean_recovery_defers_fsync_to_the_next_flush(tmp_path: Path, clock: FakeClock) -> None:
+    """Recovery fsyncs nothing (a start-up may recover many segments): the recovery point stays
+    at the checkpoint and the next flush makes the recovered segments and their indexes durable."""
+    log = make_log(tmp_path, clock, segment_bytes=600, index_interval_bytes=100)
+    for i in range(12):
+        log.append(batch(2, tag=i, value_bytes=60))
+    checkpoint = log.segments[1].base_offset
+    recovered = reopen(log, clock, recovery_point=checkpoint)
+    assert recovered.recovery_point == checkpoint
+    assert all(s.dirty for s in recovered.segments[1:])
+    assert not recovered.segments[0].dirty  # below the recovery point: trusted, untouched
+    recovered.flush()
+    assert recovered.recovery_point == recovered.log_end_offset == 24
+    assert not any(s.dirty for s in recovered.segments)
+    rebuilt = recovered.segments[1].offset_index.path
+    assert rebuilt.stat().st_size > 0  # a recovered, inactive segment's index is on disk
+    recovered.close()
+    again = reopen(recovered, clock, clean=True)
+    assert read_all(again, max_bytes=150) == list(range(24))
