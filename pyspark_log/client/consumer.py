@@ -437,15 +437,22 @@ class AsyncConsumer:
             await asyncio.sleep(wait_s)
 
     async def _check_exists(self, tp: TopicPartition) -> None:
-        """Raise UnknownTopicOrPartitionError (not retried) if fresh metadata lacks ``tp``."""
+        """Raise UnknownTopicOrPartitionError (not retried) if fresh metadata lacks ``tp``.
+
+        Cached metadata that lacks ``tp`` is refreshed first: it may predate the topic's
+        creation or partitions added since."""
         cluster = self.cluster
-        if cluster.add_topics([tp.topic]) or tp.topic not in cluster.metadata.topics:
+
+        def missing() -> bool:
+            topic = cluster.metadata.topics.get(tp.topic)
+            return topic is not None and (
+                topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                or (topic.error_code == ErrorCode.NONE and tp.partition not in topic.partitions)
+            )
+
+        if cluster.add_topics([tp.topic]) or tp.topic not in cluster.metadata.topics or missing():
             await cluster.refresh()
-        topic = cluster.metadata.topics.get(tp.topic)
-        if topic is not None and (
-            topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            or (topic.error_code == ErrorCode.NONE and tp.partition not in topic.partitions)
-        ):
+        if missing():
             raise UnknownTopicOrPartitionError(f"{tp} does not exist")
 
     async def _fetch_raw_once(

@@ -70,8 +70,8 @@ def decode_chunk(
     columns = {
         "key": decoded.column("key"),
         "value": decoded.column("value"),
-        "topic": pa.array([r.tp.topic] * n, pa.string()),
-        "partition": pa.array([r.tp.partition] * n, pa.int32()),
+        "topic": pa.repeat(pa.scalar(r.tp.topic, pa.string()), n),  # C++ fill, not a list of n strs
+        "partition": pa.repeat(pa.scalar(r.tp.partition, pa.int32()), n),
         "offset": decoded.column("offset"),
         "timestamp": decoded.column("timestamp"),
         "timestampType": decoded.column("timestampType"),

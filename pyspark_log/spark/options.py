@@ -30,7 +30,8 @@ includeHeaders                      false
 isolationLevel / kafka.isolation…   read_committed             read_committed | read_uncommitted
 groupId / kafka.group.id            –                          offsets committed after each batch
 fetchOffset.numRetries / …IntervalMs 3 / 1000                  retries when latest < a known offset
-kafkaConsumer.pollTimeoutMs         –                          -> client ``fetch.timeout.ms``
+kafkaConsumer.pollTimeoutMs         120000                     -> ``fetch.timeout.ms`` of client_access
+kafka.max.partition.fetch.bytes     4 MiB                      one Fetch of one partition (Kafka: 1 MiB)
 kafka.* / fetch.*                   –                          client settings (``kafka.`` stripped)
 =================================== ========================== =====================================
 """

@@ -148,6 +148,7 @@ class PylogStreamReader(DataSourceStreamReader):
         self._last_end: Offsets | None = None
         self._available_now: Offsets | None = None
         self._plans: dict[tuple[str, str], Offsets] = {}
+        self._group_committed: Offsets | None = None
         if not compat.HAS_READ_LIMITS and (
             options.max_offsets_per_trigger is not None or options.min_offsets_per_trigger is not None
         ):
@@ -191,6 +192,7 @@ class PylogStreamReader(DataSourceStreamReader):
         the start is the last end offset this reader returned or was shown."""
         if start is not None:
             start_offsets = from_checkpoint(start)
+            self._commit_to_group(start_offsets)
         elif self._last_end is not None:
             start_offsets = self._last_end
         else:
@@ -285,11 +287,20 @@ class PylogStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Spark finished the batch ending at ``end``; with groupId set, store it in that group."""
+        self._commit_to_group(from_checkpoint(end))
+
+    def _commit_to_group(self, offsets: Offsets) -> None:
+        """Store ``offsets`` in the groupId group unless they were the last stored.
+
+        Spark calls ``commit`` for a batch only when it starts the next one, so a query that
+        waits for data would show a lag of one batch forever; ``latestOffset(start, ...)`` (called
+        once the previous batch is in the checkpoint's commit log) stores ``start`` too."""
         group_id = self.options.group_id
-        if group_id is None:
+        if group_id is None or not offsets or offsets == self._group_committed:
             return
         try:
-            self._broker().commit_offsets(group_id, from_checkpoint(end))
+            self._broker().commit_offsets(group_id, offsets)
+            self._group_committed = dict(offsets)
         except (BrokerAccessError, OSError) as exc:
             log.warning("pylog: could not commit offsets to group %s (the query is unaffected): %s", group_id, exc)
 

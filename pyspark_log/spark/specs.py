@@ -17,7 +17,7 @@ NoMatchStrategy = Literal["error", "latest"]
 EARLIEST = -2  # in offset JSON: the partition's earliest offset
 LATEST = -1  # in offset JSON: the partition's latest offset
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
-DEFAULT_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
+DEFAULT_MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024  # Kafka: 1 MiB; a Spark task reads one partition
 
 
 class PylogOptionError(ValueError):

@@ -1,0 +1,85 @@
+"""Spark tier fixtures: one local[2] SparkSession per test session, one broker process per module.
+
+``spark``   the session (``format("pylog")`` registered; Python workers use this interpreter).
+``broker``  an ``EmbeddedBroker`` shared by a module's tests; retention checks run every 200 ms
+            so tests can create topics with short ``retention.ms`` and see data deleted.
+``kafka``   a ``Kafka`` helper on ``broker`` (create topics, produce, offsets); ``topic`` a fresh
+            topic name per test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pyspark_log.embedded import EmbeddedBroker
+from spark_tests.helpers import Kafka
+
+BROKER_OVERRIDES = {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import pyspark_log.spark as pylog_spark
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pylog-spark-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stopTimeout", "10s")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    pylog_spark.register(session)
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), python=sys.executable, overrides=BROKER_OVERRIDES) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def kafka(broker: EmbeddedBroker) -> Iterator[Kafka]:
+    helper = Kafka(broker)
+    yield helper
+    helper.close()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-")
+    return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def stop_queries(spark: object) -> Iterator[None]:
+    """Stop every query a test left running (a failed assertion must not leak a query)."""
+    yield
+    for query in spark.streams.active:  # type: ignore[attr-defined]
+        query.stop()
+
+
+@pytest.fixture
+def chk(tmp_path: Path) -> Path:
+    return tmp_path / "checkpoint"

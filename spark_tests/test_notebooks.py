@@ -1,0 +1,80 @@
+"""The notebooks in ``notebooks/`` run top to bottom (nbclient) against a local broker.
+
+One IPython kernel of this interpreter (a kernelspec written to a temporary JUPYTER_PATH, so CI
+needs no registered kernel) runs the three notebooks in turn; each starts its own embedded broker
+because ``PYLOG_BOOTSTRAP`` is unset, the path a laptop takes. The kernel's SparkSession is
+created by the first notebook and reused by the others (as on Databricks, where ``spark`` exists).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+KERNEL = "pylog-test-venv"
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from jupyter_client.manager import KernelManager
+
+    root = tmp_path_factory.mktemp("jupyter")
+    spec_dir = root / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "pylog tests",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYLOG_")}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    km = KernelManager(kernel_name=KERNEL)
+    km.start_kernel(env=env, cwd=str(root))
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+        if old is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = old
+
+
+def test_there_are_notebooks() -> None:
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_quickstart.ipynb",
+        "02_streaming_to_delta.ipynb",
+        "03_offline_backfill.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_top_to_bottom(kernel, path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert 'os.environ.get("PYLOG_BOOTSTRAP"' in first_code.source, "the first cell must name the bootstrap servers"
+    client = nbclient.NotebookClient(nb, km=kernel, timeout=300, allow_errors=False)
+    client.execute()
+    outputs = "".join(
+        out.get("text", "") for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+    )
+    assert "broker:" in outputs
+    if path.stem.startswith("02"):
+        assert "duplicates: 0" in outputs
+    if path.stem.startswith("03"):
+        assert "loaded anything: False" in outputs
