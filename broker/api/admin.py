@@ -18,7 +18,7 @@ Two checks happen here, before the controller persists anything:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.api.configs import (
@@ -28,6 +28,7 @@ from broker.api.configs import (
 )
 from broker.api.context import Broker, Request
 from broker.controller.errors import MetadataError
+from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
 from pyspark_log.wire.errors import ErrorCode
 
@@ -224,9 +225,22 @@ def handle_alter_configs(broker: Broker, request: Request) -> Any:
 
 
 async def _alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
-    body = request.body
+    async def replace(topic: TopicImage, res: Any) -> None:
+        wanted = {c.name: c.value for c in res.configs if c.value is not None}
+        changes: dict[str, str | None] = {key: None for key in topic.configs if key not in wanted}
+        changes.update(wanted)
+        _check_log_config(broker, wanted)
+        await broker.controller.alter_topic_configs(topic.name, changes, validate_only=request.body.validate_only)
+
+    return await _alter_each_topic(broker, request, replace)
+
+
+async def _alter_each_topic(
+    broker: Broker, request: Request, alter: Callable[[TopicImage, Any], Awaitable[None]]
+) -> Mapping[str, Any]:
+    """Run ``alter`` for each topic resource; broker resources and unknown topics get errors."""
     responses = []
-    for res in body.resources:
+    for res in request.body.resources:
         entry: dict[str, Any] = {
             "error_code": 0,
             "error_message": None,
@@ -242,12 +256,8 @@ async def _alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
         elif topic is None:
             entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
         else:
-            wanted = {c.name: c.value for c in res.configs if c.value is not None}
-            changes: dict[str, str | None] = {key: None for key in topic.configs if key not in wanted}
-            changes.update(wanted)
             try:
-                _check_log_config(broker, wanted)
-                await broker.controller.alter_topic_configs(topic.name, changes, validate_only=body.validate_only)
+                await alter(topic, res)
             except MetadataError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
@@ -259,36 +269,13 @@ def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
 
 
 async def _incremental_alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
-    body = request.body
-    responses = []
-    for res in body.resources:
-        entry: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": res.resource_type,
-            "resource_name": res.resource_name,
-        }
-        if res.resource_type != TOPIC_RESOURCE:
-            entry.update(
-                error_code=ErrorCode.INVALID_REQUEST,
-                error_message="only topic configs can be altered; broker configs are static in pylog",
-            )
-            responses.append(entry)
-            continue
-        topic = broker.image().topics.get(res.resource_name)
-        if topic is None:
-            entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
-            responses.append(entry)
-            continue
-        try:
-            changes = _apply_ops(topic.configs, res.configs, broker)
-            merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
-            _check_log_config(broker, merged)
-            await broker.controller.alter_topic_configs(topic.name, changes, validate_only=body.validate_only)
-        except MetadataError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
-        responses.append(entry)
-    return {"throttle_time_ms": 0, "responses": responses}
+    async def apply(topic: TopicImage, res: Any) -> None:
+        changes = _apply_ops(topic.configs, res.configs, broker)
+        merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
+        _check_log_config(broker, merged)
+        await broker.controller.alter_topic_configs(topic.name, changes, validate_only=request.body.validate_only)
+
+    return await _alter_each_topic(broker, request, apply)
 
 
 def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str, str | None]:
