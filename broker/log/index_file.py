@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from abc import ABC, abstractmethod
 from array import array
 from pathlib import Path
 
@@ -25,7 +26,7 @@ class CorruptIndexError(Exception):
     """An index file that fails its sanity check; the segment rebuilds it from the log."""
 
 
-class IndexFile:
+class IndexFile(ABC):
     """Entries ``(key, value)`` kept as two parallel arrays; subclasses give the layout."""
 
     ENTRY_SIZE = 0  # bytes per entry on disk
@@ -74,14 +75,14 @@ class IndexFile:
         return keys[0], values[0]
 
     # -- layout hooks ----------------------------------------------------------------------
-    def _decode(self, data: bytes) -> tuple[array[int], array[int]]:
-        raise NotImplementedError
+    @abstractmethod
+    def _decode(self, data: bytes) -> tuple[array[int], array[int]]: ...
 
-    def _encode(self, start: int, stop: int) -> bytes:
-        raise NotImplementedError
+    @abstractmethod
+    def _encode(self, start: int, stop: int) -> bytes: ...
 
-    def _check(self, keys: array[int], values: array[int]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _check(self, keys: array[int], values: array[int]) -> None: ...
 
     # -- state -----------------------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -83,7 +84,7 @@ def _stop_thread(thread: LoopThread) -> None:
     thread.stop(join_timeout_s=1.0)
 
 
-class _SyncClient:
+class _SyncClient(ABC):
     """Owns the loop thread and stops it when closed or collected."""
 
     def __init__(self, name: str) -> None:
@@ -115,8 +116,8 @@ class _SyncClient:
 
         return self._run(call(), _SLACK_S)
 
-    def close(self, timeout_ms: float | None = None) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def close(self, timeout_ms: float | None = None) -> None: ...
 
 
 _SLACK_S = 5.0

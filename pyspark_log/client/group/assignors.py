@@ -16,7 +16,8 @@ clients agrees on one:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark_log.client.types import TopicPartition
@@ -40,16 +41,16 @@ class MemberSubscription:
 
 
 @dataclass
-class Assignor:
+class Assignor(ABC):
     """Base: ``assign`` returns every member's partitions (members with none included)."""
 
     name: str = ""
     protocols: tuple[str, ...] = field(default=(EAGER,))
 
+    @abstractmethod
     def assign(
         self, partitions: Mapping[str, int], members: Mapping[str, MemberSubscription]
-    ) -> dict[str, list[TopicPartition]]:
-        raise NotImplementedError
+    ) -> dict[str, list[TopicPartition]]: ...
 
 
 def _ordered(members: Mapping[str, MemberSubscription]) -> list[MemberSubscription]:
@@ -166,7 +167,11 @@ def _previous_owners(members: Iterable[MemberSubscription]) -> dict[TopicPartiti
     return {tp: member for tp, (_, member) in owners.items()}
 
 
-ASSIGNORS = {"range": RangeAssignor, "roundrobin": RoundRobinAssignor, "cooperative-sticky": CooperativeStickyAssignor}
+ASSIGNORS: dict[str, Callable[[], Assignor]] = {
+    "range": RangeAssignor,
+    "roundrobin": RoundRobinAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+}
 _JAVA_NAMES = {
     "RangeAssignor": "range",
     "RoundRobinAssignor": "roundrobin",
@@ -184,8 +189,9 @@ def assignors_from_config(names: Iterable[str]) -> list[Assignor]:
         cls = ASSIGNORS.get(name.lower())
         if cls is None:
             raise ValueError(f"unknown partition.assignment.strategy {raw!r} (use {', '.join(ASSIGNORS)})")
-        if all(a.name != cls().name for a in out):
-            out.append(cls())
+        assignor = cls()
+        if all(a.name != assignor.name for a in out):
+            out.append(assignor)
     if not out:
         raise ValueError("partition.assignment.strategy names no assignor")
     return out
