@@ -7,7 +7,10 @@
   always makes progress.
 - Long-poll: with fewer than ``min_bytes`` available, the fetch waits until an append to one
   of its partitions or ``max_wait_ms``, then answers with what is there.
-- Isolation: read_committed (1) reads up to the last stable offset.
+- Isolation: read_committed (1) reads up to the last stable offset (LSO) and gets the aborted
+  transactions (producer id, first offset) that overlap the returned batches, from the segments'
+  ``.txnindex``; read_uncommitted (0) reads up to the high watermark and gets a null list. Both
+  see the partition's real LSO in ``last_stable_offset`` (KIP-98).
 - v13+ name topics by id; an unknown id is UNKNOWN_TOPIC_ID.
 - Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is always 0, which tells
   clients to send full fetches (as a Kafka broker does when its session cache is full). A request
@@ -21,7 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
+from broker.api.raft import handle_metadata_fetch
 from broker.log.errors import LogError
+from broker.raft.rpc import is_metadata_fetch
 from broker.replication.replica_manager import PartitionError
 from pyspark_log.wire.errors import ErrorCode
 
@@ -30,6 +35,8 @@ READ_COMMITTED = 1
 
 def handle_fetch(broker: Broker, request: Request) -> Any:
     body = request.body
+    if broker.raft is not None and is_metadata_fetch(request.version, body):
+        return handle_metadata_fetch(broker, request)  # KIP-595 replication (broker.api.raft)
     if request.version >= 7 and body.session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
     first = _read_all(broker, request)
@@ -126,10 +133,16 @@ def _read_one(broker: Broker, topic: str, part: Any, max_bytes: int, read_commit
         "high_watermark": read.high_watermark,
         "last_stable_offset": read.last_stable_offset,
         "log_start_offset": read.log_start_offset,
-        "aborted_transactions": [] if read_committed else None,
+        "aborted_transactions": _aborted(read.aborted_transactions) if read_committed else None,
         "preferred_read_replica": -1,
         "records": read.records,
     }
+
+
+def _aborted(aborted: list[Any] | None) -> list[dict[str, int]]:
+    if not aborted:
+        return []
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset} for txn in aborted]
 
 
 def _error(partition: int, code: int) -> dict[str, Any]:

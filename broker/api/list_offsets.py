@@ -29,16 +29,17 @@ def _one(broker: Broker, version: int, topic: str, part: Any, read_committed: bo
     try:
         log = broker.replicas.leader_log(topic, index, part.current_leader_epoch)
         leader_epoch = broker.image().topics[topic].partitions[index].leader_epoch
+        rm = broker.replicas
+        last_fetchable = rm.last_stable_offset(log) if read_committed else rm.high_watermark(log)
+        found: tuple[int, int] | None
         if part.timestamp == LATEST_TIMESTAMP:
-            rm = broker.replicas
-            found: tuple[int, int] | None = (
-                rm.last_stable_offset(log) if read_committed else rm.high_watermark(log),
-                -1,
-            )
+            found = (last_fetchable, -1)
         elif part.timestamp == EARLIEST_TIMESTAMP:
             found = (log.log_start_offset, -1)
         else:
             found = log.fetch_offset_by_timestamp(part.timestamp)
+            if found is not None and found[0] >= last_fetchable:
+                found = None  # as Kafka: only offsets a consumer of this isolation level may fetch
     except (PartitionError, LogError) as exc:
         return {"partition_index": index, "error_code": exc.code, "old_style_offsets": []}
     offset, timestamp = found if found is not None else (-1, -1)

@@ -6,8 +6,18 @@
   With replication factor 1 an append is committed when written, so acks=1 and acks=all answer
   at the same moment (seed 004: acks=all waits for the ISR, which is the leader alone here).
 - Unknown topics are auto-created when ``auto.create.topics.enable``.
-- Each partition's batches are validated and appended as bytes (``Log.append``): no record is
-  decoded on this path.
+- Each partition's batch is validated and appended as bytes (``Log.append``): no record is
+  decoded on this path. A partition's records must be exactly one batch (Kafka v3+
+  ``ProduceRequest.validateRecords``), else INVALID_RECORD; damaged bytes are CORRUPT_MESSAGE.
+- A disk error answers KAFKA_STORAGE_ERROR; one that leaves the log inconsistent takes that
+  partition's log offline until restart (``broker.log.log``).
+- Idempotent and transactional producers (KIP-98; seed 003 "중복 없는 전송"): the partition's
+  producer state checks sequence numbers and epochs (``broker.log.producer_state``). A retried
+  batch that is already stored is answered with its original base offset and not written again;
+  OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH and INVALID_TXN_STATE are answered per
+  partition. Transactional batches in a request without ``transactional_id`` are answered
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, as Kafka does. Whether the
+  partition was added to the transaction is not verified (Kafka 3.6+ asks the coordinator, KIP-890).
 """
 
 from __future__ import annotations
@@ -19,8 +29,11 @@ from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
 from broker.log.errors import LogError
 from broker.replication.replica_manager import PartitionError
+from pyspark_log.records.header import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.versions import PRODUCE_MIN_ACCEPTED
+
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_POS + 1  # attributes is a big-endian int16
 
 
 def handle_produce(broker: Broker, request: Request) -> Any:
@@ -31,15 +44,30 @@ def handle_produce(broker: Broker, request: Request) -> Any:
         return _all_partitions(body, ErrorCode.UNSUPPORTED_VERSION, "message format v0/v1 is not supported")
     if acks not in (-1, 0, 1):
         return _all_partitions(body, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-    if body["transactional_id"] is not None:
+    if body["transactional_id"] is None and _has_transactional_batch(body):
         return _all_partitions(
-            body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker"
+            body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional_id"
         )
     known = broker.image().topics
     missing = [t["name"] for t in body["topic_data"] if t["name"] not in known]
     if missing and auto_create_enabled(broker):
         return _produce_after_create(broker, request, missing)
     return _produce(broker, request)
+
+
+def _has_transactional_batch(body: Any) -> bool:
+    """Whether a partition's first batch has the isTransactional attribute (Kafka looks at the
+    first batch: a producer sends one batch per partition)."""
+    for topic in body["topic_data"]:
+        for part in topic["partition_data"]:
+            records = part["records"]
+            if (
+                records is not None
+                and len(records) > _ATTRIBUTES_LOW_BYTE
+                and records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_MASK
+            ):
+                return True
+    return False
 
 
 async def _produce_after_create(broker: Broker, request: Request, missing: list[str]) -> Mapping[str, Any] | None:

@@ -5,13 +5,16 @@ Entry points for the rest of the broker:
 * ``manager.LogManager`` — owns ``log.dirs``: ``startup()``, ``get_or_create_log``, ``get_log``,
   ``delete_log``, the ``run_*_once`` background coroutines, ``write_checkpoints``, ``shutdown()``;
 * ``log.Log`` — one partition: ``append`` / ``append_as_follower`` → ``LogAppendInfo``,
-  ``read`` → ``file_slice.FileSlice`` (sendfile-ready), ``fetch_offset_by_timestamp``,
-  ``truncate_to``, ``truncate_fully_and_start_at``, ``delete_records_before``, ``flush``;
+  ``append_control_marker`` (transaction markers), ``read`` → ``file_slice.FileSlice``
+  (sendfile-ready), ``first_unstable_offset`` / ``collect_aborted_transactions`` (read_committed),
+  ``fetch_offset_by_timestamp``, ``truncate_to``, ``truncate_fully_and_start_at``,
+  ``delete_records_before``, ``flush``;
 * ``config.LogConfig`` / ``config.LogManagerConfig`` — Kafka's config names and defaults;
 * ``errors`` — ``LogError`` subclasses carrying Kafka error codes;
 * ``validate.validate_and_assign_offsets`` — the pure produce validation.
 
-Module map: validate (pure), segment (owns the three files of a segment), offset_index /
-time_index / index_file (index layouts), scan (batch walks), log, recovery (start-up), retention
-(pure policy), checkpoint, files, dir_lock, manager.
+Module map: validate (pure), producer_state (idempotence and transactions per partition, its
+snapshot files), segment (owns the files of a segment), offset_index / time_index / txn_index /
+index_file (index layouts), scan (batch walks), log, recovery (start-up), retention (pure policy),
+checkpoint, files, dir_lock, manager.
 """

@@ -1,4 +1,4 @@
-"""Small durable-file helpers: fsync a directory, replace a file atomically.
+"""Small file helpers: fsync a directory, replace a file atomically, partition directory names.
 
 Durability (for ``docs/operations.md``): a file's content is durable after its fsync; its name
 after the fsync of its directory. NFS (v3/v4) commits on fsync and close; a directory fsync is
@@ -37,3 +37,25 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for ``<topic>-<partition>``, None for anything else."""
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit() or "." in number:
+        return None
+    return topic, int(number)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory tree bottom-up (a deleted partition's renamed directory)."""
+    for root, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(root, name))
+        for name in dirs:
+            os.rmdir(os.path.join(root, name))
+    os.rmdir(path)

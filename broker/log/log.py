@@ -13,29 +13,61 @@ partition never run concurrently); it takes no locks. Its file I/O runs on the l
 is the only fsync and is kept separate from appends so that it can move to a thread later.
 Offsets are Kafka's: ``log_start_offset`` ≤ every readable offset < ``log_end_offset``;
 ``recovery_point`` is the offset below which everything is fsynced.
+
+Idempotence and transactions (seed 000 §4.6, seed 003 "중복 없는 전송" / "정확히 한 번 전송"): the log
+owns its partition's ``ProducerStateManager`` (``producer_state.py``). Appends of batches with a
+producer id are checked against it after validation: a duplicate is acknowledged with its
+original offsets and not written; the state changes only once the batches are written. A
+snapshot of it is written when a segment rolls (``<new base>.snapshot``) and on a clean close;
+snapshots below the first segment go when segments are deleted; the state is reloaded and
+replayed from batch headers at start-up and after truncation. COMMIT/ABORT markers end
+transactions; aborted ones are indexed in the segment's ``.txnindex``. Batches without a producer
+id skip all of it. A client append is exactly one batch (Kafka's ``LogValidator`` rule for v2
+batches; INVALID_RECORD otherwise).
+
+Disk failures (Kafka's log-dir failure, for one log): an I/O error that leaves the log's files
+out of step with its memory (rolling, flushing, writing ``.txnindex`` after a marker) marks the
+log *failed*: every later append and read raises KafkaStorageError (56), the log is closed
+without a snapshot and its dir gets no clean-shutdown marker, so the next start-up recovers it.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.config import Clock, LogConfig
-from broker.log.errors import KafkaStorageError, OffsetOutOfRangeError
+from broker.log.errors import InvalidRecordError, KafkaStorageError, LogError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.files import fsync_dir
+from broker.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerAppend,
+    ProducerStateManager,
+    TxnMarker,
+    parse_txn_marker,
+)
 from broker.log.retention import SegmentFacts, segments_to_delete
+from broker.log.scan import iter_headers
 from broker.log.segment import LogSegment
+from broker.log.txn_index import AbortedTxn
 from broker.log.validate import (
     AppendOrigin,
     BatchInfo,
+    Buffer,
     ValidationResult,
+    batch_info,
     validate_and_assign_offsets,
     validate_as_follower,
 )
-from pyspark_log.records.header import NO_PARTITION_LEADER_EPOCH
+from pyspark_log.records.control import ControlType, encode_control_batch
+from pyspark_log.records.header import NO_PARTITION_LEADER_EPOCH, BatchHeader
+
+log = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = -1  # ListOffsets special timestamps (Kafka ``ListOffsetsRequest``)
 EARLIEST_TIMESTAMP = -2
@@ -72,6 +104,8 @@ class Log:
         segments: list[LogSegment],
         log_start_offset: int,
         recovery_point: int,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         assert segments, "a log has at least one segment"
         self.directory = directory
@@ -87,14 +121,27 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._boundaries: dict[int, tuple[LogSegment, int]] = {}  # offset -> (segment, batch start)
         self._dir_dirty = False
+        self._producers = ProducerStateManager(directory, producer_id_expiration_ms)
+        self._last_abort_offset = -1  # offset of the newest ABORT marker indexed (-1: none), or above
+        self.failure: str | None = None  # set by ``_fail``: the log is offline
         self.closed = False
 
     @classmethod
-    def create(cls, directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock) -> Log:
+    def create(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> Log:
         """A new, empty log in an existing empty ``directory``."""
         segment = LogSegment.create(directory, 0, config, clock())
         fsync_dir(directory)
-        return cls(directory, topic, partition, config, clock, [segment], 0, 0)
+        expiration_ms = producer_id_expiration_ms
+        return cls(directory, topic, partition, config, clock, [segment], 0, 0, producer_id_expiration_ms=expiration_ms)
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -129,6 +176,17 @@ class Log:
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self._recovery_point
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest ongoing transaction, at least the log start offset (a
+        hanging transaction whose start was deleted; Kafka ``updateFirstUnstableOffset``); the LSO
+        is the smaller of it and the high watermark (None: no transaction is ongoing)."""
+        first = self._producers.first_unstable_offset()
+        return first if first is None or first >= self._log_start_offset else self._log_start_offset
+
     # -- append --------------------------------------------------------------------------------
     def append(
         self,
@@ -137,21 +195,103 @@ class Log:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> LogAppendInfo:
-        """Validate ``data`` (whole v2 batches of one request), assign offsets from the log end
-        offset, write it. Raises the ``LogError``s of ``validate.py``; KafkaStorageError on I/O."""
+        """Validate ``data`` (whole v2 batches; exactly one from a client), assign offsets from the
+        log end offset, check the producer state, write it. A duplicate of a cached batch is not
+        written: the result then carries its original offsets and no batches. Raises the
+        ``LogError``s of ``validate.py`` and ``producer_state.py``, InvalidRecordError for a client
+        append of several batches (after validation, so damaged bytes stay CORRUPT_MESSAGE);
+        KafkaStorageError on I/O."""
         self._check_open()
         now = self._clock()
         result = validate_and_assign_offsets(
             data, self.log_end_offset, self.config, now, origin=origin, partition_leader_epoch=leader_epoch
         )
-        return self._append_validated(result, now)
+        batches = result.batches
+        if len(batches) == 1:
+            if batches[0].producer_id < 0:
+                return self._append_validated(result, now)
+        elif origin is AppendOrigin.CLIENT:
+            # Kafka LogValidator / ProduceRequest.validateRecords (v3+): a duplicate in a several-
+            # batch append could not be answered without dropping the others.
+            raise InvalidRecordError(f"a produce request may hold one record batch per partition, not {len(batches)}")
+        elif all(b.producer_id < 0 for b in batches):
+            return self._append_validated(result, now)
+        return self._append_with_producers(result, now, origin, data)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that keep their offsets (replication; Raft). Offsets must start at or
         after the log end offset and increase (InvalidRecordError otherwise)."""
         self._check_open()
         result = validate_as_follower(data, self.log_end_offset)
-        return self._append_validated(result, self._clock())
+        if all(b.producer_id < 0 for b in result.batches):
+            return self._append_validated(result, self._clock())
+        return self._append_with_producers(result, self._clock(), AppendOrigin.REPLICATION, data)
+
+    def append_control_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        commit: bool,
+        leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    ) -> int:
+        """Write a COMMIT or ABORT control batch for ``producer_id`` (the transaction coordinator's
+        marker), ending its ongoing transaction here; returns the marker's offset. A marker for a
+        producer without an ongoing transaction is written too (as Kafka does). Raises
+        InvalidProducerEpochError (epoch older than the producer's), TransactionCoordinatorFencedError
+        (coordinator epoch older than its last marker's), KafkaStorageError."""
+        self._check_open()
+        now = self._clock()
+        kind = ControlType.COMMIT if commit else ControlType.ABORT
+        data = encode_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now)
+        origin = AppendOrigin.COORDINATOR
+        result = validate_and_assign_offsets(
+            data, self.log_end_offset, self.config, now, origin=origin, partition_leader_epoch=leader_epoch
+        )
+        marker = TxnMarker(commit, coordinator_epoch)
+        pending = self._producers.prepare(result.batches, origin, lambda _: marker)
+        self._append_validated(result, now)
+        self._complete(pending, result.next_offset)
+        return result.first_offset
+
+    def _append_with_producers(
+        self, result: ValidationResult, now_ms: int, origin: AppendOrigin, data: Buffer
+    ) -> LogAppendInfo:
+        # ``BatchInfo.position`` is the batch's place in ``data`` too (headers keep their size)
+        pending = self._producers.prepare(result.batches, origin, lambda b: parse_txn_marker(data, b.position))
+        if pending.duplicate is not None:
+            return self._duplicate_info(pending.duplicate)
+        info = self._append_validated(result, now_ms)
+        self._complete(pending, result.next_offset)
+        return info
+
+    def _complete(self, pending: ProducerAppend, next_offset: int) -> None:
+        """Install the producer-state changes of a written append; index its aborted transactions
+        in the segment that holds their markers (the active one). A failed index write fails the
+        log: the marker is in the log but not in the index a read_committed fetch relies on."""
+        aborted = self._producers.apply(pending, next_offset)
+        if aborted:
+            index = self._segments[-1].txn_index
+            try:
+                for txn in aborted:
+                    index.append(txn)
+            except OSError as exc:
+                raise self._fail("writing the transaction index", exc) from exc
+            self._last_abort_offset = max(self._last_abort_offset, aborted[-1].last_offset)
+
+    def _duplicate_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            log_append_time_ms=duplicate.timestamp_ms if self.config.log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            max_timestamp_ms=duplicate.timestamp_ms,
+            offset_of_max_timestamp=duplicate.last_offset,
+            records_count=0,
+            size_bytes=0,
+            batches=(),
+        )
 
     def _append_validated(self, result: ValidationResult, now_ms: int) -> LogAppendInfo:
         segment = self._segments[-1]
@@ -175,10 +315,17 @@ class Log:
 
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``new_base_offset`` (default: the log end offset) and
-        fsync the old one. An empty active segment is replaced rather than kept."""
-        now = self._clock()
+        fsync the old one, then snapshot the producer state at the new base. An empty active
+        segment is replaced rather than kept."""
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         assert base >= self.log_end_offset, f"cannot roll to {base} below the log end {self.log_end_offset}"
+        try:
+            return self._roll(base)
+        except OSError as exc:
+            raise self._fail(f"rolling to a segment at {base}", exc) from exc
+
+    def _roll(self, base: int) -> LogSegment:
+        now = self._clock()
         active = self._segments[-1]
         if active.size_bytes == 0:
             if active.base_offset == base:
@@ -186,10 +333,12 @@ class Log:
             self._segments.pop()
             self._bases.pop()
             active.delete_files()
+            self._producers.delete_snapshot(active.base_offset)
         else:
             active.on_become_inactive()
             active.flush()
             active.flush_indexes()
+        self._producers.take_snapshot(base)
         segment = LogSegment.create(self.directory, base, self.config, now)
         self._segments.append(segment)
         self._bases.append(base)
@@ -204,6 +353,12 @@ class Log:
         offset = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
         if offset <= self._recovery_point and not self._dir_dirty:
             return
+        try:
+            self._flush(offset)
+        except OSError as exc:  # after a failed fsync the page cache may have dropped the data
+            raise self._fail("fsync", exc) from exc
+
+    def _flush(self, offset: int) -> None:
         first = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
         active = self._segments[-1]
         for segment in self._segments[first:]:
@@ -220,7 +375,8 @@ class Log:
 
     def flush_if_due(self, now_ms: int) -> bool:
         """``flush.ms``: flush when data is unflushed and the last flush is that old."""
-        if self.unflushed_messages > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms:
+        due = self.unflushed_messages > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms
+        if due and self.failure is None:
             self.flush()
             return True
         return False
@@ -306,6 +462,81 @@ class Log:
                     return found
         return None
 
+    # -- producer state and transactions ----------------------------------------------------
+    def load_producer_state(self, snapshot_limit: int, rebuild_txn_indexes: Iterable[LogSegment] = ()) -> None:
+        """Start-up: drop snapshots past the log end, load the newest one at or below
+        ``snapshot_limit`` (the recovery loader passes the base of the first segment it
+        re-validated, or the log end after a clean shutdown) and replay the batch headers after
+        it. ``rebuild_txn_indexes`` are segments whose ``.txnindex`` recovery emptied: the
+        aborted transactions whose markers they hold are indexed again during the replay."""
+        end = self.log_end_offset
+        self._producers.delete_snapshots(lambda offset: offset > end)
+        loaded = self._producers.load_latest_snapshot(min(snapshot_limit, end), self._clock())
+        self._replay_producer_state(loaded if loaded is not None else 0, rebuild_txn_indexes)
+        self._last_abort_offset = self._find_last_abort()
+
+    def _find_last_abort(self) -> int:
+        """The newest ABORT marker's offset, from the newest ``.txnindex`` with entries."""
+        for segment in reversed(self._segments):
+            entries = segment.txn_index.entries
+            if entries:
+                return entries[-1].last_offset
+        return -1
+
+    def _reload_producer_state(self) -> None:
+        """After a truncation: the newest snapshot at or below the new log end, then a replay."""
+        self.load_producer_state(self.log_end_offset)
+
+    def _replay_producer_state(self, start_offset: int, rebuild_txn_indexes: Iterable[LogSegment]) -> None:
+        """Apply every producer batch and marker from ``start_offset`` to the log end, unchecked
+        (``AppendOrigin.REPLICATION``), reading batch headers only (and the one record of each
+        control batch)."""
+        rebuild = {id(segment) for segment in rebuild_txn_indexes}
+        state = self._producers
+        start = max(start_offset, self._bases[0])
+        for segment in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
+            if segment.next_offset <= start:
+                continue
+            position = 0
+            if start > segment.base_offset:
+                found = segment.find_batch(start)
+                if found is None:
+                    continue
+                position = found[0]
+            index = segment.txn_index if id(segment) in rebuild else None
+            for pos, header in iter_headers(segment.fd, position, segment.size_bytes):
+                if header.producer_id < 0:
+                    continue
+                for txn in self._replay_batch(segment, pos, header):
+                    if index is not None:
+                        index.append(txn)
+        state.map_end_offset = self.log_end_offset
+
+    def _replay_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> list[AbortedTxn]:
+        marker_of = _fixed_marker(segment.read_batch(position, header)) if header.is_control else None
+        try:
+            pending = self._producers.prepare([batch_info(position, header)], AppendOrigin.REPLICATION, marker_of)
+        except LogError as exc:  # the leader accepted the batch once; a start-up must not fail on it
+            log.warning("%s: producer state skips the batch at %d: %s", self.name, header.base_offset, exc)
+            return []
+        return self._producers.apply(pending, header.next_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (what a
+        read_committed fetch of that range returns; Kafka ``collectAbortedTransactions``): the
+        ``.txnindex`` of the segment holding ``start_offset`` and of later ones, until an entry's
+        LSO reaches the upper bound (no later marker can then end an overlapping transaction).
+        Nothing to look for at or after the newest ABORT marker."""
+        if start_offset > self._last_abort_offset:
+            return []
+        found: list[AbortedTxn] = []
+        for segment in self._segments[max(bisect_right(self._bases, start_offset) - 1, 0) :]:
+            entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
     # -- truncation ----------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch holding an offset ≥ ``offset`` (replication, Raft). The cut is at
@@ -328,6 +559,7 @@ class Log:
         del self._bases[keep:]
         holder.truncate_to(offset, now)
         self._after_truncation()
+        self._reload_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -335,6 +567,9 @@ class Log:
         now = self._clock()
         for segment in self._segments:
             self._schedule_delete(segment, now)
+        self._producers.delete_snapshots(lambda _: True)
+        self._producers.reset(offset)
+        self._last_abort_offset = -1
         segment = LogSegment.create(self.directory, offset, self.config, now)
         self._segments = [segment]
         self._bases = [offset]
@@ -355,6 +590,7 @@ class Log:
         """DeleteRecords: raise the log start offset to ``offset`` and delete the segments wholly
         below it. Raises OffsetOutOfRangeError above the high watermark. Returns the new log start
         offset."""
+        self._check_open()
         limit = self.log_end_offset if high_watermark is None else high_watermark
         if offset < 0 or offset > limit:
             raise OffsetOutOfRangeError(f"cannot delete records before {offset}: high watermark is {limit}")
@@ -366,9 +602,14 @@ class Log:
     def delete_old_segments(self, now_ms: int | None = None, high_watermark: int | None = None) -> int:
         """Apply ``retention.ms``, ``retention.bytes`` and the log start offset (retention.py);
         returns how many segments were deleted. Their files become ``*.deleted`` and are removed
-        ``file.delete.delay.ms`` later by ``delete_pending_files``."""
+        ``file.delete.delay.ms`` later by ``delete_pending_files``; their producer snapshots go at
+        once. Producers idle for ``producer.id.expiration.ms`` are forgotten here too (deleting a
+        producer's batches does not remove it, as in Kafka 3.x)."""
+        if self.failure is not None:
+            return 0
         now = self._clock() if now_ms is None else now_ms
         hw = self.log_end_offset if high_watermark is None else high_watermark
+        self._producers.remove_expired(now)
         total = 0
         while True:
             facts = [
@@ -385,6 +626,7 @@ class Log:
             del self._bases[: decision.count]
             for segment in doomed:
                 self._schedule_delete(segment, now)
+            self._producers.delete_snapshots_before(self._bases[0])  # clean-shutdown ones in them too
             self._log_start_offset = max(self._log_start_offset, self._bases[0])
             self._boundaries.clear()
             total += decision.count
@@ -405,23 +647,46 @@ class Log:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def close(self, *, flush: bool = True) -> None:
-        """Flush (unless told not to), record the active segment's max timestamp, close files.
-        Pending ``*.deleted`` files are removed now (open slices keep their inodes)."""
+        """Flush (unless told not to, or the log failed), record the active segment's max
+        timestamp, snapshot the producer state at the log end, close files. Pending ``*.deleted``
+        files are removed now (open slices keep their inodes)."""
         if self.closed:
             return
-        if flush:
+        if flush and self.failure is None:
             self.flush()
             active = self._segments[-1]
             active.on_become_inactive()
             active.flush_indexes()
+            self._snapshot_on_close()
         for segment in self._segments:
             segment.close()
         self.delete_pending_files(2**63 - 1)
         self.closed = True
 
+    def _snapshot_on_close(self) -> None:
+        """Snapshot the producer state at the log end, so that the next start-up replays nothing;
+        skipped when that snapshot exists unchanged, or for an empty log without producers."""
+        state = self._producers
+        end = self.log_end_offset
+        if end == 0 and not state.producers:
+            return
+        if state.changed_since_snapshot or not state.has_snapshot_at(end):
+            try:
+                state.take_snapshot(end)
+            except OSError as exc:  # harmless: the next start-up replays from an older snapshot
+                log.warning("%s: cannot write the producer snapshot at %d: %s", self.name, end, exc)
+
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaStorageError(f"the log of {self.name} is closed (deleted or shut down)")
+        if self.failure is not None:
+            raise KafkaStorageError(f"the log of {self.name} is offline after a disk error: {self.failure}")
+
+    def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
+        """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
+        self.failure = f"{what}: {exc}"
+        log.error("%s: %s failed; the log is offline until the broker restarts: %s", self.name, what, exc)
+        return KafkaStorageError(f"{what} failed for {self.name}: {exc}")
 
     def __repr__(self) -> str:
         return (
@@ -430,23 +695,6 @@ class Log:
         )
 
 
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` for ``<topic>-<partition>``, None for anything else."""
-    topic, sep, number = name.rpartition("-")
-    if not sep or not topic or not number.isdigit() or "." in number:
-        return None
-    return topic, int(number)
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a directory tree bottom-up (a deleted partition's renamed directory)."""
-    for root, dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            os.unlink(os.path.join(root, name))
-        for name in dirs:
-            os.rmdir(os.path.join(root, name))
-    os.rmdir(path)
+def _fixed_marker(control_batch: bytes) -> Callable[[BatchInfo], TxnMarker | None]:
+    marker = parse_txn_marker(control_batch)
+    return lambda _: marker

@@ -36,8 +36,9 @@ from broker.log.checkpoint import (
 from broker.log.config import Clock, LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.dir_lock import DirLock
 from broker.log.errors import KafkaStorageError
-from broker.log.files import fsync_dir, write_atomic
-from broker.log.log import Log, parse_partition_dir_name, partition_dir_name, remove_tree
+from broker.log.files import fsync_dir, parse_partition_dir_name, partition_dir_name, remove_tree, write_atomic
+from broker.log.log import Log
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.recovery import load_log
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class LogManager:
     ``startup()`` locks every dir (LogDirLockedError if another broker has one) and loads the
     logs found there; ``shutdown()`` flushes, checkpoints, marks the dirs clean and unlocks.
     ``high_watermark(topic, partition)`` (optional) bounds retention to replicated data.
+    ``producer_id_expiration_ms`` is ``producer.id.expiration.ms`` for every log's producer state.
     """
 
     def __init__(
@@ -66,11 +68,13 @@ class LogManager:
         *,
         high_watermark: Callable[[str, int], int | None] | None = None,
         ignored_dir_names: tuple[str, ...] = (METADATA_DIR_NAME,),
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.config = config
         self.default_log_config = default_log_config or LogConfig()
         self._clock = clock
         self._high_watermark = high_watermark
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._ignored = set(ignored_dir_names)
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self._locks: list[DirLock] = []
@@ -127,6 +131,7 @@ class LogManager:
                     recovery_point=recovery_points.get(parsed, 0),
                     log_start_offset=start_offsets.get(parsed, 0),
                     clean_shutdown=clean,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc
@@ -137,7 +142,9 @@ class LogManager:
             fsync_dir(directory)
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers
+        (not in a dir holding a failed log: its next start-up must recover it)."""
+        failed_dirs = {self._dir_of[tp] for tp, current in self._logs.items() if current.failure is not None}
         for current in self._logs.values():
             current.close(flush=True)
         self.write_checkpoints()
@@ -146,6 +153,9 @@ class LogManager:
                 remove_tree(path)
         self._pending_dir_deletes.clear()
         for directory in self.log_dirs:
+            if directory in failed_dirs:
+                log.warning("%s: not marked clean: a log in it failed", directory)
+                continue
             write_atomic(directory / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
         self._logs.clear()
         self._dir_of.clear()
@@ -194,11 +204,25 @@ class LogManager:
         path = directory / partition_dir_name(topic, partition)
         try:
             if path.exists():
-                created = load_log(path, topic, partition, self.log_config(topic), self._clock)
+                created = load_log(
+                    path,
+                    topic,
+                    partition,
+                    self.log_config(topic),
+                    self._clock,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
+                )
             else:
                 path.mkdir()
                 fsync_dir(directory)
-                created = Log.create(path, topic, partition, self.log_config(topic), self._clock)
+                created = Log.create(
+                    path,
+                    topic,
+                    partition,
+                    self.log_config(topic),
+                    self._clock,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
+                )
         except OSError as exc:
             raise KafkaStorageError(f"cannot create {path}: {exc}") from exc
         self._logs[(topic, partition)] = created
@@ -225,7 +249,7 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         deleted = 0
         for current in self.logs():
-            if current.closed:
+            if current.closed or current.failure is not None:
                 continue
             hw = self._high_watermark(current.topic, current.partition) if self._high_watermark else None
             deleted += current.delete_old_segments(now, hw)

@@ -19,6 +19,13 @@ detected, the log is truncated to the last valid offset." As in Kafka's ``LogLoa
 
 A batch that was flushed (below the recovery point) is never cut unless it no longer passes its
 CRC.
+
+4. the producer state (idempotence, transactions) is loaded from the newest snapshot at or below
+   the first re-validated segment (after a clean shutdown: the log end) and rebuilt by replaying
+   the batch headers after it; the ``.txnindex`` of every re-validated segment is rebuilt on the
+   way. Snapshots past the (possibly cut) log end are deleted, so a kill -9 truncates the
+   producer state along with the log; so are stray ones (not at a segment base, from earlier
+   clean shutdowns) but the newest, as Kafka's ``removeStraySnapshots``.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from broker.log.errors import CorruptMessageError
 from broker.log.files import fsync_dir
 from broker.log.index_file import CorruptIndexError
 from broker.log.log import Log
+from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from broker.log.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +59,7 @@ def load_log(
     recovery_point: int = 0,
     log_start_offset: int = 0,
     clean_shutdown: bool = False,
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
 ) -> Log:
     """Open the log in ``directory`` (see the module docstring). Raises OSError on I/O errors."""
     now = clock()
@@ -57,6 +67,7 @@ def load_log(
     segments = [LogSegment.open(directory, base, config, now) for base in bases]
     first_unflushed = len(segments) if clean_shutdown else max(bisect_right(bases, recovery_point) - 1, 0)
     kept: list[LogSegment] = []
+    recovered: list[LogSegment] = []
     for i, segment in enumerate(segments):
         min_offset = kept[-1].next_offset if kept else segment.base_offset
         cut = 0
@@ -68,8 +79,10 @@ def load_log(
                 cut = segment.recover(min_offset)
                 segment.flush()  # below the recovery point: no later flush would cover it
                 segment.flush_indexes()
+                recovered.append(segment)
         else:
             cut = segment.recover(min_offset)
+            recovered.append(segment)
         kept.append(segment)
         if cut:
             log.warning("%s: cut %d invalid bytes at the end of %s", directory.name, cut, segment.log_path.name)
@@ -85,6 +98,7 @@ def load_log(
         for segment in kept:
             segment.delete_files()
         kept = [LogSegment.create(directory, start, config, now)]
+        recovered = []
         log_end = start
     fsync_dir(directory)
     active = kept[-1]
@@ -92,7 +106,17 @@ def load_log(
     # Recovered segments are not fsynced yet: the recovery point stays where it was (the log's
     # next flush fsyncs from there on); after a clean shutdown everything was flushed.
     point = log_end if clean_shutdown else min(max(recovery_point, start), log_end)
-    return Log(directory, topic, partition, config, clock, kept, start, point)
+    loaded = Log(
+        directory, topic, partition, config, clock, kept, start, point,
+        producer_id_expiration_ms=producer_id_expiration_ms,
+    )  # fmt: skip
+    snapshot_limit = min((s.base_offset for s in recovered), default=log_end)
+    loaded.load_producer_state(snapshot_limit, recovered)
+    loaded.producer_state.remove_stray_snapshots([s.base_offset for s in kept])
+    for segment in recovered:
+        if segment is not kept[-1]:
+            segment.txn_index.flush()  # the active segment's is rebuilt by the next recovery
+    return loaded
 
 
 def _clean_directory(directory: Path) -> list[int]:
@@ -112,7 +136,7 @@ def _clean_directory(directory: Path) -> list[int]:
             continue
         if "." + suffix == LOG_SUFFIX:
             bases.add(int(stem))
-        elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             index_files.append((int(stem), path))
     for base, path in index_files:
         if base not in bases:

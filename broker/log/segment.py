@@ -1,11 +1,12 @@
-"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (seed 002 §5.4).
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (seed 002 §5.4).
 
 "Each log file is named with the offset of the first message it contains" — here the base
 offset, 20 digits, zero padded, as Kafka names them. The ``.log`` file is the batches exactly as
-producers sent them (offsets assigned); the indexes are described in ``offset_index.py`` and
-``time_index.py``.
+producers sent them (offsets assigned); the indexes are described in ``offset_index.py``,
+``time_index.py`` and ``txn_index.py`` (aborted transactions; the file exists only once the
+segment holds an ABORT marker).
 
-``LogSegment`` alone touches these three files (DESIGN principle 6). It takes no lock: the
+``LogSegment`` alone touches these files (DESIGN principle 6). It takes no lock: the
 broker calls it from one asyncio loop. Writes are ``pwrite`` at the in-memory size and reads are
 ``pread``; nothing depends on mmap, so a log dir on NFS works. ``flush()`` is the only fsync.
 Raises: ``KafkaStorageError`` when the disk fails on append; ``CorruptMessageError`` when a
@@ -26,6 +27,7 @@ from broker.log.index_file import CorruptIndexError
 from broker.log.offset_index import OffsetIndex
 from broker.log.scan import ValidBatches, iter_headers, pread_exact
 from broker.log.time_index import NO_TIMESTAMP, TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.log.validate import BatchInfo, Buffer
 from pyspark_log.records.batch import decode_records
 from pyspark_log.records.errors import RecordError
@@ -89,6 +91,7 @@ class LogSegment:
         self.indexes_missing = not index_path.exists() or not time_path.exists()
         self.offset_index = OffsetIndex(index_path, base_offset, config.segment_index_bytes, exists=index_path.exists())
         self.time_index = TimeIndex(time_path, base_offset, config.segment_index_bytes, exists=time_path.exists())
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
         self.size_bytes = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp_ms = NO_TIMESTAMP
@@ -103,7 +106,7 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (an existing file of that name is emptied)."""
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             (directory / segment_file_name(base_offset, suffix)).unlink(missing_ok=True)
         path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -143,16 +146,22 @@ class LogSegment:
                 raise CorruptIndexError(f"{self.time_index.path}: last entry points past the log")
             if ts > self.max_timestamp_ms:
                 self.max_timestamp_ms, self.offset_of_max_timestamp = ts, self.base_offset + relative
+        self.txn_index.sanity_check(self.base_offset)
+        aborted = self.txn_index.entries
+        if aborted and aborted[-1].last_offset >= self.next_offset:
+            raise CorruptIndexError(f"{self.txn_index.path}: last entry points past the log")
         self._load_first_batch_timestamp()
 
     def recover(self, min_offset: int) -> int:
         """Rebuild both indexes from the log, checking every batch (CRC, offsets ≥ ``min_offset``
-        and increasing); cut the file at the first invalid batch. Returns the bytes cut.
+        and increasing); cut the file at the first invalid batch. Returns the bytes cut. The
+        transaction index is emptied: the log refills it while it replays the producer state.
 
         Nothing is fsynced here (a start-up may recover many segments): the segment is left
         dirty, with its indexes in memory only, and the log's next ``flush`` makes it durable."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._reset_facts()
         scanner = ValidBatches(self.fd, self.size_bytes, self.base_offset, min_offset)
         for pos, header in scanner:
@@ -286,6 +295,7 @@ class LogSegment:
         rebuilds them (the recovery point lies in it)."""
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reading -------------------------------------------------------------------------------
     def find_batch(self, offset: int, position_hint: int | None = None) -> tuple[int, BatchHeader] | None:
@@ -354,6 +364,10 @@ class LogSegment:
             return self.size_bytes, self.next_offset
         return found[0], found[1].base_offset
 
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        """The bytes of the batch at ``position`` (control batches, when the log replays markers)."""
+        return pread_exact(self.fd, header.size, position)
+
     def _decode_at(self, position: int, header: BatchHeader) -> list[tuple[int, int]]:
         """``(offset, timestamp)`` of each record of one batch (the only decoding the log does)."""
         data = pread_exact(self.fd, header.size, position)
@@ -395,6 +409,7 @@ class LogSegment:
         position = found[0]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self.fd, position)
         removed = self.size_bytes - position
         self.size_bytes = position
@@ -417,15 +432,16 @@ class LogSegment:
 
     def close(self) -> None:
         """Close the log file descriptor (open FileSlices keep their own)."""
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def rename_for_deletion(self) -> None:
-        """Close and rename the three files to ``*.deleted`` (seed 002 §5.4.3: deletion does not
+        """Close and rename the segment's files to ``*.deleted`` (seed 002 §5.4.3: deletion does not
         block readers; open slices keep reading the renamed inode)."""
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in self._paths():
             if path.exists():
                 os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
         self.renamed_for_deletion = True
@@ -435,8 +451,11 @@ class LogSegment:
         the live names since), the live names otherwise."""
         self.close()
         suffix = DELETED_SUFFIX if self.renamed_for_deletion else ""
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in self._paths():
             path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+    def _paths(self) -> tuple[Path, ...]:
+        return (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size_bytes}, next={self.next_offset})"

@@ -26,7 +26,7 @@ Deviations from Kafka, because records are not decoded: timestamps are bounded p
 (baseTimestamp and maxTimestamp), not per record; the offset of the max timestamp is the
 *last offset of the batch* holding it (Kafka's "shallow" offset, which is what its time index
 stores). Kafka's ProduceRequest accepts exactly one batch per partition; this function takes
-several (replication and tests use that) and leaves the one-batch rule to the request handler.
+several (replication and tests use that) and leaves the one-batch rule to ``Log.append``.
 """
 
 from __future__ import annotations
@@ -305,6 +305,11 @@ def _check_timestamps(header: BatchHeader, config: LogConfig, now_ms: int, origi
                 f"timestamp {ts} of batch at base offset {header.base_offset} is out of range "
                 f"[now - {before}, now + {after}] (now = {now_ms})"
             )
+
+
+def batch_info(position: int, header: BatchHeader) -> BatchInfo:
+    """What the header of a stored batch says (the producer state is rebuilt from these)."""
+    return _info(position, header, header.base_offset, header.last_offset, header.max_timestamp)
 
 
 def _info(pos: int, header: BatchHeader, base: int, last: int, max_ts: int) -> BatchInfo:
