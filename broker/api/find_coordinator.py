@@ -3,8 +3,11 @@
 Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
 group's coordinator: the leader of partition ``abs(hashCode(group)) % partitions`` of
 ``__consumer_offsets``. That internal topic (``cleanup.policy=compact``) is created on first use
-with ``offsets.topic.num.partitions`` partitions, as Kafka does. Transaction coordinators do not
-exist yet: key type 1 is answered COORDINATOR_NOT_AVAILABLE (retriable; clients back off).
+with ``offsets.topic.num.partitions`` partitions, as Kafka does. A transactional id (key type 1;
+seed 003 "트랜잭션 코디네이터") is coordinated by the leader of partition
+``abs(hashCode(transactional id)) % partitions`` of ``__transaction_state``, created on first use
+the same way (``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor``,
+compacted, uncompressed).
 
 Why serve FindCoordinator even without a coordinator: librdkafka (confluent-kafka, kcat) enables
 LZ4 only for brokers that advertise FindCoordinator (``rdkafka_feature.c``: the LZ4 feature
@@ -22,6 +25,8 @@ from typing import Any
 from broker.api.context import Broker, Request
 from broker.controller.errors import TOPIC_ALREADY_EXISTS, MetadataError
 from broker.coordinator.group import OFFSETS_TOPIC, partition_for
+from broker.coordinator.txn import TRANSACTION_STATE_TOPIC
+from broker.coordinator.txn import partition_for as txn_partition_for
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 BATCHED_VERSION = 4
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+TXN_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "uncompressed"}
 
 Answer = tuple[int, str | None, int, str, int]  # error, message, node id, host, port
 
@@ -38,11 +44,20 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     keys = list(body.coordinator_keys) if request.version >= BATCHED_VERSION else [body.key]
     if body.key_type == GROUP_KEY and broker.groups is not None and OFFSETS_TOPIC not in broker.image().topics:
         return _after_creating_topic(broker, request, keys)
+    if (
+        body.key_type == TRANSACTION_KEY
+        and broker.txn is not None
+        and TRANSACTION_STATE_TOPIC not in broker.image().topics
+    ):
+        return _after_creating_topic(broker, request, keys)
     return _respond(request, [(key, _answer(broker, body.key_type, key)) for key in keys])
 
 
 async def _after_creating_topic(broker: Broker, request: Request, keys: list[str]) -> Mapping[str, Any]:
-    await ensure_offsets_topic(broker)
+    if request.body.key_type == TRANSACTION_KEY:
+        await ensure_transaction_topic(broker)
+    else:
+        await ensure_offsets_topic(broker)
     return _respond(request, [(key, _answer(broker, request.body.key_type, key)) for key in keys])
 
 
@@ -59,18 +74,46 @@ async def ensure_offsets_topic(broker: Broker) -> None:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
 
 
+async def ensure_transaction_topic(broker: Broker) -> None:
+    """Create ``__transaction_state`` unless it exists (a concurrent creation is success)."""
+    config = broker.config
+    partitions = int(config.get("transaction.state.log.num.partitions", 50))
+    wanted = int(config.get("transaction.state.log.replication.factor", 1))
+    replication = min(wanted, max(len(broker.image().brokers), 1))
+    try:
+        await broker.controller.create_topic(TRANSACTION_STATE_TOPIC, partitions, replication, dict(TXN_TOPIC_CONFIGS))
+        log.info("created %s with %d partition(s)", TRANSACTION_STATE_TOPIC, partitions)
+    except MetadataError as exc:
+        if exc.code != TOPIC_ALREADY_EXISTS:
+            log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
+
+
+def _by_txn_hash(key: str, partitions: int) -> int:
+    return txn_partition_for(key, partitions)
+
+
+def _by_group_hash(key: str, partitions: int) -> int:
+    return partition_for(key, partitions)
+
+
 def _answer(broker: Broker, key_type: int, key: str) -> Answer:
     if key_type == TRANSACTION_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet", -1, "", -1
-    if key_type != GROUP_KEY:
+        if broker.txn is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running", -1, "", -1
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
+        internal, hash_partition = TRANSACTION_STATE_TOPIC, _by_txn_hash
+    elif key_type == GROUP_KEY:
+        if broker.groups is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running", -1, "", -1
+        internal, hash_partition = OFFSETS_TOPIC, _by_group_hash
+    else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-    if broker.groups is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running", -1, "", -1
     image = broker.image()
-    topic = image.topics.get(OFFSETS_TOPIC)
+    topic = image.topics.get(internal)
     if topic is None or not topic.partitions:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} does not exist yet", -1, "", -1
-    part = topic.partitions.get(partition_for(key, len(topic.partitions)))
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{internal} does not exist yet", -1, "", -1
+    part = topic.partitions.get(hash_partition(key, len(topic.partitions)))
     node = image.brokers.get(part.leader) if part is not None else None
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator's partition has no leader", -1, "", -1

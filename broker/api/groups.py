@@ -241,7 +241,12 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
 def group_handlers() -> dict[int, Handler]:
     """Every group API this package serves, for ``broker.server.HANDLERS``."""
     from broker.api.find_coordinator import handle_find_coordinator
-    from broker.api.offset_commit import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+    from broker.api.offset_commit import (
+        handle_offset_commit,
+        handle_offset_delete,
+        handle_offset_fetch,
+        handle_txn_offset_commit,
+    )
 
     return {
         ApiKey.FIND_COORDINATOR: handle_find_coordinator,
@@ -255,4 +260,5 @@ def group_handlers() -> dict[int, Handler]:
         ApiKey.OFFSET_COMMIT: handle_offset_commit,
         ApiKey.OFFSET_FETCH: handle_offset_fetch,
         ApiKey.OFFSET_DELETE: handle_offset_delete,
+        ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     }

@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47).
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47), TxnOffsetCommit (28).
 
 Seed 002 §5.5: the coordinator appends each commit to ``__consumer_offsets`` before it answers,
 and answers fetches from its cache; while the group's partition loads, both get
@@ -6,7 +6,12 @@ COORDINATOR_LOAD_IN_PROGRESS and clients retry. As in Kafka: a partition of a to
 exist is answered UNKNOWN_TOPIC_OR_PARTITION on commit; a missing commit fetches as offset -1
 with empty metadata and no error; null metadata is stored as ""; OffsetCommit v1's
 ``commit_timestamp`` and v2-v4's ``retention_time_ms`` are honoured (an explicit expiry).
-OffsetFetch v8+ carries several groups, each answered on its own.
+OffsetFetch v8+ carries several groups, each answered on its own. OffsetFetch v7+
+``require_stable`` (KIP-447): a partition with a pending transactional commit is answered
+UNSTABLE_OFFSET_COMMIT (retriable) until its transaction's marker lands. TxnOffsetCommit stages
+offsets of a transaction in the group coordinator (Kafka ``handleTxnOffsetCommitRequest``): unknown
+topics or partitions are UNKNOWN_TOPIC_OR_PARTITION; v0-v1 see COORDINATOR_NOT_AVAILABLE for
+COORDINATOR_LOAD_IN_PROGRESS (clients before KAFKA-7296 did not retry the latter).
 """
 
 from __future__ import annotations
@@ -84,11 +89,11 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
         groups = []
         for group in body.groups:
             wanted = _wanted(group.topics)
-            code, topics = _fetch(coordinator, group.group_id, wanted)
+            code, topics = _fetch(coordinator, group.group_id, wanted, require_stable=body.require_stable)
             groups.append({"group_id": group.group_id, "topics": [] if code else topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     wanted = _wanted(body.topics)
-    code, topics = _fetch(coordinator, body.group_id, wanted)
+    code, topics = _fetch(coordinator, body.group_id, wanted, require_stable=version >= 7 and body.require_stable)
     if code and version >= 2:
         topics = []
     elif code:  # v0-v1 have no group-level error: every partition carries it
@@ -111,27 +116,84 @@ def _wanted(topics: Any) -> list[TopicPartition] | None:
 
 
 def _fetch(
-    coordinator: GroupCoordinator | None, group_id: str, wanted: list[TopicPartition] | None
+    coordinator: GroupCoordinator | None,
+    group_id: str,
+    wanted: list[TopicPartition] | None,
+    *,
+    require_stable: bool = False,
 ) -> tuple[int, list[dict[str, Any]]]:
     if coordinator is None:
         code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        found: dict[TopicPartition, CommittedOffset | None] = dict.fromkeys(wanted or [])
+        found: dict[TopicPartition, CommittedOffset | int | None] = dict.fromkeys(wanted or [])
     else:
-        code, found = coordinator.fetch_offsets(group_id, wanted)
+        code, found = coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable)
         if code and wanted is not None:
             found = dict.fromkeys(wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
+        committed = value if isinstance(value, CommittedOffset) else None
         by_topic.setdefault(topic, []).append(
             {
                 "partition_index": partition,
-                "committed_offset": -1 if value is None else value.offset,
-                "committed_leader_epoch": -1 if value is None else value.leader_epoch,
-                "metadata": "" if value is None else value.metadata,
-                "error_code": 0,
+                "committed_offset": -1 if committed is None else committed.offset,
+                "committed_leader_epoch": -1 if committed is None else committed.leader_epoch,
+                "metadata": "" if committed is None else committed.metadata,
+                "error_code": value if isinstance(value, int) else 0,
             }
         )
     return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+# -- TxnOffsetCommit ---------------------------------------------------------------------------
+
+TXN_LOAD_ERROR_VERSION = 2  # below it, COORDINATOR_LOAD_IN_PROGRESS is sent as COORDINATOR_NOT_AVAILABLE
+
+
+def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.version
+    coordinator = coordinator_of(broker)
+    now = broker.clock_ms()
+    results: dict[TopicPartition, int] = {}
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for topic in body.topics:
+        for part in topic.partitions:
+            tp = (topic.name, part.partition_index)
+            if coordinator is None:
+                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif not _exists(broker, *tp):
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets[tp] = CommittedOffset(
+                    offset=part.committed_offset,
+                    leader_epoch=part.committed_leader_epoch if version >= 2 else -1,
+                    metadata=part.committed_metadata or "",
+                    commit_timestamp_ms=now,
+                )
+    if coordinator is not None and offsets:
+        results.update(
+            coordinator.commit_txn_offsets(
+                body.group_id,
+                body.producer_id,
+                body.producer_epoch,
+                body.member_id or "",
+                body.group_instance_id,
+                body.generation_id,
+                offsets,
+            )
+        )
+    if version < TXN_LOAD_ERROR_VERSION:
+        results = {
+            tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
+            for tp, code in results.items()
+        }
+    topics: dict[str, list[dict[str, int]]] = {}
+    for topic in body.topics:
+        entries = topics.setdefault(topic.name, [])
+        for part in topic.partitions:
+            entries.append(
+                {"partition_index": part.partition_index, "error_code": results[(topic.name, part.partition_index)]}
+            )
+    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
 # -- OffsetDelete ------------------------------------------------------------------------------

@@ -58,11 +58,12 @@ def attach(
 ) -> tuple[GroupCoordinator, Callable[[MetadataImage, MetadataImage], None]]:
     """A started coordinator over this broker's offsets partitions, and the metadata listener
     that keeps it in step with leadership and topic deletions (register it after the replica
-    manager's, which creates the logs)."""
+    manager's, which creates the logs). It listens to the replica manager's transaction markers."""
     coordinator = GroupCoordinator(
         GroupConfig.from_properties(config_get), LogOffsetsLog(replicas), clock_ms, node_id=node_id, rng=rng
     )
     coordinator.startup(*led_offsets_partitions(image, node_id))
+    replicas.add_marker_listener(coordinator.on_marker)  # transactional offset commits
 
     def on_change(old: MetadataImage, new: MetadataImage) -> None:
         gone = {

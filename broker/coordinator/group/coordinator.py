@@ -19,6 +19,11 @@ Rules follow Kafka's ``GroupCoordinator`` (3.x, classic protocol):
   assignment back through SyncGroup. Requests under the replaced member id get
   FENCED_INSTANCE_ID (seed 000 §4.5, KIP-345).
 
+Transactional offset commits (TxnOffsetCommit, KIP-98/KIP-447) are staged until the marker of
+their transaction lands on the group's offsets partition (``on_marker``); membership (KIP-447
+fields, v3+) is checked as for plain commits when the request carries it, not otherwise
+(``_validate_offset_commit``, Kafka 3.7 ``validateOffsetCommit``).
+
 JoinGroup and SyncGroup answer later, through a callback; everything else answers at once.
 """
 
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from broker.coordinator.group.group import Group, GroupState, JoinCallback, SyncCallback, TopicPartition
 from broker.coordinator.group.manager import GroupConfig, GroupManager
 from broker.coordinator.group.rebalance import JoinRequest, Rebalancer
-from broker.coordinator.group.records import CommittedOffset
+from broker.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
 from broker.coordinator.group.store import OffsetsLog
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE
 from pyspark_log.wire.errors import ErrorCode
@@ -192,14 +197,7 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
             group = self.manager.groups[group_id] = Group(group_id)
-        if group.is_(S.DEAD):
-            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = self._rb.validate_member(group, member_id, group_instance_id)
-            if error is None and generation_id != group.generation_id:
-                error = ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_(S.EMPTY):
-            error = ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has members
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=False)
         if error is not None:
             return dict.fromkeys(offsets, error)
         if group.is_(S.COMPLETING_REBALANCE):
@@ -209,17 +207,81 @@ class GroupCoordinator:
             self._rb.schedule_heartbeat(group, member, member.session_timeout_ms)
         return self.manager.store_offsets(group, offsets)
 
+    def commit_txn_offsets(  # noqa: PLR0917 - the fields of TxnOffsetCommit
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, int]:
+        """Stage ``offsets`` of a transaction (Kafka ``handleTxnCommitOffsets``); per partition the
+        error code. Without generation, member id and instance id (TxnOffsetCommit v0-v2) no
+        membership is checked."""
+        error = self.manager.status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.groups.get(group_id)
+        if group is None:
+            group = self.manager.groups[group_id] = Group(group_id)
+        error = self._validate_offset_commit(group, member_id, group_instance_id, generation_id, transactional=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return self.manager.store_txn_offsets(group, producer_id, producer_epoch, offsets)
+
+    def _validate_offset_commit(
+        self, group: Group, member_id: str, group_instance_id: str | None, generation_id: int, *, transactional: bool
+    ) -> int | None:
+        """Kafka 3.7 ``validateOffsetCommit``: a Dead group is COORDINATOR_NOT_AVAILABLE; generation
+        < 0 on an Empty group needs no membership (admin tools, manual assignment); otherwise a
+        generation, member id or instance id makes the request a member's, checked like a
+        heartbeat's (a known instance under another member id is FENCED_INSTANCE_ID, an unknown
+        instance or member UNKNOWN_MEMBER_ID, then ILLEGAL_GENERATION); without any of them only
+        an Empty group takes plain commits, while transactional ones (TxnOffsetCommit v0-v2 carry
+        no membership) are taken in every state."""
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(S.EMPTY):
+            return None
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._rb.validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            return error
+        if not transactional and not group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to a group that has members
+        return None
+
+    def on_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was appended (``ReplicaManager`` marker listener): on an offsets
+        partition, materialize (COMMIT) or drop (ABORT) what that producer staged there."""
+        if topic == OFFSETS_TOPIC:
+            self.manager.complete_txn(partition, producer_id, commit)
+
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
-        """Committed offsets of ``partitions`` (None: every partition the group has one for)."""
+        self, group_id: str, partitions: list[TopicPartition] | None, *, require_stable: bool = False
+    ) -> tuple[int, dict[TopicPartition, CommittedOffset | int | None]]:
+        """Committed offsets of ``partitions`` (None: every partition the group has a committed
+        offset for). With ``require_stable`` (KIP-447) a partition with a staged transactional
+        offset maps to the error UNSTABLE_OFFSET_COMMIT instead, for named and for all partitions
+        alike (Kafka 3.7 ``GroupMetadataManager.getOffsets``)."""
         error = self.manager.status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
         group = self.manager.groups.get(group_id)
-        if partitions is None:
-            return ErrorCode.NONE, dict(group.offsets) if group is not None else {}
-        return ErrorCode.NONE, {tp: group.offsets.get(tp) if group is not None else None for tp in partitions}
+        if partitions is None:  # every committed partition, checked like named ones (Kafka ``getOffsets``)
+            partitions = list(group.offsets) if group is not None else []
+        found: dict[TopicPartition, CommittedOffset | int | None] = {}
+        for tp in partitions:
+            if group is None:
+                found[tp] = None
+            elif require_stable and group.pending_txn_offsets.has(tp):
+                found[tp] = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            else:
+                found[tp] = group.offsets.get(tp)
+        return ErrorCode.NONE, found
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
         """OffsetDelete: allowed for an Empty group, and for a consumer group's topics it does

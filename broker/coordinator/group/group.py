@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.coordinator.group.records import CommittedOffset, StoredGroup, StoredMember
+from broker.coordinator.group.txn_offsets import PendingOffsets
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 from pyspark_log.wire.errors import DecodeError, ErrorCode
 
@@ -124,6 +125,8 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_sync_members: set[str] = field(default_factory=set)
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    offset_positions: dict[TopicPartition, int] = field(default_factory=dict)  # log offset of each commit
+    pending_txn_offsets: PendingOffsets = field(default_factory=PendingOffsets)  # TxnOffsetCommit, unmarked
     subscribed_topics: frozenset[str] | None = None  # None: unknown (not a consumer group)
     new_member_added: bool = False  # a member joined during the initial delay (extends it)
     initial_join: bool = False  # the pending join timer is the initial delay (cannot end early)

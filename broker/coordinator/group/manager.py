@@ -5,7 +5,9 @@ whether each is loaded, the timers, the offsets records it writes, offset expiry
 background task (``run``) that loads partitions and fires timers. Seed 002 §5.5: requests for a
 group whose partition is still loading get COORDINATOR_LOAD_IN_PROGRESS; the cache answers
 offset fetches; a commit is appended to the partition before the cache changes and the client
-hears back ("persist before you reply").
+hears back ("persist before you reply"). Transactional commits (TxnOffsetCommit) are appended as
+the producer's transactional batch and staged until the marker of their transaction lands on the
+partition (``complete_txn``; ``txn_offsets``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,15 @@ from broker.coordinator.group.records import (
     offset_value,
     partition_for,
 )
-from broker.coordinator.group.store import OffsetsLog, PartitionLoad, StoreError, encode_records
+from broker.coordinator.group.store import (
+    OffsetsLog,
+    PartitionLoad,
+    StoreError,
+    encode_records,
+    encode_txn_records,
+)
 from broker.coordinator.group.timers import Timers
+from broker.coordinator.group.txn_offsets import StagedOffset
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -89,6 +98,9 @@ class GroupManager:
         self._wake: asyncio.Event | None = None
         self._sleep_until: int | None = None  # the deadline the task sleeps towards (None: none)
         self.on_group_loaded: Callable[[Group], None] = lambda group: None
+        # producer id -> ids of the groups it has staged transactional offsets in (may be stale;
+        # ``complete_txn`` prunes): a marker visits those groups, not every cached one
+        self._producer_groups: dict[int, set[str]] = {}
 
     # -- ownership and status ------------------------------------------------------------------
 
@@ -133,6 +145,10 @@ class GroupManager:
         self._loads = deque(load for load in self._loads if load.partition != partition)
         for group in [g for g in self.groups.values() if self.partition_of(g.group_id) in (partition, None)]:
             self.unload_group(group)
+        for producer_id, group_ids in list(self._producer_groups.items()):
+            group_ids.intersection_update(self.groups)
+            if not group_ids:
+                del self._producer_groups[producer_id]
 
     def unload_group(self, group: Group) -> None:
         """Forget a group this broker no longer coordinates; waiting members hear NOT_COORDINATOR."""
@@ -179,13 +195,22 @@ class GroupManager:
         if self.partitions.get(load.partition) is not PartitionStatus.LOADING:
             return
         loaded = load.result
-        for group_id in sorted(set(loaded.groups) | set(loaded.offsets)):
+        staged: dict[str, dict[int, dict[TopicPartition, StagedOffset]]] = {}  # group -> producer -> ...
+        for producer_id, by_group in loaded.pending.items():
+            for group_id, entries in by_group.items():
+                if entries:
+                    staged.setdefault(group_id, {})[producer_id] = entries
+        for group_id in sorted(set(loaded.groups) | set(loaded.offsets) | set(staged)):
             stored = loaded.groups.get(group_id)
             offsets = loaded.offsets.get(group_id, {})
-            if stored is None and not offsets:
+            if stored is None and not offsets and group_id not in staged:
                 continue
             group = Group.from_stored(group_id, stored) if stored is not None else Group(group_id)
             group.offsets.update(offsets)
+            group.offset_positions.update(loaded.positions.get(group_id, {}))
+            group.pending_txn_offsets.by_producer.update(staged.get(group_id, {}))
+            for producer_id in staged.get(group_id, {}):
+                self._producer_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             self.on_group_loaded(group)
         self.partitions[load.partition] = PartitionStatus.ACTIVE
@@ -193,11 +218,13 @@ class GroupManager:
 
     # -- persistence ---------------------------------------------------------------------------
 
-    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(
+        self, group_id: str, entries: list[tuple[bytes, bytes | None]], records: bytes | None = None
+    ) -> int | None:
         partition = self.partition_of(group_id)
         if partition is None:
             raise StoreError(ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist")
-        self.store.append(partition, encode_records(entries, self.clock_ms()))
+        return self.store.append(partition, records or encode_records(entries, self.clock_ms()))
 
     def store_group(self, group: Group, assignment: dict[str, bytes]) -> None:
         """Persist the group's metadata with ``assignment``; raises StoreError."""
@@ -217,23 +244,95 @@ class GroupManager:
                 (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in valid.items()
             ]
             try:
-                self._append(group.group_id, entries)
+                position = self._append(group.group_id, entries)
             except StoreError as exc:
                 code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if exc.too_large else exc.code
                 log.warning("offset commit of group %s failed: %s", group.group_id, exc)
                 results.update(dict.fromkeys(valid, code))
             else:
                 group.offsets.update(valid)
+                for tp in valid:
+                    if position is None:
+                        group.offset_positions.pop(tp, None)
+                    else:
+                        group.offset_positions[tp] = position
                 results.update(dict.fromkeys(valid, ErrorCode.NONE))
         return results
 
+    def store_txn_offsets(
+        self,
+        group: Group,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, int]:
+        """Append a TxnOffsetCommit as the producer's transactional batch and stage it until the
+        transaction's marker (``complete_txn``); per partition the error code."""
+        results: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, CommittedOffset] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = value
+        if not valid:
+            return results
+        entries: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in valid.items()
+        ]
+        pending = group.pending_txn_offsets
+        previous = pending.stage(producer_id, valid)
+        self._producer_groups.setdefault(producer_id, set()).add(group.group_id)
+        try:
+            records = encode_txn_records(entries, self.clock_ms(), producer_id, producer_epoch)
+            position = self._append(group.group_id, entries, records)
+        except StoreError as exc:
+            code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE if exc.too_large else exc.code
+            log.warning("transactional offset commit of group %s failed: %s", group.group_id, exc)
+            pending.restore(producer_id, previous)
+            results.update(dict.fromkeys(valid, code))
+        except Exception:
+            log.exception("transactional offset commit of group %s failed", group.group_id)
+            pending.restore(producer_id, previous)
+            results.update(dict.fromkeys(valid, ErrorCode.UNKNOWN_SERVER_ERROR))
+        else:
+            pending.appended(producer_id, valid, position)
+            results.update(dict.fromkeys(valid, ErrorCode.NONE))
+        return results
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker of ``producer_id`` landed on offsets ``partition``: materialize or
+        drop the offsets it staged in this partition's groups; returns how many were applied.
+        Only the groups the producer staged offsets in are visited (Kafka's open groups per
+        producer); a partition still loading replays the marker from the log instead."""
+        group_ids = self._producer_groups.get(producer_id)
+        if not group_ids:
+            return 0
+        applied = 0
+        for group_id in list(group_ids):
+            group = self.groups.get(group_id)
+            if group is None or not group.pending_txn_offsets.has_producer(producer_id):
+                group_ids.discard(group_id)  # completed, restored or unloaded meanwhile
+                continue
+            if self.partition_of(group_id) != partition:
+                continue
+            applied += group.pending_txn_offsets.complete(producer_id, commit, group.offsets, group.offset_positions)
+            group_ids.discard(group_id)
+        if not group_ids:
+            del self._producer_groups[producer_id]
+        return applied
+
     def write_tombstones(self, group_id: str, partitions: Iterable[TopicPartition], *, group: bool) -> None:
         """Tombstones for offsets (and the group record); a failure is logged, as Kafka does."""
+        partitions = list(partitions)
         entries: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, t, p), None) for t, p in partitions]
         if group:
             entries.append((group_key(group_id), None))
         if not entries:
             return
+        cached = self.groups.get(group_id)
+        if cached is not None:
+            cached.pending_txn_offsets.remove(partitions)
         try:
             self._append(group_id, entries)
         except StoreError as exc:
@@ -276,7 +375,7 @@ class GroupManager:
             for tp in expired:
                 del group.offsets[tp]
             expired_total += len(expired)
-            dies = group.is_(GroupState.EMPTY) and not group.offsets
+            dies = group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_txn_offsets
             if dies:
                 group.transition_to(GroupState.DEAD)
                 self.cancel_group_timers(group.group_id)
@@ -383,3 +482,4 @@ class GroupManager:
         self.partitions.clear()
         self._loads.clear()
         self.timers.clear()
+        self._producer_groups.clear()

@@ -5,7 +5,10 @@ read them back); ``LogOffsetsLog`` serves it from this broker's partition logs. 
 replays one partition into groups and offsets (seed 002 §5.5: "when the broker becomes the
 coordinator … it reads the offsets topic partition into the cache"), in bounded steps so the
 coordinator's task can serve timers in between; the last record of a key wins and a null value
-(tombstone) removes it, which is what compaction will keep.
+(tombstone) removes it, which is what compaction will keep. Transactional offset commits
+(TxnOffsetCommit) are batches of the producer: replayed as pending until that producer's COMMIT
+marker (then committed, unless a later plain commit of the partition exists) or ABORT marker
+(dropped); those still open at the end stay pending (``txn_offsets``).
 
 Append errors become the codes Kafka's coordinator answers with (``GroupMetadataManager``):
 a missing partition → COORDINATOR_NOT_AVAILABLE, a partition led elsewhere or a failing disk →
@@ -30,6 +33,7 @@ from broker.coordinator.group.records import (
     decode_key,
     decode_offset_value,
 )
+from broker.coordinator.group.txn_offsets import StagedOffset
 from broker.log.errors import KafkaStorageError, LogError, MessageTooLargeError, RecordListTooLargeError
 from broker.log.validate import AppendOrigin
 from broker.replication.replica_manager import (
@@ -39,12 +43,22 @@ from broker.replication.replica_manager import (
     ReplicaManager,
 )
 from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
+from pyspark_log.records.control import ControlType, decode_control_key
 from pyspark_log.records.errors import RecordError
 from pyspark_log.wire.errors import DecodeError, ErrorCode
 
 log = logging.getLogger(__name__)
 
 LOAD_STEP_BYTES = 1 << 20
+# Log errors a TxnOffsetCommit's client hears unchanged (its producer epoch is fenced, ...).
+_PASSED_THROUGH = frozenset(
+    {
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        ErrorCode.PRODUCER_FENCED,
+    }
+)
 
 
 class StoreError(Exception):
@@ -57,8 +71,8 @@ class StoreError(Exception):
 
 
 class OffsetsLog(Protocol):
-    def append(self, partition: int, records: bytes) -> None:
-        """Append whole batches to ``partition``; raises StoreError."""
+    def append(self, partition: int, records: bytes) -> int | None:
+        """Append whole batches to ``partition``; their first offset (None: unknown). Raises StoreError."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset``: ``(bytes, next offset)``; empty at the end."""
@@ -74,10 +88,10 @@ class LogOffsetsLog:
     def __init__(self, replicas: ReplicaManager) -> None:
         self._replicas = replicas
 
-    def append(self, partition: int, records: bytes) -> None:
+    def append(self, partition: int, records: bytes) -> int | None:
         try:
             target = self._replicas.leader_log(OFFSETS_TOPIC, partition)
-            target.append(records, origin=AppendOrigin.COORDINATOR)
+            return target.append(records, origin=AppendOrigin.COORDINATOR).first_offset
         except PartitionError as exc:
             code = (
                 ErrorCode.NOT_COORDINATOR if exc.code == NOT_LEADER_OR_FOLLOWER else ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -90,7 +104,8 @@ class LogOffsetsLog:
         except KafkaStorageError as exc:
             raise StoreError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
         except LogError as exc:
-            raise StoreError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
+            passed = exc.code in _PASSED_THROUGH
+            raise StoreError(exc.code if passed else ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         target = self._replicas.leader_log(OFFSETS_TOPIC, partition)
@@ -109,28 +124,50 @@ def encode_records(entries: Sequence[tuple[bytes, bytes | None]], now_ms: int) -
     return encode_batch([ProducerRecord(key, value, now_ms) for key, value in entries])
 
 
+def encode_txn_records(
+    entries: Sequence[tuple[bytes, bytes | None]], now_ms: int, producer_id: int, producer_epoch: int
+) -> bytes:
+    """One transactional batch of the producer (a TxnOffsetCommit; sequence 0, as Kafka writes it)."""
+    return encode_batch(
+        [ProducerRecord(key, value, now_ms) for key, value in entries],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=0,
+        transactional=True,
+    )
+
+
 @dataclass
 class LoadedPartition:
     """The state one partition replays to: last group record and last offsets per group."""
 
     groups: dict[str, StoredGroup | None] = field(default_factory=dict)  # None: removed
     offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    positions: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)  # log offset of each
+    # producer id -> group -> partition -> staged offset: transactional commits without a marker yet
+    pending: dict[int, dict[str, dict[tuple[str, int], StagedOffset]]] = field(default_factory=dict)
 
 
 class PartitionLoad:
-    """Replays ``partition`` from its log start to the log end offset seen when the load began."""
+    """Replays ``partition`` from its log start to its log end offset.
+
+    The end is read again at every step (as Kafka's loader re-reads ``logEndOffset`` each round):
+    while the partition loads, COMMIT/ABORT markers of transactions can still land on it (the
+    transaction coordinator writes them as soon as its own partition is loaded) and must be
+    replayed, since no cached group exists yet for ``GroupManager.complete_txn`` to update. The
+    load finishes in the same step that reads up to the end, so nothing lands in between."""
 
     def __init__(self, store: OffsetsLog, partition: int) -> None:
         self.partition = partition
         self._store = store
         self._next = store.log_start_offset(partition)
-        self._end = store.log_end_offset(partition)
         self.result = LoadedPartition()
         self.skipped = 0
+        self._exhausted = False  # a read returned nothing below the log end: stop there
 
     @property
     def done(self) -> bool:
-        return self._next >= self._end
+        return self._exhausted or self._next >= self._store.log_end_offset(self.partition)
 
     def step(self, max_bytes: int = LOAD_STEP_BYTES) -> bool:
         """Replay up to ``max_bytes`` more; True once the whole partition is replayed."""
@@ -138,7 +175,7 @@ class PartitionLoad:
             return True
         data, next_offset = self._store.read(self.partition, self._next, max_bytes)
         if not data or next_offset <= self._next:
-            self._next = self._end  # nothing more is readable
+            self._exhausted = True  # nothing more is readable
             return True
         try:
             batches = decode_batches(data)
@@ -148,24 +185,56 @@ class PartitionLoad:
             return self.done
         for header, records in batches:
             if header.is_control:
+                if records and records[0].offset >= self._next:
+                    self._marker(header.producer_id, records[0].key)
                 continue
+            txn_producer = header.producer_id if header.is_transactional else None
             for record in records:
                 if record.offset < self._next or record.key is None:
                     continue
-                self._apply(record.key, record.value)
+                self._apply(record.key, record.value, header.base_offset, txn_producer)
         self._next = next_offset
         return self.done
 
-    def _apply(self, key_bytes: bytes, value: bytes | None) -> None:
+    def _marker(self, producer_id: int, key: bytes | None) -> None:
+        try:
+            kind = decode_control_key(key)
+        except RecordError:
+            return
+        staged = self.result.pending.pop(producer_id, {})
+        if kind != ControlType.COMMIT:
+            return
+        for group, entries in staged.items():
+            offsets = self.result.offsets.setdefault(group, {})
+            positions = self.result.positions.setdefault(group, {})
+            for tp, entry in entries.items():
+                later = positions.get(tp)
+                if tp in offsets and later is not None and entry.position is not None and later > entry.position:
+                    continue
+                offsets[tp] = entry.value
+                if entry.position is not None:
+                    positions[tp] = entry.position
+
+    def _apply(self, key_bytes: bytes, value: bytes | None, position: int, txn_producer: int | None) -> None:
         try:
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
-                offsets = self.result.offsets.setdefault(key.group, {})
                 tp = (key.topic, key.partition)
+                if txn_producer is not None:
+                    staged = self.result.pending.setdefault(txn_producer, {}).setdefault(key.group, {})
+                    if value is None:
+                        staged.pop(tp, None)
+                    else:
+                        staged[tp] = StagedOffset(decode_offset_value(value), position)
+                    return
+                offsets = self.result.offsets.setdefault(key.group, {})
+                positions = self.result.positions.setdefault(key.group, {})
                 if value is None:
                     offsets.pop(tp, None)
+                    positions.pop(tp, None)
                 else:
                     offsets[tp] = decode_offset_value(value)
+                    positions[tp] = position
             elif isinstance(key, GroupKey):
                 self.result.groups[key.group] = None if value is None else decode_group_value(value)
             else:

@@ -22,7 +22,7 @@ class MemoryLog:
         self.batches: dict[int, list[tuple[int, int, bytes]]] = {}  # partition -> (base, next, bytes)
         self.fail_with: int | None = None
 
-    def append(self, partition: int, records: bytes) -> None:
+    def append(self, partition: int, records: bytes) -> int:
         if self.fail_with is not None:
             raise StoreError(self.fail_with, "injected failure")
         batches = self.batches.setdefault(partition, [])
@@ -31,6 +31,7 @@ class MemoryLog:
         data = bytearray(records)
         data[0:8] = base.to_bytes(8, "big", signed=True)  # one batch per append
         batches.append((base, base + count, bytes(data)))
+        return base
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         for _base, nxt, data in self.batches.get(partition, []):

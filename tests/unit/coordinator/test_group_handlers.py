@@ -41,6 +41,7 @@ class FakeBroker:
 
     def __init__(self, harness: Harness) -> None:
         self.groups = harness.coordinator
+        self.txn = None  # no transaction coordinator: FindCoordinator key type 1 is unavailable
         self.clock_ms = harness.clock
         self.config: dict[str, Any] = {}
         image = MetadataImage.empty("cluster", 1).with_broker(BrokerInfo(1, "127.0.0.1", 9092))

@@ -1,0 +1,78 @@
+"""The transaction coordinator: producer ids, transactions and their state in
+``__transaction_state`` (KIP-98; seed 000 §4.6, seed 003 "정확히 한 번 전송").
+
+Modules: ``records`` (the topic's key/value codecs, the states, the coordinator's partition),
+``metadata`` (one transactional id's state machine), ``producer_ids`` (cluster-unique producer
+ids), ``store`` (persistence and loading), ``manager`` (the cache, partition ownership, the
+background task), ``markers`` and ``sender`` (COMMIT/ABORT markers to local and remote
+partitions), ``coordinator`` (the API the request handlers call). ``attach`` builds one for a
+running broker, mirroring ``broker.coordinator.group``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.controller.image import MetadataImage
+from broker.coordinator.txn.coordinator import InitProducerIdResult, TransactionCoordinator
+from broker.coordinator.txn.manager import TxnConfig
+from broker.coordinator.txn.markers import ControlMarkerAppender, TxnMarkerChannel
+from broker.coordinator.txn.producer_ids import ProducerIdManager
+from broker.coordinator.txn.records import TRANSACTION_STATE_TOPIC, TxnState, partition_for
+from broker.coordinator.txn.sender import BrokerSender
+from broker.coordinator.txn.store import LogTxnLog
+from broker.replication.replica_manager import ReplicaManager
+
+__all__ = [
+    "TRANSACTION_STATE_TOPIC",
+    "InitProducerIdResult",
+    "TransactionCoordinator",
+    "TxnConfig",
+    "TxnState",
+    "attach",
+    "led_txn_partitions",
+    "partition_for",
+]
+
+
+def led_txn_partitions(image: MetadataImage, node_id: int) -> tuple[int | None, dict[int, int]]:
+    """``(partition count, {partition: leader epoch} led by node_id)`` of ``__transaction_state``."""
+    topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+    if topic is None:
+        return None, {}
+    led = {p: part.leader_epoch for p, part in topic.partitions.items() if part.leader == node_id}
+    return len(topic.partitions), led
+
+
+def attach(
+    config_get: Callable[[str, object], object],
+    node_id: int,
+    log_dir: str | Path,
+    *,
+    replicas: ReplicaManager,
+    markers: ControlMarkerAppender,
+    image: Callable[[], MetadataImage],
+    clock_ms: Callable[[], int],
+) -> tuple[TransactionCoordinator, Callable[[MetadataImage, MetadataImage], None]]:
+    """A started coordinator over this broker's ``__transaction_state`` partitions and the
+    metadata listener that keeps it in step with leadership (register it after the replica
+    manager's, which creates the logs). ``markers`` writes local markers (the replica manager)."""
+    ids = ProducerIdManager(node_id, log_dir)
+    config = TxnConfig.from_properties(config_get)
+    channel = TxnMarkerChannel(
+        node_id,
+        image,
+        markers,
+        BrokerSender(),
+        clock_ms=clock_ms,
+        retry_backoff_ms=config.marker_retry_backoff_ms,
+        retry_backoff_max_ms=config.marker_retry_backoff_max_ms,
+    )
+    coordinator = TransactionCoordinator(config, LogTxnLog(replicas), clock_ms, ids.generate, channel)
+    coordinator.startup(*led_txn_partitions(image(), node_id))
+
+    def on_change(old: MetadataImage, new: MetadataImage) -> None:
+        coordinator.manager.set_partitions(*led_txn_partitions(new, node_id))
+
+    return coordinator, on_change

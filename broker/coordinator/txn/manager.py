@@ -1,0 +1,275 @@
+"""The transaction cache and its persistence (Kafka ``TransactionStateManager``).
+
+Owns: the transactions of the transactional ids this broker coordinates, which
+``__transaction_state`` partitions it leads (with the partition's leader epoch, which is the
+coordinator epoch written into markers) and whether each is loaded, the records it appends, and
+the one background task (``run``) that loads partitions and fires timers. Requests for an id whose
+partition is loading get COORDINATOR_LOAD_IN_PROGRESS; for an id of a partition led elsewhere,
+NOT_COORDINATOR. A state change is appended to the partition before the cache changes
+(``persist``), as in the group coordinator (``broker.coordinator.group.manager``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from broker.coordinator.group.timers import Timers
+from broker.coordinator.txn.metadata import TransactionMetadata, TxnTransit
+from broker.coordinator.txn.records import partition_for, txn_key, txn_value
+from broker.coordinator.txn.store import PartitionLoad, StoreError, TxnLog, encode_record
+from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    """The broker settings of the transaction coordinator (Kafka's names in ``from_properties``)."""
+
+    num_partitions: int = 50
+    replication_factor: int = 1
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+    abort_timed_out_interval_ms: int = 10_000
+    remove_expired_interval_ms: int = 3_600_000
+    marker_retry_backoff_ms: int = 100
+    marker_retry_backoff_max_ms: int = 10_000
+
+    @classmethod
+    def from_properties(cls, get: Callable[[str, object], object]) -> TxnConfig:
+        def num(key: str, default: int) -> int:
+            return int(str(get(key, default)))
+
+        return cls(
+            num_partitions=num("transaction.state.log.num.partitions", 50),
+            replication_factor=num("transaction.state.log.replication.factor", 1),
+            max_timeout_ms=num("transaction.max.timeout.ms", 900_000),
+            id_expiration_ms=num("transactional.id.expiration.ms", 604_800_000),
+            abort_timed_out_interval_ms=num("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000),
+            remove_expired_interval_ms=num("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000),
+        )
+
+
+class PartitionStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+class TxnStateManager:
+    """See the module docstring. Lives on the broker's event loop; no locks."""
+
+    def __init__(self, config: TxnConfig, store: TxnLog, clock_ms: Callable[[], int]) -> None:
+        self.config = config
+        self.store = store
+        self.clock_ms = clock_ms
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.partitions: dict[int, tuple[PartitionStatus, int]] = {}  # partition -> (status, coordinator epoch)
+        self.num_partitions: int | None = None
+        self.timers = Timers()
+        self.active = False
+        self._loads: deque[PartitionLoad] = deque()
+        self._wake: asyncio.Event | None = None
+        self._sleep_until: int | None = None
+        self.on_loaded: Callable[[list[TransactionMetadata]], None] = lambda txns: None
+        self.on_unloaded: Callable[[list[str]], None] = lambda ids: None
+
+    # -- ownership and status ------------------------------------------------------------------
+
+    def partition_of(self, transactional_id: str) -> int | None:
+        return None if not self.num_partitions else partition_for(transactional_id, self.num_partitions)
+
+    def status(self, transactional_id: str) -> int | None:
+        """None if this coordinator serves ``transactional_id`` now, else the error to answer."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_of(transactional_id)
+        entry = None if partition is None else self.partitions.get(partition)
+        if entry is None:
+            return ErrorCode.NOT_COORDINATOR
+        if entry[0] is PartitionStatus.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        partition = self.partition_of(transactional_id)
+        entry = None if partition is None else self.partitions.get(partition)
+        return -1 if entry is None else entry[1]
+
+    @property
+    def loading(self) -> bool:
+        return any(status is PartitionStatus.LOADING for status, _ in self.partitions.values())
+
+    def set_partitions(self, num_partitions: int | None, led: Mapping[int, int]) -> None:
+        """``__transaction_state`` has ``num_partitions`` (None: no topic) and this broker leads
+        ``led`` (partition -> leader epoch): load new ones (or ones led at a new epoch), unload lost ones."""
+        self.num_partitions = num_partitions
+        wanted = dict(led) if num_partitions else {}
+        for partition, (_, epoch) in list(self.partitions.items()):
+            if wanted.get(partition) != epoch:
+                self._unload_partition(partition)
+        for partition in sorted(set(wanted) - set(self.partitions)):
+            epoch = wanted[partition]
+            if self.store.log_end_offset(partition) <= self.store.log_start_offset(partition):
+                self.partitions[partition] = (PartitionStatus.ACTIVE, epoch)
+                continue
+            self.partitions[partition] = (PartitionStatus.LOADING, epoch)
+            self._loads.append(PartitionLoad(self.store, partition, epoch))
+            self.wake()
+
+    def _unload_partition(self, partition: int) -> None:
+        self.partitions.pop(partition, None)
+        self._loads = deque(load for load in self._loads if load.partition != partition)
+        gone = [tid for tid in self.txns if self.partition_of(tid) in (partition, None)]
+        for tid in gone:
+            del self.txns[tid]
+        if gone:
+            log.info("unloaded %d transactional id(s) of partition %d", len(gone), partition)
+            self.on_unloaded(gone)
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load_step(self) -> bool:
+        """Replay a bounded part of the first pending partition; True while loads remain."""
+        if not self._loads:
+            return False
+        load = self._loads[0]
+        try:
+            finished = load.step()
+        except Exception:
+            log.exception("loading __transaction_state-%s failed; not serving its ids", load.partition)
+            self._loads.popleft()
+            self.partitions.pop(load.partition, None)
+            return bool(self._loads)
+        if finished:
+            self._loads.popleft()
+            self._finish_load(load)
+        return bool(self._loads)
+
+    def load_all(self) -> None:
+        while self.load_step():
+            pass
+
+    def _finish_load(self, load: PartitionLoad) -> None:
+        entry = self.partitions.get(load.partition)
+        if entry is None or entry != (PartitionStatus.LOADING, load.coordinator_epoch):
+            return
+        loaded = [
+            TransactionMetadata.from_stored(tid, stored) for tid, stored in load.result.items() if stored is not None
+        ]
+        for txn in loaded:
+            self.txns[txn.transactional_id] = txn
+        self.partitions[load.partition] = (PartitionStatus.ACTIVE, load.coordinator_epoch)
+        log.info("loaded __transaction_state-%s: %d transactional id(s)", load.partition, len(loaded))
+        self.on_loaded(loaded)
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def persist(self, txn: TransactionMetadata, transit: TxnTransit) -> int:
+        """Append ``transit`` for ``txn``, then apply it (or drop it on failure); the error code."""
+        partition = self.partition_of(txn.transactional_id)
+        if partition is None:
+            txn.abort_transition()
+            return ErrorCode.NOT_COORDINATOR
+        try:
+            record = encode_record(txn_key(txn.transactional_id), txn_value(transit.stored()), self.clock_ms())
+            self.store.append(partition, record)
+        except StoreError as exc:
+            log.warning("persisting %s of %s failed: %s", transit.state.kafka_name, txn.transactional_id, exc)
+            txn.abort_transition()
+            return exc.code
+        except Exception:  # whatever failed, the transition must not stay pending (CONCURRENT_TRANSACTIONS forever)
+            log.exception("persisting %s of %s failed", transit.state.kafka_name, txn.transactional_id)
+            txn.abort_transition()
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        txn.complete_transition(transit)
+        return ErrorCode.NONE
+
+    def write_tombstone(self, transactional_id: str) -> int:
+        partition = self.partition_of(transactional_id)
+        if partition is None:
+            return ErrorCode.NOT_COORDINATOR
+        try:
+            self.store.append(partition, encode_record(txn_key(transactional_id), None, self.clock_ms()))
+        except StoreError as exc:
+            log.warning("expiring transactional id %s failed: %s", transactional_id, exc)
+            return exc.code
+        except Exception:
+            log.exception("expiring transactional id %s failed", transactional_id)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
+    # -- the background task -------------------------------------------------------------------
+
+    def _on_schedule(self, deadline_ms: int) -> None:
+        if self._sleep_until is None or deadline_ms < self._sleep_until:
+            self.wake()
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def run_due(self, now_ms: int | None = None) -> int:
+        """Fire every timer due at ``now_ms`` (default: the clock); returns how many fired."""
+        fired = 0
+        while True:
+            due = self.timers.pop_due(self.clock_ms() if now_ms is None else now_ms)
+            if not due:
+                return fired
+            for action in due:
+                fired += 1
+                try:
+                    action()
+                except Exception:
+                    log.exception("transaction coordinator timer failed")
+
+    async def run(self) -> None:
+        """The coordinator's one background task: load partitions, fire timers."""
+        self._wake = asyncio.Event()
+        self.timers.on_schedule = self._on_schedule
+        try:
+            while True:
+                self._wake.clear()
+                self.run_due()
+                if self.load_step() or self._loads:
+                    await asyncio.sleep(0)
+                    continue
+                deadline = self._sleep_until = self.timers.next_deadline()
+                timeout = None if deadline is None else max(deadline - self.clock_ms(), 0) / 1000.0
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+                self._sleep_until = None
+        except Exception:
+            log.exception("the transaction coordinator's task died; transactions are no longer served")
+            self.shutdown()
+            raise
+        finally:
+            self.timers.on_schedule = None
+            self._wake = None
+
+    def every(self, key: str, interval_ms: int, action: Callable[[], object]) -> None:
+        """Run ``action`` every ``interval_ms`` on the task (first run one interval from now)."""
+
+        def fire() -> None:
+            try:
+                action()
+            finally:
+                self.every(key, interval_ms, action)
+
+        self.timers.schedule((key,), self.clock_ms() + max(interval_ms, 1), fire)
+
+    def start(self) -> None:
+        self.active = True
+
+    def shutdown(self) -> None:
+        self.active = False
+        self.txns.clear()
+        self.partitions.clear()
+        self._loads.clear()
+        self.timers.clear()
