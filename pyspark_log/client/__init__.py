@@ -11,7 +11,9 @@ Async (on the caller's loop): ``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin
 
 Modules: ``config`` (Kafka key names), ``connection`` (one broker connection, version
 negotiation), ``cluster`` (metadata cache, connection pool), ``partitioner``, ``accumulator``,
-``bufferpool``, ``sender``, ``producer``, ``fetcher``, ``consumer``, ``offsets``, ``groups``, ``admin``,
+``bufferpool``, ``sender``, ``producer``, ``txn_manager`` (idempotence and transaction state),
+``transactions`` (transactional requests, ``complete_transaction``), ``fetcher``, ``consumer``,
+``offsets``, ``groups``, ``admin``,
 ``group/`` (consumer-group membership: ``subscribe``), ``sync``, ``sync_consumer``, ``loop_thread``,
 ``errors``, ``types``.
 """
@@ -35,12 +37,15 @@ from pyspark_log.client.errors import (
     CommitFailedError,
     ConfigError,
     ErrorCode,
+    IllegalTransactionStateError,
     KafkaError,
     KafkaTimeoutError,
     OffsetOutOfRangeError,
+    ProducerFencedError,
     ProtocolError,
     RecordTooLargeError,
     TopicAlreadyExistsError,
+    TransactionAbortableError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
 )
@@ -50,6 +55,7 @@ from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.partitioner import murmur2, partition_for_key, to_positive
 from pyspark_log.client.producer import AsyncProducer
 from pyspark_log.client.sync import AdminClient, Consumer, Producer
+from pyspark_log.client.transactions import TransactionHandle, complete_transaction
 from pyspark_log.client.types import (
     AbortedTransaction,
     ConsumerRecord,
@@ -84,6 +90,7 @@ __all__ = [
     "ConsumerRecord",
     "DeliveryFuture",
     "ErrorCode",
+    "IllegalTransactionStateError",
     "IsolationLevel",
     "KafkaError",
     "KafkaTimeoutError",
@@ -94,6 +101,7 @@ __all__ = [
     "OffsetSpec",
     "PartitionMetadata",
     "Producer",
+    "ProducerFencedError",
     "ProtocolError",
     "RawFetch",
     "RecordMetadata",
@@ -103,8 +111,11 @@ __all__ = [
     "TopicAlreadyExistsError",
     "TopicMetadata",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionHandle",
     "UnknownTopicOrPartitionError",
     "UnsupportedFeatureError",
+    "complete_transaction",
     "murmur2",
     "partition_for_key",
     "to_positive",

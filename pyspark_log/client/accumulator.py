@@ -78,9 +78,11 @@ class ProducerBatch:
         "records",
         "reserved_bytes",
         "retry_at_ms",
+        "sequence_reset",
         "size_bytes",
         "thunks",
         "tp",
+        "transactional",
     )
 
     def __init__(self, tp: TopicPartition, created_ms: float, max_bytes: int) -> None:
@@ -100,6 +102,8 @@ class ProducerBatch:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
+        self.transactional = False
+        self.sequence_reset = False
         self._done_callbacks: list[Callable[[ProducerBatch], None]] = []
 
     def __repr__(self) -> str:
@@ -131,6 +135,7 @@ class ProducerBatch:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
+                transactional=self.transactional,
             )
         return self.encoded
 
@@ -182,6 +187,16 @@ class LeaderLookup(Protocol):
     def leader_for(self, tp: TopicPartition) -> int | None: ...
 
 
+class Sequencer(Protocol):
+    """The idempotent/transactional producer's say in draining (``txn_manager.TransactionManager``)."""
+
+    def may_drain(self, batch: ProducerBatch) -> bool: ...
+
+    def on_drain(self, batch: ProducerBatch) -> None: ...
+
+    def on_split(self, batch: ProducerBatch, parts: list[ProducerBatch]) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     """``appended`` false only when ``abort_on_new_batch`` stopped a new batch from being made."""
@@ -211,6 +226,7 @@ class RecordAccumulator:
         release: Callable[[int], None] = lambda n: None,
         memory_pressure: Callable[[], bool] = lambda: False,
         guarantee_order: bool = False,
+        sequencer: Sequencer | None = None,
     ) -> None:
         self.batch_size_bytes = max(batch_size_bytes, BATCH_OVERHEAD_BYTES + 1)
         self.linger_ms = linger_ms
@@ -219,6 +235,7 @@ class RecordAccumulator:
         self._release = release
         self._memory_pressure = memory_pressure
         self._guarantee_order = guarantee_order
+        self.sequencer = sequencer
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[TopicPartition] = set()
@@ -282,6 +299,8 @@ class RecordAccumulator:
             if first.attempts > 0 and now_ms < first.retry_at_ms:
                 next_delay = min(next_delay, first.retry_at_ms - now_ms)
                 continue
+            if self.sequencer is not None and not self.sequencer.may_drain(first):
+                continue  # the sender is woken when what it waits for (a response, a txn partition) arrives
             waited = now_ms - first.created_ms
             full = len(queue) > 1 or first.is_full
             if full or urgent or first.attempts > 0 or waited >= self.linger_ms:
@@ -316,10 +335,14 @@ class RecordAccumulator:
                 first = queue[0]
                 if first.attempts > 0 and now_ms < first.retry_at_ms:
                     continue
+                if self.sequencer is not None and not self.sequencer.may_drain(first):
+                    continue
                 if batches and size + first.size_bytes > max_request_bytes:
                     break
                 queue.popleft()
                 first.close()
+                if self.sequencer is not None:
+                    self.sequencer.on_drain(first)
                 first.last_attempt_ms = now_ms
                 size += first.size_bytes
                 batches.append(first)
@@ -332,10 +355,18 @@ class RecordAccumulator:
     # -- retries, expiry, flush, abort -------------------------------------------------------
 
     def reenqueue(self, batch: ProducerBatch, now_ms: float) -> None:
-        """Put a failed batch back at the head of its queue, not sendable before its backoff."""
+        """Put a failed batch back at the head of its queue (in sequence order among batches that
+        have one), not sendable before its backoff."""
         batch.retry_at_ms = now_ms + self._backoff.backoff_ms(batch.attempts)
         batch.attempts += 1
-        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+        queue = self._queues.setdefault(batch.tp, deque())
+        if batch.base_sequence == NO_SEQUENCE:
+            queue.appendleft(batch)
+        else:
+            i = 0
+            while i < len(queue) and NO_SEQUENCE != queue[i].base_sequence < batch.base_sequence:
+                i += 1
+            queue.insert(i, batch)
         if self._guarantee_order:
             self._muted.discard(batch.tp)
 
@@ -358,6 +389,8 @@ class RecordAccumulator:
         parts[0].reserved_bytes = batch.reserved_bytes
         batch.reserved_bytes = 0
         batch.thunks = [None] * len(batch.records)
+        if self.sequencer is not None:
+            self.sequencer.on_split(batch, parts)
         batch.fail(RuntimeError("split"))  # no callbacks left: only marks it done
         queue = self._queues.setdefault(batch.tp, deque())
         for part in reversed(parts):
@@ -391,6 +424,17 @@ class RecordAccumulator:
 
     def queued_topics(self) -> set[str]:
         return {tp.topic for tp, q in self._queues.items() if q}
+
+    def abort_undrained(self, exc: BaseException) -> None:
+        """Fail queued batches that were never sent (no sequence yet); retries stay queued."""
+        for queue in self._queues.values():
+            keep = [b for b in queue if b.base_sequence != NO_SEQUENCE]
+            dropped = [b for b in queue if b.base_sequence == NO_SEQUENCE]
+            if dropped:
+                queue.clear()
+                queue.extend(keep)
+                for batch in dropped:
+                    batch.fail(exc)
 
     def abort_all(self, exc: BaseException) -> None:
         """Fail every incomplete batch, queued or in flight (used when the sender dies or closes)."""

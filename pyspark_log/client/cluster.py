@@ -183,6 +183,7 @@ class Cluster:
             config["retry.backoff.ms"], config["retry.backoff.max.ms"], rng=self._rng
         )
         self._min_refresh_interval_ms = float(config["retry.backoff.ms"])
+        self._skip_refresh_spacing = False
         self.metadata = ClusterMetadata()
         self._topics: set[str] = set()
         self._conns: dict[int, BrokerConnection] = {}
@@ -241,7 +242,11 @@ class Cluster:
         self._topics.update(topics)
         return len(self._topics) != before
 
-    def request_update(self) -> None:
+    def request_update(self, *, new_topics: bool = False) -> None:
+        """Ask the metadata task for a refresh. ``new_topics``: a topic was just added, so the
+        refresh skips the ``retry.backoff.ms`` spacing (the Java client's ``requestUpdateForNewTopics``)."""
+        if new_topics:
+            self._skip_refresh_spacing = True
         if self._update_event is not None:
             self._update_event.set()
 
@@ -264,7 +269,7 @@ class Cluster:
         """Metadata of ``topic`` with partitions, refreshing until it appears or ``timeout_ms``."""
         deadline = self._clock.monotonic_ms() + timeout_ms
         if self.add_topics([topic]):
-            self.request_update()
+            self.request_update(new_topics=True)
         attempt = 0
         last: KafkaError | None = None
         while True:
@@ -304,8 +309,10 @@ class Cluster:
                         async with asyncio.timeout(wait_ms / 1000.0):
                             await self._update_event.wait()
                 since_ms = self._clock.monotonic_ms() - self.metadata.updated_ms
-                if since_ms < self._min_refresh_interval_ms:  # no refresh storms (Kafka's refresh backoff)
-                    await asyncio.sleep((self._min_refresh_interval_ms - since_ms) / 1000.0)
+                spacing_ms = 0.0 if self._skip_refresh_spacing else self._min_refresh_interval_ms
+                if since_ms < spacing_ms:  # no refresh storms (Kafka's refresh backoff)
+                    await asyncio.sleep((spacing_ms - since_ms) / 1000.0)
+                self._skip_refresh_spacing = False
                 self._update_event.clear()
                 try:
                     meta = await self._refresh_once(None)

@@ -80,6 +80,7 @@ PRODUCER = {
         _i("max.request.size", 1048576, 1),
         _b("enable.idempotence", None),
         _s("transactional.id", None),
+        _i("transaction.timeout.ms", 60000, 1),
         _b("partitioner.ignore.keys", False),
     )
 }
@@ -198,6 +199,44 @@ def parse(table: Mapping[str, ConfigDef], user: Mapping[str, Any] | None, what: 
     if not out.get("bootstrap.servers"):
         raise ConfigError(f"{what} config needs bootstrap.servers (e.g. 'localhost:9092')")
     return out
+
+
+MAX_IN_FLIGHT_IDEMPOTENT = 5
+
+
+def resolve_idempotence(c: Mapping[str, Any]) -> bool:
+    """Whether a parsed producer config is idempotent, as Kafka 3.x's ``ProducerConfig`` decides.
+
+    ``enable.idempotence`` defaults to true. Left unset, a setting idempotence cannot honour
+    (``acks`` other than all, ``retries=0``, more than 5 requests in flight) turns it off quietly;
+    set to true explicitly, the same setting is a ``ConfigError`` naming the option and the fix.
+    ``transactional.id`` needs idempotence."""
+    explicit = c["enable.idempotence"]
+    txn = c["transactional.id"]
+    conflicts = []
+    if c["acks"] != -1:
+        conflicts.append(f"acks must be all (-1) for an idempotent producer, not {c['acks']}: set acks=all")
+    if c["retries"] == 0:
+        conflicts.append("retries must be > 0 for an idempotent producer: leave retries unset or set it above 0")
+    if c["max.in.flight.requests.per.connection"] > MAX_IN_FLIGHT_IDEMPOTENT:
+        conflicts.append(
+            "max.in.flight.requests.per.connection must be <= 5 for an idempotent producer, not "
+            f"{c['max.in.flight.requests.per.connection']}: set it to 5 or less"
+        )
+    if explicit is False:
+        if txn:
+            raise ConfigError(
+                "transactional.id needs enable.idempotence=true: remove enable.idempotence=false "
+                "or remove transactional.id"
+            )
+        return False
+    if conflicts:
+        if explicit or txn:
+            what = "transactional.id" if txn and not explicit else "enable.idempotence=true"
+            raise ConfigError(f"{what}: {conflicts[0]} (or set enable.idempotence=false without transactional.id)")
+        log.info("idempotence turned off by the producer config: %s", conflicts[0])
+        return False
+    return True
 
 
 def parse_host_port(server: str, default_port: int = 9092) -> tuple[str, int]:

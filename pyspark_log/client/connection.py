@@ -54,7 +54,8 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 30
 
 # The versions this client knows how to build and read, per API (intersected with the declared
 # schemas and the broker's ranges). Fetch stops at 12: from 13 topics are named by id;
-# OffsetFetch at 7: from 8 requests are batched per group.
+# OffsetFetch at 7: from 8 requests are batched per group; AddPartitionsToTxn at 3: v4 is
+# broker-to-broker only (KIP-890).
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 10),
     ApiKey.FETCH: (4, 12),
@@ -68,6 +69,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.FIND_COORDINATOR: (1, 3),
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 7),
@@ -75,6 +80,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 

@@ -20,12 +20,15 @@ __all__ = [
     "CommitFailedError",
     "ConfigError",
     "ErrorCode",
+    "IllegalTransactionStateError",
     "KafkaError",
     "KafkaTimeoutError",
     "OffsetOutOfRangeError",
+    "ProducerFencedError",
     "ProtocolError",
     "RecordTooLargeError",
     "TopicAlreadyExistsError",
+    "TransactionAbortableError",
     "UnknownTopicOrPartitionError",
     "UnsupportedFeatureError",
     "error_for",
@@ -137,9 +140,46 @@ class TopicAlreadyExistsError(ClientError):
         super().__init__(ErrorCode.TOPIC_ALREADY_EXISTS, message)
 
 
+class ProducerFencedError(ClientError):
+    """Another producer with the same ``transactional.id`` (or a newer epoch of this producer id)
+    exists: this producer is a zombie. Fatal: the producer can only be closed (KIP-98)."""
+
+    def __init__(self, message: str | None = None, code: int = ErrorCode.PRODUCER_FENCED) -> None:
+        super().__init__(ErrorCode.of(code), message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class IllegalTransactionStateError(ClientError):
+    """A transactional call that is illegal in the producer's current state (Kafka's
+    ``IllegalStateException``), e.g. ``commit_transaction`` before ``begin_transaction``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_TXN_STATE, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class TransactionAbortableError(ClientError):
+    """The current transaction hit an error it cannot recover from, but the producer can:
+    call ``abort_transaction`` and start a new one. ``code`` is the underlying error's."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(ErrorCode.of(code), message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
 _BY_CODE: dict[ErrorCode, Callable[[str | None], ClientError]] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: UnknownTopicOrPartitionError,
     ErrorCode.TOPIC_ALREADY_EXISTS: TopicAlreadyExistsError,
+    ErrorCode.PRODUCER_FENCED: ProducerFencedError,
 }
 
 

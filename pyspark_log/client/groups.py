@@ -124,7 +124,12 @@ class GroupOffsets:
         await self._retrying(group_id, timeout_ms, attempt)
 
     async def fetch(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None, timeout_ms: float
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        timeout_ms: float,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets of ``group_id`` (all its partitions when ``partitions`` is None);
         partitions without a committed offset are omitted."""
@@ -135,7 +140,7 @@ class GroupOffsets:
             for tp in wanted:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        body = {"group_id": group_id, "topics": topics, "require_stable": False}
+        body = {"group_id": group_id, "topics": topics, "require_stable": require_stable}
 
         async def attempt(node: int) -> dict[TopicPartition, OffsetAndMetadata]:
             resp = await self._cluster.send(node, ApiKey.OFFSET_FETCH, body)

@@ -14,10 +14,18 @@ Delivery callbacks run on the producer's event loop; keep them short.
 Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); batching is
 ``accumulator.py``; the network side is ``sender.py``.
 
-Idempotence (``enable.idempotence``) needs InitProducerId on the broker and is not implemented by
-this client yet: left unset (Kafka 3.x defaults it on) or set true against a broker that does not
-advertise InitProducerId (22), the producer logs a warning and produces without it; set true against
-a broker that does, it raises ``UnsupportedFeatureError``. ``transactional.id`` raises likewise.
+Idempotence (KIP-98, seed 003 "중복 없는 전송") is on by default, as in Kafka 3.x: ``start`` gets a
+producer id (InitProducerId) and batches carry per-partition sequence numbers, so a retried batch
+is never written twice and order holds under retries (``txn_manager.py``). ``config.resolve_idempotence``
+decides: left unset, a setting it cannot honour (acks other than all, ``retries=0``, more than 5
+requests in flight) turns it off; set true, the same is a ``ConfigError``. Against a broker that
+does not advertise InitProducerId (22) an unset ``enable.idempotence`` falls back to a plain
+producer with a warning; an explicit one (or ``transactional.id``) raises ``UnsupportedFeatureError``.
+
+Transactions (``transactional.id``): ``init_transactions``, ``begin_transaction``, ``send``,
+``send_offsets_to_transaction``, ``commit_transaction``, ``abort_transaction``,
+``prepare_transaction`` (see ``transactions.py``). ``close`` aborts an open transaction, except
+a prepared one.
 """
 
 from __future__ import annotations
@@ -40,13 +48,17 @@ from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
     BufferExhaustedError,
     ClientClosedError,
+    IllegalTransactionStateError,
     KafkaTimeoutError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
 )
+from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
 from pyspark_log.client.sender import Sender
+from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests
+from pyspark_log.client.txn_manager import TransactionManager, TxnState
 from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord
 from pyspark_log.records.compression import CODEC_BY_NAME
@@ -94,8 +106,7 @@ class AsyncProducer:
     ) -> None:
         self.config = cfg.parse(cfg.PRODUCER, config, "producer")
         c = self.config
-        if c["transactional.id"]:
-            raise UnsupportedFeatureError("transactions (transactional.id) are not supported by the pylog client yet")
+        self.idempotent = cfg.resolve_idempotence(c)
         self._clock = clock
         self._rng = rng or random.Random()
         self.acks: int = c["acks"]
@@ -122,7 +133,15 @@ class AsyncProducer:
         )
         self._sticky = StickyPartitioner(self._rng)
         self.sender: Sender | None = None
-        self.idempotent = False
+        self._backoff = ExponentialBackoff(c["retry.backoff.ms"], c["retry.backoff.max.ms"], rng=self._rng)
+        self.txn: TransactionManager | None = None
+        self._txns: ProducerTransactions | None = None
+        self._pid_task: asyncio.Task[None] | None = None
+        if self.idempotent:
+            self.txn = TransactionManager(c["transactional.id"] or None, c["transaction.timeout.ms"])
+            self.txn.on_error = self._on_txn_error
+            if self.txn.transactional:
+                self._txns = ProducerTransactions(self, self.txn, TxnRequests(self.cluster, self._backoff))
         self._fatal: BaseException | None = None
         self._closed = False
         self._started = False
@@ -153,26 +172,73 @@ class AsyncProducer:
             max_request_bytes=self.max_request_bytes,
             max_in_flight=c["max.in.flight.requests.per.connection"],
             on_fatal=self._fail_all,
+            txn=self.txn,
+            on_need_producer_id=self._renew_producer_id,
         )
         self.sender.start()
         self._started = True
         return self
 
     async def _check_idempotence(self) -> None:
-        wanted = self.config["enable.idempotence"]
-        if wanted is False:
+        """Fall back or fail when the broker lacks InitProducerId; get the idempotent producer id."""
+        txn = self.txn
+        if txn is None:
             return
         conn = await self.cluster.any_connection()
         if not conn.supports(ApiKey.INIT_PRODUCER_ID):
-            if wanted:
-                log.warning(
-                    "enable.idempotence=true but the broker does not advertise InitProducerId (22); "
-                    "producing without idempotence"
+            if txn.transactional or self.config["enable.idempotence"]:
+                what = "transactional.id" if txn.transactional else "enable.idempotence=true"
+                raise UnsupportedFeatureError(
+                    f"{what} needs InitProducerId (22), which the broker does not advertise; "
+                    "set enable.idempotence=false (and no transactional.id) to produce without it"
                 )
+            log.warning(
+                "the broker does not advertise InitProducerId (22): producing without idempotence "
+                "(set enable.idempotence=false to silence this)"
+            )
+            self.txn = None
+            self.idempotent = False
             return
-        if wanted:
-            raise UnsupportedFeatureError("enable.idempotence=true is not supported by the pylog client yet")
-        log.info("idempotence is not implemented by this client yet; producing without it")
+        self.accumulator.sequencer = txn
+        if txn.transactional:
+            return  # init_transactions() gets the id
+        txn.transition_to(TxnState.INITIALIZING)
+        deadline = asyncio.get_running_loop().time() + self.max_block_ms / 1000.0
+        requests = TxnRequests(self.cluster, self._backoff)
+        pid, epoch = await requests.init_producer_id(None, 2**31 - 1, deadline_s=deadline)
+        txn.set_producer_id_and_epoch(pid, epoch)
+        txn.transition_to(TxnState.READY)
+
+    def _renew_producer_id(self) -> None:
+        """The idempotent producer's epoch ran out: get a new producer id in the background."""
+        if self._pid_task is not None and not self._pid_task.done():
+            return
+
+        async def renew() -> None:
+            assert self.txn is not None
+            pid, epoch = await TxnRequests(self.cluster, self._backoff).init_producer_id(None, 2**31 - 1)
+            self.txn.set_producer_id_and_epoch(pid, epoch)
+            self.wakeup_sender()
+
+        self._pid_task = asyncio.get_running_loop().create_task(renew(), name="pylog-init-producer-id")
+
+    def wakeup_sender(self) -> None:
+        if self.sender is not None:
+            self.sender.wakeup()
+
+    def _on_txn_error(self, exc: BaseException) -> None:
+        """An abortable error fails the batches not sent yet; a fatal one fails everything."""
+        assert self._loop is not None
+        txn = self.txn
+        if txn is not None and txn.has_fatal_error:
+            self._loop.call_soon(self.accumulator.abort_all, exc)
+        else:
+            self._loop.call_soon(self.fail_unsent, exc)
+
+    def fail_unsent(self, exc: BaseException) -> None:
+        """Fail records queued but never sent (the sync facade's hand-off queue first)."""
+        self._drain_handoff()
+        self.accumulator.abort_undrained(exc)
 
     async def __aenter__(self) -> AsyncProducer:
         return await self.start()
@@ -187,6 +253,14 @@ class AsyncProducer:
             raise ClientClosedError("the producer is closed")
         if not self._started:
             raise ClientClosedError("the producer is not started (await start() or use 'async with')")
+
+    def check_send(self) -> None:
+        """``_check_open`` plus the transaction state (a transactional send needs a transaction)."""
+        self._check_open()
+        if self.txn is not None:
+            self.txn.check_send()
+            if self._txns is not None and self._txns.preparing:
+                raise IllegalTransactionStateError("cannot send: the transaction is being prepared (or is prepared)")
 
     def _fail_all(self, exc: BaseException) -> None:
         """The sender died: fail every record waiting on it and refuse new ones."""
@@ -254,7 +328,7 @@ class AsyncProducer:
         on_delivery: DeliveryCallback | None = None,
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future of its ``RecordMetadata`` (see the module doc)."""
-        self._check_open()
+        self.check_send()
         record, size = self.prepare(
             topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
         )
@@ -297,20 +371,21 @@ class AsyncProducer:
             return
         now = self._clock.monotonic_ms()
         if partition is not None:
-            result = self.accumulator.append(
-                TopicPartition(topic, partition), record, thunk, now, reserved_bytes=reserved
-            )
+            tp = TopicPartition(topic, partition)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
         elif record.key is not None and not self._ignore_keys:
             tp = TopicPartition(topic, partition_for_key(record.key, count))
             result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
         else:
             p = self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
-            result = self.accumulator.append(
-                TopicPartition(topic, p), record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True
-            )
+            tp = TopicPartition(topic, p)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True)
             if not result.appended:
                 p = self._sticky.on_new_batch(topic, count, meta.available_partitions(topic), p)
-                result = self.accumulator.append(TopicPartition(topic, p), record, thunk, now, reserved_bytes=reserved)
+                tp = TopicPartition(topic, p)
+                result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+        if self._txns is not None:
+            self._txns.on_append(tp)
         if (result.batch_is_full or result.new_batch_created) and self.sender is not None:
             self.sender.wakeup()
 
@@ -334,7 +409,7 @@ class AsyncProducer:
         self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
     ) -> None:
         """Queue a record from a non-loop thread (memory already reserved); drained in order."""
-        self._check_open()
+        self.check_send()
         assert self._loop is not None
         with self._handoff_lock:
             self._handoff.append((topic, partition, record, reserved, thunk))
@@ -408,6 +483,8 @@ class AsyncProducer:
         Records still incomplete at the deadline fail with ``ClientClosedError``."""
         if self._closed:
             return
+        if self._txns is not None and self._started and self._fatal is None:
+            await self._txns.on_close(timeout_ms)
         if self._started and self._fatal is None:
             try:
                 await self.flush(timeout_ms)
@@ -415,6 +492,10 @@ class AsyncProducer:
                 log.warning("producer closed with undelivered records after %s ms", timeout_ms)
         self._closed = True
         self.accumulator.closing = True
+        if self._txns is not None:
+            await self._txns.cancel()
+        if self._pid_task is not None:
+            self._pid_task.cancel()
         if self.sender is not None:
             await self.sender.stop()
         for task in list(self._parked):
@@ -429,3 +510,43 @@ class AsyncProducer:
         self._check_open()
         meta = await self.cluster.wait_for_topic(topic, self.max_block_ms)
         return sorted(meta.partitions)
+
+    # -- transactions (transactions.py) -------------------------------------------------------------
+
+    def _transactions(self) -> ProducerTransactions:
+        if self._txns is None:
+            raise IllegalTransactionStateError("this producer has no transactional.id: transactions are not available")
+        if not self._started or self._closed:
+            raise ClientClosedError("the producer is not started or is closed")
+        return self._txns
+
+    async def init_transactions(self, timeout_ms: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional.id``, fencing older producers of the id
+        and completing their open transaction. Once per producer, before the first transaction."""
+        await self._transactions().init_transactions(timeout_ms)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (no round trip); ``send`` is only allowed inside one."""
+        self._transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_id: str,
+        timeout_ms: float | None = None,
+    ) -> None:
+        """Commit consumer offsets (the next offsets to read) of ``group_id`` as part of the
+        transaction: visible to the group only if the transaction commits."""
+        await self._transactions().send_offsets_to_transaction(offsets, group_id, timeout_ms)
+
+    async def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        """Flush, then commit. A ``TransactionAbortableError`` means: abort and try again."""
+        await self._transactions().commit_transaction(timeout_ms)
+
+    async def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        """Abort the transaction: unsent records fail, sent ones are never visible to read_committed."""
+        await self._transactions().abort_transaction(timeout_ms)
+
+    async def prepare_transaction(self, timeout_ms: float | None = None) -> TransactionHandle:
+        """Flush and return a handle for ``complete_transaction``; afterwards only ``close``."""
+        return await self._transactions().prepare_transaction(timeout_ms)

@@ -20,6 +20,13 @@ after NOT_LEADER_OR_FOLLOWER and friends); anything else fails the batch with th
 A broken connection or request timeout counts as a retriable error for every batch in flight
 on it. With ``acks=0`` there is no response: batches complete with offset -1 once written.
 
+With idempotence (``txn``, a ``TransactionManager``) the accumulator asks it which head batches
+may be drained and it assigns sequences at drain time; each round first settles unresolved
+sequences and applies a requested epoch bump. Responses go through ``txn.can_retry`` (Kafka's
+rules for OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID); a batch is only retried with the
+producer id and epoch it was given, DUPLICATE_SEQUENCE_NUMBER completes it (offset -1), and
+fatal errors (fencing) end the producer.
+
 If the sender task dies from an unexpected exception, every incomplete batch fails with it and
 the producer refuses new records (``_fail_all``; DESIGN principle 10).
 """
@@ -36,6 +43,8 @@ from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import KafkaTimeoutError, error_for
+from pyspark_log.client.txn_manager import TransactionManager, fatal_error
+from pyspark_log.records.header import NO_SEQUENCE
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
 
 log = logging.getLogger(__name__)
@@ -59,6 +68,8 @@ class Sender:
         max_request_bytes: int,
         max_in_flight: int,
         on_fatal: Callable[[BaseException], None],
+        txn: TransactionManager | None = None,
+        on_need_producer_id: Callable[[], None] = lambda: None,
     ) -> None:
         self._cluster = cluster
         self._acc = accumulator
@@ -70,6 +81,8 @@ class Sender:
         self.max_request_bytes = max_request_bytes
         self.max_in_flight = max_in_flight
         self._on_fatal = on_fatal
+        self._txn = txn
+        self._on_need_producer_id = on_need_producer_id
         self._wakeup = asyncio.Event()
         self._in_flight: dict[int, int] = {}
         self._requests: set[asyncio.Task[None]] = set()
@@ -118,12 +131,19 @@ class Sender:
     def _run_once(self) -> float:
         now = self._clock.monotonic_ms()
         for batch in self._acc.expire(now, self.delivery_timeout_ms):
-            batch.fail(
+            self._fail(
+                batch,
                 KafkaTimeoutError(
                     f"expiring {len(batch.records)} record(s) for {batch.tp}: "
                     f"{now - batch.created_ms:.0f} ms has passed since batch creation (delivery.timeout.ms)"
-                )
+                ),
+                rejected=False,
             )
+        txn = self._txn
+        if txn is not None:
+            txn.maybe_resolve_sequences()
+            if txn.bump_idempotent_epoch():
+                self._on_need_producer_id()
         meta = self._cluster.metadata
         check = self._acc.ready(meta, now)
         if check.unknown_leader_topics:
@@ -161,7 +181,7 @@ class Sender:
             data = batch.encode(self._acc.codec)
             by_topic.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": data})
         return {
-            "transactional_id": None,
+            "transactional_id": self._txn.transactional_id if self._txn is not None else None,
             "acks": self.acks,
             "timeout_ms": int(self.request_timeout_ms),
             "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()],
@@ -183,7 +203,7 @@ class Sender:
                 return
             if resp is None:
                 for batch in batches:
-                    batch.complete(-1)
+                    self._complete(batch, -1)
                 return
             self._handle_response(batches, resp)
         finally:
@@ -203,7 +223,7 @@ class Sender:
                 continue
             code = ErrorCode.of(part.error_code)
             if code == ErrorCode.NONE:
-                batch.complete(part.base_offset, part.log_append_time_ms)
+                self._complete(batch, part.base_offset, part.log_append_time_ms)
                 continue
             detail = part.error_message or (
                 part.record_errors[0].batch_index_error_message if part.record_errors else None
@@ -214,14 +234,41 @@ class Sender:
                 continue
             if code in STALE_METADATA_ERRORS:
                 self._cluster.request_update()
-            self._retry_or_fail(batch, exc, now)
+            self._retry_or_fail(batch, exc, now, part.log_start_offset)
 
-    def _retry_or_fail(self, batch: ProducerBatch, exc: KafkaError, now: float) -> None:
+    def _retry_or_fail(self, batch: ProducerBatch, exc: KafkaError, now: float, log_start_offset: int = -1) -> None:
         if batch.done:
             return
+        txn = self._txn
         within_deadline = now - batch.created_ms < self.delivery_timeout_ms
-        if exc.retriable and batch.attempts < self.retries and within_deadline and not self._stopping:
-            log.debug("retrying %s after %s", batch, exc)
-            self._acc.reenqueue(batch, now)
-        else:
-            batch.fail(exc)
+        if batch.attempts < self.retries and within_deadline and not self._stopping:
+            if txn is None or batch.base_sequence == NO_SEQUENCE:
+                retry = exc.retriable
+            else:
+                retry = txn.can_retry(batch, exc.code, log_start_offset)
+            if retry:
+                if txn is not None and batch.base_sequence != NO_SEQUENCE and not txn.batch_is_current(batch):
+                    stale = KafkaError(exc.code, f"{exc}; not retried: the producer id or epoch changed")
+                    self._fail(batch, stale, rejected=False)
+                    return
+                log.debug("retrying %s after %s", batch, exc)
+                self._acc.reenqueue(batch, now)
+                return
+        if txn is not None and exc.code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            self._complete(batch, -1)  # written before; the broker no longer knows its offset
+            return
+        self._fail(batch, exc, rejected=not exc.retriable and exc.code != ErrorCode.REQUEST_TIMED_OUT)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int = -1) -> None:
+        if self._txn is not None and not batch.done:
+            self._txn.on_completed(batch, base_offset)
+        batch.complete(base_offset, log_append_time_ms)
+
+    def _fail(self, batch: ProducerBatch, exc: KafkaError, *, rejected: bool) -> None:
+        if batch.done:
+            return
+        if self._txn is not None:
+            if exc.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+                exc = fatal_error(exc.code, f"produce to {batch.tp} refused")
+            self._txn.on_failed(batch, exc, rejected=rejected)
+        batch.fail(exc)

@@ -29,6 +29,8 @@ from pyspark_log.client.admin import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
     NewTopic,
 )
 from pyspark_log.client.cluster import TopicMetadata
@@ -38,6 +40,7 @@ from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
+from pyspark_log.client.transactions import TransactionHandle
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
@@ -81,7 +84,7 @@ class Producer(_SyncClient):
         core = self._core
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        core._check_open()
+        core.check_send()
         record, size = core.prepare(
             topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
         )
@@ -120,6 +123,35 @@ class Producer(_SyncClient):
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._core.partitions_for(topic), _wait_s(self._core.max_block_ms, 0))
+
+    # -- transactions: see AsyncProducer / transactions.py ----------------------------------------
+
+    def _txn_wait(self, timeout_ms: float | None) -> float:
+        return _wait_s(timeout_ms, self._core.max_block_ms)
+
+    def init_transactions(self, timeout_ms: float | None = None) -> None:
+        self._run(self._core.init_transactions(timeout_ms), self._txn_wait(timeout_ms))
+
+    def begin_transaction(self) -> None:
+        self._call(self._core.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_id: str,
+        timeout_ms: float | None = None,
+    ) -> None:
+        coro = self._core.send_offsets_to_transaction(dict(offsets), group_id, timeout_ms)
+        self._run(coro, self._txn_wait(timeout_ms))
+
+    def commit_transaction(self, timeout_ms: float | None = None) -> None:
+        self._run(self._core.commit_transaction(timeout_ms), self._txn_wait(timeout_ms))
+
+    def abort_transaction(self, timeout_ms: float | None = None) -> None:
+        self._run(self._core.abort_transaction(timeout_ms), self._txn_wait(timeout_ms))
+
+    def prepare_transaction(self, timeout_ms: float | None = None) -> TransactionHandle:
+        return self._run(self._core.prepare_transaction(timeout_ms), self._txn_wait(timeout_ms))
 
     def close(self, timeout_ms: float | None = None) -> None:
         """Deliver what is queued (up to ``timeout_ms``), then stop. Idempotent."""
@@ -228,12 +260,37 @@ class AdminClient(_SyncClient):
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         *,
+        require_stable: bool = False,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         coro = self._core.list_consumer_group_offsets(
-            group_id, None if partitions is None else list(partitions), timeout_ms=timeout_ms
+            group_id,
+            None if partitions is None else list(partitions),
+            require_stable=require_stable,
+            timeout_ms=timeout_ms,
         )
         return self._run(coro, self._w(timeout_ms))
+
+    def list_consumer_groups(
+        self, states: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> list[ConsumerGroupListing]:
+        coro = self._core.list_consumer_groups(None if states is None else list(states), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def describe_consumer_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, ConsumerGroupDescription]:
+        coro = self._core.describe_consumer_groups(list(group_ids), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout_ms: float | None = None) -> None:
+        self._run(self._core.delete_consumer_groups(list(group_ids), timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], *, timeout_ms: float | None = None
+    ) -> None:
+        coro = self._core.delete_consumer_group_offsets(group_id, list(partitions), timeout_ms=timeout_ms)
+        self._run(coro, self._w(timeout_ms))
 
     def close(self, timeout_ms: float | None = None) -> None:
         if self._closed:

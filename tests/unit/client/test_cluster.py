@@ -159,3 +159,18 @@ def test_when_the_metadata_task_dies_waiters_fail(run: Run) -> None:
         await c.close()
 
     run(main())
+
+
+def test_a_new_topic_is_fetched_without_the_refresh_spacing(run: Run) -> None:
+    """As the Java client's ``requestUpdateForNewTopics``: the first send to a topic right after the
+    bootstrap refresh does not wait ``retry.backoff.ms`` for its metadata."""
+    fake = FakeCluster(1, topics={"t": 1})
+
+    async def main() -> None:
+        c = cluster(fake, **{"retry.backoff.ms": 60_000})
+        await c.start()
+        meta = await asyncio.wait_for(c.wait_for_topic("t", 30_000), 10)
+        assert len(meta.partitions) == 1
+        await c.close()
+
+    run(main())

@@ -316,36 +316,31 @@ def test_when_the_sender_dies_everyone_waiting_fails(run: Run) -> None:
     run(main())
 
 
-def test_idempotence_falls_back_when_the_broker_lacks_init_producer_id(
+def test_idempotence_left_unset_falls_back_when_the_broker_lacks_init_producer_id(
     run: Run, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = FakeCluster(1, topics={"t": 1})
 
     async def main() -> None:
         with caplog.at_level(logging.WARNING, logger="pyspark_log.client.producer"):
-            async with producer(fake, enable_idempotence=True) as p:
+            async with producer(fake) as p:
                 assert (await p.send_and_wait("t", b"x")).offset == 0
+                assert not p.idempotent
         assert "InitProducerId" in caplog.text
 
     run(main())
 
 
-def test_idempotence_requested_against_a_capable_broker_is_not_yet_supported(run: Run) -> None:
+def test_explicit_idempotence_or_transactions_need_init_producer_id(run: Run) -> None:
     fake = FakeCluster(1, topics={"t": 1})
-    fake.api_versions[ApiKey.INIT_PRODUCER_ID] = (0, 4)
 
     async def main() -> None:
-        with pytest.raises(UnsupportedFeatureError, match="not supported"):
+        with pytest.raises(UnsupportedFeatureError, match=r"enable.idempotence=true needs InitProducerId"):
             await producer(fake, enable_idempotence=True).start()
-        async with producer(fake) as p:  # the default quietly produces without it
-            assert (await p.send_and_wait("t", b"x")).offset == 0
+        with pytest.raises(UnsupportedFeatureError, match=r"transactional.id needs InitProducerId"):
+            await producer(fake, transactional_id="tx").start()
 
     run(main())
-
-
-def test_transactional_id_is_refused() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="transactions"):
-        AsyncProducer({"bootstrap.servers": "x", "transactional.id": "tx"})
 
 
 def test_send_before_start_is_an_error(run: Run) -> None:
