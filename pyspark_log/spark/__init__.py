@@ -1,4 +1,5 @@
-"""The ``pylog`` Spark data source: ``spark.readStream.format("pylog")`` / ``spark.read.format("pylog")``.
+"""The ``pylog`` Spark data source: ``spark.readStream.format("pylog")`` / ``spark.read.format("pylog")``,
+and its exactly-once sink ``df.writeStream.format("pylog")`` / ``df.write.format("pylog")``.
 
 Importing this package imports pyspark. ``register(spark)`` makes the format known to a
 session; importing the package registers it with the active session, if there is one.
@@ -11,9 +12,10 @@ from typing import Any
 
 from pyspark_log.spark.options import PylogOptionError
 from pyspark_log.spark.planning import PylogDataLossError
+from pyspark_log.spark.sink import PylogSinkError
 from pyspark_log.spark.source import PylogDataSource
 
-__all__ = ["PylogDataLossError", "PylogDataSource", "PylogOptionError", "register"]
+__all__ = ["PylogDataLossError", "PylogDataSource", "PylogOptionError", "PylogSinkError", "register"]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""``PylogDataSource``: the ``pylog`` format for ``spark.read`` and ``spark.readStream``.
+"""``PylogDataSource``: the ``pylog`` format for ``spark.read`` / ``spark.readStream`` and, through
+``writer.py``, for ``df.write`` / ``df.writeStream`` (exactly-once, transactional; see ``sink.py``).
 
 Options are validated when the DataFrame is defined (``schema()``) and again, with the
 batch/stream-specific rules, when Spark asks for a reader; every problem raises
@@ -8,7 +9,13 @@ columns, plus ``headers`` with includeHeaders=true); a user-supplied schema is r
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -22,6 +29,7 @@ from pyspark.sql.types import (
 
 from pyspark_log.spark.options import PylogOptionError, parse_options
 from pyspark_log.spark.reader import PylogBatchReader, PylogStreamReader
+from pyspark_log.spark.writer import batch_writer, stream_writer
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -73,3 +81,10 @@ class PylogDataSource(DataSource):
         options = parse_options(self.options, "stream")
         check_schema(schema, options.include_headers)
         return PylogStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 - PySpark API name
+        del overwrite  # complete and update output modes append, as in Spark's Kafka sink
+        return stream_writer(self.options, schema)
