@@ -1,7 +1,8 @@
 """Shared by the examples: a quiet local SparkSession, a broker (given or embedded), sample events.
 
 Every example runs as ``python examples/NAME.py``. With ``PYLOG_BOOTSTRAP=host:port`` set it uses
-that broker; otherwise it starts an embedded one (``pyspark_log.embedded.EmbeddedBroker``) on a
+that broker; otherwise it starts an embedded one (``pyspark_log.embedded.EmbeddedBroker``, a one-node
+KRaft cluster: ``process.roles=broker,controller``, its own metadata quorum) on a
 temporary directory and stops it at the end.
 """
 
@@ -70,7 +71,7 @@ def broker(workdir: Path | None = None) -> Iterator[str]:
     if given:
         yield given
         return
-    with EmbeddedBroker(workdir / "broker" if workdir else None) as embedded:
+    with EmbeddedBroker(workdir / "broker" if workdir else None, kraft=True) as embedded:
         yield embedded.bootstrap_servers
 
 

@@ -44,11 +44,14 @@ class EmbeddedBroker:
         python: str = sys.executable,
         start_timeout_s: float = 60.0,
         log_path: str | Path | None = None,
+        kraft: bool = False,
     ) -> None:
+        """``kraft``: run as a one-node KRaft cluster (``process.roles=broker,controller``, the node
+        its own metadata quorum) instead of the single-process metadata file; ``overrides`` win."""
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="pylog-"))
         self.port = port
-        self.overrides = dict(overrides or {})
+        self.overrides = {**({"process.roles": "broker,controller"} if kraft else {}), **(overrides or {})}
         self._python = python
         self._start_timeout_s = start_timeout_s
         self._log_path = Path(log_path) if log_path else self.data_dir / "broker.out"

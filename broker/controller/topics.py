@@ -25,10 +25,12 @@ TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
     "retention.bytes": "log.retention.bytes",
     "retention.ms": "log.retention.ms",
     "segment.bytes": "log.segment.bytes",
     "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
@@ -37,7 +39,7 @@ _INT_CONFIGS = {
     "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
     "max.message.bytes", "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms", "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
-    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.ms",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
 }  # fmt: skip
 
 
@@ -69,5 +71,7 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise MetadataError(INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
     if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         raise MetadataError(INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
+    if key == "preallocate" and value.lower() not in ("true", "false"):
+        raise MetadataError(INVALID_CONFIG, f"topic config preallocate={value!r} must be true or false")
     if key == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
         raise MetadataError(INVALID_CONFIG, "cleanup.policy must be delete, compact, or both")

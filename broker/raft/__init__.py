@@ -2,7 +2,9 @@
 
 Public API: ``RaftCore`` (driven with ``start``/``handle``/``tick``/``append``/``resign``), the
 ``StepResult`` it returns (execute ``persist`` durably, then ``send``, then ``notify``), the message
-dataclasses, ``RaftConfig`` and the log model. The driver and the quorum-state store come later.
+dataclasses, ``RaftConfig`` and the log model. Running it: ``driver.RaftDriver`` (sockets, timers,
+files), ``store`` (quorum-state file, metadata log), ``rpc`` (wire mapping), ``transport`` (peer
+connections), ``bootstrap`` (``process.roles`` and the voters from ``server.properties``).
 """
 
 from broker.raft.config import RaftConfig, RaftConfigError, VoterEndpoint, parse_quorum_voters

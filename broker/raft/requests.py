@@ -92,12 +92,17 @@ class RequestManager:
         conn.backoff_until_ms = now_ms + retry_backoff_ms(self._config, conn.failures)
 
     def expire(self, now_ms: int) -> list[int]:
-        """Fail every request in flight for ``quorum.request.timeout.ms``; returns their destinations."""
+        """Fail every request in flight for ``quorum.request.timeout.ms``; returns their destinations.
+
+        Also clears backoffs that have ended (called at the start of every poll)."""
         expired = [
             dest
             for dest, conn in self._connections.items()
             if conn.in_flight and now_ms >= conn.sent_ms + self._config.request_timeout_ms
         ]
+        for conn in self._connections.values():
+            if not conn.in_flight and 0 < conn.backoff_until_ms <= now_ms:
+                conn.backoff_until_ms = 0  # ended: this poll retries the destination if it wants to
         for dest in expired:
             self.on_failure(dest, now_ms)
         return expired
@@ -107,11 +112,15 @@ class RequestManager:
         self._connections.clear()
 
     def next_deadline_ms(self, now_ms: int) -> int | None:
-        """The next request timeout or end of a backoff after ``now_ms``."""
+        """The next request timeout or end of a backoff.
+
+        A backoff that has ended but not yet been seen by ``expire`` (the poll of a ``tick``) is
+        still reported, so a driver that wakes late still ticks once to retry the destination.
+        """
         deadlines = []
         for conn in self._connections.values():
             if conn.in_flight:
                 deadlines.append(conn.sent_ms + self._config.request_timeout_ms)
-            elif conn.backoff_until_ms > now_ms:
+            elif conn.backoff_until_ms > 0:
                 deadlines.append(conn.backoff_until_ms)
         return min(deadlines) if deadlines else None

@@ -23,6 +23,8 @@ these ranges (KIP-511) and it retries with v3.
 KIP-595 APIs: in Kafka 3.7 Vote, BeginQuorumEpoch and EndQuorumEpoch are served only on the
 controller listener (``KRAFT_CONTROLLER_APIS``) and DescribeQuorum on both. pylog's Raft runs
 on the broker port, so they are listed here; clients ignore keys they do not know.
+BrokerRegistration (62) and BrokerHeartbeat (63) are controller-only in Kafka too; pylog serves
+them (pinned at v0) only when ``process.roles`` is set.
 """
 
 from __future__ import annotations
@@ -67,13 +69,23 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.END_QUORUM_EPOCH: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.BROKER_REGISTRATION: (0, 0),
+    ApiKey.BROKER_HEARTBEAT: (0, 0),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).
 PRODUCE_MIN_ACCEPTED = 3
 
 # Served only on a Kafka 3.7 controller listener; a broker may leave them out of ApiVersions.
-KRAFT_CONTROLLER_APIS: frozenset[int] = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+KRAFT_CONTROLLER_APIS: frozenset[int] = frozenset(
+    {
+        ApiKey.VOTE,
+        ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+    }
+)
 
 
 def api_versions_entries(include_controller_apis: bool = True) -> list[dict[str, int]]:

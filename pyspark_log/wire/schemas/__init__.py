@@ -7,7 +7,7 @@ Every field fact comes from Kafka 3.7's published message schemas; see ``version
 from __future__ import annotations
 
 from pyspark_log.wire.schema import Api
-from pyspark_log.wire.schemas import admin, fetch, groups, metadata, offsets, produce, raft, txn
+from pyspark_log.wire.schemas import admin, broker_registration, fetch, groups, metadata, offsets, produce, raft, txn
 
 ALL_APIS: tuple[Api, ...] = (
     *metadata.APIS,
@@ -18,4 +18,5 @@ ALL_APIS: tuple[Api, ...] = (
     *groups.APIS,
     *txn.APIS,
     *raft.APIS,
+    *broker_registration.APIS,
 )

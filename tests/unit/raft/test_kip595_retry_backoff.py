@@ -57,3 +57,17 @@ def test_disconnect_fails_the_request_and_retries_after_the_backoff() -> None:
     core.request_failed(1, retry.correlation_id, 31)
     assert not sends(core.tick(70), FetchRequest)
     assert sends(core.tick(71), FetchRequest)
+
+
+def test_an_ended_backoff_is_still_a_deadline_until_a_poll_sees_it() -> None:
+    """A driver that wakes after the backoff ended must still be told to tick once: otherwise the
+    destination is never retried (an observer whose every voter refused would stay stuck)."""
+    requests = RequestManager(CONFIG, first_correlation_id=0)
+    requests.on_send(2, 0)
+    requests.match_response(2, 0)
+    requests.on_failure(2, 100)
+    assert requests.next_deadline_ms(100) == 120
+    assert requests.next_deadline_ms(500) == 120  # woke late: still due
+    assert requests.expire(500) == []
+    assert requests.next_deadline_ms(500) is None
+    assert requests.is_ready(2, 500)

@@ -1,0 +1,107 @@
+"""BrokerRegistration (62) and BrokerHeartbeat (63), and the admin handlers of a quorum node.
+
+Served only when ``process.roles`` is set (``quorum_handlers``), by every node: the active
+controller answers them; any other node answers NOT_CONTROLLER, except that a registration
+whose cluster id is not this node's is answered INCONSISTENT_CLUSTER_ID by whichever controller
+gets it, so a broker of another cluster is refused even before it knows the leader.
+
+``quorum_handlers`` also wraps the admin handlers (CreateTopics, DeleteTopics, CreatePartitions,
+AlterConfigs, IncrementalAlterConfigs): a request that another node forwarded
+(``FORWARD_CLIENT_ID``) runs with ``forwarded_request`` set, so the controller answers
+NOT_CONTROLLER instead of forwarding it a second time (see ``broker.controller.forwarding``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Handler, HandlerResult, Request
+from broker.controller.forwarding import FORWARD_CLIENT_ID, Registration, forwarded_request
+from broker.controller.quorum import QuorumController
+from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.errors import ErrorCode
+
+FORWARDABLE = (
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DELETE_TOPICS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+)
+
+
+def _quorum(broker: Broker) -> QuorumController | None:
+    controller = broker.controller
+    return controller if isinstance(controller, QuorumController) else None
+
+
+def handle_broker_registration(broker: Broker, request: Request) -> Any:
+    return _registration(broker, request)
+
+
+async def _registration(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    controller = _quorum(broker)
+    if controller is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "broker_epoch": -1}
+    listener = body.listeners[0] if body.listeners else None
+    if listener is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "broker_epoch": -1}
+    reg = Registration(body.broker_id, body.cluster_id, body.incarnation_id, listener.host, listener.port, body.rack)
+    code, epoch = await controller.handle_registration(reg)
+    return {"throttle_time_ms": 0, "error_code": code, "broker_epoch": epoch}
+
+
+def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
+    return _heartbeat(broker, request)
+
+
+async def _heartbeat(broker: Broker, request: Request) -> Mapping[str, Any]:
+    body = request.body
+    controller = _quorum(broker)
+    if controller is None:
+        code, fenced = int(ErrorCode.NOT_CONTROLLER), True
+    else:
+        code, fenced = await controller.handle_heartbeat(
+            body.broker_id, body.broker_epoch, want_shut_down=body.want_shut_down
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "is_caught_up": code == ErrorCode.NONE,
+        "is_fenced": fenced,
+        "should_shut_down": bool(body.want_shut_down) and code == ErrorCode.NONE,
+    }
+
+
+def _forwarding_aware(handler: Handler) -> Handler:
+    def wrapped(broker: Broker, request: Request) -> HandlerResult:
+        if request.header.client_id != FORWARD_CLIENT_ID:
+            return handler(broker, request)
+        return _run_forwarded(handler, broker, request)
+
+    return wrapped
+
+
+async def _run_forwarded(handler: Handler, broker: Broker, request: Request) -> Mapping[str, Any] | None:
+    token = forwarded_request.set(True)
+    try:
+        result = handler(broker, request)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+    finally:
+        forwarded_request.reset(token)
+
+
+def quorum_handlers(base: Mapping[int, Handler]) -> dict[int, Handler]:
+    """``base`` with the forwardable admin handlers wrapped and BrokerRegistration/Heartbeat added."""
+    handlers = dict(base)
+    for key in FORWARDABLE:
+        if key in handlers:
+            handlers[key] = _forwarding_aware(handlers[key])
+    handlers[ApiKey.BROKER_REGISTRATION] = handle_broker_registration
+    handlers[ApiKey.BROKER_HEARTBEAT] = handle_broker_heartbeat
+    return handlers

@@ -1,0 +1,109 @@
+"""KIP-595 RPCs on the broker's listener: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
+DescribeQuorum (55), and Fetch of ``__cluster_metadata-0`` (``handle_metadata_fetch``, called by
+``broker.api.fetch`` for v12+ requests that name only that partition).
+
+Each handler decodes the request into the Raft core's message (``broker.raft.rpc``), hands it to
+the ``RaftDriver`` (``broker.raft``), and answers with the core's response once the core has made
+whatever it decided durable (a granted vote is on disk before the VoteResponse leaves). A request
+for another topic or partition is answered UNKNOWN_TOPIC_OR_PARTITION; one whose fields no replica
+can act on (a negative fetch offset, ...) INVALID_REQUEST, without reaching the core. While the
+driver is not running (shutting down, or stopped by a fatal error), or when too many Raft requests
+wait already (``RaftBusyError``), the connection is closed, which the sender's core treats as a
+failed request.
+
+No authorization: like every API of pylog's one PLAINTEXT listener, these are open to any client
+that can connect (docs/compatibility.md, "KIP-595 quorum at run time").
+
+DescribeQuorum on a replica that is not the leader is forwarded to the leader, as Kafka's brokers
+forward it to the active controller; without a known leader it answers NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from broker.api.context import Broker, Handler, Request
+from broker.network.connection import CloseConnection
+from broker.raft.driver import RaftBusyError, RaftDriver, RaftStoppedError
+from broker.raft.rpc import InvalidRaftRequest, NotMetadataPartition, request_from_wire
+from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def raft_handlers() -> dict[int, Handler]:
+    """The KIP-595 APIs a broker with ``process.roles`` serves (Fetch stays Fetch's handler)."""
+    return {
+        ApiKey.VOTE: handle_vote,
+        ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
+        ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
+        ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
+    }
+
+
+def _driver(broker: Broker) -> RaftDriver:
+    driver = broker.raft
+    if driver is None or not driver.running:
+        raise CloseConnection("the metadata quorum is not running on this node")
+    return driver
+
+
+def _unknown_partition(request: Request) -> dict[str, Any]:
+    """Every requested partition answered UNKNOWN_TOPIC_OR_PARTITION."""
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    topics = [
+        {
+            "topic_name": topic.topic_name,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": code, "leader_id": -1, "leader_epoch": -1}
+                for p in topic.partitions
+            ],
+        }
+        for topic in request.body.topics
+    ]
+    return {"error_code": 0, "topics": topics}
+
+
+async def _serve(broker: Broker, request: Request) -> Mapping[str, Any]:
+    driver = _driver(broker)
+    api_key = request.header.api_key
+    try:
+        source, message = request_from_wire(api_key, request.version, request.body)
+    except NotMetadataPartition:
+        return _unknown_partition(request)
+    except InvalidRaftRequest as exc:
+        log.debug("invalid %s request from %s: %s", ApiKey(api_key).name, request.header.client_id, exc)
+        return driver.error_body(api_key, ErrorCode.INVALID_REQUEST)
+    try:
+        return await driver.handle_request(source, message)
+    except (RaftStoppedError, RaftBusyError) as exc:
+        raise CloseConnection(str(exc)) from exc
+
+
+def handle_vote(broker: Broker, request: Request) -> Any:
+    return _serve(broker, request)
+
+
+def handle_begin_quorum_epoch(broker: Broker, request: Request) -> Any:
+    return _serve(broker, request)
+
+
+def handle_end_quorum_epoch(broker: Broker, request: Request) -> Any:
+    return _serve(broker, request)
+
+
+async def handle_describe_quorum(broker: Broker, request: Request) -> Mapping[str, Any]:
+    driver = _driver(broker)
+    try:
+        request_from_wire(ApiKey.DESCRIBE_QUORUM, request.version, request.body)
+    except NotMetadataPartition:
+        return _unknown_partition(request)
+    return await driver.describe_quorum_anywhere()
+
+
+async def handle_metadata_fetch(broker: Broker, request: Request) -> Mapping[str, Any]:
+    """Fetch v12+ of ``__cluster_metadata-0``: KIP-595 replication, served by the Raft core."""
+    return await _serve(broker, request)

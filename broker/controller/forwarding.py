@@ -1,0 +1,223 @@
+"""Calls to the active controller over the Kafka protocol: forwarded admin operations and the
+broker's registration and heartbeats.
+
+A node that is not the active controller (an observer broker, or a voter that follows) sends a
+metadata change to the leader's endpoint from ``controller.quorum.voters`` as the ordinary
+request (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) under the client
+id ``FORWARD_CLIENT_ID``. The receiving node runs its usual handler; the handler wrapper in
+``broker.api.broker_registration`` sets ``forwarded_request`` so that a receiver which is not (or
+no longer) the active controller answers NOT_CONTROLLER instead of forwarding again: a request
+makes at most one hop, and the sender retries against the leader it learns next.
+
+``ControllerChannel``: one connection to one controller, one request at a time (these calls are
+rare and small); any transport failure or timeout closes the connection and raises
+``ControllerUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.errors import KafkaError
+from pyspark_log.wire.headers import decode_response, encode_request
+from pyspark_log.wire.message import Message
+from pyspark_log.wire.types import INT32
+
+FORWARD_CLIENT_ID = "pylog-controller-forward"
+REGISTRATION_CLIENT_ID = "pylog-broker-lifecycle"
+OP_SET, OP_DELETE = 0, 1
+TOPIC_RESOURCE = 2
+
+# True while a handler serves a request that another node forwarded (see the module docstring).
+forwarded_request: ContextVar[bool] = ContextVar("pylog_forwarded_request", default=False)
+
+
+class ControllerUnavailable(Exception):
+    """The controller could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A forwarded operation's answer: Kafka error code, message, and the created topic's id."""
+
+    error_code: int
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+
+
+class ControllerChannel:
+    """A lazily opened connection to one controller endpoint."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = itertools.count(1)
+
+    async def request(
+        self, api_key: int, version: int, body: Mapping[str, Any], *, client_id: str, timeout_ms: int
+    ) -> Message:
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._roundtrip(api_key, version, body, client_id), timeout_ms / 1000)
+            except (OSError, EOFError, TimeoutError, KafkaError) as exc:
+                await self.close()
+                raise ControllerUnavailable(f"controller {self.host}:{self.port}: {exc!r}") from exc
+            except BaseException:
+                await self.close()
+                raise
+
+    async def _roundtrip(self, api_key: int, version: int, body: Mapping[str, Any], client_id: str) -> Message:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        self._writer.write(encode_request(api_key, version, correlation_id, client_id, body))
+        await self._writer.drain()
+        (size,) = INT32.unpack(await self._reader.readexactly(4))
+        frame = await self._reader.readexactly(size)
+        got, message = decode_response(api_key, version, frame)
+        if got != correlation_id:
+            raise EOFError(f"response correlation id {got} does not match {correlation_id}")
+        return message
+
+    async def close(self) -> None:
+        writer, self._reader, self._writer = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class ControllerChannels:
+    """Channels by endpoint, reused across calls."""
+
+    def __init__(self) -> None:
+        self._channels: dict[tuple[str, int], ControllerChannel] = {}
+
+    def get(self, host: str, port: int) -> ControllerChannel:
+        channel = self._channels.get((host, port))
+        if channel is None:
+            channel = self._channels[(host, port)] = ControllerChannel(host, port)
+        return channel
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+# -- forwarded admin operations -------------------------------------------------------------------
+async def forward_create_topic(
+    channel: ControllerChannel, name: str, num_partitions: int, replication_factor: int,
+    configs: Mapping[str, str], *, validate_only: bool, timeout_ms: int,
+) -> Outcome:  # fmt: skip
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": num_partitions,
+                "replication_factor": replication_factor,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in configs.items()],
+            }
+        ],
+        "timeout_ms": timeout_ms,
+        "validate_only": validate_only,
+    }
+    response = await channel.request(ApiKey.CREATE_TOPICS, 7, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms)
+    topic = response.topics[0]
+    return Outcome(topic.error_code, topic.error_message, topic.topic_id, topic.num_partitions)
+
+
+async def forward_delete_topic(channel: ControllerChannel, name: str, *, timeout_ms: int) -> Outcome:
+    body = {"topic_names": [name], "timeout_ms": timeout_ms}
+    response = await channel.request(ApiKey.DELETE_TOPICS, 5, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms)
+    result = response.responses[0]
+    return Outcome(result.error_code, result.error_message)
+
+
+async def forward_create_partitions(
+    channel: ControllerChannel, name: str, total_count: int, *, validate_only: bool, timeout_ms: int
+) -> Outcome:
+    body = {
+        "topics": [{"name": name, "count": total_count, "assignments": None}],
+        "timeout_ms": timeout_ms,
+        "validate_only": validate_only,
+    }
+    response = await channel.request(
+        ApiKey.CREATE_PARTITIONS, 3, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    result = response.results[0]
+    return Outcome(result.error_code, result.error_message)
+
+
+async def forward_alter_topic_configs(
+    channel: ControllerChannel, name: str, changes: Mapping[str, str | None], *, validate_only: bool, timeout_ms: int
+) -> Outcome:
+    ops = [{"name": k, "config_operation": OP_DELETE if v is None else OP_SET, "value": v} for k, v in changes.items()]
+    body = {
+        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+        "validate_only": validate_only,
+    }
+    response = await channel.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    result = response.responses[0]
+    return Outcome(result.error_code, result.error_message)
+
+
+# -- broker lifecycle -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Registration:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: uuid.UUID
+    host: str
+    port: int
+    rack: str | None = None
+
+
+async def send_registration(channel: ControllerChannel, reg: Registration, *, timeout_ms: int) -> tuple[int, int]:
+    """BrokerRegistration v0: ``(error_code, broker_epoch)``."""
+    body = {
+        "broker_id": reg.broker_id,
+        "cluster_id": reg.cluster_id,
+        "incarnation_id": reg.incarnation_id,
+        "listeners": [{"name": "PLAINTEXT", "host": reg.host, "port": reg.port, "security_protocol": 0}],
+        "features": [],
+        "rack": reg.rack,
+    }
+    response = await channel.request(
+        ApiKey.BROKER_REGISTRATION, 0, body, client_id=REGISTRATION_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    return response.error_code, response.broker_epoch
+
+
+async def send_heartbeat(
+    channel: ControllerChannel, broker_id: int, broker_epoch: int, metadata_offset: int,
+    *, want_shut_down: bool, timeout_ms: int,
+) -> tuple[int, bool]:  # fmt: skip
+    """BrokerHeartbeat v0: ``(error_code, is_fenced)``."""
+    body = {
+        "broker_id": broker_id,
+        "broker_epoch": broker_epoch,
+        "current_metadata_offset": metadata_offset,
+        "want_fence": False,
+        "want_shut_down": want_shut_down,
+    }
+    response = await channel.request(
+        ApiKey.BROKER_HEARTBEAT, 0, body, client_id=REGISTRATION_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    return response.error_code, response.is_fenced

@@ -1,0 +1,180 @@
+"""Applying committed metadata records: ``ClusterState`` in, new ``ClusterState`` out (pure).
+
+Every node (active controller, other voters, observer brokers) applies the committed entries of
+the metadata log in log order with ``apply_payload`` and derives the ``MetadataImage`` the
+request handlers read with ``build_image``. Same entries, same order -> same state on every node
+(seed 001, KIP-595: the log is the replicated state machine's input).
+
+Applying never raises for a well-formed record that does not fit the state (a partition of an
+unknown topic, a fence of an unknown broker): it is skipped, the same way on every node, so one
+bad entry cannot stop a node from following the log. An undecodable payload is skipped as a
+whole (logged).
+
+``ClusterState`` keeps what the image does not show: every registration, fenced or not, with its
+broker epoch (the offset of its ``RegisterBrokerRecord``, as in Kafka) and incarnation id.
+The image lists only unfenced brokers and shows leader -1 for partitions whose leader is fenced.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.controller.records import (
+    TOPIC_RESOURCE,
+    ClusterIdRecord,
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    MetadataRecordError,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    decode_records,
+)
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: str
+    host: str
+    port: int
+    rack: str | None = None
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """Everything the metadata log has said so far, up to ``applied_offset``."""
+
+    cluster_id: str | None = None
+    registrations: Mapping[int, BrokerRegistration] = field(default_factory=dict)
+    topics: Mapping[str, TopicImage] = field(default_factory=dict)
+    topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
+    applied_offset: int = -1
+
+    def live_brokers(self) -> list[int]:
+        """Registered, unfenced broker ids in ascending order."""
+        return sorted(b for b, reg in self.registrations.items() if not reg.fenced)
+
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+
+def apply_payload(state: ClusterState, offset: int, payload: bytes | memoryview) -> ClusterState:
+    """Apply one committed entry (all its records, in order) at ``offset``."""
+    try:
+        records = decode_records(payload)
+    except MetadataRecordError as exc:
+        log.warning("skipping metadata log entry at offset %d: %s", offset, exc)
+        return replace(state, applied_offset=offset)
+    for record in records:
+        state = apply_record(state, offset, record)
+    return replace(state, applied_offset=offset)
+
+
+def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> ClusterState:
+    """One record's effect (see ``broker.controller.records`` for each kind)."""
+    if isinstance(record, ClusterIdRecord):
+        return state if state.cluster_id is not None else replace(state, cluster_id=record.cluster_id)
+    if isinstance(record, RegisterBrokerRecord):
+        reg = BrokerRegistration(
+            record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack, fenced=False
+        )
+        return replace(state, registrations={**state.registrations, record.broker_id: reg})
+    if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
+        current = state.registrations.get(record.broker_id)
+        if current is None or current.epoch != record.broker_epoch:
+            return state
+        fenced = isinstance(record, FenceBrokerRecord)
+        return replace(state, registrations={**state.registrations, record.broker_id: replace(current, fenced=fenced)})
+    if isinstance(record, TopicRecord):
+        return _apply_topic(state, record)
+    if isinstance(record, PartitionRecord):
+        return _apply_partition(state, record)
+    if isinstance(record, ConfigRecord):
+        return _apply_config(state, record)
+    if isinstance(record, RemoveTopicRecord):
+        name = state.topic_ids.get(record.topic_id)
+        if name is None:
+            return state
+        topics = {n: t for n, t in state.topics.items() if n != name}
+        topic_ids = {tid: n for tid, n in state.topic_ids.items() if tid != record.topic_id}
+        return replace(state, topics=topics, topic_ids=topic_ids)
+    raise AssertionError(f"unhandled metadata record {record!r}")
+
+
+def _apply_topic(state: ClusterState, record: TopicRecord) -> ClusterState:
+    topic_ids = {tid: n for tid, n in state.topic_ids.items() if n != record.name}
+    topic_ids[record.topic_id] = record.name
+    topic = TopicImage(record.name, record.topic_id, {}, {})
+    return replace(state, topics={**state.topics, record.name: topic}, topic_ids=topic_ids)
+
+
+def _apply_partition(state: ClusterState, record: PartitionRecord) -> ClusterState:
+    name = state.topic_ids.get(record.topic_id)
+    if name is None:
+        return state
+    topic = state.topics[name]
+    part = PartitionImage(record.partition, record.leader, record.leader_epoch, record.replicas, record.isr)
+    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
+    return replace(state, topics={**state.topics, name: updated})
+
+
+def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
+    topic = state.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
+    if topic is None:
+        return state
+    configs = dict(topic.configs)
+    if record.value is None:
+        configs.pop(record.name, None)
+    else:
+        configs[record.name] = record.value
+    updated = TopicImage(topic.name, topic.topic_id, topic.partitions, configs)
+    return replace(state, topics={**state.topics, topic.name: updated})
+
+
+def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | None) -> MetadataImage:
+    """The image handlers read: live brokers only, leader -1 where the leader is fenced.
+
+    ``controller_id`` (Metadata, DescribeCluster) is this node when it is a live broker, else the
+    lowest live broker: clients send admin requests there and any broker forwards them to the
+    active controller (as Kafka's brokers answer with a random broker id in KRaft mode).
+    """
+    live = state.live_brokers()
+    brokers: dict[int, BrokerInfo] = {}
+    for b in live:
+        reg = state.registrations[b]
+        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack)
+    fenced = {b for b, reg in state.registrations.items() if reg.fenced}
+    topics = dict(state.topics)
+    if fenced:
+        for name, topic in state.topics.items():
+            if any(p.leader in fenced for p in topic.partitions.values()):
+                parts = {
+                    i: replace(p, leader=NO_LEADER) if p.leader in fenced else p for i, p in topic.partitions.items()
+                }
+                topics[name] = TopicImage(name, topic.topic_id, parts, topic.configs)
+    if local_broker_id is not None and local_broker_id in brokers:
+        controller_id = local_broker_id
+    else:
+        controller_id = live[0] if live else NO_LEADER
+    return MetadataImage(
+        state.cluster_id or cluster_id,
+        controller_id,
+        brokers,
+        topics,
+        dict(state.topic_ids),
+        epoch=state.applied_offset + 1,
+    )

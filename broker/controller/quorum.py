@@ -1,0 +1,589 @@
+"""``QuorumController``: the cluster metadata on the KIP-595 quorum (``process.roles`` set).
+
+It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.py):
+
+* **Reads.** Every node applies the committed entries of the metadata log, in order, to a
+  ``ClusterState`` (``image_builder``) and publishes the derived ``MetadataImage`` to listeners,
+  as ``LocalController`` does after each change.
+* **Changes on the active controller** (the Raft leader): validated against the state by
+  ``operations`` (LocalController's errors), appended as one entry, and answered once the entry
+  is committed and applied here. Changes are serialized by one lock, and the first change of
+  each leader epoch appends a no-op entry first: once it commits, every entry of earlier epochs
+  has been applied, so validation never reads a stale state (seed 001: a new leader's entries
+  are committed only with one of its own epoch).
+* **Changes elsewhere** are forwarded to the leader over the Kafka protocol (``forwarding``),
+  retried on NOT_CONTROLLER, transport failures and unknown leaders until
+  ``request_timeout_ms``, and answered once this node's image shows the result.
+* **Brokers** (``broker`` given) register with the active controller at ``start`` (the broker
+  epoch is the offset of its ``RegisterBrokerRecord``), wait until their own image shows the
+  registration, then heartbeat every ``heartbeat_interval_ms``. The active controller fences a
+  broker whose heartbeats stop for ``session_timeout_ms`` (out of Metadata, its partitions show
+  leader -1) and unfences it on its next heartbeat. A registration whose cluster id differs from
+  the quorum's is refused with INCONSISTENT_CLUSTER_ID, which ``start`` raises as
+  ``ClusterIdMismatchError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from broker.controller import operations
+from broker.controller.errors import MetadataError
+from broker.controller.forwarding import (
+    ControllerChannel,
+    ControllerChannels,
+    ControllerUnavailable,
+    Outcome,
+    Registration,
+    forward_alter_topic_configs,
+    forward_create_partitions,
+    forward_create_topic,
+    forward_delete_topic,
+    forwarded_request,
+    send_heartbeat,
+    send_registration,
+)
+from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.controller.image_builder import ClusterState, apply_payload, build_image
+from broker.controller.local import ImageListener
+from broker.controller.records import (
+    ClusterIdRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    encode_records,
+)
+from broker.raft.core import NotLeaderError
+from pyspark_log.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class RaftDriverLike(Protocol):
+    """What ``QuorumController`` uses of ``broker.raft.driver.RaftDriver`` (see the contract)."""
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def add_committed_listener(self, listener: Callable[[int, bytes], None]) -> None: ...
+
+    async def append(self, payloads: Sequence[bytes]) -> int: ...
+
+    def voter_endpoints(self) -> dict[int, tuple[str, int]]: ...
+
+
+class ClusterIdMismatchError(RuntimeError):
+    """The quorum belongs to another cluster than this node's ``meta.properties``."""
+
+
+class _NotActive(Exception):
+    """This node stopped being the active controller during an operation."""
+
+
+def _system_clock_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class QuorumController:
+    """``MetadataController`` on the metadata quorum; see the module docstring."""
+
+    def __init__(
+        self,
+        driver: RaftDriverLike,
+        *,
+        cluster_id: str,
+        node_id: int,
+        broker: BrokerInfo | None,
+        deletion_enabled: bool = True,
+        heartbeat_interval_ms: int = 2000,
+        session_timeout_ms: int = 9000,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 50,
+        clock_ms: Callable[[], int] = _system_clock_ms,
+    ) -> None:
+        self._driver = driver
+        self._cluster_id = cluster_id
+        self._node_id = node_id
+        self._broker = broker
+        self._deletion_enabled = deletion_enabled
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._session_timeout_ms = session_timeout_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._clock_ms = clock_ms
+        self._state = ClusterState()
+        self._image = self._build()
+        self._listeners: list[ImageListener] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._lock: asyncio.Lock | None = None
+        self._caught_up_epoch = -1
+        self._last_heartbeat_ms: dict[int, int] = {}
+        self._channels = ControllerChannels()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._incarnation_id = uuid.uuid4()
+        self._broker_epoch = -1
+        self._voter_cursor = random.randrange(1 << 16)
+        driver.add_committed_listener(self._on_committed)
+
+    # -- reads ------------------------------------------------------------------------------------
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def state(self) -> ClusterState:
+        return self._state
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._broker_epoch
+
+    def _build(self) -> MetadataImage:
+        local = self._broker.node_id if self._broker is not None else None
+        return build_image(self._state, cluster_id=self._cluster_id, local_broker_id=local)
+
+    def _on_committed(self, offset: int, payload: bytes) -> None:
+        """The driver's committed-entry listener: apply, publish, wake waiters."""
+        before = self._state.cluster_id
+        self._state = apply_payload(self._state, offset, payload)
+        if before is None and self._state.cluster_id not in (None, self._cluster_id):
+            log.error(
+                "the metadata log belongs to cluster %s, but this node's cluster id is %s",
+                self._state.cluster_id,
+                self._cluster_id,
+            )
+        new = self._build()
+        old, self._image = self._image, new
+        for listener in self._listeners:
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("metadata listener failed at offset %d", offset)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait until ``predicate()`` holds after some applied entry (or now); False on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return predicate()
+        return True
+
+    # -- MetadataController -------------------------------------------------------------------------
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        *, validate_only: bool = False,
+    ) -> TopicImage:  # fmt: skip
+        topic_id = uuid.uuid4()
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], TopicImage]:
+            records, topic = operations.create_topic(
+                state, name, num_partitions, replication_factor, configs, topic_id=topic_id
+            )
+            return ([] if validate_only else records), topic
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> TopicImage:
+            outcome = await forward_create_topic(
+                channel, name, num_partitions, replication_factor, configs,
+                validate_only=validate_only, timeout_ms=timeout_ms,
+            )  # fmt: skip
+            _raise_for(outcome)
+            if validate_only:
+                count = outcome.num_partitions if outcome.num_partitions > 0 else num_partitions
+                parts = {p: PartitionImage(p, -1, 0, (), ()) for p in range(count)}
+                return TopicImage(name, outcome.topic_id or topic_id, parts, dict(configs))
+            created = outcome.topic_id
+            await self._await_image(lambda: self._has_topic(name, created), f"topic {name!r}")
+            return self._image.topics[name]
+
+        topic = await self._execute(local, remote)
+        if validate_only:
+            return topic
+        return self._image.topics.get(name, topic)
+
+    def _has_topic(self, name: str, topic_id: uuid.UUID | None) -> bool:
+        topic = self._image.topics.get(name)
+        return topic is not None and (topic_id is None or topic.topic_id == topic_id)
+
+    async def delete_topic(self, name: str) -> None:
+        gone_id = self._image.topics[name].topic_id if name in self._image.topics else None
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            return operations.delete_topic(state, name, deletion_enabled=self._deletion_enabled), None
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            _raise_for(await forward_delete_topic(channel, name, timeout_ms=timeout_ms))
+            await self._await_image(
+                lambda: name not in self._image.topics or self._image.topics[name].topic_id != gone_id,
+                f"deletion of topic {name!r}",
+            )
+
+        await self._execute(local, remote)
+
+    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None:
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            records = operations.create_partitions(state, name, total_count)
+            return ([] if validate_only else records), None
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            outcome = await forward_create_partitions(
+                channel, name, total_count, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            _raise_for(outcome)
+            if not validate_only:
+                await self._await_image(
+                    lambda: name in self._image.topics and len(self._image.topics[name].partitions) >= total_count,
+                    f"partitions of topic {name!r}",
+                )
+
+        await self._execute(local, remote)
+
+    async def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            records = operations.alter_topic_configs(state, name, changes)
+            return ([] if validate_only else records), None
+
+        def applied() -> bool:
+            topic = self._image.topics.get(name)
+            return topic is None or all(topic.configs.get(k) == v for k, v in changes.items())
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            outcome = await forward_alter_topic_configs(
+                channel, name, changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            _raise_for(outcome)
+            if not validate_only:
+                await self._await_image(applied, f"configs of topic {name!r}")
+
+        await self._execute(local, remote)
+
+    async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
+        if not await self.wait_until(predicate, self._request_timeout_ms):
+            raise MetadataError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the active controller accepted the change, but this node's metadata does not show {what} yet",
+            )
+
+    # -- running an operation where it belongs -------------------------------------------------------
+    async def _execute(
+        self,
+        local: Callable[[ClusterState], tuple[list[MetadataRecord], T]],
+        remote: Callable[[ControllerChannel, int], Awaitable[T]],
+    ) -> T:
+        """Run on the active controller (here, or forwarded there); see the module docstring."""
+        deadline = self._clock_ms() + self._request_timeout_ms
+        last_problem = "no active controller is known"
+        while True:
+            if self._driver.is_leader:
+                try:
+                    return await self._run_locally(local)
+                except _NotActive:
+                    last_problem = "this node lost the leadership during the operation"
+            elif forwarded_request.get():
+                raise MetadataError(ErrorCode.NOT_CONTROLLER, f"node {self._node_id} is not the active controller")
+            else:
+                channel = self._leader_channel()
+                if channel is not None:
+                    remaining = max(1, deadline - self._clock_ms())
+                    try:
+                        return await remote(channel, remaining)
+                    except _NotActive:
+                        last_problem = f"controller {channel.host}:{channel.port} is not the active controller"
+                    except ControllerUnavailable as exc:
+                        last_problem = str(exc)
+            if self._clock_ms() >= deadline:
+                raise MetadataError(ErrorCode.REQUEST_TIMED_OUT, f"no active controller completed it: {last_problem}")
+            await asyncio.sleep(self._retry_backoff_ms / 1000)
+
+    def _leader_channel(self) -> ControllerChannel | None:
+        endpoint = self._driver.voter_endpoints().get(self._driver.leader_id)
+        return self._channels.get(*endpoint) if endpoint is not None else None
+
+    def _any_controller_channel(self) -> ControllerChannel | None:
+        """The leader's channel, else the next voter in turn (to reach the quorum at all)."""
+        channel = self._leader_channel()
+        if channel is not None:
+            return channel
+        endpoints = [e for _, e in sorted(self._driver.voter_endpoints().items())]
+        if not endpoints:
+            return None
+        self._voter_cursor += 1
+        return self._channels.get(*endpoints[self._voter_cursor % len(endpoints)])
+
+    async def _run_locally(self, op: Callable[[ClusterState], tuple[list[MetadataRecord], T]]) -> T:
+        async with self._op_lock():
+            await self._ensure_caught_up()
+            records, result = op(self._state)
+            if records:
+                await self._append(records)
+            return result
+
+    def _op_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _append(self, records: Sequence[MetadataRecord]) -> int:
+        try:
+            return await self._driver.append([encode_records(records)])
+        except NotLeaderError as exc:
+            raise _NotActive from exc
+
+    async def _ensure_caught_up(self) -> None:
+        """First call of a leader epoch: commit a no-op so that every earlier entry is applied
+        before validating against the state, then the cluster id if the log has none yet (the
+        first leader of a new quorum). Caller holds the lock."""
+        epoch = self._driver.epoch
+        if self._caught_up_epoch == epoch:
+            return
+        await self._append([])
+        if self._state.cluster_id is None:  # only known after the no-op: a stale state may lack it
+            await self._append([ClusterIdRecord(self._cluster_id)])
+        self._caught_up_epoch = epoch
+        now = self._clock_ms()
+        self._last_heartbeat_ms = dict.fromkeys(self._state.registrations, now)
+        log.info("active controller for epoch %d; metadata applied up to offset %d", epoch, self._state.applied_offset)
+
+    # -- served on the active controller: BrokerRegistration / BrokerHeartbeat ----------------------------
+    async def handle_registration(self, reg: Registration) -> tuple[int, int]:
+        """``(error_code, broker_epoch)`` for a BrokerRegistration request."""
+        if reg.cluster_id != self._cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID, -1
+        if not self._driver.is_leader:
+            return ErrorCode.NOT_CONTROLLER, -1
+        try:
+            async with self._op_lock():
+                await self._ensure_caught_up()
+                current = self._state.registrations.get(reg.broker_id)
+                if current is not None and current.incarnation_id == str(reg.incarnation_id):
+                    epoch = current.epoch  # a retried registration of the same process
+                else:
+                    record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
+                    epoch = await self._append([record])
+                    log.info("registered broker %d at %s:%d, epoch %d", reg.broker_id, reg.host, reg.port, epoch)
+                self._last_heartbeat_ms[reg.broker_id] = self._clock_ms()
+                return ErrorCode.NONE, epoch
+        except _NotActive:
+            return ErrorCode.NOT_CONTROLLER, -1
+
+    async def handle_heartbeat(self, broker_id: int, broker_epoch: int, *, want_shut_down: bool) -> tuple[int, bool]:
+        """``(error_code, is_fenced)`` for a BrokerHeartbeat request."""
+        if not self._driver.is_leader:
+            return ErrorCode.NOT_CONTROLLER, True
+        try:
+            async with self._op_lock():
+                await self._ensure_caught_up()
+                current = self._state.registrations.get(broker_id)
+                if current is None or current.epoch != broker_epoch:
+                    return ErrorCode.STALE_BROKER_EPOCH, True
+                self._last_heartbeat_ms[broker_id] = self._clock_ms()
+                if want_shut_down and not current.fenced:
+                    await self._append([FenceBrokerRecord(broker_id, broker_epoch)])
+                    log.info("broker %d is shutting down: fenced", broker_id)
+                elif not want_shut_down and current.fenced:
+                    await self._append([UnfenceBrokerRecord(broker_id, broker_epoch)])
+                    log.info("broker %d heartbeats again: unfenced", broker_id)
+                return ErrorCode.NONE, want_shut_down
+        except _NotActive:
+            return ErrorCode.NOT_CONTROLLER, True
+
+    async def fence_expired_brokers(self) -> list[int]:
+        """On the active controller: fence every live broker silent for ``session_timeout_ms``."""
+        if not self._driver.is_leader:
+            return []
+        fenced = []
+        try:
+            async with self._op_lock():
+                await self._ensure_caught_up()
+                now = self._clock_ms()
+                for broker_id, reg in sorted(self._state.registrations.items()):
+                    last = self._last_heartbeat_ms.setdefault(broker_id, now)
+                    if not reg.fenced and now - last >= self._session_timeout_ms:
+                        await self._append([FenceBrokerRecord(broker_id, reg.epoch)])
+                        log.warning("fenced broker %d: no heartbeat for %d ms", broker_id, now - last)
+                        fenced.append(broker_id)
+        except _NotActive:
+            pass
+        return fenced
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the controller duties; on a broker, register and wait until the own image shows
+        the registration (raises ``ClusterIdMismatchError`` when the quorum refuses the cluster id)."""
+        self._tasks.append(asyncio.create_task(self._controller_loop(), name="quorum-controller"))
+        if self._broker is None:
+            return
+        await self._register()
+        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="broker-heartbeat"))
+
+    async def _register(self) -> None:
+        assert self._broker is not None
+        broker = self._broker
+        reg = Registration(
+            broker.node_id, self._cluster_id, self._incarnation_id, broker.host, broker.port, broker.rack
+        )
+        attempts = 0
+        while True:
+            attempts += 1
+            fatal = getattr(self._driver, "fatal_error", None)
+            if fatal:
+                raise RuntimeError(f"the metadata quorum replica failed before broker registration: {fatal}")
+            code, epoch = await self._send_registration(reg)
+            if code == ErrorCode.INCONSISTENT_CLUSTER_ID:
+                raise ClusterIdMismatchError(
+                    f"the metadata quorum refused broker {broker.node_id}: its cluster id {self._cluster_id} "
+                    "is not the quorum's (INCONSISTENT_CLUSTER_ID); check cluster.id and meta.properties"
+                )
+            if code == ErrorCode.NONE:
+                self._broker_epoch = epoch
+                break
+            if attempts % 40 == 0:
+                log.warning("broker %d still waiting to register (last error %s)", broker.node_id, code)
+            await asyncio.sleep(self._retry_backoff_ms * 4 / 1000)
+        while not await self.wait_until(self._own_registration_applied, self._request_timeout_ms):
+            log.warning("broker %d: waiting for the metadata log to catch up to epoch %d", broker.node_id, epoch)
+        log.info("broker %d registered with broker epoch %d", broker.node_id, self._broker_epoch)
+
+    def _own_registration_applied(self) -> bool:
+        assert self._broker is not None
+        reg = self._state.registrations.get(self._broker.node_id)
+        return reg is not None and reg.epoch >= self._broker_epoch
+
+    async def _send_registration(self, reg: Registration) -> tuple[int, int]:
+        if self._driver.is_leader:
+            return await self.handle_registration(reg)
+        channel = self._any_controller_channel()
+        if channel is None:
+            return ErrorCode.NOT_CONTROLLER, -1
+        try:
+            return await send_registration(channel, reg, timeout_ms=self._request_timeout_ms)
+        except ControllerUnavailable as exc:
+            log.debug("registration: %s", exc)
+            return ErrorCode.NOT_CONTROLLER, -1
+
+    async def _heartbeat_once(self, *, want_shut_down: bool = False) -> int:
+        assert self._broker is not None
+        broker_id = self._broker.node_id
+        if self._driver.is_leader:
+            code, _ = await self.handle_heartbeat(broker_id, self._broker_epoch, want_shut_down=want_shut_down)
+            return code
+        channel = self._leader_channel()
+        if channel is None:
+            return ErrorCode.NOT_CONTROLLER
+        try:
+            code, _ = await send_heartbeat(
+                channel, broker_id, self._broker_epoch, self._state.applied_offset,
+                want_shut_down=want_shut_down, timeout_ms=self._heartbeat_interval_ms * 2,
+            )  # fmt: skip
+        except ControllerUnavailable as exc:
+            log.debug("heartbeat: %s", exc)
+            return ErrorCode.NOT_CONTROLLER
+        return code
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                code = await self._heartbeat_once()
+                if code == ErrorCode.STALE_BROKER_EPOCH:
+                    log.warning("broker epoch %d is stale: registering again", self._broker_epoch)
+                    await self._register()
+                    continue
+                delay_ms = self._heartbeat_interval_ms if code == ErrorCode.NONE else self._retry_backoff_ms * 4
+            except (MetadataError, ClusterIdMismatchError):
+                log.exception("broker heartbeat failed")
+                delay_ms = self._heartbeat_interval_ms
+            await asyncio.sleep(delay_ms / 1000)
+
+    async def _controller_loop(self) -> None:
+        """Leader duties: catch up once per epoch (commits the cluster id) and fence silent brokers."""
+        interval_s = min(self._heartbeat_interval_ms, 500) / 1000
+        while True:
+            try:
+                if self._driver.is_leader:
+                    async with self._op_lock():
+                        await self._ensure_caught_up()
+                    await self.fence_expired_brokers()
+            except _NotActive:
+                pass
+            except Exception:
+                log.exception("controller duties failed")
+            await asyncio.sleep(interval_s)
+
+    async def shutdown(self) -> None:
+        """Stop the background tasks; a registered broker first asks to be fenced (best effort), so
+        other brokers stop listing it at once instead of after the session timeout."""
+        if self._broker is not None and self._broker_epoch >= 0:
+            try:
+                await asyncio.wait_for(self._heartbeat_once(want_shut_down=True), self._heartbeat_interval_ms / 1000)
+            except (TimeoutError, MetadataError, ControllerUnavailable):
+                log.info("could not tell the controller about the shutdown")
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("controller task failed")
+        self._tasks.clear()
+        await self._channels.close()
+
+
+def from_config(
+    driver: RaftDriverLike, config: BrokerConfig, cluster_id: str, address: tuple[str, int]
+) -> QuorumController:
+    """The controller of a node with ``process.roles``: it registers as a broker (at ``address``,
+    the advertised listener) only with the ``broker`` role."""
+    roles = list(config["process.roles"])
+    broker = BrokerInfo(config.node_id, *address) if "broker" in roles else None
+    return QuorumController(
+        driver,
+        cluster_id=cluster_id,
+        node_id=config.node_id,
+        broker=broker,
+        deletion_enabled=bool(config["delete.topic.enable"]),
+        heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
+        session_timeout_ms=int(config["broker.session.timeout.ms"]),
+        request_timeout_ms=max(30_000, int(config["quorum.request.timeout.ms"])),
+        retry_backoff_ms=max(10, int(config["quorum.retry.backoff.ms"])),
+    )
+
+
+def _raise_for(outcome: Outcome) -> None:
+    if outcome.error_code == ErrorCode.NOT_CONTROLLER:
+        raise _NotActive
+    if outcome.error_code != ErrorCode.NONE:
+        raise MetadataError(outcome.error_code, outcome.error_message or f"error {outcome.error_code}")

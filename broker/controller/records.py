@@ -1,0 +1,182 @@
+"""Metadata records: what the KIP-595 metadata log carries, and their encoding as Raft entries.
+
+Seed 001 (KIP-595) "Motivation": the quorum replicates "the metadata log", a log of metadata
+changes that every controller and broker applies in order to its in-memory image. The record
+kinds follow Kafka's metadata records (``metadata/src/main/resources/common/metadata/*.json``),
+by name and meaning:
+
+=========================  ==================================================================
+record                     effect on the image
+=========================  ==================================================================
+``ClusterIdRecord``        the cluster id the quorum was started with (pylog's own record)
+``RegisterBrokerRecord``   a broker (re-)registers; its broker epoch is the record's offset
+``FenceBrokerRecord``      the broker missed its heartbeats: out of Metadata, leads nothing
+``UnfenceBrokerRecord``    the broker heartbeats again
+``TopicRecord``            a topic exists with this name and id
+``PartitionRecord``        one partition of a topic: replicas, ISR, leader and leader epoch
+``ConfigRecord``           a topic config override is set (value) or removed (value None)
+``RemoveTopicRecord``      the topic and its partitions are gone
+=========================  ==================================================================
+
+Encoding (one Raft entry = one controller operation, applied atomically)::
+
+    payload  = b"M" version:uint8 json        version = 1
+    json     = {"records": [{"type": "<record name>", <fields>...}, ...]}   UTF-8, sorted keys
+
+A whole operation (a topic with its partitions and configs) is one payload, so no node ever
+applies half a topic: Kafka gets the same from atomic record batches. An operation with no
+records is a no-op entry (a new active controller appends one to learn that it has applied
+everything committed before its epoch). This is not Kafka's binary ``ApiMessage`` framing of
+metadata records; see docs/compatibility.md ("KRaft metadata records").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+MAGIC = b"M"
+FORMAT_VERSION = 1
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+
+
+class MetadataRecordError(ValueError):
+    """A payload that is not a metadata record batch of a known version."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdRecord:
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    incarnation_id: str
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    topic_id: uuid.UUID
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource_name: str
+    name: str
+    value: str | None
+    resource_type: int = TOPIC_RESOURCE
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    topic_id: uuid.UUID
+
+
+MetadataRecord = (
+    ClusterIdRecord
+    | RegisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | RemoveTopicRecord
+)
+
+RECORD_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        ClusterIdRecord,
+        RegisterBrokerRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        RemoveTopicRecord,
+    )
+}
+_UUID_FIELDS = frozenset({"topic_id"})
+_TUPLE_FIELDS = frozenset({"replicas", "isr"})
+
+
+def _to_json(record: MetadataRecord) -> dict[str, Any]:
+    doc: dict[str, Any] = {"type": type(record).__name__}
+    for key, value in asdict(record).items():
+        doc[key] = str(value) if key in _UUID_FIELDS else list(value) if key in _TUPLE_FIELDS else value
+    return doc
+
+
+def _from_json(doc: Any) -> MetadataRecord:
+    if not isinstance(doc, dict):
+        raise MetadataRecordError(f"a record must be an object, got {type(doc).__name__}")
+    cls = RECORD_TYPES.get(doc.get("type", ""))
+    if cls is None:
+        raise MetadataRecordError(f"unknown metadata record type {doc.get('type')!r}")
+    kwargs: dict[str, Any] = {}
+    try:
+        for f in fields(cls):
+            if f.name not in doc:
+                continue
+            value = doc[f.name]
+            if f.name in _UUID_FIELDS:
+                value = uuid.UUID(value)
+            elif f.name in _TUPLE_FIELDS:
+                value = tuple(int(v) for v in value)
+            kwargs[f.name] = value
+        record: MetadataRecord = cls(**kwargs)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise MetadataRecordError(f"bad {cls.__name__}: {exc}") from None
+    return record
+
+
+def encode_records(records: Sequence[MetadataRecord]) -> bytes:
+    """One Raft entry payload holding ``records`` (applied together, in order)."""
+    body = json.dumps({"records": [_to_json(r) for r in records]}, sort_keys=True, separators=(",", ":"))
+    return MAGIC + bytes([FORMAT_VERSION]) + body.encode("utf-8")
+
+
+def decode_records(payload: bytes | memoryview) -> list[MetadataRecord]:
+    """The records of one payload; raises MetadataRecordError for anything else."""
+    data = bytes(payload)
+    if len(data) < 2 or data[:1] != MAGIC:
+        raise MetadataRecordError("not a metadata record payload")
+    if data[1] != FORMAT_VERSION:
+        raise MetadataRecordError(f"metadata record format version {data[1]} is not supported")
+    try:
+        doc = json.loads(data[2:].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataRecordError(f"undecodable metadata records: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
+        raise MetadataRecordError("a metadata payload must be an object with a 'records' list")
+    return [_from_json(item) for item in doc["records"]]

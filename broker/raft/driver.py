@@ -1,0 +1,579 @@
+"""``RaftDriver``: runs one ``RaftCore`` against sockets, timers, the metadata log and the
+``quorum-state`` file (KIP-595; the core's I/O edge, DESIGN principle 1).
+
+One owning task (``raft-driver``) is the only caller of the core. Everything else puts events in
+its inbox: inbound requests from the network handlers (``broker.api.raft``), responses and failures
+of outbound requests, ``append`` and ``resign``. For each event it calls the core once and executes
+the returned ``StepResult`` completely before the next event (``broker.raft.effects``):
+
+1. ``persist`` in order, each durable before the next (quorum-state: atomic replace; log:
+   write, truncate, fsync) - on the event loop thread, like the broker's other file I/O;
+2. ``send``: a response is turned into its wire body right there, in the owning task (a Fetch
+   response's batches are read from the log file before any later step can truncate it), and
+   resolves the handler waiting on it (matched by the driver-assigned correlation id of the
+   inbound request); a request goes to the peer's ``PeerConnection`` in a task of its own whose
+   response or failure (``request_failed``) comes back through the inbox;
+3. ``notify``: a higher high watermark calls the committed-entry listeners, then resolves the
+   ``append`` futures it commits; a ``FatalError`` stops the driver and calls ``on_fatal``.
+
+Failures, by kind:
+
+* A persist that fails, a ``FatalError`` of the core, a broken core invariant (AssertionError) or
+  a committed-entry listener that raises stop the driver (``fatal_error``, ``on_fatal``). A
+  listener failure is fatal because the state built from the log (the metadata image) would
+  otherwise silently miss that entry and diverge from the other nodes, as Kafka treats a
+  metadata-apply fault on a controller as fatal. At start-up the same failure makes ``start``
+  raise ``RaftStoppedError``.
+* Any other exception while the core handles one inbound message affects that message only: a
+  request is answered UNKNOWN_SERVER_ERROR, a response is dropped (the core retries), and the
+  effects the core recorded before the exception are still executed, so disk matches memory.
+  Malformed requests never get that far (``broker.raft.rpc`` answers them INVALID_REQUEST).
+* At most ``MAX_PENDING_INBOUND`` inbound requests may wait at once; beyond that
+  ``handle_request`` raises ``RaftBusyError`` at once (the handler closes the connection, which
+  the sending replica's core treats as a failed request and backs off). The task handles at most
+  ``EVENTS_PER_TURN`` events before it runs due timers and yields to the event loop.
+
+Timers: between events the task sleeps until ``core.next_deadline_ms`` and then calls ``tick``.
+Appends wait for commitment (KIP-595 "Client Interactions": *a record append ... does not return
+until the leader's high watermark passes the offset of the appended record*) and fail with
+``NotLeaderError`` when this replica stops being the leader first. When the driver stops, every
+waiter fails (principle 10): appends and inbound requests with ``RaftStoppedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.log.config import system_clock_ms
+from broker.raft.config import RaftConfig
+from broker.raft.core import NotLeaderError, RaftCore
+from broker.raft.effects import (
+    AppendToLog,
+    FatalError,
+    FlushLog,
+    HighWatermarkAdvanced,
+    PersistQuorumState,
+    StepResult,
+    TruncateLog,
+)
+from broker.raft.log import Entry
+from broker.raft.messages import (
+    BeginQuorumEpochRequest,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    Inbound,
+    Message,
+    Request,
+    Response,
+    VoteRequest,
+    is_response,
+)
+from broker.raft.metrics import WindowedStat
+from broker.raft.rpc import (
+    describe_quorum_from_wire,
+    error_response_to_wire,
+    request_to_wire,
+    response_from_wire,
+    response_to_wire,
+)
+from broker.raft.store import MetadataLog, QuorumStateFile, StoreError, decode_entries
+from broker.raft.transport import PeerConnection
+from pyspark_log.wire.api_keys import ApiKey
+
+log = logging.getLogger(__name__)
+
+CommittedListener = Callable[[int, bytes], None]
+MAX_PENDING_INBOUND = 1024
+EVENTS_PER_TURN = 64
+_MAX_INCOMING_BATCHES = 4096
+_IDLE_SAMPLE_WINDOW_MS = 30_000
+_UNKNOWN_SERVER_ERROR = -1
+_REQUEST_API_KEYS: dict[type, int] = {
+    VoteRequest: ApiKey.VOTE,
+    BeginQuorumEpochRequest: ApiKey.BEGIN_QUORUM_EPOCH,
+    EndQuorumEpochRequest: ApiKey.END_QUORUM_EPOCH,
+    FetchRequest: ApiKey.FETCH,
+    DescribeQuorumRequest: ApiKey.DESCRIBE_QUORUM,
+}
+
+
+class RaftStoppedError(RuntimeError):
+    """The driver stopped (shutdown or fatal error) before the operation completed."""
+
+
+class RaftBusyError(RuntimeError):
+    """``MAX_PENDING_INBOUND`` inbound requests are already waiting: this one is refused."""
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    last_offset: int
+    epoch: int
+    future: asyncio.Future[int]
+
+
+class RaftDriver:
+    """Runs one replica of the metadata quorum (voter or observer); see the module docstring."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        node_id: int,
+        cluster_id: str | None,
+        metadata_dir: Path,
+        *,
+        clock_ms: Callable[[], int] = system_clock_ms,
+        rng: random.Random | None = None,
+        on_fatal: Callable[[str], None] | None = None,
+    ) -> None:
+        if config.node_id != node_id:
+            raise ValueError(f"RaftConfig is for node {config.node_id}, not {node_id}")
+        self.config = config
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.metadata_dir = Path(metadata_dir)
+        self._clock_ms = clock_ms
+        self._rng = rng or random.Random()
+        self._on_fatal = on_fatal
+        self._state_file = QuorumStateFile(self.metadata_dir, cluster_id)
+        self._log = MetadataLog(self.metadata_dir, clock_ms)
+        self._core: RaftCore | None = None
+        self._listeners: list[CommittedListener] = []
+        self._delivered = 0  # entries below this offset were handed to the listeners
+        self._inbox: deque[tuple[Any, ...]] = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._inbound: dict[tuple[int, int], asyncio.Future[dict[str, Any]]] = {}
+        self._next_inbound_id = 1
+        self._appends: list[_PendingAppend] = []
+        self._outbound: set[asyncio.Task[None]] = set()
+        self._end_quorum_tasks: set[asyncio.Task[None]] = set()
+        self._incoming_batches: dict[tuple[int, int], bytes] = {}
+        self._peers: dict[int, PeerConnection] = {
+            voter: PeerConnection(
+                voter, ep.host, ep.port, client_id=f"raft-{node_id}", request_timeout_ms=config.request_timeout_ms
+            )
+            for voter, ep in config.voter_endpoints.items()
+            if voter != node_id
+        }
+        self._leader_known = asyncio.Event()
+        self._idle_ratio = WindowedStat(_IDLE_SAMPLE_WINDOW_MS)
+        self.fatal_error: str | None = None
+
+    # -- views -----------------------------------------------------------------------------------
+    @property
+    def core(self) -> RaftCore:
+        if self._core is None:
+            raise RuntimeError("RaftDriver.start has not run")
+        return self._core
+
+    @property
+    def leader_id(self) -> int:
+        return self._core.leader_id if self._core is not None else -1
+
+    @property
+    def epoch(self) -> int:
+        return self._core.epoch if self._core is not None else 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self._core is not None and self._core.is_leader and self.fatal_error is None
+
+    @property
+    def high_watermark(self) -> int:
+        return self._core.high_watermark if self._core is not None else 0
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def voter_endpoints(self) -> dict[int, tuple[str, int]]:
+        return {voter: (ep.host, ep.port) for voter, ep in self.config.voter_endpoints.items()}
+
+    def add_committed_listener(self, listener: CommittedListener) -> None:
+        """``listener(offset, payload)`` for every committed data entry, in order, once (register
+        before ``start``: the committed prefix on disk is replayed to it then)."""
+        self._listeners.append(listener)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the quorum state and the log, replay the committed prefix, start the task."""
+        if self._core is not None:
+            raise RuntimeError("RaftDriver.start called twice")
+        stored = self._state_file.read()
+        entries = self._log.open()
+        now_ms = self._clock_ms()
+        try:
+            core = RaftCore(
+                self.config,
+                stored_state=stored,
+                log_entries=entries,
+                cluster_id=self.cluster_id,
+                rng=self._rng,
+                now_ms=now_ms,
+            )
+        except ValueError as exc:
+            self._log.close()
+            raise StoreError(f"metadata dir {self.metadata_dir} is inconsistent: {exc}") from exc
+        self._core = core
+        log.info(
+            "raft: node %d starts as %s in epoch %d (log end %d, high watermark %d, voters %s)",
+            self.node_id, core.role, core.epoch, core.log.end_offset, core.high_watermark, sorted(self.config.voters),
+        )  # fmt: skip
+        failure = self._deliver_committed(core.high_watermark)
+        if failure is not None:
+            self.fatal_error = failure
+            log.critical("raft: node %d cannot start: %s", self.node_id, failure)
+            self._log.close()
+            raise RaftStoppedError(failure)
+        self._execute(core.start(now_ms))
+        self._task = asyncio.create_task(self._run(), name="raft-driver")
+
+    async def shutdown(self, graceful: bool = True) -> None:
+        """Stop. ``graceful``: a leader first resigns (EndQuorumEpoch to its preferred successors)
+        and waits up to ``quorum.request.timeout.ms`` for their answers."""
+        if self._task is None:
+            self._log.close()
+            return
+        if graceful and self.running and self.is_leader:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._post(("resign", done))
+            with contextlib.suppress(RaftStoppedError):
+                await done
+            if self._end_quorum_tasks:
+                await asyncio.wait(set(self._end_quorum_tasks), timeout=self.config.request_timeout_ms / 1000)
+        self._stopping = True
+        self._wakeup.set()
+        task, self._task = self._task, None
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self._fail_waiters(RaftStoppedError("the metadata quorum driver stopped"))
+        for outbound in list(self._outbound):
+            outbound.cancel()
+        await asyncio.gather(*self._outbound, return_exceptions=True)
+        await asyncio.gather(*(peer.close() for peer in self._peers.values()), return_exceptions=True)
+        self._log.close()
+        log.info("raft: node %d stopped in epoch %d", self.node_id, self.epoch)
+
+    async def wait_for_leader(self, timeout_ms: int) -> int:
+        """The leader id once one is known; TimeoutError after ``timeout_ms``."""
+        async with asyncio.timeout(timeout_ms / 1000):
+            while self.leader_id < 0:
+                self._leader_known.clear()
+                await self._leader_known.wait()
+        return self.leader_id
+
+    # -- operations ------------------------------------------------------------------------------
+    async def append(self, payloads: Sequence[bytes]) -> int:
+        """Append on the leader; returns the last offset once committed and delivered to the
+        listeners. NotLeaderError if this replica is not (or stops being) the leader first."""
+        if not payloads:
+            raise ValueError("append of no records")
+        if not self.is_leader:
+            raise NotLeaderError(self.leader_id, self.epoch)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._post(("append", [bytes(p) for p in payloads], future))
+        return await future
+
+    async def handle_request(self, source: int, message: Request) -> dict[str, Any]:
+        """Hand an inbound request to the core and wait for the wire body of its answer (a parked
+        Fetch waits up to its MaxWaitTimeMs). RaftStoppedError if the driver stops first;
+        RaftBusyError at once if ``MAX_PENDING_INBOUND`` requests are waiting already."""
+        if not self.running:
+            raise RaftStoppedError("the metadata quorum driver is not running")
+        if len(self._inbound) >= MAX_PENDING_INBOUND:
+            raise RaftBusyError(f"{len(self._inbound)} Raft requests are waiting already")
+        correlation_id = self._next_inbound_id
+        self._next_inbound_id = (correlation_id + 1) & 0x7FFF_FFFF
+        key = (source, correlation_id)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._inbound[key] = future
+        self._post(("inbound", Inbound(source, correlation_id, message)))
+        try:
+            async with asyncio.timeout((self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000):
+                return await future
+        except TimeoutError:
+            raise RaftStoppedError(f"no answer to {type(message).__name__} from the core") from None
+        finally:
+            self._inbound.pop(key, None)
+
+    def error_body(self, api_key: int, error_code: int) -> dict[str, Any]:
+        """A wire body answering a request of ``api_key`` with ``error_code`` (e.g. INVALID_REQUEST),
+        with this replica's leader and epoch."""
+        return error_response_to_wire(api_key, error_code, self.leader_id, self.epoch)
+
+    def describe_quorum(self) -> dict[str, Any]:
+        """The DescribeQuorum response body as this replica can answer it (an error unless it is
+        the leader; ``describe_quorum_anywhere`` asks the leader)."""
+        return response_to_wire(self.core.describe_quorum(self._clock_ms()))
+
+    async def describe_quorum_anywhere(self) -> dict[str, Any]:
+        """DescribeQuorum answered by the leader: locally, or forwarded to it (as Kafka's brokers
+        forward it to the active controller)."""
+        local = self.core.describe_quorum(self._clock_ms())
+        peer = self._peers.get(local.leader_id)
+        if local.error_code == ErrorCode.NONE or peer is None:
+            return response_to_wire(local)
+        try:
+            api_key, version, body = request_to_wire(DescribeQuorumRequest())
+            answer = await peer.request(api_key, version, body)
+            return response_to_wire(describe_quorum_from_wire(answer))
+        except Exception as exc:  # noqa: BLE001 - any failure of the forwarded request: "no leader to ask now"
+            log.info("raft: DescribeQuorum forwarded to leader %d failed: %r", local.leader_id, exc)
+            return response_to_wire(DescribeQuorumResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, self.epoch, -1))
+
+    def metrics(self) -> dict[str, float | int | str]:
+        """KIP-595 raft-manager metrics: the core's, plus the driver's poll-idle-ratio-avg and
+        number-unknown-voter-connections."""
+        now_ms = self._clock_ms()
+        values = self.core.metrics(now_ms)
+        values["poll-idle-ratio-avg"] = self._idle_ratio.avg(now_ms)
+        values["number-unknown-voter-connections"] = sum(1 for p in self._peers.values() if not p.connected)
+        return values
+
+    # -- the owning task -------------------------------------------------------------------------
+    def _post(self, event: tuple[Any, ...]) -> None:
+        self._inbox.append(event)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        core = self.core
+        try:
+            while not self._stopping and self.fatal_error is None:
+                busy_from = self._clock_ms()
+                for _ in range(EVENTS_PER_TURN):
+                    if not self._inbox or self._stopping or self.fatal_error is not None:
+                        break
+                    self._process(self._inbox.popleft())
+                now_ms = self._clock_ms()
+                deadline = core.next_deadline_ms(now_ms)
+                if deadline is not None and deadline <= now_ms and self.fatal_error is None:
+                    self._execute(core.tick(now_ms))
+                    deadline = core.next_deadline_ms(self._clock_ms())
+                if self._stopping or self.fatal_error is not None:
+                    break
+                self._wakeup.clear()
+                if self._inbox:
+                    await asyncio.sleep(0)  # let the network and the other tasks run between turns
+                    continue
+                idle_from = self._clock_ms()
+                timeout_s = None if deadline is None else max(deadline - idle_from, 1) / 1000
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout_s):
+                        await self._wakeup.wait()
+                end = self._clock_ms()
+                if end > busy_from:
+                    self._idle_ratio.record((end - idle_from) / (end - busy_from), end)
+        except Exception as exc:
+            log.exception("raft: the driver failed")
+            self._fatal(f"raft driver failed: {exc!r}")
+
+    def _process(self, event: tuple[Any, ...]) -> None:
+        core = self.core
+        kind = event[0]
+        now_ms = self._clock_ms()
+        if kind == "inbound":
+            inbound = event[1]
+            try:
+                step = core.handle(inbound, now_ms)
+            except AssertionError:
+                raise  # a broken invariant of the core: fatal (_run)
+            except Exception:  # noqa: BLE001 - logged there; one bad message must not stop the node
+                self._inbound_failed(inbound, now_ms)
+                return
+            self._execute(step)
+        elif kind == "failed":
+            self._execute(core.request_failed(event[1], event[2], now_ms))
+        elif kind == "append":
+            payloads, future = event[1], event[2]
+            if future.done():
+                return
+            try:
+                result = core.append(payloads, now_ms)
+            except NotLeaderError as exc:
+                future.set_exception(exc)
+                return
+            self._appends.append(_PendingAppend(result.last_offset, result.epoch, future))
+            self._execute(result.step)
+        elif kind == "resign":
+            future = event[1]
+            self._execute(core.resign(now_ms))
+            if not future.done():
+                future.set_result(None)
+
+    def _execute(self, step: StepResult) -> None:
+        """Execute one step: persist (durably, in order), then send, then notify."""
+        try:
+            for effect in step.persist:
+                if isinstance(effect, PersistQuorumState):
+                    self._state_file.write(effect.state)
+                elif isinstance(effect, AppendToLog):
+                    self._log.append(effect.entries, self._incoming_batches)
+                    for entry in effect.entries:
+                        self._incoming_batches.pop((entry.offset, entry.epoch), None)
+                elif isinstance(effect, TruncateLog):
+                    self._log.truncate(effect.end_offset)
+                elif isinstance(effect, FlushLog):
+                    self._log.flush()
+        except (OSError, StoreError) as exc:
+            # Nothing of this step may be sent: a replica that cannot persist must stop.
+            self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
+            return
+        for send in step.send:
+            if is_response(send.message):
+                self._answer(send.destination, send.correlation_id, send.message)
+            else:
+                self._request(send.destination, send.correlation_id, send.message)
+        for notification in step.notify:
+            if isinstance(notification, HighWatermarkAdvanced):
+                failure = self._deliver_committed(notification.high_watermark)
+                if failure is not None:
+                    self._fatal(failure)
+                    return
+            elif isinstance(notification, FatalError):
+                self._fatal(f"{notification.error_code.name}: {notification.reason}")
+                return
+        self._after_step()
+
+    def _inbound_failed(self, inbound: Inbound, now_ms: int) -> None:
+        """The core raised while handling one message: answer a request UNKNOWN_SERVER_ERROR, drop
+        a response, and still execute what the core recorded before (``tick`` drains it)."""
+        message = inbound.message
+        log.exception(
+            "raft: handling %s from %d failed; %s", type(message).__name__, inbound.source,
+            "dropped" if is_response(message) else "answered UNKNOWN_SERVER_ERROR",
+        )  # fmt: skip
+        api_key = _REQUEST_API_KEYS.get(type(message))
+        future = self._inbound.get((inbound.source, inbound.correlation_id))
+        if api_key is not None and future is not None and not future.done():
+            future.set_result(self.error_body(api_key, _UNKNOWN_SERVER_ERROR))
+        self._execute(self.core.tick(now_ms))
+
+    def _after_step(self) -> None:
+        core = self.core
+        if core.leader_id >= 0:
+            self._leader_known.set()
+        if self._appends and not core.is_leader:
+            error = NotLeaderError(core.leader_id, core.epoch)
+            for pending in self._appends:
+                if not pending.future.done():
+                    pending.future.set_exception(error)
+            self._appends.clear()
+
+    def _answer(self, destination: int, correlation_id: int, message: Message) -> None:
+        future = self._inbound.get((destination, correlation_id))
+        if future is not None and not future.done():
+            future.set_result(self._response_body(message))  # type: ignore[arg-type]
+
+    def _response_body(self, message: Response) -> dict[str, Any]:
+        """The wire body of a core response, built now: a Fetch response's records are the
+        batches in the log file, which at this point holds exactly the core's log."""
+        if not isinstance(message, FetchResponse) or not message.records:
+            return response_to_wire(message)
+        try:
+            return response_to_wire(message, self._log.read_batches)
+        except (OSError, StoreError) as exc:
+            log.warning("raft: cannot read the records of a Fetch answer: %s", exc)
+            return self.error_body(ApiKey.FETCH, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def _request(self, destination: int, correlation_id: int, message: Message) -> None:
+        peer = self._peers.get(destination)
+        if peer is None:
+            log.warning("raft: no endpoint for replica %d; request dropped", destination)
+            self._post(("failed", destination, correlation_id))
+            return
+        task = asyncio.create_task(self._send_request(peer, correlation_id, message), name=f"raft-to-{destination}")
+        self._outbound.add(task)
+        task.add_done_callback(self._outbound.discard)
+        if isinstance(message, EndQuorumEpochRequest):
+            self._end_quorum_tasks.add(task)
+            task.add_done_callback(self._end_quorum_tasks.discard)
+
+    async def _send_request(self, peer: PeerConnection, correlation_id: int, message: Message) -> None:
+        """Send one request; its response, or ``failed`` whatever went wrong, goes to the inbox
+        (a request the core never hears back about would stay in flight until it expires)."""
+        name = type(message).__name__
+        try:
+            api_key, version, body = request_to_wire(message)  # type: ignore[arg-type]
+            answer = await peer.request(api_key, version, body)
+            response = response_from_wire(api_key, answer, self._decode_records)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the core must hear of it to retry
+            log.debug("raft: %s to %d failed: %r", name, peer.node_id, exc)
+            self._post(("failed", peer.node_id, correlation_id))
+            return
+        self._post(("inbound", Inbound(peer.node_id, correlation_id, response)))
+
+    def _decode_records(self, raw: Any) -> tuple[Entry, ...]:
+        decoded = decode_entries(raw)
+        if len(self._incoming_batches) > _MAX_INCOMING_BATCHES:
+            self._incoming_batches.clear()
+        for entry, batch in decoded:
+            self._incoming_batches[(entry.offset, entry.epoch)] = batch
+        return tuple(entry for entry, _ in decoded)
+
+    def _deliver_committed(self, high_watermark: int) -> str | None:
+        """Hand newly committed data entries to the listeners, then resolve committed appends.
+
+        Returns why the node must stop if a listener raised (the entry stays undelivered and
+        nothing after it is delivered), else None."""
+        core = self.core
+        while self._delivered < high_watermark:
+            entry = core.log.entry(self._delivered)
+            if isinstance(entry.payload, bytes):
+                for listener in self._listeners:
+                    try:
+                        listener(entry.offset, entry.payload)
+                    except Exception as exc:
+                        log.exception("raft: committed-entry listener failed at offset %d", entry.offset)
+                        return (
+                            f"applying committed metadata entry {entry.offset} failed ({exc!r}); stopping so this "
+                            "node's metadata does not diverge from the log"
+                        )
+            self._delivered += 1
+        still: list[_PendingAppend] = []
+        for pending in self._appends:
+            if pending.last_offset < high_watermark:
+                if not pending.future.done():
+                    pending.future.set_result(pending.last_offset)
+            else:
+                still.append(pending)
+        self._appends = still
+        return None
+
+    def _fatal(self, reason: str) -> None:
+        if self.fatal_error is not None:
+            return
+        self.fatal_error = reason
+        log.critical("raft: node %d must stop: %s", self.node_id, reason)
+        self._stopping = True
+        self._wakeup.set()
+        self._fail_waiters(RaftStoppedError(reason))
+        if self._on_fatal is not None:
+            self._on_fatal(reason)
+
+    def _fail_waiters(self, error: Exception) -> None:
+        for pending in self._appends:
+            if not pending.future.done():
+                pending.future.set_exception(error)
+        self._appends.clear()
+        for future in self._inbound.values():
+            if not future.done():
+                future.set_exception(error)
+        while self._inbox:
+            event = self._inbox.popleft()
+            future = event[-1]
+            if isinstance(future, asyncio.Future) and not future.done():
+                future.set_exception(error)

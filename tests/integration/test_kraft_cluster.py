@@ -1,0 +1,385 @@
+"""A KRaft cluster of real processes on loopback: three controllers (``process.roles=controller``,
+the KIP-595 voters) and two brokers (``process.roles=broker``, observers of the metadata log).
+
+Seed 001 (KIP-595) and the issue's "Done when": topics created on one broker are visible on the
+other with the same partitions and leaders; clients produce and consume across both brokers; a
+SIGKILLed quorum leader is replaced and the metadata stays identical on both brokers; a graceful
+leader shutdown hands over at once and nothing is lost; a broker of another cluster is refused.
+
+The tests share one cluster and run in file order (the leader tests restart what they stop).
+Metadata is read with raw requests to one broker at a time, so each answer is that broker's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
+from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.wire import ApiKey, decode_response, encode_request
+
+CLUSTER_ID = "cGlsb2cta3JhZnQtdGVzdA"
+CONTROLLER_IDS = (1, 2, 3)
+BROKER_IDS = (4, 5)
+WAIT_S = 60.0
+QUORUM_TIMEOUTS = {
+    "quorum.election.timeout.ms": "1000",
+    "quorum.fetch.timeout.ms": "2000",
+    "quorum.election.backoff.max.ms": "1000",
+    "quorum.request.timeout.ms": "2000",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+        except (OSError, ValueError, KeyError) as exc:
+            last_error, result = exc, None
+        if result:
+            return result
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what} (last error: {last_error!r})")
+
+
+def request(address: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """One request on a fresh connection; the decoded response body."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(encode_request(api_key, version, 1, "kraft-test", body))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        _, response = decode_response(api_key, version, _read(sock, size))
+    return response
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
+
+
+@dataclass(frozen=True)
+class View:
+    """What one broker's Metadata response says about the cluster."""
+
+    cluster_id: str
+    brokers: dict[int, int]  # node id -> port
+    topics: dict[str, tuple[str, dict[int, int]]]  # name -> (topic id, {partition: leader})
+
+
+def metadata(address: str) -> View:
+    body = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    response = request(address, ApiKey.METADATA, 12, body)
+    return View(
+        response.cluster_id,
+        {b.node_id: b.port for b in response.brokers},
+        {
+            t.name: (str(t.topic_id), {p.partition_index: p.leader_id for p in t.partitions})
+            for t in response.topics
+            if not t.name.startswith("__")
+        },
+    )
+
+
+def quorum_leader(address: str) -> int:
+    """The leader id DescribeQuorum reports (-1: none known, or the node could not answer)."""
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    response = request(address, ApiKey.DESCRIBE_QUORUM, 0, body)
+    if response.error_code:
+        return -1
+    part = response.topics[0].partitions[0]
+    return -1 if part.error_code else part.leader_id
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        ports = {n: free_port() for n in CONTROLLER_IDS}
+        self.voters = ",".join(f"{n}@127.0.0.1:{ports[n]}" for n in CONTROLLER_IDS)
+        self.controllers = {
+            n: EmbeddedBroker(root / f"controller-{n}", port=ports[n], overrides=self._props(n, "controller"))
+            for n in CONTROLLER_IDS
+        }
+        self.brokers = {n: EmbeddedBroker(root / f"broker-{n}", overrides=self._props(n, "broker")) for n in BROKER_IDS}
+
+    def _props(self, node_id: int, roles: str, cluster_id: str = CLUSTER_ID) -> dict[str, str]:
+        return {
+            "process.roles": roles,
+            "node.id": str(node_id),
+            "controller.quorum.voters": self.voters,
+            "cluster.id": cluster_id,
+            "broker.session.timeout.ms": "30000",
+            **QUORUM_TIMEOUTS,
+        }
+
+    def start(self) -> None:
+        for c in self.controllers.values():
+            c.start()
+        for b in self.brokers.values():  # ready only once registered with the active controller
+            try:
+                b.start()
+            except BrokerStartError as exc:
+                raise BrokerStartError(f"{exc}\n{self.outputs()}") from None
+
+    def outputs(self) -> str:
+        """Every node's recent output, for failure messages."""
+        nodes = {
+            **{f"controller {n}": c for n, c in self.controllers.items()},
+            **{f"broker {n}": b for n, b in self.brokers.items()},
+        }
+        return "\n".join(f"--- {name}:\n{node.output()}" for name, node in nodes.items())
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            with contextlib.suppress(Exception):
+                b.stop()
+        for c in self.controllers.values():
+            with contextlib.suppress(Exception):
+                c.stop()
+
+    @property
+    def addresses(self) -> list[str]:
+        return [b.bootstrap_servers for b in self.brokers.values()]
+
+    def controller_address(self, node_id: int) -> str:
+        return self.controllers[node_id].bootstrap_servers
+
+    def leader(self, among: tuple[int, ...] = CONTROLLER_IDS, excluding: int = -1) -> int:
+        def elected() -> int:
+            for n in among:
+                if n != excluding and self.controllers[n].running:
+                    leader = quorum_leader(self.controller_address(n))
+                    if leader >= 0 and leader != excluding:
+                        return leader
+            return 0
+
+        return int(wait_for(elected, "an elected quorum leader"))
+
+    def agreed_view(self, topics: tuple[str, ...] = ()) -> View:
+        """Wait until both brokers answer the same metadata, with both brokers and ``topics``."""
+
+        def same() -> View | None:
+            a, b = (metadata(addr) for addr in self.addresses)
+            complete = set(a.brokers) == set(BROKER_IDS) and all(t in a.topics for t in topics)
+            return a if a == b and complete else None
+
+        return wait_for(same, f"both brokers to agree on the metadata of {topics}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("kraft"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topic(address: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": address})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(timeout=60)
+
+
+def test_topic_created_on_one_broker_is_visible_on_the_other_with_the_same_leaders(cluster: Cluster):
+    a, b = cluster.addresses
+    name = unique("visible")
+    create_topic(a, name, 4)
+    view = cluster.agreed_view((name,))
+    assert view.cluster_id == CLUSTER_ID
+    assert view.brokers == {n: cluster.brokers[n].port for n in BROKER_IDS}
+    _, leaders = view.topics[name]
+    assert sorted(leaders) == [0, 1, 2, 3]
+    assert set(leaders.values()) == set(BROKER_IDS)  # round-robin over both brokers
+    admin_b = AdminClient({"bootstrap.servers": b})
+    admin_b.create_partitions([NewPartitions(name, 6)])[name].result(timeout=60)
+    assert len(cluster.agreed_view((name,)).topics[name][1]) == 6
+
+
+def test_produce_to_a_partition_led_elsewhere_is_not_leader_or_follower(cluster: Cluster):
+    name = unique("not-leader")
+    create_topic(cluster.addresses[0], name, 2)
+    _, leaders = cluster.agreed_view((name,)).topics[name]
+    partition, leader = next(iter(leaders.items()))
+    other = next(n for n in BROKER_IDS if n != leader)
+    batch = encode_batch([ProducerRecord(None, b"x", int(time.time() * 1000))])
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 10000,
+        "topic_data": [{"name": name, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    answer = request(cluster.brokers[other].bootstrap_servers, ApiKey.PRODUCE, 9, body)
+    assert answer.responses[0].partition_responses[0].error_code == KafkaError.NOT_LEADER_FOR_PARTITION
+    answer = request(cluster.brokers[leader].bootstrap_servers, ApiKey.PRODUCE, 9, body)
+    assert answer.responses[0].partition_responses[0].error_code == 0
+
+
+def test_auto_creation_by_metadata_goes_through_the_quorum(cluster: Cluster):
+    name = unique("auto")
+    body = {"topics": [{"name": name}], "allow_auto_topic_creation": True, "include_topic_authorized_operations": False}
+    answer = request(cluster.addresses[1], ApiKey.METADATA, 12, body)
+    assert answer.topics[0].error_code == 0
+    assert answer.topics[0].partitions
+    view = cluster.agreed_view((name,))
+    assert view.topics[name][0] == str(answer.topics[0].topic_id)
+
+
+def test_clients_produce_and_consume_across_both_brokers(cluster: Cluster):
+    a, b = cluster.addresses
+    name = unique("across")
+    create_topic(b, name, 4)
+    cluster.agreed_view((name,))
+    producer = Producer({"bootstrap.servers": a, "enable.idempotence": False})
+    for i in range(200):
+        producer.produce(name, key=b"k%d" % i, value=b"v%d" % i, partition=i % 4)
+    assert producer.flush(60) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": b, "group.id": unique("g"), "auto.offset.reset": "earliest", "enable.auto.commit": True}
+    )
+    consumer.subscribe([name])
+    seen: set[bytes] = set()
+    try:
+
+        def all_consumed() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+            return len(seen) == 200
+
+        wait_for(all_consumed, "all 200 records through a consumer group spanning both brokers")
+    finally:
+        consumer.close()
+    assert seen == {b"v%d" % i for i in range(200)}
+
+
+def _check_continuity(cluster: Cluster, before: View, created_on: str) -> None:
+    """Metadata identical on both brokers, nothing lost, and new topics still work."""
+    name = unique("after")
+    create_topic(created_on, name, 2)
+    after = cluster.agreed_view((name, *before.topics))
+    for topic, described in before.topics.items():
+        assert after.topics[topic] == described
+    assert after.brokers == before.brokers
+
+
+def test_sigkill_of_the_quorum_leader_elects_a_new_one_and_metadata_stays_identical(cluster: Cluster):
+    name = unique("pre-kill")
+    create_topic(cluster.addresses[0], name, 3)
+    before = cluster.agreed_view((name,))
+    old = cluster.leader()
+    cluster.controllers[old].kill()
+    new = cluster.leader(excluding=old)
+    assert new != old
+    _check_continuity(cluster, before, cluster.addresses[1])
+    cluster.controllers[old].start()  # rejoins as a follower; later tests have three voters again
+    cluster.agreed_view()
+
+
+def test_graceful_shutdown_of_the_leader_hands_over_and_metadata_continues(cluster: Cluster):
+    name = unique("pre-stop")
+    create_topic(cluster.addresses[1], name, 2)
+    before = cluster.agreed_view((name,))
+    old = cluster.leader()
+    assert cluster.controllers[old].stop() == 0
+    cluster.leader(excluding=old)
+    _check_continuity(cluster, before, cluster.addresses[0])
+    cluster.controllers[old].start()
+    cluster.agreed_view()
+
+
+def test_broker_with_another_cluster_id_is_refused(cluster: Cluster, tmp_path: Path):
+    stranger = EmbeddedBroker(
+        tmp_path / "stranger",
+        overrides=cluster._props(9, "broker", cluster_id="b3RoZXItY2x1c3Rlci1pZA"),
+        python=sys.executable,
+        start_timeout_s=WAIT_S,
+    )
+    with pytest.raises(BrokerStartError) as info:
+        stranger.start()
+    assert stranger.stop() not in (0, None)
+    assert "INCONSISTENT_CLUSTER_ID" in str(info.value) or "cluster id" in str(info.value).lower()
+    assert 9 not in metadata(cluster.addresses[0]).brokers
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean-restart", "kill-9"])
+def test_single_node_broker_controller_keeps_its_metadata_across_restarts(tmp_path: Path, crash: bool):
+    """``process.roles=broker,controller`` with no voters configured: a one-voter quorum of itself
+    (the demo's setup). Topics, their ids and configs, records and committed offsets survive a
+    clean restart and a SIGKILL, because the metadata log is replayed on start-up."""
+    with EmbeddedBroker(tmp_path / "node", kraft=True, python=sys.executable) as node:
+        name, group = unique("single"), unique("g")
+        admin = AdminClient({"bootstrap.servers": node.bootstrap_servers})
+        topic = NewTopic(name, 3, 1, config={"retention.ms": "3600000"})
+        admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
+        producer = Producer({"bootstrap.servers": node.bootstrap_servers, "enable.idempotence": False})
+        for i in range(30):
+            producer.produce(name, value=b"v%d" % i, partition=i % 3)
+        assert producer.flush(60) == 0
+        consumer = Consumer(
+            {"bootstrap.servers": node.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest"}
+        )
+        consumer.subscribe([name])
+        got: list[bytes] = []
+        try:
+            wait_for(lambda: _poll_into(consumer, got) and len(got) >= 30, "30 records before the restart")
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        before = metadata(node.bootstrap_servers)
+        if crash:
+            node.kill()
+            node.start()
+        else:
+            node.restart()
+        after = wait_for(
+            lambda: (view := metadata(node.bootstrap_servers)).topics.get(name) == before.topics[name] and view,
+            "the topic back after the restart",
+        )
+        assert after.brokers == before.brokers
+        configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)])
+        described = next(iter(configs.values())).result(timeout=60)
+        assert described["retention.ms"].value == "3600000"
+        consumer = Consumer({"bootstrap.servers": node.bootstrap_servers, "group.id": group})
+        try:
+            committed = consumer.committed([TopicPartition(name, p) for p in range(3)], timeout=30)
+        finally:
+            consumer.close()
+        assert sum(tp.offset for tp in committed) == 30
+
+
+def _poll_into(consumer: Consumer, sink: list[bytes]) -> bool:
+    msg = consumer.poll(0.5)
+    if msg is not None and msg.error() is None:
+        sink.append(msg.value())
+    return True

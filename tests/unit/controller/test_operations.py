@@ -1,0 +1,120 @@
+"""The active controller's validation (``broker.controller.operations``) gives LocalController's
+errors, and places partitions round-robin over the live brokers (replication factor 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.controller import errors as err
+from broker.controller import operations
+from broker.controller.errors import MetadataError
+from broker.controller.image import BrokerInfo
+from broker.controller.image_builder import ClusterState, apply_payload
+from broker.controller.local import LocalController
+from broker.controller.records import FenceBrokerRecord, RegisterBrokerRecord, encode_records
+
+
+def cluster(*brokers: int) -> ClusterState:
+    state = ClusterState()
+    for offset, b in enumerate(brokers):
+        state = apply_payload(state, offset, encode_records([RegisterBrokerRecord(b, f"i{b}", "127.0.0.1", 9000 + b)]))
+    return state
+
+
+def create(state: ClusterState, name: str, partitions: int, rf: int = 1, configs=None) -> ClusterState:
+    records, _ = operations.create_topic(state, name, partitions, rf, configs or {}, topic_id=uuid.uuid4())
+    return apply_payload(state, state.applied_offset + 1, encode_records(records))
+
+
+def leaders(state: ClusterState, name: str) -> list[int]:
+    return [state.topics[name].partitions[p].leader for p in sorted(state.topics[name].partitions)]
+
+
+def test_partitions_rotate_over_live_brokers_across_topics():
+    state = create(cluster(1, 2, 3), "a", 4)
+    assert leaders(state, "a") == [1, 2, 3, 1]
+    state = create(state, "b", 2)
+    assert leaders(state, "b") == [2, 3]  # continues after the 4 existing partitions
+    records = operations.create_partitions(state, "b", 4)
+    state = apply_payload(state, state.applied_offset + 1, encode_records(records))
+    assert leaders(state, "b") == [2, 3, 1, 2]
+    assert all(p.replicas == (p.leader,) and p.isr == (p.leader,) for p in state.topics["b"].partitions.values())
+
+
+def test_fenced_brokers_get_no_new_partitions():
+    state = cluster(1, 2)
+    state = apply_payload(state, 2, encode_records([FenceBrokerRecord(2, 1)]))
+    state = create(state, "a", 3)
+    assert leaders(state, "a") == [1, 1, 1]
+
+
+def test_no_live_broker_means_invalid_replication_factor():
+    with pytest.raises(MetadataError) as info:
+        operations.create_topic(ClusterState(), "a", 1, 1, {}, topic_id=uuid.uuid4())
+    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+
+
+def test_replication_factor_above_one_is_refused_until_replication_exists():
+    with pytest.raises(MetadataError) as info:
+        operations.create_topic(cluster(1, 2), "a", 1, 2, {}, topic_id=uuid.uuid4())
+    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+
+
+CASES = [
+    ("create", ("bad name!", 1, 1, {})),
+    ("create", ("", 1, 1, {})),
+    ("create", ("exists", 1, 1, {})),
+    ("create", ("new", 0, 1, {})),
+    ("create", ("new", 1, 0, {})),
+    ("create", ("new", 1, 5, {})),
+    ("create", ("new", 1, 1, {"no.such.config": "1"})),
+    ("create", ("new", 1, 1, {"retention.ms": "soon"})),
+    ("delete", ("missing",)),
+    ("partitions", ("missing", 3)),
+    ("partitions", ("exists", 1)),
+    ("alter", ("missing", {"retention.ms": "1"})),
+    ("alter", ("exists", {"cleanup.policy": "shred"})),
+]
+
+
+@pytest.mark.parametrize(("op", "args"), CASES)
+def test_errors_match_the_local_controller(tmp_path: Path, op: str, args: tuple):
+    local = LocalController(tmp_path, "cid", BrokerInfo(1, "127.0.0.1", 9001))
+    asyncio.run(local.create_topic("exists", 2, 1, {}))
+    state = create(cluster(1), "exists", 2)
+
+    async def run_local():
+        if op == "create":
+            await local.create_topic(*args)
+        elif op == "delete":
+            await local.delete_topic(*args)
+        elif op == "partitions":
+            await local.create_partitions(*args)
+        else:
+            await local.alter_topic_configs(*args)
+
+    def run_quorum():
+        if op == "create":
+            operations.create_topic(state, *args, topic_id=uuid.uuid4())
+        elif op == "delete":
+            operations.delete_topic(state, *args, deletion_enabled=True)
+        elif op == "partitions":
+            operations.create_partitions(state, *args)
+        else:
+            operations.alter_topic_configs(state, *args)
+
+    with pytest.raises(MetadataError) as expected:
+        asyncio.run(run_local())
+    with pytest.raises(MetadataError) as got:
+        run_quorum()
+    assert (got.value.code, got.value.message) == (expected.value.code, expected.value.message)
+
+
+def test_deletion_disabled():
+    with pytest.raises(MetadataError) as info:
+        operations.delete_topic(create(cluster(1), "t", 1), "t", deletion_enabled=False)
+    assert info.value.code == err.TOPIC_DELETION_DISABLED

@@ -1,0 +1,229 @@
+"""``QuorumController`` over an in-memory quorum: changes run on the active controller, are
+forwarded from other nodes (one hop, retried on NOT_CONTROLLER), and return once the calling
+node's own image shows them; brokers register, heartbeat and are fenced when they stop."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker.controller import errors as err
+from broker.controller.errors import MetadataError
+from broker.controller.forwarding import Registration, forwarded_request
+from broker.controller.quorum import ClusterIdMismatchError
+from broker.controller.records import ClusterIdRecord, decode_records
+from pyspark_log.wire.errors import ErrorCode
+from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
+
+
+async def started(*controllers) -> None:
+    for c in controllers:
+        await c.start()
+
+
+async def stopped(*controllers) -> None:
+    for c in controllers:
+        await c.shutdown()
+
+
+def test_leader_appends_one_entry_per_change_and_publishes_the_image(monkeypatch):
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1)
+        seen = []
+        leader.add_listener(lambda old, new: seen.append((set(old.topics), set(new.topics))))
+        await started(leader)
+        topic = await leader.create_topic("orders", 3, 1, {"retention.ms": "1000"})
+        assert leader.image().topics["orders"] == topic
+        assert topic.configs == {"retention.ms": "1000"}
+        assert {p.leader for p in topic.partitions.values()} == {1}
+        assert seen[-1] == (set(), {"orders"})
+        # entry 0: the epoch's no-op, 1: the cluster id, 2: registration, 3: the topic
+        assert decode_records(quorum.entries[0]) == []
+        assert decode_records(quorum.entries[1]) == [ClusterIdRecord("cid")]
+        assert leader.state().cluster_id == "cid"
+        await leader.alter_topic_configs("orders", {"retention.ms": None, "cleanup.policy": "compact"})
+        assert leader.image().topics["orders"].configs == {"cleanup.policy": "compact"}
+        await leader.create_partitions("orders", 5)
+        assert len(leader.image().topics["orders"].partitions) == 5
+        await leader.delete_topic("orders")
+        assert "orders" not in leader.image().topics
+        await stopped(leader)
+
+    asyncio.run(run())
+
+
+def test_validate_only_appends_nothing():
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1)
+        await started(leader)
+        before = len(quorum.entries)
+        topic = await leader.create_topic("t", 2, 1, {}, validate_only=True)
+        assert len(topic.partitions) == 2
+        await leader.create_topic("t2", 1, 1, {})
+        await leader.create_partitions("t2", 4, validate_only=True)
+        await leader.alter_topic_configs("t2", {"retention.ms": "1"}, validate_only=True)
+        assert len(quorum.entries) == before + 1
+        assert "t" not in leader.image().topics
+        await stopped(leader)
+
+    asyncio.run(run())
+
+
+def test_follower_forwards_and_returns_once_its_own_image_has_the_topic(monkeypatch):
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        nodes = {1: controller(quorum, 1, broker=False), 2: controller(quorum, 2), 3: controller(quorum, 3)}
+        calls = route_forwarding(monkeypatch, nodes)
+        await started(*nodes.values())
+        assert sorted(nodes[2].image().brokers) == [2, 3]
+        topic = await nodes[2].create_topic("t", 4, 1, {})
+        assert nodes[2].image().topics["t"].topic_id == topic.topic_id
+        assert [p.leader for p in topic.partitions.values()] == [2, 3, 2, 3]
+        assert "forward_create_topic" not in calls[0]  # registrations went first
+        assert "create_topic->1" in calls
+        with pytest.raises(MetadataError) as info:
+            await nodes[3].create_topic("t", 1, 1, {})
+        assert info.value.code == err.TOPIC_ALREADY_EXISTS
+        await nodes[3].delete_topic("t")
+        assert "t" not in nodes[3].image().topics
+        await stopped(*nodes.values())
+
+    asyncio.run(run())
+
+
+def test_a_forwarded_request_on_a_non_leader_is_answered_not_controller():
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        follower = controller(quorum, 2, broker=False)
+        controller(quorum, 1, broker=False)
+        token = forwarded_request.set(True)
+        try:
+            with pytest.raises(MetadataError) as info:
+                await follower.create_topic("t", 1, 1, {})
+        finally:
+            forwarded_request.reset(token)
+        assert info.value.code == ErrorCode.NOT_CONTROLLER
+
+    asyncio.run(run())
+
+
+def test_stale_leader_view_is_retried_against_the_new_leader(monkeypatch):
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        nodes = {n: controller(quorum, n) for n in (1, 2, 3)}
+        calls = route_forwarding(monkeypatch, nodes)
+        await started(*nodes.values())
+        quorum.elect(3)
+        nodes[2]._driver.believed_leader = 1  # node 2 has not heard of the election yet
+
+        async def learn_later():
+            await asyncio.sleep(0.01)
+            nodes[2]._driver.believed_leader = None
+
+        learner = asyncio.create_task(learn_later())
+        await nodes[2].create_topic("t", 1, 1, {})
+        await learner
+        forwarded = [c for c in calls if c.startswith("create_topic")]
+        assert forwarded[0] == "create_topic->1"
+        assert forwarded[-1] == "create_topic->3"
+        assert "t" in nodes[2].image().topics
+        await stopped(*nodes.values())
+
+    asyncio.run(run())
+
+
+def test_no_leader_times_out_with_request_timed_out(monkeypatch):
+    async def run():
+        quorum = FakeQuorum()
+        node = controller(quorum, 2, broker=False, request_timeout_ms=50)
+        route_forwarding(monkeypatch, {2: node})
+        with pytest.raises(MetadataError) as info:
+            await node.create_topic("t", 1, 1, {})
+        assert info.value.code == ErrorCode.REQUEST_TIMED_OUT
+
+    asyncio.run(run())
+
+
+def test_new_leader_first_commits_a_no_op_of_its_epoch():
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        one, two = controller(quorum, 1), controller(quorum, 2, broker=False)
+        await started(one)
+        await one.create_topic("t", 1, 1, {})
+        quorum.elect(2)
+        before = len(quorum.entries)
+        with pytest.raises(MetadataError) as info:
+            await two.create_topic("t", 1, 1, {})  # validated against the caught-up state
+        assert info.value.code == err.TOPIC_ALREADY_EXISTS
+        assert len(quorum.entries) == before + 1
+        assert decode_records(quorum.entries[-1]) == []
+        await stopped(one, two)
+
+    asyncio.run(run())
+
+
+def test_wrong_cluster_id_is_refused_by_any_controller(monkeypatch):
+    async def run():
+        quorum = FakeQuorum()
+        leader = controller(quorum, 1, broker=False)
+        stranger = controller(quorum, 7, cluster_id="other")
+        route_forwarding(monkeypatch, {1: leader, 7: stranger})
+        # no leader elected yet: the broker asks any voter, which checks the cluster id first
+        with pytest.raises(ClusterIdMismatchError, match="INCONSISTENT_CLUSTER_ID"):
+            await stranger.start()
+        await stopped(leader, stranger)
+
+    asyncio.run(run())
+
+
+def test_registration_of_the_same_incarnation_is_idempotent():
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1, broker=False)
+        reg = Registration(5, "cid", uuid.uuid4(), "127.0.0.1", 9005)  # offsets 0, 1: no-op, cluster id
+        assert await leader.handle_registration(reg) == (0, 2)
+        assert await leader.handle_registration(reg) == (0, 2)
+        assert (await leader.handle_registration(Registration(5, "x", reg.incarnation_id, "h", 1)))[0] == (
+            ErrorCode.INCONSISTENT_CLUSTER_ID
+        )
+        assert await leader.handle_heartbeat(5, 0, want_shut_down=False) == (ErrorCode.STALE_BROKER_EPOCH, True)
+
+    asyncio.run(run())
+
+
+def test_silent_broker_is_fenced_and_unfenced_by_its_next_heartbeat(monkeypatch):
+    async def run():
+        now = [0]
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1, broker=False, clock_ms=lambda: now[0], session_timeout_ms=9000)
+        broker = controller(quorum, 2, clock_ms=lambda: now[0], heartbeat_interval_ms=60_000)
+        route_forwarding(monkeypatch, {1: leader, 2: broker})
+        await started(leader, broker)
+        topic = await broker.create_topic("t", 1, 1, {})
+        assert topic.partitions[0].leader == 2
+        now[0] = 8999
+        assert await leader.fence_expired_brokers() == []
+        now[0] = 9000
+        assert await leader.fence_expired_brokers() == [2]
+        assert await broker.wait_until(lambda: 2 not in broker.image().brokers, 1000)
+        assert broker.image().topics["t"].partitions[0].leader == -1
+        assert await broker._heartbeat_once() == 0
+        assert await broker.wait_until(lambda: 2 in broker.image().brokers, 1000)
+        assert broker.image().topics["t"].partitions[0].leader == 2
+        await stopped(broker)  # a clean stop asks to be fenced at once
+        assert leader.state().registrations[2].fenced
+        await stopped(leader)
+
+    asyncio.run(run())
