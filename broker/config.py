@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from broker.properties import load_properties
+from broker.raft.bootstrap import validate_quorum_config
+from broker.raft.config import RaftConfigError
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,15 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.segment.delete.delay.ms", int, 60000, "delay before deleting a .deleted segment"),
     ConfigKey("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
     ConfigKey("log.cleanup.policy", _list, ["delete"], "delete and/or compact"),
+    ConfigKey("log.roll.jitter.ms", int, None, "random jitter subtracted from the roll age (ms)"),
+    ConfigKey("log.roll.jitter.hours", int, 0, "random jitter subtracted from the roll age (hours)"),
+    ConfigKey("log.preallocate", _bool, False, "preallocate segment files (stored only)"),
+    ConfigKey("compression.type", str, "producer", "topic compression (only 'producer': batches kept as sent)"),
+    ConfigKey("log.message.timestamp.before.max.ms", int, LONG_MAX, "largest age of a CreateTime timestamp"),
+    ConfigKey("log.message.timestamp.after.max.ms", int, 3600000, "largest future skew of a CreateTime timestamp"),
+    ConfigKey("log.message.timestamp.difference.max.ms", int, None, "legacy: sets both bounds above"),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", int, 60000, "how often recovery points are written"),
+    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "how often log start offsets are written"),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     # Kafka's default is 102400; -1 keeps the kernel's autotuned buffers, which measured 2-3x
     # faster on produce and fetch (bench/broker_throughput.py; docs/compatibility.md).
@@ -103,6 +114,12 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.state.log.replication.factor", int, 1, "replication of __transaction_state"),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),
     ConfigKey("transactional.id.expiration.ms", int, 604800000, "expiry of idle transactional ids"),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, "how often timed-out txns abort"
+    ),
+    ConfigKey(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, "how often idle txn ids expire"
+    ),
     ConfigKey("producer.id.expiration.ms", int, 86400000, "expiry of idle producer ids"),
     ConfigKey("quorum.election.timeout.ms", int, 1000, "KIP-595 election timeout"),
     ConfigKey("quorum.fetch.timeout.ms", int, 2000, "KIP-595 fetch timeout"),
@@ -110,7 +127,20 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("quorum.request.timeout.ms", int, 2000, "KIP-595 request timeout"),
     ConfigKey("quorum.retry.backoff.ms", int, 20, "KIP-595 retry backoff"),
     ConfigKey("quorum.retry.backoff.max.ms", int, 1000, "KIP-595 retry backoff cap"),
+    *(
+        ConfigKey(f"controller.{name}", int, None, f"Kafka's name of {name}")
+        for name in (
+            "quorum.election.timeout.ms",
+            "quorum.fetch.timeout.ms",
+            "quorum.election.backoff.max.ms",
+            "quorum.request.timeout.ms",
+            "quorum.retry.backoff.ms",
+            "quorum.retry.backoff.max.ms",
+        )
+    ),
     ConfigKey("metrics.port", int, -1, "Prometheus text endpoint port (-1: off)"),
+    ConfigKey("broker.heartbeat.interval.ms", int, 2000, "KRaft: a broker heartbeats to the controller this often"),
+    ConfigKey("broker.session.timeout.ms", int, 9000, "KRaft: a broker silent this long is fenced"),
 ]
 KNOWN_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
 
@@ -175,6 +205,12 @@ class BrokerConfig:
             values["log.dirs"] = [values["log.dir"]]
         if not values["controller.quorum.voters"] and values["quorum.voters"]:
             values["controller.quorum.voters"] = values["quorum.voters"]
+        for name in list(values):
+            # Kafka 3.x spells the KIP-595 timeouts controller.quorum.*; the seed's quorum.* wins if both are given
+            if name.startswith("controller.quorum.") and name.endswith(".ms") and values[name] is not None:
+                plain = name.removeprefix("controller.")
+                if plain not in raw:
+                    values[plain] = values[name]
         if not values["advertised.listeners"]:
             values["advertised.listeners"] = list(values["listeners"])
         config = cls(values, extra, dict(raw))
@@ -198,6 +234,15 @@ class BrokerConfig:
             raise ConfigError("log.dirs is empty: give at least one data directory (or --data-dir)")
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
+        try:
+            validate_quorum_config(self.values, self.raw)
+        except RaftConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def kraft_enabled(self) -> bool:
+        """KIP-595 mode: ``process.roles`` was given (``broker.raft.bootstrap``)."""
+        return "process.roles" in self.raw
 
 
 @dataclass(frozen=True)

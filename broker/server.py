@@ -27,6 +27,7 @@ from broker.api.admin import (
     handle_incremental_alter_configs,
 )
 from broker.api.api_versions import handle_api_versions
+from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
 from broker.api.dispatch import Dispatcher
@@ -35,15 +36,24 @@ from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
 from broker.api.metadata import handle_metadata
 from broker.api.produce import handle_produce
+from broker.api.raft import raft_handlers
+from broker.api.txn import txn_handlers
+from broker.api.txn_markers import handle_write_txn_markers
 from broker.config import BrokerConfig, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
+from broker.controller.quorum import QuorumController
+from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
+from broker.coordinator import txn as txn_coordinator
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.meta_properties import ensure_meta_properties
+from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
 from broker.network.listener import Listener as SocketListener
+from broker.raft.bootstrap import check_cluster_id, create_driver
+from broker.raft.driver import RaftDriver
 from broker.replication.replica_manager import ReplicaManager
 from pyspark_log.wire.api_keys import ApiKey
 
@@ -62,7 +72,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
+    **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
 }
 
 
@@ -87,10 +99,17 @@ class BrokerServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
         self._groups: group_coordinator.GroupCoordinator | None = None
+        self._txn: txn_coordinator.TransactionCoordinator | None = None
         self.advertised: list[str] = []
+        self.raft: RaftDriver | None = None  # the KIP-595 quorum replica (process.roles set)
+        self._quorum: QuorumController | None = None  # the metadata on that quorum
+        self._metrics: MetricsServer | None = None
+        self.fatal_reason: str | None = None
+        self.stop_requested = asyncio.Event()  # SIGTERM/SIGINT, or a fatal error of the quorum
 
     async def start(self) -> None:
         config = self.config
+        check_cluster_id(config)
         cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, str(config["cluster.id"]))
         limits = ConnectionLimits(
             request_max_bytes=int(config["socket.request.max.bytes"]),
@@ -108,22 +127,29 @@ class BrokerServer:
             )  # fmt: skip
         first = self._listeners[0]
         host, port = _advertised_address(first, advertised_by_name.get(first.name))
+        if config.kraft_enabled:  # committed-entry listeners go on self.raft before its start()
+            self.raft = create_driver(config, cluster_id, (host, port), on_fatal=self._on_raft_fatal)
         self.advertised = [
             f"{sl.name}://{':'.join(map(str, _advertised_address(sl, advertised_by_name.get(sl.name))))}"
             for sl in self._listeners
         ]
         default_log_config = broker_log_config(config.raw)
-        controller = LocalController(
-            config.log_dirs[0],
-            cluster_id,
-            BrokerInfo(config.node_id, host, port),
-            deletion_enabled=bool(config["delete.topic.enable"]),
-        )
+        controller: LocalController | QuorumController
+        if self.raft is not None:  # registers its committed-entry listener on the driver
+            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port))
+        else:
+            controller = LocalController(
+                config.log_dirs[0],
+                cluster_id,
+                BrokerInfo(config.node_id, host, port),
+                deletion_enabled=bool(config["delete.topic.enable"]),
+            )
         image = controller.image()
         logs = LogManager(
             LogManagerConfig.from_properties({**config.raw, "log.dirs": ",".join(config.log_dirs)}),
             default_log_config,
             self._clock_ms,
+            producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
         )
         logs.startup({t.name: topic_log_config(config.raw, t.configs) for t in image.topics.values()})
         self._logs = logs
@@ -137,7 +163,7 @@ class BrokerServer:
         def on_change(old: MetadataImage, new: MetadataImage) -> None:
             for name, topic in new.topics.items():
                 before = old.topics.get(name)
-                if before is not None and before.configs != topic.configs:
+                if before is None or before.configs != topic.configs:
                     logs.set_topic_config(name, topic_log_config(config.raw, topic.configs))
             replicas.on_image_change(old, new)
 
@@ -146,12 +172,26 @@ class BrokerServer:
         groups, on_groups_change = group_coordinator.attach(config.get, config.node_id, replicas, image, self._clock_ms)
         controller.add_listener(on_groups_change)
         self._groups = groups
-        self._tasks.append(asyncio.create_task(groups.run(), name="group-coordinator"))
-        broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups)
-        dispatcher = Dispatcher(broker, HANDLERS)
+        self._tasks.append(self._watch(asyncio.create_task(groups.run(), name="group-coordinator")))
+        txn, on_txn_change = txn_coordinator.attach(
+            config.get, config.node_id, config.log_dirs[0], replicas=replicas, markers=replicas,
+            image=controller.image, clock_ms=self._clock_ms,
+        )  # fmt: skip
+        controller.add_listener(on_txn_change)
+        self._txn = txn
+        self._tasks.append(self._watch(asyncio.create_task(txn.run(), name="transaction-coordinator")))
+        if self.raft is not None:
+            await self.raft.start()
+        broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn)
+        dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
         for sl in self._listeners:
             sl.start(dispatcher)
+        if int(config["metrics.port"]) >= 0:
+            self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), self._raft_metrics)
+            await self._metrics.start()
         self._start_background(logs)
+        if self._quorum is not None:  # a broker registers and catches up before it is ready
+            await self._quorum.start()
         log.info("serving %d api(s) at the ranges of Kafka %s", len(dispatcher.advertised), "3.7.0")
         print(
             f"pylog broker ready: node.id={config.node_id} cluster.id={cluster_id} "
@@ -171,17 +211,49 @@ class BrokerServer:
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
 
+    def _raft_metrics(self) -> dict[str, float | int | str] | None:
+        return self.raft.metrics() if self.raft is not None and self.raft.running else None
+
+    def _on_raft_fatal(self, reason: str) -> None:
+        self.fatal_reason = reason
+        print(f"pylog-broker: fatal: {reason}", file=sys.stderr, flush=True)
+        self.stop_requested.set()
+
+    def _watch(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
+        """A coordinator's one task that dies (its owner logged why and failed its waiters) stops
+        the broker like a fatal quorum error: serving on without it would answer its groups or
+        transactions COORDINATOR_NOT_AVAILABLE forever, while a stopped broker hands them over."""
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if not finished.cancelled() and finished.exception() is not None:
+                self._on_raft_fatal(f"{finished.get_name()} died: {finished.exception()!r}")
+
+        task.add_done_callback(done)
+        return task
+
     async def shutdown(self) -> None:
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
+        if self._quorum is not None:  # a broker asks to be fenced while the quorum still runs
+            await self._quorum.shutdown()
+            self._quorum = None
+        if self.raft is not None:  # first: a leader resigns while its listener still answers fetches
+            await self.raft.shutdown(graceful=self.fatal_reason is None)
+            self.raft = None
         for sl in self._listeners:
             await sl.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a died task was escalated (_watch)
                 await task
         if self._groups is not None:
             self._groups.shutdown()
             self._groups = None
+        if self._txn is not None:
+            self._txn.shutdown()
+            self._txn = None
         if self._logs is not None:
             self._logs.shutdown()
             self._logs = None
@@ -208,11 +280,11 @@ async def run(config: BrokerConfig) -> int:
         print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)
         await server.shutdown()
         return 1
-    stop = asyncio.Event()
+    stop = server.stop_requested
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
     await server.shutdown()
-    return 0
+    return 1 if server.fatal_reason else 0

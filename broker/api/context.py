@@ -17,6 +17,8 @@ from pyspark_log.wire.message import Message
 
 if TYPE_CHECKING:
     from broker.coordinator.group import GroupCoordinator
+    from broker.coordinator.txn import TransactionCoordinator
+    from broker.raft.driver import RaftDriver
 
 
 @dataclass
@@ -30,6 +32,8 @@ class Broker:
     clock_ms: Callable[[], int]
     api_versions: list[dict[str, int]] = field(default_factory=list)  # set by the Dispatcher
     groups: GroupCoordinator | None = None  # the group coordinator (None: groups not served)
+    txn: TransactionCoordinator | None = None  # the transaction coordinator (None: not served)
+    raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
 
     @property
     def node_id(self) -> int:
