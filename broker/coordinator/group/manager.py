@@ -13,7 +13,6 @@ partition (``complete_txn``; ``txn_offsets``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections import deque
@@ -38,6 +37,7 @@ from broker.coordinator.group.store import (
 )
 from broker.coordinator.group.timers import Timers
 from broker.coordinator.group.txn_offsets import StagedOffset
+from broker.coordinator.task import CoordinatorTask
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -79,8 +79,10 @@ class PartitionStatus(enum.Enum):
     ACTIVE = "active"
 
 
-class GroupManager:
+class GroupManager(CoordinatorTask):
     """See the module docstring. Lives on the broker's event loop; no locks."""
+
+    task_name = "group coordinator"
 
     def __init__(
         self, config: GroupConfig, store: OffsetsLog, clock_ms: Callable[[], int], *, node_id: int = 0
@@ -407,57 +409,6 @@ class GroupManager:
         if group.protocol_type is None:
             return [tp for tp, v in group.offsets.items() if old(tp, v.commit_timestamp_ms)]
         return []
-
-    # -- the background task -------------------------------------------------------------------
-
-    def _on_schedule(self, deadline_ms: int) -> None:
-        """Wake the task only for a deadline earlier than the one it sleeps towards."""
-        if self._sleep_until is None or deadline_ms < self._sleep_until:
-            self.wake()
-
-    def wake(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    def run_due(self, now_ms: int | None = None) -> int:
-        """Fire every timer due at ``now_ms`` (default: the clock); returns how many fired."""
-        fired = 0
-        while True:
-            due = self.timers.pop_due(self.clock_ms() if now_ms is None else now_ms)
-            if not due:
-                return fired
-            for action in due:
-                fired += 1
-                try:
-                    action()
-                except Exception:
-                    log.exception("group coordinator timer failed")
-
-    async def run(self) -> None:
-        """The coordinator's one background task: load partitions, fire timers, expire offsets."""
-        self._wake = asyncio.Event()
-        self.timers.on_schedule = self._on_schedule
-        try:
-            while True:
-                self._wake.clear()
-                self.run_due()
-                if self.load_step() or self._loads:
-                    await asyncio.sleep(0)
-                    continue
-                deadline = self._sleep_until = self.timers.next_deadline()
-                timeout = None if deadline is None else max(deadline - self.clock_ms(), 0) / 1000.0
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
-                self._sleep_until = None
-        except Exception:
-            # The one task is gone: fail everyone waiting on it (DESIGN principle 10).
-            log.exception("the group coordinator's task died; groups are no longer served")
-            self.shutdown()
-            raise
-        finally:
-            self.timers.on_schedule = None
-            self._wake = None
 
     def start(self) -> None:
         """Serve requests; offset expiry runs every ``offsets.retention.check.interval.ms``."""

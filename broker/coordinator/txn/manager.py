@@ -12,7 +12,6 @@ NOT_COORDINATOR. A state change is appended to the partition before the cache ch
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections import deque
@@ -20,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.coordinator.group.timers import Timers
+from broker.coordinator.task import CoordinatorTask
 from broker.coordinator.txn.metadata import TransactionMetadata, TxnTransit
 from broker.coordinator.txn.records import partition_for, txn_key, txn_value
 from broker.coordinator.txn.store import PartitionLoad, StoreError, TxnLog, encode_record
@@ -61,8 +61,10 @@ class PartitionStatus(enum.Enum):
     ACTIVE = "active"
 
 
-class TxnStateManager:
+class TxnStateManager(CoordinatorTask):
     """See the module docstring. Lives on the broker's event loop; no locks."""
+
+    task_name = "transaction coordinator"
 
     def __init__(self, config: TxnConfig, store: TxnLog, clock_ms: Callable[[], int]) -> None:
         self.config = config
@@ -203,55 +205,6 @@ class TxnStateManager:
             log.exception("expiring transactional id %s failed", transactional_id)
             return ErrorCode.UNKNOWN_SERVER_ERROR
         return ErrorCode.NONE
-
-    # -- the background task -------------------------------------------------------------------
-
-    def _on_schedule(self, deadline_ms: int) -> None:
-        if self._sleep_until is None or deadline_ms < self._sleep_until:
-            self.wake()
-
-    def wake(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    def run_due(self, now_ms: int | None = None) -> int:
-        """Fire every timer due at ``now_ms`` (default: the clock); returns how many fired."""
-        fired = 0
-        while True:
-            due = self.timers.pop_due(self.clock_ms() if now_ms is None else now_ms)
-            if not due:
-                return fired
-            for action in due:
-                fired += 1
-                try:
-                    action()
-                except Exception:
-                    log.exception("transaction coordinator timer failed")
-
-    async def run(self) -> None:
-        """The coordinator's one background task: load partitions, fire timers."""
-        self._wake = asyncio.Event()
-        self.timers.on_schedule = self._on_schedule
-        try:
-            while True:
-                self._wake.clear()
-                self.run_due()
-                if self.load_step() or self._loads:
-                    await asyncio.sleep(0)
-                    continue
-                deadline = self._sleep_until = self.timers.next_deadline()
-                timeout = None if deadline is None else max(deadline - self.clock_ms(), 0) / 1000.0
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
-                self._sleep_until = None
-        except Exception:
-            log.exception("the transaction coordinator's task died; transactions are no longer served")
-            self.shutdown()
-            raise
-        finally:
-            self.timers.on_schedule = None
-            self._wake = None
 
     def every(self, key: str, interval_ms: int, action: Callable[[], object]) -> None:
         """Run ``action`` every ``interval_ms`` on the task (first run one interval from now)."""
