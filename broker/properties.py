@@ -1,7 +1,7 @@
 """Read Java ``.properties`` files (Kafka's ``server.properties``).
 
 Supported: ``key=value``, ``key: value`` and ``key value`` separators, ``#`` and ``!`` comments,
-backslash line continuations, and the escapes ``\\t \\n \\r \\\\ \\= \\: \\uXXXX``.
+backslash line continuations, and the escapes ``\\t \\n \\r \\\\ \\= \\: \\uHHHH (four hex digits)``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one background task of a coordinator (group or transaction), shared by both managers.
 
-It loads the coordinator's partitions a step at a time (other requests run between steps) and
+It loads the coordinator's partitions of its state topic a step at a time (other requests run between steps) and
 fires its timers (session timeouts, delayed joins, transaction timeouts, marker retries, expiry).
 DESIGN principle 10: it is the only task; if it dies, ``shutdown()`` fails everyone waiting on it
 and the exception propagates to the owner (``broker.server`` stops the broker).
@@ -12,27 +12,62 @@ import abc
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sized
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from broker.coordinator.group.timers import Timers
 
 log = logging.getLogger(__name__)
 
 
+class PartitionLoadStep(Protocol):
+    """One partition being replayed (``group.store.PartitionLoad``, ``txn.store.PartitionLoad``)."""
+
+    partition: int
+
+    def step(self) -> bool: ...
+
+
 class CoordinatorTask(abc.ABC):
-    """Mixin for a manager with ``timers``, ``clock_ms``, pending ``_loads``, ``load_step`` and
-    ``shutdown``; ``task_name`` names it in logs."""
+    """Mixin for a manager with ``timers``, ``clock_ms``, pending ``_loads``, ``_finish_load``,
+    ``partitions`` and ``shutdown``; ``task_name`` and ``state_topic`` name it in logs."""
 
     task_name: str
+    state_topic: str
     timers: Timers
     clock_ms: Callable[[], int]
-    _loads: Sized
+    partitions: dict[int, Any]
+    _loads: deque[Any]
     _wake: asyncio.Event | None
     _sleep_until: int | None  # the deadline the task sleeps towards (None: none)
 
     @abc.abstractmethod
+    def _finish_load(self, load: Any) -> None:
+        """Install what a completed load read (if the partition is still being loaded)."""
+
     def load_step(self) -> bool:
-        """Advance the partition loads by one step; True if there is more to do at once."""
+        """Replay a bounded part of the first pending partition; True while loads remain."""
+        if not self._loads:
+            return False
+        load: PartitionLoadStep = self._loads[0]
+        try:
+            finished = load.step()
+        except Exception:
+            # Serving the partition without its history would hand out wrong state; answering
+            # NOT_COORDINATOR until the next leadership change is the safe choice.
+            log.exception("loading %s-%s failed; not serving it", self.state_topic, load.partition)
+            self._loads.popleft()
+            self.partitions.pop(load.partition, None)
+            return bool(self._loads)
+        if finished:
+            self._loads.popleft()
+            self._finish_load(load)
+        return bool(self._loads)
+
+    def load_all(self) -> None:
+        while self.load_step():
+            pass
 
     @abc.abstractmethod
     def shutdown(self) -> None:

@@ -83,6 +83,7 @@ class GroupManager(CoordinatorTask):
     """See the module docstring. Lives on the broker's event loop; no locks."""
 
     task_name = "group coordinator"
+    state_topic = "__consumer_offsets"
 
     def __init__(
         self, config: GroupConfig, store: OffsetsLog, clock_ms: Callable[[], int], *, node_id: int = 0
@@ -169,29 +170,6 @@ class GroupManager(CoordinatorTask):
             self.timers.cancel((kind, group_id))
 
     # -- loading -------------------------------------------------------------------------------
-
-    def load_step(self) -> bool:
-        """Replay a bounded part of the first pending partition; True while loads remain."""
-        if not self._loads:
-            return False
-        load = self._loads[0]
-        try:
-            finished = load.step()
-        except Exception:
-            # Serving the partition without its history would hand out no committed offsets;
-            # answering NOT_COORDINATOR until the next leadership change is the safe choice.
-            log.exception("loading __consumer_offsets-%s failed; not serving its groups", load.partition)
-            self._loads.popleft()
-            self.partitions.pop(load.partition, None)
-            return bool(self._loads)
-        if finished:
-            self._loads.popleft()
-            self._finish_load(load)
-        return bool(self._loads)
-
-    def load_all(self) -> None:
-        while self.load_step():
-            pass
 
     def _finish_load(self, load: PartitionLoad) -> None:
         if self.partitions.get(load.partition) is not PartitionStatus.LOADING:

@@ -65,6 +65,7 @@ class TxnStateManager(CoordinatorTask):
     """See the module docstring. Lives on the broker's event loop; no locks."""
 
     task_name = "transaction coordinator"
+    state_topic = "__transaction_state"
 
     def __init__(self, config: TxnConfig, store: TxnLog, clock_ms: Callable[[], int]) -> None:
         self.config = config
@@ -135,27 +136,6 @@ class TxnStateManager(CoordinatorTask):
             self.on_unloaded(gone)
 
     # -- loading -------------------------------------------------------------------------------
-
-    def load_step(self) -> bool:
-        """Replay a bounded part of the first pending partition; True while loads remain."""
-        if not self._loads:
-            return False
-        load = self._loads[0]
-        try:
-            finished = load.step()
-        except Exception:
-            log.exception("loading __transaction_state-%s failed; not serving its ids", load.partition)
-            self._loads.popleft()
-            self.partitions.pop(load.partition, None)
-            return bool(self._loads)
-        if finished:
-            self._loads.popleft()
-            self._finish_load(load)
-        return bool(self._loads)
-
-    def load_all(self) -> None:
-        while self.load_step():
-            pass
 
     def _finish_load(self, load: PartitionLoad) -> None:
         entry = self.partitions.get(load.partition)
