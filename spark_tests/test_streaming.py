@@ -94,7 +94,9 @@ def test_min_offsets_per_trigger_waits_for_max_trigger_delay(spark, kafka: Kafka
         subscribe=topic,
         startingOffsets="earliest",
         minOffsetsPerTrigger="20",
-        maxTriggerDelay="5s",
+        # counted from the last batch, not from the produce below: long enough that a slow first
+        # wait still leaves the 2 s quiet check inside the delay
+        maxTriggerDelay="20s",
     )
     query, table = to_memory(df, tmp_path / "a")
     wait_until(lambda: len(memory_values(spark, table)) == 5, 60, "the first trigger (always runs)")
@@ -102,10 +104,10 @@ def test_min_offsets_per_trigger_waits_for_max_trigger_delay(spark, kafka: Kafka
     produced = time.monotonic()
     time.sleep(2.0)
     assert len(memory_values(spark, table)) == 5, "10 < minOffsetsPerTrigger records: the trigger waits"
-    wait_until(lambda: len(memory_values(spark, table)) == 10, 30, "maxTriggerDelay to release the batch")
+    wait_until(lambda: len(memory_values(spark, table)) == 10, 90, "maxTriggerDelay to release the batch")
     assert time.monotonic() - produced >= 2.0
     kafka.produce(topic, [f"c{i}" for i in range(25)])
-    wait_until(lambda: len(memory_values(spark, table)) == 35, 30, "a batch of >= minOffsetsPerTrigger records")
+    wait_until(lambda: len(memory_values(spark, table)) == 35, 60, "a batch of >= minOffsetsPerTrigger records")
     query.stop()
 
 

@@ -60,6 +60,29 @@ def _check_partition_budget(new_partitions: int, budget: int) -> None:
         )
 
 
+def _replica_lists(wanted: Any) -> list[list[int]] | None:
+    """A CreateTopics topic's explicit assignment as replica lists by partition, or None.
+
+    Kafka's request rules: with an assignment, num_partitions and replication_factor are -1
+    (INVALID_REQUEST otherwise) and the partition indexes are 0..n-1 (INVALID_REPLICA_ASSIGNMENT);
+    the controller checks the replica lists themselves."""
+    if not wanted.assignments:
+        return None
+    if wanted.num_partitions != -1 or wanted.replication_factor != -1:
+        raise MetadataError(
+            ErrorCode.INVALID_REQUEST,
+            "both num_partitions/replication_factor and a replica assignment were set; give -1 for both counts"
+            " with an assignment",
+        )
+    by_index = sorted(wanted.assignments, key=lambda a: a.partition_index)
+    if [a.partition_index for a in by_index] != list(range(len(by_index))):
+        raise MetadataError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "the assigned partition indexes must be 0, 1, ... without gaps or repeats",
+        )
+    return [list(a.broker_ids) for a in by_index]
+
+
 def handle_create_topics(broker: Broker, request: Request) -> Any:
     return _create_topics(broker, request)
 
@@ -82,15 +105,15 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
             if wanted.replication_factor != -1
             else int(broker.config["default.replication.factor"])
         )
-        if wanted.assignments:
-            partitions = len(wanted.assignments)
-            replication = len(wanted.assignments[0].broker_ids)
         configs = {c.name: c.value for c in wanted.configs if c.value is not None}
         try:
+            assignments = _replica_lists(wanted)
+            if assignments is not None:
+                partitions, replication = len(assignments), len(assignments[0])
             _check_partition_budget(partitions, budget)
             _check_log_config(broker, configs)
             topic = await broker.controller.create_topic(
-                wanted.name, partitions, replication, configs, validate_only=body.validate_only
+                wanted.name, partitions, replication, configs, validate_only=body.validate_only, assignments=assignments
             )
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
@@ -159,7 +182,10 @@ async def _create_partitions(broker: Broker, request: Request) -> Mapping[str, A
         added = wanted.count - len(topic.partitions) if topic is not None else 0
         try:
             _check_partition_budget(added, budget)
-            await broker.controller.create_partitions(wanted.name, wanted.count, validate_only=body.validate_only)
+            assignments = None if wanted.assignments is None else [list(a.broker_ids) for a in wanted.assignments]
+            await broker.controller.create_partitions(
+                wanted.name, wanted.count, validate_only=body.validate_only, assignments=assignments
+            )
             budget -= max(0, added)
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -122,14 +122,19 @@ class ControllerChannels:
 async def forward_create_topic(
     channel: ControllerChannel, name: str, num_partitions: int, replication_factor: int,
     configs: Mapping[str, str], *, validate_only: bool, timeout_ms: int,
+    assignments: Sequence[Sequence[int]] | None = None,
 ) -> Outcome:  # fmt: skip
+    if assignments is not None:  # Kafka's rule: counts are -1 when replica lists are given
+        num_partitions = replication_factor = -1
     body = {
         "topics": [
             {
                 "name": name,
                 "num_partitions": num_partitions,
                 "replication_factor": replication_factor,
-                "assignments": [],
+                "assignments": [
+                    {"partition_index": i, "broker_ids": list(replicas)} for i, replicas in enumerate(assignments or ())
+                ],
                 "configs": [{"name": k, "value": v} for k, v in configs.items()],
             }
         ],
@@ -149,10 +154,12 @@ async def forward_delete_topic(channel: ControllerChannel, name: str, *, timeout
 
 
 async def forward_create_partitions(
-    channel: ControllerChannel, name: str, total_count: int, *, validate_only: bool, timeout_ms: int
-) -> Outcome:
+    channel: ControllerChannel, name: str, total_count: int, *, validate_only: bool, timeout_ms: int,
+    assignments: Sequence[Sequence[int]] | None = None,
+) -> Outcome:  # fmt: skip
+    lists = None if assignments is None else [{"broker_ids": list(replicas)} for replicas in assignments]
     body = {
-        "topics": [{"name": name, "count": total_count, "assignments": None}],
+        "topics": [{"name": name, "count": total_count, "assignments": lists}],
         "timeout_ms": timeout_ms,
         "validate_only": validate_only,
     }

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker.controller import errors as err
 from broker.controller.errors import MetadataError
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.controller.operations import check_assignments, check_new_partitions
 from broker.controller.topics import validate_topic_config, validate_topic_name
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
+Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 SNAPSHOT_NAME = "pylog-metadata.json"
 
 
@@ -34,12 +36,14 @@ class MetadataController(Protocol):
 
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        *, validate_only: bool = False,
+        *, validate_only: bool = False, assignments: Assignments | None = None,
     ) -> TopicImage: ...  # fmt: skip
 
     async def delete_topic(self, name: str) -> None: ...
 
-    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None: ...
+    async def create_partitions(
+        self, name: str, total_count: int, *, validate_only: bool = False, assignments: Assignments | None = None
+    ) -> None: ...
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
@@ -66,11 +70,14 @@ class LocalController:
 
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        *, validate_only: bool = False,
+        *, validate_only: bool = False, assignments: Assignments | None = None,
     ) -> TopicImage:  # fmt: skip
         validate_topic_name(name)
         if name in self._image.topics:
             raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if assignments is not None:  # every replica list can only name this broker
+            num_partitions = len(assignments)
+            replication_factor = check_assignments(assignments, self._image.brokers)
         if num_partitions < 1:
             raise MetadataError(
                 err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
@@ -97,16 +104,14 @@ class LocalController:
             raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._publish(self._image.without_topic(name))
 
-    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None:
+    async def create_partitions(
+        self, name: str, total_count: int, *, validate_only: bool = False, assignments: Assignments | None = None
+    ) -> None:
         topic = self._image.topics.get(name)
         if topic is None:
             raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         current = len(topic.partitions)
-        if total_count <= current:
-            raise MetadataError(
-                err.INVALID_PARTITIONS,
-                f"topic {name!r} has {current} partitions; the new count must be larger, got {total_count}",
-            )
+        check_new_partitions(name, current, total_count, assignments, self._image.brokers)
         partitions = dict(topic.partitions)
         for p in range(current, total_count):
             partitions[p] = self._new_partition(p)

@@ -5,13 +5,15 @@ Errors are ``LocalController``'s, so a client sees the same codes and messages w
 controller serves it. Placement (seed 001 issue text, replication factor 1 until replication
 exists): partition ``i`` of a new batch of ``n`` partitions goes to live broker
 ``(start + i) mod brokers``, where ``start`` is the number of partitions the cluster already has,
-so successive topics and partition additions keep rotating over the brokers.
+so successive topics and partition additions keep rotating over the brokers. Explicit replica
+lists from the request (``assignments``) replace that placement once ``check_assignments`` accepts
+them.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from broker.controller import errors as err
 from broker.controller.errors import MetadataError
@@ -29,8 +31,41 @@ from broker.controller.topics import validate_topic_config, validate_topic_name
 MAX_REPLICATION_FACTOR = 1  # until partitions are replicated
 
 
-def place_partitions(state: ClusterState, first_partition: int, count: int) -> list[PartitionImage]:
-    """Round-robin leaders for partitions ``first_partition ..`` over the live brokers."""
+def check_assignments(assignments: Sequence[Sequence[int]], live_brokers: Collection[int]) -> int:
+    """Validate explicit replica lists (one per new partition, as CreateTopics/CreatePartitions
+    carry them) and return their replication factor. Kafka's rules: each list non-empty without
+    repeats, all of one length, every id a live broker (INVALID_REPLICA_ASSIGNMENT otherwise)."""
+    if not assignments:
+        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "the replica assignment is empty")
+    sizes = {len(replicas) for replicas in assignments}
+    if 0 in sizes:
+        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "a partition's replica list is empty")
+    if len(sizes) > 1:
+        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same number of replicas")
+    for replicas in assignments:
+        if len(set(replicas)) != len(replicas):
+            raise MetadataError(
+                err.INVALID_REPLICA_ASSIGNMENT, f"duplicate brokers in the replica list {list(replicas)}"
+            )
+    unknown = sorted({b for replicas in assignments for b in replicas} - set(live_brokers))
+    if unknown:
+        raise MetadataError(
+            err.INVALID_REPLICA_ASSIGNMENT,
+            f"unknown or fenced broker(s) {unknown} in the replica assignment (live brokers: {sorted(live_brokers)})",
+        )
+    return sizes.pop()
+
+
+def place_partitions(
+    state: ClusterState, first_partition: int, count: int, assignments: Sequence[Sequence[int]] | None = None
+) -> list[PartitionImage]:
+    """Partitions ``first_partition ..``: led by the first broker of their explicit replica list
+    (validated by the caller), else round-robin over the live brokers."""
+    if assignments is not None:
+        return [
+            PartitionImage(first_partition + i, replicas[0], 0, tuple(replicas), tuple(replicas))
+            for i, replicas in enumerate(assignments)
+        ]
     live = state.live_brokers()
     if not live:
         raise MetadataError(err.INVALID_REPLICATION_FACTOR, "no broker is registered: cannot place partitions")
@@ -42,21 +77,7 @@ def place_partitions(state: ClusterState, first_partition: int, count: int) -> l
     return placed
 
 
-def _partition_record(topic_id: uuid.UUID, part: PartitionImage) -> PartitionRecord:
-    return PartitionRecord(topic_id, part.partition, part.replicas, part.isr, part.leader, part.leader_epoch)
-
-
-def create_topic(
-    state: ClusterState, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str],
-    *, topic_id: uuid.UUID,
-) -> tuple[list[MetadataRecord], TopicImage]:  # fmt: skip
-    """Records for a new topic, and the topic as it will look once applied."""
-    validate_topic_name(name)
-    if name in state.topics:
-        raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    if num_partitions < 1:
-        raise MetadataError(err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}")
-    brokers = len(state.live_brokers())
+def _check_replication_factor(replication_factor: int, brokers: int) -> None:
     if replication_factor < 1 or replication_factor > brokers:
         raise MetadataError(
             err.INVALID_REPLICATION_FACTOR,
@@ -67,9 +88,30 @@ def create_topic(
             err.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} is not supported: partitions are not replicated yet (max 1)",
         )
+
+
+def _partition_record(topic_id: uuid.UUID, part: PartitionImage) -> PartitionRecord:
+    return PartitionRecord(topic_id, part.partition, part.replicas, part.isr, part.leader, part.leader_epoch)
+
+
+def create_topic(
+    state: ClusterState, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str],
+    *, topic_id: uuid.UUID, assignments: Sequence[Sequence[int]] | None = None,
+) -> tuple[list[MetadataRecord], TopicImage]:  # fmt: skip
+    """Records for a new topic, and the topic as it will look once applied. With ``assignments``
+    (replica list of partition i at index i) they decide the partition count and placement."""
+    validate_topic_name(name)
+    if name in state.topics:
+        raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    if assignments is not None:
+        num_partitions = len(assignments)
+        replication_factor = check_assignments(assignments, state.live_brokers())
+    if num_partitions < 1:
+        raise MetadataError(err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}")
+    _check_replication_factor(replication_factor, len(state.live_brokers()))
     for key, value in configs.items():
         validate_topic_config(key, value)
-    parts = place_partitions(state, 0, num_partitions)
+    parts = place_partitions(state, 0, num_partitions, assignments)
     records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
     records.extend(_partition_record(topic_id, p) for p in parts)
     records.extend(ConfigRecord(name, key, value) for key, value in sorted(configs.items()))
@@ -85,17 +127,36 @@ def delete_topic(state: ClusterState, name: str, *, deletion_enabled: bool) -> l
     return [RemoveTopicRecord(topic.topic_id)]
 
 
-def create_partitions(state: ClusterState, name: str, total_count: int) -> list[MetadataRecord]:
-    topic = state.topics.get(name)
-    if topic is None:
-        raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    current = len(topic.partitions)
+def check_new_partitions(
+    name: str, current: int, total_count: int, assignments: Sequence[Sequence[int]] | None,
+    live_brokers: Collection[int],
+) -> None:  # fmt: skip
+    """CreatePartitions' rules: the count grows; explicit assignments name exactly the new ones."""
     if total_count <= current:
         raise MetadataError(
             err.INVALID_PARTITIONS,
             f"topic {name!r} has {current} partitions; the new count must be larger, got {total_count}",
         )
-    return [_partition_record(topic.topic_id, p) for p in place_partitions(state, current, total_count - current)]
+    if assignments is not None:
+        if len(assignments) != total_count - current:
+            raise MetadataError(
+                err.INVALID_REPLICA_ASSIGNMENT,
+                f"increasing the partition count by {total_count - current} needs as many replica lists,"
+                f" got {len(assignments)}",
+            )
+        _check_replication_factor(check_assignments(assignments, live_brokers), len(live_brokers))
+
+
+def create_partitions(
+    state: ClusterState, name: str, total_count: int, assignments: Sequence[Sequence[int]] | None = None
+) -> list[MetadataRecord]:
+    topic = state.topics.get(name)
+    if topic is None:
+        raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+    current = len(topic.partitions)
+    check_new_partitions(name, current, total_count, assignments, state.live_brokers())
+    placed = place_partitions(state, current, total_count - current, assignments)
+    return [_partition_record(topic.topic_id, p) for p in placed]
 
 
 def alter_topic_configs(state: ClusterState, name: str, changes: Mapping[str, str | None]) -> list[MetadataRecord]:

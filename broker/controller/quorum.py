@@ -51,7 +51,7 @@ from broker.controller.forwarding import (
 )
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
-from broker.controller.local import ImageListener
+from broker.controller.local import Assignments, ImageListener
 from broker.controller.records import (
     ClusterIdRecord,
     FenceBrokerRecord,
@@ -202,24 +202,25 @@ class QuorumController:
     # -- MetadataController -------------------------------------------------------------------------
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        *, validate_only: bool = False,
+        *, validate_only: bool = False, assignments: Assignments | None = None,
     ) -> TopicImage:  # fmt: skip
         topic_id = uuid.uuid4()
 
         def local(state: ClusterState) -> tuple[list[MetadataRecord], TopicImage]:
             records, topic = operations.create_topic(
-                state, name, num_partitions, replication_factor, configs, topic_id=topic_id
+                state, name, num_partitions, replication_factor, configs, topic_id=topic_id, assignments=assignments
             )
             return ([] if validate_only else records), topic
 
         async def remote(channel: ControllerChannel, timeout_ms: int) -> TopicImage:
             outcome = await forward_create_topic(
                 channel, name, num_partitions, replication_factor, configs,
-                validate_only=validate_only, timeout_ms=timeout_ms,
+                validate_only=validate_only, timeout_ms=timeout_ms, assignments=assignments,
             )  # fmt: skip
             _raise_for(outcome)
             if validate_only:
-                count = outcome.num_partitions if outcome.num_partitions > 0 else num_partitions
+                wanted = num_partitions if assignments is None else len(assignments)
+                count = outcome.num_partitions if outcome.num_partitions > 0 else wanted
                 parts = {p: PartitionImage(p, -1, 0, (), ()) for p in range(count)}
                 return TopicImage(name, outcome.topic_id or topic_id, parts, dict(configs))
             created = outcome.topic_id
@@ -250,14 +251,16 @@ class QuorumController:
 
         await self._execute(local, remote)
 
-    async def create_partitions(self, name: str, total_count: int, *, validate_only: bool = False) -> None:
+    async def create_partitions(
+        self, name: str, total_count: int, *, validate_only: bool = False, assignments: Assignments | None = None
+    ) -> None:
         def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
-            records = operations.create_partitions(state, name, total_count)
+            records = operations.create_partitions(state, name, total_count, assignments)
             return ([] if validate_only else records), None
 
         async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
             outcome = await forward_create_partitions(
-                channel, name, total_count, validate_only=validate_only, timeout_ms=timeout_ms
+                channel, name, total_count, validate_only=validate_only, timeout_ms=timeout_ms, assignments=assignments
             )
             _raise_for(outcome)
             if not validate_only:

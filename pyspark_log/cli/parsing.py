@@ -32,6 +32,21 @@ def parse_kv_list(items: Iterable[str] | None, what: str = "config") -> dict[str
     return dict(parse_kv(item, what) for item in items or ())
 
 
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics' ``--replica-assignment``: partitions separated by commas, the broker ids of
+    one partition by colons (``4:5,5:4`` = partition 0 on 4 then 5, partition 1 on 5 then 4)."""
+    lists: list[list[int]] = []
+    for number, part in enumerate(text.split(",")):
+        try:
+            lists.append([int(b) for b in part.split(":")])
+        except ValueError:
+            raise UsageError(
+                f"--replica-assignment {text!r}: partition {number} is {part.strip()!r}; give broker ids"
+                " separated by ':' and partitions separated by ',' (e.g. 1:2,2:1)"
+            ) from None
+    return lists
+
+
 def parse_headers(items: Iterable[str] | None) -> list[tuple[str, bytes]]:
     """Repeated ``--header k=v`` -> ``[(k, v as UTF-8)]``, in order (header names may repeat)."""
     return [(k, v.encode("utf-8")) for k, v in (parse_kv(item, "header") for item in items or ())]

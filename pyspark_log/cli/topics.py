@@ -9,7 +9,7 @@ from typing import Any
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError, kafka_error
 from pyspark_log.cli.output import node_list
-from pyspark_log.cli.parsing import parse_kv_list, positive_int
+from pyspark_log.cli.parsing import parse_kv_list, parse_replica_assignment, positive_int
 from pyspark_log.client import AdminClient, AlterConfigOp, ConfigResource, KafkaError, NewTopic
 from pyspark_log.client.admin import AlterOp, ResourceType
 from pyspark_log.client.cluster import TopicMetadata
@@ -26,6 +26,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--partitions", type=positive_int, metavar="N", help="partition count (broker default)")
     p.add_argument("--replication-factor", type=positive_int, metavar="N", help="replicas (broker default)")
+    p.add_argument(
+        "--replica-assignment", metavar="B:B,B:B", help="broker ids per partition (instead of the two counts)"
+    )
     p.add_argument("--config", action="append", metavar="K=V", help="a topic config override (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
     p.set_defaults(handler=create)
@@ -47,6 +50,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = verbs.add_parser("alter", help="add partitions, set or delete config overrides", parents=[common])
     p.add_argument("name", metavar="NAME")
     p.add_argument("--partitions", type=positive_int, metavar="N", help="the new (larger) partition count")
+    p.add_argument(
+        "--replica-assignment", metavar="B:B,B:B", help="with --partitions: broker ids of each new partition"
+    )
     p.add_argument("--config", action="append", metavar="K=V", help="set a config override (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="K", help="remove a config override (repeatable)")
     p.set_defaults(handler=alter)
@@ -57,7 +63,14 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def create(args: argparse.Namespace, ctx: Context) -> int:
     configs = parse_kv_list(args.config)
-    new = NewTopic(args.name, args.partitions or -1, args.replication_factor or -1, config=configs)
+    lists = None
+    if args.replica_assignment is not None:
+        if args.partitions is not None or args.replication_factor is not None:
+            raise UsageError("--replica-assignment replaces --partitions and --replication-factor; give only it")
+        lists = dict(enumerate(parse_replica_assignment(args.replica_assignment)))
+    new = NewTopic(
+        args.name, args.partitions or -1, args.replication_factor or -1, replica_assignment=lists, config=configs
+    )
     with ctx.admin() as admin:
         try:
             admin.create_topics([new])
@@ -95,6 +108,9 @@ def alter(args: argparse.Namespace, ctx: Context) -> int:
     deletes = list(dict.fromkeys(args.delete_config or ()))
     if args.partitions is None and not sets and not deletes:
         raise UsageError("topics alter needs --partitions, --config or --delete-config")
+    if args.replica_assignment is not None and args.partitions is None:
+        raise UsageError("--replica-assignment names the new partitions' brokers: give --partitions too")
+    new_lists = None if args.replica_assignment is None else parse_replica_assignment(args.replica_assignment)
     both = sorted(set(sets) & set(deletes))
     if both:
         raise UsageError(f"config {both[0]!r} is both set and deleted")
@@ -111,7 +127,8 @@ def alter(args: argparse.Namespace, ctx: Context) -> int:
             done += [f"set {k}={v}" for k, v in sets.items()] + [f"deleted {k}" for k in deletes]
         if args.partitions is not None:
             try:
-                admin.create_partitions({args.name: args.partitions})
+                assignments = None if new_lists is None else {args.name: new_lists}
+                admin.create_partitions({args.name: args.partitions}, assignments=assignments)
             except KafkaError as exc:
                 raise kafka_error(exc, args.name) from None
             done.append(f"partitions={args.partitions}")

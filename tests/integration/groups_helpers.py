@@ -68,6 +68,19 @@ def drive(members: Iterable[Member], until: Callable[[], bool], timeout_s: float
             raise AssertionError(f"condition not met within {timeout_s} s; assignments: {state}")
 
 
+def received_all(members: Iterable[Member], values: list[bytes]) -> Callable[[], bool]:
+    """Every value of ``values`` reached some member. Sets, not counts: a member that consumed
+    before a late rebalance moved its partitions away may legitimately see a record twice (no
+    commit happened in between), which is at-least-once delivery, not a broker fault."""
+    members = list(members)
+    wanted = set(values)
+
+    def check() -> bool:
+        return set().union(*(m.received for m in members)) == wanted
+
+    return check
+
+
 def split_evenly(members: Iterable[Member], topic: str, partitions: int) -> Callable[[], bool]:
     """Every partition assigned to exactly one member, counts differing by at most one."""
     members = list(members)

@@ -114,6 +114,27 @@ def test_topic_errors(broker: EmbeddedBroker, topic_name: str) -> None:
     assert fails(pylog(broker, "offsets", topic_name)) == missing
 
 
+def test_replica_assignment(broker: EmbeddedBroker, topic_name: str) -> None:
+    """kafka-topics' ``--replica-assignment``: this one-node broker (id 1) accepts only itself."""
+    t = topic_name
+    assert ok(pylog(broker, "topics", "create", t, "--replica-assignment", "1,1")) == f"Created topic {t}.\n"
+    ok(pylog(broker, "topics", "alter", t, "--partitions", "3", "--replica-assignment", "1"))
+    [desc] = json.loads(ok(pylog(broker, "--output", "json", "topics", "describe", t)))
+    assert [(p["partition"], p["leader"], p["replicas"]) for p in desc["partitions"]] == [
+        (0, 1, [1]), (1, 1, [1]), (2, 1, [1]),
+    ]  # fmt: skip
+    unknown = fails(pylog(broker, "topics", "create", f"{t}-x", "--replica-assignment", "1,7"))
+    assert "[7]" in unknown
+    assert unknown.endswith("(INVALID_REPLICA_ASSIGNMENT)")
+    assert fails(pylog(broker, "topics", "create", f"{t}-y", "--replica-assignment", "1:x"), 2) == (
+        "pylog: --replica-assignment '1:x': partition 0 is '1:x'; give broker ids separated by ':' and"
+        " partitions separated by ',' (e.g. 1:2,2:1)"
+    )
+    both = fails(pylog(broker, "topics", "create", f"{t}-z", "--partitions", "2", "--replica-assignment", "1"), 2)
+    assert both == "pylog: --replica-assignment replaces --partitions and --replication-factor; give only it"
+    assert f"{t}-x" not in ok(pylog(broker, "topics", "list")).splitlines()
+
+
 def test_usage_errors_exit_2(broker: EmbeddedBroker) -> None:
     """More usage errors run in-process in tests/unit/cli/test_app.py."""
     assert fails(pylog(broker, "topics", "alter", "x"), 2) == (

@@ -307,6 +307,24 @@ def test_admin_create_and_delete_topics(broker: EmbeddedBroker, admin: AdminClie
     assert_records(confluent_consume(broker.bootstrap_servers, topic_name, 1), expected([rec], [(0, 0)]))
 
 
+def test_admin_replica_assignments(admin: AdminClient, topic_name: str) -> None:
+    """Explicit replica lists: this broker (node 1) is the only valid replica; another id, or
+    uneven lists, are INVALID_REPLICA_ASSIGNMENT and create nothing."""
+    admin.create_topics([NewTopic(topic_name, 2, replica_assignment=[[1], [1]])])[topic_name].result(TIMEOUT_S)
+    assert sorted(_topics(admin)[topic_name].partitions) == [0, 1]
+    grow = admin.create_partitions([NewPartitions(topic_name, 3, replica_assignment=[[1]])])[topic_name]
+    grow.result(TIMEOUT_S)
+    assert sorted(_topics(admin)[topic_name].partitions) == [0, 1, 2]
+    for lists in ([[1], [2]], [[1, 1]]):
+        name = f"{topic_name}-bad"
+        future = admin.create_topics([NewTopic(name, len(lists), replica_assignment=lists)])[name]
+        assert _error_code(future) == KafkaError.INVALID_REPLICA_ASSIGNMENT, lists
+        assert name not in _topics(admin)
+    wrong = admin.create_partitions([NewPartitions(topic_name, 5, replica_assignment=[[1]])])[topic_name]
+    assert _error_code(wrong) == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert sorted(_topics(admin)[topic_name].partitions) == [0, 1, 2]
+
+
 # -- many partitions ---------------------------------------------------------------------------------
 def test_many_partitions_spread_by_key(broker: EmbeddedBroker, admin: AdminClient, topic_name: str) -> None:
     partitions = 48

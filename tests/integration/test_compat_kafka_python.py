@@ -192,9 +192,13 @@ def test_admin_create_and_delete_topics(broker: EmbeddedBroker, admin: KafkaAdmi
         admin.create_topics([NewTopic(f"{topic_name}-np", 0, 1)])
     with pytest.raises(kerr.InvalidConfigurationError):
         admin.create_topics([NewTopic(f"{topic_name}-cfg", 1, 1, topic_configs={"no.such.config": "1"})])
+    with pytest.raises(kerr.InvalidRequestError):  # counts and replica lists together
+        admin.create_topics([NewTopic(f"{topic_name}-both", 2, 1, replica_assignments={0: [1], 1: [1]})])
+    with pytest.raises(kerr.InvalidReplicationAssignmentError):  # partition 1 missing
+        admin.create_topics([NewTopic(f"{topic_name}-gap", -1, -1, replica_assignments={0: [1], 2: [1]})])
     admin.create_topics([NewTopic(f"{topic_name}-v", 2, 1)], validate_only=True)
     topics = admin.list_topics()
-    for absent in ("-v", "-rf", "-np", "-cfg"):
+    for absent in ("-v", "-rf", "-np", "-cfg", "-both", "-gap"):
         assert f"{topic_name}{absent}" not in topics
 
     kp_produce(broker.bootstrap_servers, topic_name, [Rec(b"old", b"data", (), now_ms())], partition=0)

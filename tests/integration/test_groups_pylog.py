@@ -22,6 +22,7 @@ from .groups_helpers import (
     drive,
     produce,
     pylog_member,
+    received_all,
     split_evenly,
     unique,
 )
@@ -41,16 +42,16 @@ def committed_total(bootstrap: str, group: str) -> int:
 def test_two_members_split_and_auto_commit_their_positions(bootstrap: str) -> None:
     topic, group = unique("split"), unique("g")
     create_topic(bootstrap, topic, 4)
-    values = produce(bootstrap, topic, 40)
     auto = {"enable.auto.commit": True, "auto.commit.interval.ms": 200}
     m1, c1 = pylog_member("p1", bootstrap, group, [topic], **auto)
     m2, c2 = pylog_member("p2", bootstrap, group, [topic], **auto)
     try:
-        drive([m1, m2], lambda: split_evenly([m1, m2], topic, 4)() and len(m1.received) + len(m2.received) == 40)
-        assert sorted(m1.received + m2.received) == sorted(values)
+        drive([m1, m2], split_evenly([m1, m2], topic, 4))
+        values = produce(bootstrap, topic, 40)
+        drive([m1, m2], lambda: split_evenly([m1, m2], topic, 4)() and received_all([m1, m2], values)())
         assert m1.assigned_events[-1] == m1.assignment()
         assert m2.assigned_events[-1] == m2.assignment()
-        drive([m1, m2], lambda: committed_total(bootstrap, group) == 40, timeout_s=15)
+        drive([m1, m2], lambda: committed_total(bootstrap, group) == 40, timeout_s=60)
     finally:
         c1.close()
         c2.close()
@@ -60,15 +61,15 @@ def test_a_mixed_group_of_pylog_and_confluent_consumers(bootstrap: str) -> None:
     pytest.importorskip("confluent_kafka")
     topic, group = unique("mixed"), unique("g")
     create_topic(bootstrap, topic, 6)
-    values = produce(bootstrap, topic, 60)
     mp, cp = pylog_member("pylog", bootstrap, group, [topic])
     mc, cc = confluent_member("confluent", bootstrap, group, [topic])
     try:
-        drive([mp, mc], lambda: split_evenly([mp, mc], topic, 6)() and len(mp.received) + len(mc.received) == 60)
-        assert sorted(mp.received + mc.received) == sorted(values)
+        drive([mp, mc], split_evenly([mp, mc], topic, 6))
+        values = produce(bootstrap, topic, 60)
+        drive([mp, mc], lambda: split_evenly([mp, mc], topic, 6)() and received_all([mp, mc], values)())
         assert len(mp.assignment()) == len(mc.assignment()) == 3
         cc.close()
-        drive([mp], lambda: len(mp.assignment()) == 6, timeout_s=15)
+        drive([mp], lambda: len(mp.assignment()) == 6, timeout_s=60)
     finally:
         cp.close()
 

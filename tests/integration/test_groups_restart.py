@@ -52,9 +52,17 @@ def test_committed_offsets_and_groups_survive_a_broker_restart(tmp_path: Path) -
         kafka = pytest.importorskip("kafka")
         admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
-            offsets = admin.list_group_offsets(group)[group]
-            assert sum(om.offset for om in offsets.values()) == 39
-            assert admin.describe_groups([group])[group]["group_state"] == "Empty"
+            # The broker answers COORDINATOR_LOAD_IN_PROGRESS until it has read __consumer_offsets
+            # back, and kafka-python's admin client raises it rather than retrying.
+            def loaded() -> bool:
+                try:
+                    offsets = admin.list_group_offsets(group)[group]
+                    state = admin.describe_groups([group])[group]["group_state"]
+                except kafka.errors.CoordinatorLoadInProgressError:
+                    return False
+                return sum(om.offset for om in offsets.values()) == 39 and state == "Empty"
+
+            drive([], loaded, timeout_s=30)
         finally:
             admin.close()
 

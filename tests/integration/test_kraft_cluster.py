@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
@@ -226,6 +226,34 @@ def test_topic_created_on_one_broker_is_visible_on_the_other_with_the_same_leade
     assert len(cluster.agreed_view((name,)).topics[name][1]) == 6
 
 
+def test_explicit_replica_assignments_are_honoured_or_refused(cluster: Cluster):
+    """CreateTopics/CreatePartitions with replica lists (forwarded from either broker) put each
+    partition's leader where the list says; an unknown broker id is INVALID_REPLICA_ASSIGNMENT."""
+    a, b = cluster.addresses
+    name = unique("assigned")
+    admin_a, admin_b = AdminClient({"bootstrap.servers": a}), AdminClient({"bootstrap.servers": b})
+    wanted = [[5], [5], [4]]
+    admin_a.create_topics([NewTopic(name, len(wanted), replica_assignment=wanted)], operation_timeout=30)[name].result(
+        timeout=60
+    )
+    assert cluster.agreed_view((name,)).topics[name][1] == {0: 5, 1: 5, 2: 4}
+    more = NewPartitions(name, 5, replica_assignment=[[4], [5]])
+    admin_b.create_partitions([more], operation_timeout=30)[name].result(timeout=60)
+    assert cluster.agreed_view((name,)).topics[name][1] == {0: 5, 1: 5, 2: 4, 3: 4, 4: 5}
+
+    refused = unique("refused")
+    future = admin_b.create_topics([NewTopic(refused, 2, replica_assignment=[[4], [9]])], operation_timeout=30)[refused]
+    with pytest.raises(Exception) as info:
+        future.result(timeout=60)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "[9]" in info.value.args[0].str()
+    future = admin_a.create_partitions([NewPartitions(name, 7, replica_assignment=[[4]])], operation_timeout=30)[name]
+    with pytest.raises(Exception) as info:
+        future.result(timeout=60)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert len(cluster.agreed_view((name,)).topics[name][1]) == 5
+
+
 def test_produce_to_a_partition_led_elsewhere_is_not_leader_or_follower(cluster: Cluster):
     name = unique("not-leader")
     create_topic(cluster.addresses[0], name, 2)
@@ -281,6 +309,75 @@ def test_clients_produce_and_consume_across_both_brokers(cluster: Cluster):
     finally:
         consumer.close()
     assert seen == {b"v%d" % i for i in range(200)}
+
+
+def _read_partitions(address: str, name: str, partitions: int, isolation: str, want: set[bytes]) -> set[bytes]:
+    """Every value a consumer with ``isolation`` reads from the start of ``name`` once it has
+    seen ``want`` (failing after the wait), plus whatever else it saw on the way."""
+    consumer = Consumer(
+        {"bootstrap.servers": address, "group.id": unique("r"), "isolation.level": isolation,
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(partitions)])
+    seen: set[bytes] = set()
+    try:
+
+        def got_all() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+            return want <= seen
+
+        wait_for(got_all, f"{isolation} reads of {name}")
+        for _ in range(6):  # anything else already readable arrives in these polls
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_transactions_span_partitions_led_by_both_brokers(cluster: Cluster):
+    """The transaction coordinator (on whichever broker leads the transactional id's
+    __transaction_state partition) writes COMMIT/ABORT markers to its own partitions and sends
+    WriteTxnMarkers to the other broker for its partitions; read_committed readers of either
+    broker see committed transactions whole and aborted ones never. Offsets sent to the
+    transaction (to a group whose coordinator may be the other broker) count only once committed."""
+    a, b = cluster.addresses
+    name = unique("txn-span")
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.create_topics([NewTopic(name, 4, replica_assignment=[[4], [5], [4], [5]])])[name].result(timeout=60)
+    assert cluster.agreed_view((name,)).topics[name][1] == {0: 4, 1: 5, 2: 4, 3: 5}
+    producer = Producer({"bootstrap.servers": b, "transactional.id": unique("span"), "linger.ms": 5})
+    producer.init_transactions(60)
+    group = unique("txn-group")
+    member = Consumer({"bootstrap.servers": a, "group.id": group, "enable.auto.commit": False})
+    committed: set[bytes] = set()
+    aborted: set[bytes] = set()
+    offsets_seen = []
+    for round_no, commit in enumerate((True, False, True)):
+        producer.begin_transaction()
+        values = {b"%s-%d-%d" % (b"c" if commit else b"a", round_no, i) for i in range(20)}
+        for i, value in enumerate(sorted(values)):
+            producer.produce(name, value=value, partition=i % 4)
+        positions = [TopicPartition(name, p, 10 * (round_no + 1) + p) for p in range(4)]
+        producer.send_offsets_to_transaction(positions, member.consumer_group_metadata(), 60)
+        if commit:
+            producer.commit_transaction(60)
+            committed |= values
+        else:
+            assert producer.flush(60) == 0  # written first: abort_transaction drops what is still queued
+            producer.abort_transaction(60)
+            aborted |= values
+        stored = member.committed([TopicPartition(name, p) for p in range(4)], timeout=60)
+        offsets_seen.append([tp.offset for tp in stored])
+    member.close()
+    assert offsets_seen == [[10, 11, 12, 13], [10, 11, 12, 13], [30, 31, 32, 33]]
+    producer.flush(60)
+    for address in (a, b):
+        assert _read_partitions(address, name, 4, "read_committed", committed) == committed
+    assert _read_partitions(a, name, 4, "read_uncommitted", committed | aborted) == committed | aborted
 
 
 def _check_continuity(cluster: Cluster, before: View, created_on: str) -> None:

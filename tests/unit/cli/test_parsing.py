@@ -18,6 +18,7 @@ from pyspark_log.cli.parsing import (
     parse_kv,
     parse_kv_list,
     parse_properties,
+    parse_replica_assignment,
     parse_time_spec,
     parse_timestamp_ms,
     positive_int,
@@ -25,6 +26,13 @@ from pyspark_log.cli.parsing import (
 )
 
 BASE_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+def test_replica_assignment_lists_partitions_then_brokers() -> None:
+    assert parse_replica_assignment("4:5,5:4,4") == [[4, 5], [5, 4], [4]]
+    for bad in ("", "1,", "1:a", "1;2"):
+        with pytest.raises(UsageError, match="--replica-assignment"):
+            parse_replica_assignment(bad)
 
 
 def test_kv_splits_at_the_first_equals_and_allows_empty_values() -> None:

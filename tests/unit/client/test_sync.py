@@ -127,7 +127,7 @@ def test_an_unclosed_client_stops_its_thread_when_collected() -> None:
     assert len(threads_named("pylog-admin")) == before + 1
     del a
     gc.collect()
-    for _ in range(100):
+    for _ in range(1000):
         if len(threads_named("pylog-admin")) == before:
             break
         threading.Event().wait(0.01)

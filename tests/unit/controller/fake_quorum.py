@@ -102,10 +102,12 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
         finally:
             forwarded_request.reset(token)
 
-    async def create(channel, name, n, rf, configs, *, validate_only, timeout_ms):
+    async def create(channel, name, n, rf, configs, *, validate_only, timeout_ms, assignments=None):
         async def create_topic(target):
             try:
-                topic = await target.create_topic(name, n, rf, dict(configs), validate_only=validate_only)
+                topic = await target.create_topic(
+                    name, n, rf, dict(configs), validate_only=validate_only, assignments=assignments
+                )
             except MetadataError as exc:
                 return Outcome(exc.code, exc.message)
             return Outcome(0, None, topic.topic_id, len(topic.partitions))
@@ -122,10 +124,10 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
 
         return await as_forwarded(channel, delete_topic)
 
-    async def partitions(channel, name, count, *, validate_only, timeout_ms):
+    async def partitions(channel, name, count, *, validate_only, timeout_ms, assignments=None):
         async def create_partitions(target):
             try:
-                await target.create_partitions(name, count, validate_only=validate_only)
+                await target.create_partitions(name, count, validate_only=validate_only, assignments=assignments)
             except MetadataError as exc:
                 return Outcome(exc.code, exc.message)
             return Outcome(0)

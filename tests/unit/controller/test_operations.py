@@ -64,6 +64,32 @@ def test_replication_factor_above_one_is_refused_until_replication_exists():
     assert info.value.code == err.INVALID_REPLICATION_FACTOR
 
 
+def test_explicit_replica_lists_place_the_partitions():
+    state = cluster(1, 2, 3)
+    records, topic = operations.create_topic(state, "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[3], [3], [1]])
+    assert [topic.partitions[p].leader for p in range(3)] == [3, 3, 1]
+    state = apply_payload(state, state.applied_offset + 1, encode_records(records))
+    assert leaders(state, "a") == [3, 3, 1]
+    records = operations.create_partitions(state, "a", 5, [[2], [2]])
+    state = apply_payload(state, state.applied_offset + 1, encode_records(records))
+    assert leaders(state, "a") == [3, 3, 1, 2, 2]
+    assert state.topics["a"].partitions[4].replicas == (2,)
+
+
+def test_a_fenced_broker_cannot_be_assigned():
+    state = apply_payload(cluster(1, 2), 2, encode_records([FenceBrokerRecord(2, 1)]))
+    with pytest.raises(MetadataError) as info:
+        operations.create_topic(state, "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[2]])
+    assert info.value.code == err.INVALID_REPLICA_ASSIGNMENT
+    assert "[2]" in info.value.message
+
+
+def test_assigned_replication_above_one_is_refused_until_replication_exists():
+    with pytest.raises(MetadataError) as info:
+        operations.create_topic(cluster(1, 2), "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[1, 2]])
+    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+
+
 CASES = [
     ("create", ("bad name!", 1, 1, {})),
     ("create", ("", 1, 1, {})),
@@ -81,29 +107,41 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("op", "args"), CASES)
-def test_errors_match_the_local_controller(tmp_path: Path, op: str, args: tuple):
+# Explicit replica lists (CreateTopics / CreatePartitions assignments); broker 1 is the only one.
+ASSIGNMENT_CASES = [
+    ("create", ("new", -1, -1, {}), [[1], [2]]),  # unknown broker
+    ("create", ("new", -1, -1, {}), [[1], []]),  # empty replica list
+    ("create", ("new", -1, -1, {}), [[1, 1]]),  # repeated broker
+    ("create", ("new", -1, -1, {}), [[1], [1, 2]]),  # uneven replication factors
+    ("create", ("new", -1, -1, {}), []),
+    ("partitions", ("exists", 4), [[1]]),  # two new partitions, one list
+    ("partitions", ("exists", 3), [[7]]),
+]
+
+
+@pytest.mark.parametrize(("op", "args", "assignments"), [(*c, None) for c in CASES] + ASSIGNMENT_CASES)
+def test_errors_match_the_local_controller(tmp_path: Path, op: str, args: tuple, assignments: list | None):
     local = LocalController(tmp_path, "cid", BrokerInfo(1, "127.0.0.1", 9001))
     asyncio.run(local.create_topic("exists", 2, 1, {}))
     state = create(cluster(1), "exists", 2)
 
     async def run_local():
         if op == "create":
-            await local.create_topic(*args)
+            await local.create_topic(*args, assignments=assignments)
         elif op == "delete":
             await local.delete_topic(*args)
         elif op == "partitions":
-            await local.create_partitions(*args)
+            await local.create_partitions(*args, assignments=assignments)
         else:
             await local.alter_topic_configs(*args)
 
     def run_quorum():
         if op == "create":
-            operations.create_topic(state, *args, topic_id=uuid.uuid4())
+            operations.create_topic(state, *args, topic_id=uuid.uuid4(), assignments=assignments)
         elif op == "delete":
             operations.delete_topic(state, *args, deletion_enabled=True)
         elif op == "partitions":
-            operations.create_partitions(state, *args)
+            operations.create_partitions(state, *args, assignments)
         else:
             operations.alter_topic_configs(state, *args)
 

@@ -19,11 +19,14 @@ from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.headers import decode_request, encode_response
 
 CLUSTER_ID = "driver-test-cluster"
+# Quick, yet a follower must miss its leader for 1.5 s before it starts an election: the tests
+# compare epochs read earlier, and every node shares one event loop (an fsync or a busy CI machine
+# stalls them all).
 FAST = {
-    "election_timeout_ms": 200,
-    "fetch_timeout_ms": 400,
-    "election_backoff_max_ms": 100,
-    "request_timeout_ms": 500,
+    "election_timeout_ms": 300,
+    "fetch_timeout_ms": 1500,
+    "election_backoff_max_ms": 150,
+    "request_timeout_ms": 1000,
     "retry_backoff_ms": 20,
     "retry_backoff_max_ms": 200,
     "fetch_max_wait_ms": 100,
