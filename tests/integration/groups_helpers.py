@@ -54,7 +54,7 @@ class Member:
         self.received.extend(self.poll_once())
 
 
-def drive(members: Iterable[Member], until: Callable[[], bool], timeout_s: float = 30.0) -> None:
+def drive(members: Iterable[Member], until: Callable[[], bool], timeout_s: float = 90.0) -> None:
     """Poll every member in turn until ``until()``; fail after ``timeout_s``."""
     members = list(members)
     deadline = time.monotonic() + timeout_s

@@ -54,7 +54,7 @@ def kp_member(name: str, bootstrap: str, group: str, topic: str, **extra: Any) -
     return member, consumer
 
 
-def commit_when_stable(members: list[Member], consumers: list[Any], timeout_s: float = 20) -> None:
+def commit_when_stable(members: list[Member], consumers: list[Any], timeout_s: float = 90) -> None:
     """Commit every consumer; a client may still be finishing a rebalance it started itself (e.g.
     after a metadata refresh): poll, as kafka-python's RebalanceInProgressError advises, and retry."""
     deadline = time.monotonic() + timeout_s
@@ -88,7 +88,7 @@ def test_kafka_python_group_splits_commits_and_hands_over(bootstrap: str) -> Non
             described = admin.describe_groups([group])[group]
             return listed[group]["group_state"] == "Stable" and len(described["members"]) == 2
 
-        drive([m1, m2], stable_with_both, timeout_s=60)
+        drive([m1, m2], stable_with_both, timeout_s=90)
         described = admin.describe_groups([group])[group]
         assert described["protocol_type"] == "consumer"
         assert described["protocol_data"] in ("range", "roundrobin")
@@ -100,10 +100,10 @@ def test_kafka_python_group_splits_commits_and_hands_over(bootstrap: str) -> Non
         assert deleted[group] != "OK"  # NON_EMPTY_GROUP while members remain
 
         c2.close()
-        drive([m1], lambda: m1.assignment() == {(topic, p) for p in range(4)}, timeout_s=60)
+        drive([m1], lambda: m1.assignment() == {(topic, p) for p in range(4)}, timeout_s=90)
     finally:
         c1.close()
-    drive([], lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", timeout_s=60)
+    drive([], lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", timeout_s=90)
     assert admin.delete_groups([group])[group] == "OK"
     assert group not in {g["group_id"] for g in admin.list_groups()}
     assert not admin.list_group_offsets(group)[group]
