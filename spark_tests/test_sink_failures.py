@@ -182,7 +182,7 @@ def test_query_killed_between_task_writes_and_driver_commit(
         assert committed_x == []  # nothing of the crashed batch is visible
     else:
         # One task's share, whole: the input partition of x{i} is i % 2 and each task reads one.
-        # (Markers to partitions led by other brokers are written after EndTxn returns.)
+        # Polled, not read once, so a slow reader cannot fail it; the share must still be whole.
         shares = [sorted(f"out-x{i}" for i in range(r, 20, 2)) for r in (0, 1)]
         seen: list[list[str]] = []
 

@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker.controller import errors as err
 from broker.controller.errors import MetadataError
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.operations import check_assignments, check_new_partitions
+from broker.controller.operations import Assignments, check_assignments, check_new_partitions
 from broker.controller.topics import validate_topic_config, validate_topic_name
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
-Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 SNAPSHOT_NAME = "pylog-metadata.json"
 
 

@@ -29,9 +29,10 @@ from broker.controller.records import (
 from broker.controller.topics import validate_topic_config, validate_topic_name
 
 MAX_REPLICATION_FACTOR = 1  # until partitions are replicated
+Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 
 
-def check_assignments(assignments: Sequence[Sequence[int]], live_brokers: Collection[int]) -> int:
+def check_assignments(assignments: Assignments, live_brokers: Collection[int]) -> int:
     """Validate explicit replica lists (one per new partition, as CreateTopics/CreatePartitions
     carry them) and return their replication factor. Kafka's rules: each list non-empty without
     repeats, all of one length, every id a live broker (INVALID_REPLICA_ASSIGNMENT otherwise)."""
@@ -57,7 +58,7 @@ def check_assignments(assignments: Sequence[Sequence[int]], live_brokers: Collec
 
 
 def place_partitions(
-    state: ClusterState, first_partition: int, count: int, assignments: Sequence[Sequence[int]] | None = None
+    state: ClusterState, first_partition: int, count: int, assignments: Assignments | None = None
 ) -> list[PartitionImage]:
     """Partitions ``first_partition ..``: led by the first broker of their explicit replica list
     (validated by the caller), else round-robin over the live brokers."""
@@ -96,7 +97,7 @@ def _partition_record(topic_id: uuid.UUID, part: PartitionImage) -> PartitionRec
 
 def create_topic(
     state: ClusterState, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str],
-    *, topic_id: uuid.UUID, assignments: Sequence[Sequence[int]] | None = None,
+    *, topic_id: uuid.UUID, assignments: Assignments | None = None,
 ) -> tuple[list[MetadataRecord], TopicImage]:  # fmt: skip
     """Records for a new topic, and the topic as it will look once applied. With ``assignments``
     (replica list of partition i at index i) they decide the partition count and placement."""
@@ -128,7 +129,7 @@ def delete_topic(state: ClusterState, name: str, *, deletion_enabled: bool) -> l
 
 
 def check_new_partitions(
-    name: str, current: int, total_count: int, assignments: Sequence[Sequence[int]] | None,
+    name: str, current: int, total_count: int, assignments: Assignments | None,
     live_brokers: Collection[int],
 ) -> None:  # fmt: skip
     """CreatePartitions' rules: the count grows; explicit assignments name exactly the new ones."""
@@ -148,7 +149,7 @@ def check_new_partitions(
 
 
 def create_partitions(
-    state: ClusterState, name: str, total_count: int, assignments: Sequence[Sequence[int]] | None = None
+    state: ClusterState, name: str, total_count: int, assignments: Assignments | None = None
 ) -> list[MetadataRecord]:
     topic = state.topics.get(name)
     if topic is None:

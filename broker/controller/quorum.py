@@ -51,7 +51,8 @@ from broker.controller.forwarding import (
 )
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
-from broker.controller.local import Assignments, ImageListener
+from broker.controller.local import ImageListener
+from broker.controller.operations import Assignments
 from broker.controller.records import (
     ClusterIdRecord,
     FenceBrokerRecord,

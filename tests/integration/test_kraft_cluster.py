@@ -296,19 +296,15 @@ def test_clients_produce_and_consume_across_both_brokers(cluster: Cluster):
         {"bootstrap.servers": b, "group.id": unique("g"), "auto.offset.reset": "earliest", "enable.auto.commit": True}
     )
     consumer.subscribe([name])
-    seen: set[bytes] = set()
+    got: list[bytes] = []
     try:
-
-        def all_consumed() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.add(msg.value())
-            return len(seen) == 200
-
-        wait_for(all_consumed, "all 200 records through a consumer group spanning both brokers")
+        wait_for(
+            lambda: _poll_into(consumer, got) and len(set(got)) == 200,
+            "all 200 records through a consumer group spanning both brokers",
+        )
     finally:
         consumer.close()
-    assert seen == {b"v%d" % i for i in range(200)}
+    assert set(got) == {b"v%d" % i for i in range(200)}
 
 
 def _read_partitions(address: str, name: str, partitions: int, isolation: str, want: set[bytes]) -> set[bytes]:
@@ -319,23 +315,14 @@ def _read_partitions(address: str, name: str, partitions: int, isolation: str, w
          "enable.auto.commit": False}
     )  # fmt: skip
     consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in range(partitions)])
-    seen: set[bytes] = set()
+    got: list[bytes] = []
     try:
-
-        def got_all() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.add(msg.value())
-            return want <= seen
-
-        wait_for(got_all, f"{isolation} reads of {name}")
+        wait_for(lambda: _poll_into(consumer, got) and want <= set(got), f"{isolation} reads of {name}")
         for _ in range(6):  # anything else already readable arrives in these polls
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                seen.add(msg.value())
+            _poll_into(consumer, got)
     finally:
         consumer.close()
-    return seen
+    return set(got)
 
 
 def test_transactions_span_partitions_led_by_both_brokers(cluster: Cluster):
@@ -374,7 +361,6 @@ def test_transactions_span_partitions_led_by_both_brokers(cluster: Cluster):
         offsets_seen.append([tp.offset for tp in stored])
     member.close()
     assert offsets_seen == [[10, 11, 12, 13], [10, 11, 12, 13], [30, 31, 32, 33]]
-    producer.flush(60)
     for address in (a, b):
         assert _read_partitions(address, name, 4, "read_committed", committed) == committed
     assert _read_partitions(a, name, 4, "read_uncommitted", committed | aborted) == committed | aborted
