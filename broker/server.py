@@ -35,6 +35,7 @@ from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
 from broker.api.metadata import handle_metadata
+from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
 from broker.api.raft import raft_handlers
 from broker.api.txn import txn_handlers
@@ -54,7 +55,8 @@ from broker.network.connection import ConnectionLimits
 from broker.network.listener import Listener as SocketListener
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
-from broker.replication.replica_manager import ReplicaManager
+from broker.replication.fetcher import ReplicaFetchers
+from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: handle_produce,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.METADATA: handle_metadata,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
@@ -100,6 +103,8 @@ class BrokerServer:
         self._logs: LogManager | None = None
         self._groups: group_coordinator.GroupCoordinator | None = None
         self._txn: txn_coordinator.TransactionCoordinator | None = None
+        self._replicas: ReplicaManager | None = None
+        self._fetchers: ReplicaFetchers | None = None
         self.advertised: list[str] = []
         self.raft: RaftDriver | None = None  # the KIP-595 quorum replica (process.roles set)
         self._quorum: QuorumController | None = None  # the metadata on that quorum
@@ -158,7 +163,14 @@ class BrokerServer:
             found = controller.image().topics.get(topic)
             return topic_log_config(config.raw, found.configs if found else {})
 
-        replicas = ReplicaManager(config.node_id, logs, controller.image, topic_config)
+        quorum = self._quorum
+        replicas = ReplicaManager(
+            config.node_id, logs, controller.image, topic_config,
+            config=ReplicationConfig.from_properties(config.get),
+            alter_isr=quorum.alter_partition if quorum is not None and quorum.is_broker else None,
+        )  # fmt: skip
+        self._replicas = replicas
+        self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms)
 
         def on_change(old: MetadataImage, new: MetadataImage) -> None:
             for name, topic in new.topics.items():
@@ -189,7 +201,7 @@ class BrokerServer:
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), self._raft_metrics)
             await self._metrics.start()
-        self._start_background(logs)
+        self._start_background(logs, replicas)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
         log.info("serving %d api(s) at the ranges of Kafka %s", len(dispatcher.advertised), "3.7.0")
@@ -199,12 +211,19 @@ class BrokerServer:
             flush=True,
         )
 
-    def _start_background(self, logs: LogManager) -> None:
+    def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:
         mc = logs.config
+        rc = replicas.config
+
+        async def check_isr() -> None:
+            replicas.check_isr()
+
         schedule: list[tuple[str, int, Callable[[], Awaitable[object]]]] = [
             ("retention", mc.retention_check_interval_ms, logs.run_retention_once),
             ("file-deletion", mc.file_deletion_check_interval_ms, logs.run_file_deletion_once),
             ("checkpoints", mc.flush_offset_checkpoint_interval_ms, logs.run_checkpoints_once),
+            ("high-watermark-checkpoint", rc.hw_checkpoint_interval_ms, replicas.run_checkpoint_once),
+            ("isr-expiration", max(rc.lag_time_max_ms // 2, 1), check_isr),  # Kafka's cadence
         ]
         if mc.flush_scheduler_interval_ms < 2**62:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
@@ -248,6 +267,14 @@ class BrokerServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):  # a died task was escalated (_watch)
                 await task
+        if self._fetchers is not None:
+            await self._fetchers.close()
+            self._fetchers = None
+        if self._replicas is not None:
+            self._replicas.shutdown()
+            if self._logs is not None:
+                self._replicas.write_checkpoints()
+            self._replicas = None
         if self._groups is not None:
             self._groups.shutdown()
             self._groups = None

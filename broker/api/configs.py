@@ -53,7 +53,6 @@ TOPIC_CONFIG_TYPES = {
 _STORED_ONLY_DEFAULTS = {
     "delete.retention.ms": "86400000",
     "min.compaction.lag.ms": "0",
-    "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
 }
 

@@ -12,6 +12,12 @@
   ``.txnindex``; read_uncommitted (0) reads up to the high watermark and gets a null list. Both
   see the partition's real LSO in ``last_stable_offset`` (KIP-98).
 - v13+ name topics by id; an unknown id is UNKNOWN_TOPIC_ID.
+- Three entry points by who asks: the KIP-595 metadata quorum (``broker.api.raft``), a follower
+  replica (``replica_id`` ≥ 0, or ``replica_state`` from v15: ``ReplicaManager.read_for_follower``
+  reads up to the log end, records the follower's progress and answers ``diverging_epoch`` when
+  its ``last_fetched_epoch`` does not match this log, seed 000 §4.7, KIP-595/KIP-320), and a
+  consumer (up to the high watermark or LSO). Followers wait for appends, consumers for the
+  high watermark to move.
 - Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is always 0, which tells
   clients to send full fetches (as a Kafka broker does when its session cache is full). A request
   for an existing incremental session gets FETCH_SESSION_ID_NOT_FOUND.
@@ -39,13 +45,22 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
         return handle_metadata_fetch(broker, request)  # KIP-595 replication (broker.api.raft)
     if request.version >= 7 and body.session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
-    first = _read_all(broker, request)
+    replica_id = follower_id(request.version, body)
+    first = _read_all(broker, request, replica_id)
     if first.bytes_read >= body.min_bytes or body.max_wait_ms <= 0 or first.has_error:
         return first.body
-    return _long_poll(broker, request, time.monotonic() + body.max_wait_ms / 1000)
+    return _long_poll(broker, request, replica_id, time.monotonic() + body.max_wait_ms / 1000)
 
 
-async def _long_poll(broker: Broker, request: Request, deadline: float) -> Mapping[str, Any]:
+def follower_id(version: int, body: Any) -> int:
+    """The fetching replica's broker id, or -1 for a consumer."""
+    if version >= 15:
+        state = body["replica_state"]
+        return int(state["replica_id"]) if state else -1
+    return int(body["replica_id"])
+
+
+async def _long_poll(broker: Broker, request: Request, replica_id: int, deadline: float) -> Mapping[str, Any]:
     """Wait for appends until ``min_bytes`` are there or the deadline passes.
 
     Each pass reads before it waits, with no await between the read and the waiter's
@@ -54,13 +69,13 @@ async def _long_poll(broker: Broker, request: Request, deadline: float) -> Mappi
     instead of being slept through until ``max_wait_ms``."""
     partitions = [(t, p.partition) for t, p in _wanted(broker, request) if t is not None]
     while True:
-        result = _read_all(broker, request)
+        result = _read_all(broker, request, replica_id)
         if result.bytes_read >= request.body.min_bytes or result.has_error:
             return result.body
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if remaining_ms <= 0:
             return result.body
-        await broker.replicas.wait_for_data(partitions, remaining_ms)
+        await broker.replicas.wait_for_data(partitions, remaining_ms, follower=replica_id >= 0)
 
 
 def _wanted(broker: Broker, request: Request) -> list[tuple[str | None, Any]]:
@@ -81,7 +96,7 @@ class _ReadPass:
         self.has_error = False
 
 
-def _read_all(broker: Broker, request: Request) -> _ReadPass:
+def _read_all(broker: Broker, request: Request, replica_id: int) -> _ReadPass:
     # Fields are read with [] on this path: Message attribute access costs a failed lookup first.
     body = request.body
     version = request.version
@@ -99,7 +114,9 @@ def _read_all(broker: Broker, request: Request) -> _ReadPass:
                 result.has_error = True
                 continue
             max_bytes = max(0, min(part["partition_max_bytes"], budget))
-            entry = _read_one(broker, name, part, max_bytes, read_committed, min_one=result.bytes_read == 0)
+            entry = _read_one(
+                broker, name, part, max_bytes, read_committed, replica_id=replica_id, min_one=result.bytes_read == 0
+            )
             records = entry.get("records")
             size = len(records) if records is not None else 0
             result.bytes_read += size
@@ -111,23 +128,33 @@ def _read_all(broker: Broker, request: Request) -> _ReadPass:
     return result
 
 
-def _read_one(broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, min_one: bool) -> dict:
+def _read_one(
+    broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, replica_id: int, min_one: bool
+) -> dict:
     partition = part["partition"]
     try:
-        read = broker.replicas.read(
-            topic, partition, part["fetch_offset"], max_bytes, read_committed=read_committed,
-            current_leader_epoch=part["current_leader_epoch"], min_one_batch=min_one,
-        )  # fmt: skip
+        if replica_id >= 0:
+            read = broker.replicas.read_for_follower(
+                replica_id, topic, partition, part["fetch_offset"], max_bytes,
+                current_leader_epoch=part["current_leader_epoch"], last_fetched_epoch=part["last_fetched_epoch"],
+                min_one_batch=min_one,
+            )  # fmt: skip
+        else:
+            read = broker.replicas.read(
+                topic, partition, part["fetch_offset"], max_bytes, read_committed=read_committed,
+                current_leader_epoch=part["current_leader_epoch"], min_one_batch=min_one,
+            )  # fmt: skip
     except PartitionError as exc:
         return _error(partition, exc.code)
     except LogError as exc:
         entry = _error(partition, exc.code)
-        log = broker.logs.get_log(topic, partition)
-        if log is not None:
-            entry["high_watermark"] = log.log_end_offset
-            entry["log_start_offset"] = log.log_start_offset
+        hosted = broker.replicas.get_partition(topic, partition)
+        if hosted is not None:
+            # a follower out of range learns where the leader's log starts and ends from these
+            entry["high_watermark"] = hosted.log.log_end_offset if replica_id >= 0 else hosted.high_watermark
+            entry["log_start_offset"] = hosted.log.log_start_offset
         return entry
-    return {
+    entry = {
         "partition_index": partition,
         "error_code": 0,
         "high_watermark": read.high_watermark,
@@ -137,6 +164,9 @@ def _read_one(broker: Broker, topic: str, part: Any, max_bytes: int, read_commit
         "preferred_read_replica": -1,
         "records": read.records,
     }
+    if read.diverging_epoch is not None:
+        entry["diverging_epoch"] = {"epoch": read.diverging_epoch[0], "end_offset": read.diverging_epoch[1]}
+    return entry
 
 
 def _aborted(aborted: list[Any] | None) -> list[dict[str, int]]:

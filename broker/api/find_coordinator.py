@@ -65,7 +65,7 @@ async def ensure_offsets_topic(broker: Broker) -> None:
     """Create ``__consumer_offsets`` unless it exists (a concurrent creation is success)."""
     config = broker.config
     partitions = int(config.get("offsets.topic.num.partitions", 50))
-    replication = min(int(config.get("offsets.topic.replication.factor", 1)), max(len(broker.image().brokers), 1))
+    replication = _capped_replication(broker, OFFSETS_TOPIC, int(config.get("offsets.topic.replication.factor", 3)))
     try:
         await broker.controller.create_topic(OFFSETS_TOPIC, partitions, replication, dict(OFFSETS_TOPIC_CONFIGS))
         log.info("created %s with %d partition(s)", OFFSETS_TOPIC, partitions)
@@ -78,14 +78,28 @@ async def ensure_transaction_topic(broker: Broker) -> None:
     """Create ``__transaction_state`` unless it exists (a concurrent creation is success)."""
     config = broker.config
     partitions = int(config.get("transaction.state.log.num.partitions", 50))
-    wanted = int(config.get("transaction.state.log.replication.factor", 1))
-    replication = min(wanted, max(len(broker.image().brokers), 1))
+    wanted = int(config.get("transaction.state.log.replication.factor", 3))
+    replication = _capped_replication(broker, TRANSACTION_STATE_TOPIC, wanted)
+    min_isr = min(int(config.get("transaction.state.log.min.isr", 2)), replication)
+    configs = {**TXN_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
     try:
-        await broker.controller.create_topic(TRANSACTION_STATE_TOPIC, partitions, replication, dict(TXN_TOPIC_CONFIGS))
+        await broker.controller.create_topic(TRANSACTION_STATE_TOPIC, partitions, replication, configs)
         log.info("created %s with %d partition(s)", TRANSACTION_STATE_TOPIC, partitions)
     except MetadataError as exc:
         if exc.code != TOPIC_ALREADY_EXISTS:
             log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
+
+
+def _capped_replication(broker: Broker, topic: str, wanted: int) -> int:
+    """The internal topic's replication factor: the configured one (Kafka's default 3), capped to
+    the live brokers with a warning, so a single node works with no settings."""
+    live = max(len(broker.image().brokers), 1)
+    if wanted > live:
+        log.warning(
+            "creating %s with replication factor %d: only %d broker(s) are live (configured %d)",
+            topic, live, live, wanted,
+        )  # fmt: skip
+    return max(1, min(wanted, live))
 
 
 def _by_txn_hash(key: str, partitions: int) -> int:

@@ -1,5 +1,9 @@
 """Metadata (3): brokers, cluster id, controller, and topics with their partitions' leaders.
 
+Each partition lists its replicas, ISR and offline replicas (replicas on brokers that are not
+live); a partition without a leader is answered LEADER_NOT_AVAILABLE, as Kafka does, so clients
+refresh and retry until one is elected.
+
 Null topics (v1+) or an empty list at v0 mean every topic. Unknown topics are auto-created when
 the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the broker has
 ``auto.create.topics.enable``; internal topics (``__…``) are never auto-created.
@@ -7,7 +11,7 @@ the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
@@ -26,7 +30,7 @@ async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
     topics_out: list[dict[str, Any]] = []
     requested = body.topics
     if requested is None or (request.version == 0 and not requested):
-        topics_out.extend(_topic_entry(t) for t in sorted(image.topics.values(), key=lambda t: t.name))
+        topics_out.extend(_topic_entry(t, image.brokers) for t in sorted(image.topics.values(), key=lambda t: t.name))
     else:
         allow_create = (body.allow_auto_topic_creation if request.version >= 4 else True) and auto_create_enabled(
             broker
@@ -50,7 +54,7 @@ async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
             if topic is None:
                 topics_out.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            topics_out.append(_topic_entry(topic))
+            topics_out.append(_topic_entry(topic, image.brokers))
     return {
         "throttle_time_ms": 0,
         "brokers": [
@@ -70,7 +74,7 @@ def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str,
     return entry
 
 
-def _topic_entry(topic: TopicImage) -> dict[str, Any]:
+def _topic_entry(topic: TopicImage, live: Collection[int]) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -78,13 +82,13 @@ def _topic_entry(topic: TopicImage) -> dict[str, Any]:
         "is_internal": topic.is_internal,
         "partitions": [
             {
-                "error_code": 0,
+                "error_code": 0 if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition_index": p.partition,
                 "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr),
-                "offline_replicas": [],
+                "offline_replicas": [b for b in p.replicas if b not in live],
             }
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         ],

@@ -2,9 +2,13 @@
 
 - v0-v2 (message format v0/v1) are advertised, as Kafka does since KAFKA-18659, but every
   partition is answered UNSUPPORTED_VERSION; pylog stores only RecordBatch v2.
-- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=0 appends and sends no response.
-  With replication factor 1 an append is committed when written, so acks=1 and acks=all answer
-  at the same moment (seed 004: acks=all waits for the ISR, which is the leader alone here).
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). Seed 004: acks=0 appends and sends no
+  response; acks=1 answers after the leader's append; acks=all answers once every ISR member has
+  the batch (the high watermark passed it; ``ReplicaManager.wait_for_acks``), or REQUEST_TIMED_OUT
+  after the request's ``timeout_ms``. acks=all is refused before the append with
+  NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``, and answered
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it while waiting (the record stays in
+  the log, as in Kafka: a retry may duplicate it unless the producer is idempotent).
 - Unknown topics are auto-created when ``auto.create.topics.enable``.
 - Each partition's batch is validated and appended as bytes (``Log.append``): no record is
   decoded on this path. A partition's records must be exactly one batch (Kafka v3+
@@ -22,12 +26,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
 from broker.log.errors import LogError
+from broker.log.log import LogAppendInfo
 from broker.replication.replica_manager import PartitionError
 from pyspark_log.records.header import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from pyspark_log.wire.errors import ErrorCode
@@ -73,37 +79,70 @@ def _has_transactional_batch(body: Any) -> bool:
 async def _produce_after_create(broker: Broker, request: Request, missing: list[str]) -> Mapping[str, Any] | None:
     for name in missing:
         await auto_create(broker, name)
-    return _produce(broker, request)
+    result = _produce(broker, request)
+    return await result if asyncio.iscoroutine(result) else result
 
 
-def _produce(broker: Broker, request: Request) -> Mapping[str, Any] | None:
+def _produce(broker: Broker, request: Request) -> Any:
     body = request.body
+    acks = body["acks"]
     responses = []
+    waiting: list[tuple[dict[str, Any], str, LogAppendInfo]] = []
     for topic in body["topic_data"]:
         name = topic["name"]
-        partitions = [_append_one(broker, name, part["index"], part["records"]) for part in topic["partition_data"]]
+        partitions = []
+        for part in topic["partition_data"]:
+            entry, info = _append_one(broker, name, part["index"], part["records"], acks)
+            partitions.append(entry)
+            if info is not None and acks == -1 and not broker.replicas.acknowledged(name, part["index"], info):
+                waiting.append((entry, name, info))
         responses.append({"name": name, "partition_responses": partitions})
-    if body["acks"] == 0:
+    if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    return _after_acks(broker, response, waiting, body["timeout_ms"])
 
 
-def _append_one(broker: Broker, topic: str, partition: int, records: Any) -> dict[str, Any]:
+async def _after_acks(
+    broker: Broker, response: dict[str, Any], waiting: list[tuple[dict[str, Any], str, LogAppendInfo]], timeout_ms: int
+) -> Mapping[str, Any]:
+    """acks=all: every appended partition waits for its ISR, all within the request's timeout."""
+    codes = await asyncio.gather(
+        *(broker.replicas.wait_for_acks(topic, entry["index"], info, timeout_ms) for entry, topic, info in waiting)
+    )
+    for (entry, _, _), code in zip(waiting, codes, strict=True):
+        if code:
+            entry.update(error_code=code, error_message=_ACKS_MESSAGES.get(code, "the ISR did not acknowledge"))
+    return response
+
+
+_ACKS_MESSAGES: dict[int, str] = {
+    ErrorCode.REQUEST_TIMED_OUT: "the in-sync replicas did not all acknowledge within the request's timeout",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "written, but the ISR shrank below min.insync.replicas",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "leadership moved before the in-sync replicas acknowledged",
+}
+
+
+def _append_one(
+    broker: Broker, topic: str, partition: int, records: Any, acks: int
+) -> tuple[dict[str, Any], LogAppendInfo | None]:
     if records is None or len(records) == 0:
-        return _error(partition, ErrorCode.INVALID_RECORD, "the request carries no records for this partition")
+        return _error(partition, ErrorCode.INVALID_RECORD, "the request carries no records for this partition"), None
     try:
-        info = broker.replicas.append(topic, partition, records)
+        info = broker.replicas.append(topic, partition, records, acks=acks)
     except PartitionError as exc:
-        return _error(partition, exc.code, str(exc))
+        return _error(partition, exc.code, str(exc)), None
     except LogError as exc:
-        return _error(partition, exc.code, str(exc))
+        return _error(partition, exc.code, str(exc)), None
     return {
         "index": partition,
         "error_code": 0,
         "base_offset": info.first_offset,
         "log_append_time_ms": info.log_append_time_ms,
         "log_start_offset": info.log_start_offset,
-    }
+    }, info
 
 
 def _error(partition: int, code: int, message: str) -> dict[str, Any]:

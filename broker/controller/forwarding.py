@@ -9,6 +9,8 @@ id ``FORWARD_CLIENT_ID``. The receiving node runs its usual handler; the handler
 no longer) the active controller answers NOT_CONTROLLER instead of forwarding again: a request
 makes at most one hop, and the sender retries against the leader it learns next.
 
+``send_alter_partition`` carries a partition leader's ISR change (AlterPartition, KIP-497).
+
 ``ControllerChannel``: one connection to one controller, one request at a time (these calls are
 rare and small); any transport failure or timeout closes the connection and raises
 ``ControllerUnavailable``.
@@ -25,6 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from broker.controller.partition_changes import IsrChange
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import KafkaError
 from pyspark_log.wire.headers import decode_response, encode_request
@@ -228,3 +231,40 @@ async def send_heartbeat(
         ApiKey.BROKER_HEARTBEAT, 0, body, client_id=REGISTRATION_CLIENT_ID, timeout_ms=timeout_ms
     )
     return response.error_code, response.is_fenced
+
+
+# -- ISR changes (AlterPartition v2, KIP-497) -------------------------------------------------------
+ALTER_PARTITION_VERSION = 2
+
+
+async def send_alter_partition(
+    channel: ControllerChannel, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange], *, timeout_ms: int
+) -> tuple[int, list[tuple[IsrChange, int]]]:
+    """AlterPartition: ``(error_code, [(change, partition error code)])``."""
+    by_topic: dict[uuid.UUID, list[IsrChange]] = {}
+    for change in changes:
+        by_topic.setdefault(change.topic_id, []).append(change)
+    body = {
+        "broker_id": broker_id,
+        "broker_epoch": broker_epoch,
+        "topics": [
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": c.partition,
+                        "leader_epoch": c.leader_epoch,
+                        "new_isr": list(c.new_isr),
+                        "partition_epoch": c.partition_epoch,
+                    }
+                    for c in group
+                ],
+            }
+            for topic_id, group in by_topic.items()
+        ],
+    }
+    response = await channel.request(
+        ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, client_id=REGISTRATION_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    codes = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+    return response.error_code, [(c, codes.get((c.topic_id, c.partition), response.error_code)) for c in changes]

@@ -25,6 +25,7 @@ class PartitionImage:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    partition_epoch: int = 0  # bumped by every change of ISR or leader (KIP-497)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,14 @@ from dataclasses import dataclass, field, replace
 
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.records import (
+    NO_CHANGE,
     TOPIC_RESOURCE,
     ClusterIdRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
     MetadataRecordError,
+    PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -103,6 +105,8 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         return _apply_topic(state, record)
     if isinstance(record, PartitionRecord):
         return _apply_partition(state, record)
+    if isinstance(record, PartitionChangeRecord):
+        return _apply_partition_change(state, record)
     if isinstance(record, ConfigRecord):
         return _apply_config(state, record)
     if isinstance(record, RemoveTopicRecord):
@@ -127,7 +131,29 @@ def _apply_partition(state: ClusterState, record: PartitionRecord) -> ClusterSta
     if name is None:
         return state
     topic = state.topics[name]
-    part = PartitionImage(record.partition, record.leader, record.leader_epoch, record.replicas, record.isr)
+    part = PartitionImage(
+        record.partition, record.leader, record.leader_epoch, record.replicas, record.isr, record.partition_epoch
+    )
+    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
+    return replace(state, topics={**state.topics, name: updated})
+
+
+def _apply_partition_change(state: ClusterState, record: PartitionChangeRecord) -> ClusterState:
+    """Kafka's rule: every change bumps the partition epoch; a new leader also the leader epoch."""
+    name = state.topic_ids.get(record.topic_id)
+    if name is None:
+        return state
+    topic = state.topics[name]
+    current = topic.partitions.get(record.partition)
+    if current is None:
+        return state
+    isr = current.isr if record.isr is None else record.isr
+    leader, leader_epoch = current.leader, current.leader_epoch
+    if record.leader not in (NO_CHANGE, current.leader):
+        leader, leader_epoch = record.leader, current.leader_epoch + 1
+    part = replace(
+        current, leader=leader, leader_epoch=leader_epoch, isr=isr, partition_epoch=current.partition_epoch + 1
+    )
     updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
     return replace(state, topics={**state.topics, name: updated})
 

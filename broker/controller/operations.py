@@ -2,12 +2,13 @@
 return the metadata records that carry the change out (or raise ``MetadataError``).
 
 Errors are ``LocalController``'s, so a client sees the same codes and messages whichever
-controller serves it. Placement (seed 001 issue text, replication factor 1 until replication
-exists): partition ``i`` of a new batch of ``n`` partitions goes to live broker
-``(start + i) mod brokers``, where ``start`` is the number of partitions the cluster already has,
-so successive topics and partition additions keep rotating over the brokers. Explicit replica
-lists from the request (``assignments``) replace that placement once ``check_assignments`` accepts
-them.
+controller serves it. Placement: partition ``i`` of a new batch with replication factor ``r``
+gets the live brokers ``(start + i + j) mod brokers`` for ``j < r``, the first of them its leader,
+where ``start`` is the number of partitions the cluster already has, so successive topics and
+partition additions keep rotating leaders and followers over the brokers. Explicit replica lists
+from the request (``assignments``) replace that placement once ``check_assignments`` accepts them.
+
+ISR changes and leader elections are in ``broker.controller.partition_changes``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from broker.controller.records import (
 )
 from broker.controller.topics import validate_topic_config, validate_topic_name
 
-MAX_REPLICATION_FACTOR = 1  # until partitions are replicated
 Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 
 
@@ -58,10 +58,15 @@ def check_assignments(assignments: Assignments, live_brokers: Collection[int]) -
 
 
 def place_partitions(
-    state: ClusterState, first_partition: int, count: int, assignments: Assignments | None = None
+    state: ClusterState,
+    first_partition: int,
+    count: int,
+    assignments: Assignments | None = None,
+    replication_factor: int = 1,
 ) -> list[PartitionImage]:
     """Partitions ``first_partition ..``: led by the first broker of their explicit replica list
-    (validated by the caller), else round-robin over the live brokers."""
+    (validated by the caller), else ``replication_factor`` live brokers each, rotating (module
+    docstring). Every replica starts in the ISR."""
     if assignments is not None:
         return [
             PartitionImage(first_partition + i, replicas[0], 0, tuple(replicas), tuple(replicas))
@@ -70,11 +75,16 @@ def place_partitions(
     live = state.live_brokers()
     if not live:
         raise MetadataError(err.INVALID_REPLICATION_FACTOR, "no broker is registered: cannot place partitions")
+    if replication_factor > len(live):
+        raise MetadataError(
+            err.INVALID_REPLICATION_FACTOR,
+            f"replication factor {replication_factor} is larger than the {len(live)} live broker(s)",
+        )
     start = state.partition_count()
     placed = []
     for i in range(count):
-        leader = live[(start + i) % len(live)]
-        placed.append(PartitionImage(first_partition + i, leader, 0, (leader,), (leader,)))
+        replicas = tuple(live[(start + i + j) % len(live)] for j in range(replication_factor))
+        placed.append(PartitionImage(first_partition + i, replicas[0], 0, replicas, replicas))
     return placed
 
 
@@ -84,15 +94,12 @@ def _check_replication_factor(replication_factor: int, brokers: int) -> None:
             err.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} must be between 1 and {brokers} (live brokers)",
         )
-    if replication_factor > MAX_REPLICATION_FACTOR:
-        raise MetadataError(
-            err.INVALID_REPLICATION_FACTOR,
-            f"replication factor {replication_factor} is not supported: partitions are not replicated yet (max 1)",
-        )
 
 
 def _partition_record(topic_id: uuid.UUID, part: PartitionImage) -> PartitionRecord:
-    return PartitionRecord(topic_id, part.partition, part.replicas, part.isr, part.leader, part.leader_epoch)
+    return PartitionRecord(
+        topic_id, part.partition, part.replicas, part.isr, part.leader, part.leader_epoch, part.partition_epoch
+    )
 
 
 def create_topic(
@@ -112,7 +119,7 @@ def create_topic(
     _check_replication_factor(replication_factor, len(state.live_brokers()))
     for key, value in configs.items():
         validate_topic_config(key, value)
-    parts = place_partitions(state, 0, num_partitions, assignments)
+    parts = place_partitions(state, 0, num_partitions, assignments, replication_factor)
     records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
     records.extend(_partition_record(topic_id, p) for p in parts)
     records.extend(ConfigRecord(name, key, value) for key, value in sorted(configs.items()))
@@ -156,7 +163,8 @@ def create_partitions(
         raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     current = len(topic.partitions)
     check_new_partitions(name, current, total_count, assignments, state.live_brokers())
-    placed = place_partitions(state, current, total_count - current, assignments)
+    replication_factor = max((len(p.replicas) for p in topic.partitions.values()), default=1)
+    placed = place_partitions(state, current, total_count - current, assignments, replication_factor)
     return [_partition_record(topic.topic_id, p) for p in placed]
 
 

@@ -46,6 +46,7 @@ from broker.controller.forwarding import (
     forward_create_topic,
     forward_delete_topic,
     forwarded_request,
+    send_alter_partition,
     send_heartbeat,
     send_registration,
 )
@@ -53,12 +54,17 @@ from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, T
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
 from broker.controller.local import ImageListener
 from broker.controller.operations import Assignments
+from broker.controller.partition_changes import (
+    IsrChange,
+    alter_partition,
+    elect_leaderless,
+    fence_broker,
+    unfence_broker,
+)
 from broker.controller.records import (
     ClusterIdRecord,
-    FenceBrokerRecord,
     MetadataRecord,
     RegisterBrokerRecord,
-    UnfenceBrokerRecord,
     encode_records,
 )
 from broker.raft.core import NotLeaderError
@@ -157,6 +163,11 @@ class QuorumController:
     @property
     def broker_epoch(self) -> int:
         return self._broker_epoch
+
+    @property
+    def is_broker(self) -> bool:
+        """Whether this node has the broker role (registers, leads and follows partitions)."""
+        return self._broker is not None
 
     def _build(self) -> MetadataImage:
         local = self._broker.node_id if self._broker is not None else None
@@ -395,7 +406,7 @@ class QuorumController:
                     epoch = current.epoch  # a retried registration of the same process
                 else:
                     record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
-                    epoch = await self._append([record])
+                    epoch = await self._append([record, *elect_leaderless(self._state, reg.broker_id)])
                     log.info("registered broker %d at %s:%d, epoch %d", reg.broker_id, reg.host, reg.port, epoch)
                 self._last_heartbeat_ms[reg.broker_id] = self._clock_ms()
                 return ErrorCode.NONE, epoch
@@ -414,11 +425,13 @@ class QuorumController:
                     return ErrorCode.STALE_BROKER_EPOCH, True
                 self._last_heartbeat_ms[broker_id] = self._clock_ms()
                 if want_shut_down and not current.fenced:
-                    await self._append([FenceBrokerRecord(broker_id, broker_epoch)])
-                    log.info("broker %d is shutting down: fenced", broker_id)
+                    records = fence_broker(self._state, broker_id)
+                    await self._append(records)
+                    log.info("broker %d is shutting down: fenced, %d partition(s) changed", broker_id, len(records) - 1)
                 elif not want_shut_down and current.fenced:
-                    await self._append([UnfenceBrokerRecord(broker_id, broker_epoch)])
-                    log.info("broker %d heartbeats again: unfenced", broker_id)
+                    records = unfence_broker(self._state, broker_id)
+                    await self._append(records)
+                    log.info("broker %d heartbeats again: unfenced, %d leader(s) elected", broker_id, len(records) - 1)
                 return ErrorCode.NONE, want_shut_down
         except _NotActive:
             return ErrorCode.NOT_CONTROLLER, True
@@ -435,12 +448,74 @@ class QuorumController:
                 for broker_id, reg in sorted(self._state.registrations.items()):
                     last = self._last_heartbeat_ms.setdefault(broker_id, now)
                     if not reg.fenced and now - last >= self._session_timeout_ms:
-                        await self._append([FenceBrokerRecord(broker_id, reg.epoch)])
-                        log.warning("fenced broker %d: no heartbeat for %d ms", broker_id, now - last)
+                        records = fence_broker(self._state, broker_id)
+                        await self._append(records)
+                        log.warning(
+                            "fenced broker %d: no heartbeat for %d ms; %d partition(s) changed",
+                            broker_id, now - last, len(records) - 1,
+                        )  # fmt: skip
                         fenced.append(broker_id)
         except _NotActive:
             pass
         return fenced
+
+    # -- ISR changes (AlterPartition, KIP-497) --------------------------------------------------------
+    async def handle_alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> tuple[int, list[tuple[IsrChange, int]]]:
+        """On the active controller: ``(error_code, [(change, partition error code)])``; the
+        changes that pass ``alter_partition`` are written in one entry and answered once committed."""
+        if not self._driver.is_leader:
+            return ErrorCode.NOT_CONTROLLER, []
+        try:
+            async with self._op_lock():
+                await self._ensure_caught_up()
+                reg = self._state.registrations.get(broker_id)
+                if reg is None or reg.epoch != broker_epoch:
+                    return ErrorCode.STALE_BROKER_EPOCH, []
+                records: list[MetadataRecord] = []
+                results: list[tuple[IsrChange, int]] = []
+                for change in changes:
+                    try:
+                        records.extend(alter_partition(self._state, broker_id, change))
+                        results.append((change, ErrorCode.NONE))
+                    except MetadataError as exc:
+                        results.append((change, exc.code))
+                if records:
+                    await self._append(records)
+                return ErrorCode.NONE, results
+        except _NotActive:
+            return ErrorCode.NOT_CONTROLLER, []
+
+    async def alter_partition(self, changes: Sequence[IsrChange]) -> dict[tuple[uuid.UUID, int], int]:
+        """A partition leader's AlterPartition: sent to the active controller (or handled here when
+        this node is it); returns each partition's error code once this node's image shows the
+        change. Raises MetadataError when no controller answered."""
+        assert self._broker is not None, "only a broker leads partitions"
+        broker_id = self._broker.node_id
+        if self._driver.is_leader:
+            code, results = await self.handle_alter_partition(broker_id, self._broker_epoch, changes)
+        else:
+            channel = self._leader_channel()
+            if channel is None:
+                raise MetadataError(ErrorCode.NOT_CONTROLLER, "no active controller is known")
+            try:
+                code, results = await send_alter_partition(
+                    channel, broker_id, self._broker_epoch, changes, timeout_ms=self._request_timeout_ms
+                )
+            except ControllerUnavailable as exc:
+                raise MetadataError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
+        if code != ErrorCode.NONE:
+            raise MetadataError(code, f"AlterPartition refused: error {code}")
+        accepted = [c for c, err in results if err == ErrorCode.NONE]
+        await self._await_image(lambda: all(self._isr_applied(c) for c in accepted), "the ISR change")
+        return {(c.topic_id, c.partition): err for c, err in results}
+
+    def _isr_applied(self, change: IsrChange) -> bool:
+        name = self._image.topic_ids.get(change.topic_id)
+        topic = self._image.topics.get(name) if name is not None else None
+        part = topic.partitions.get(change.partition) if topic is not None else None
+        return part is None or part.partition_epoch > change.partition_epoch or set(part.isr) == set(change.new_isr)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:

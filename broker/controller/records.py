@@ -13,7 +13,10 @@ record                     effect on the image
 ``FenceBrokerRecord``      the broker missed its heartbeats: out of Metadata, leads nothing
 ``UnfenceBrokerRecord``    the broker heartbeats again
 ``TopicRecord``            a topic exists with this name and id
-``PartitionRecord``        one partition of a topic: replicas, ISR, leader and leader epoch
+``PartitionRecord``        one partition of a topic: replicas, ISR, leader, leader and partition epochs
+``PartitionChangeRecord``  a partition's ISR and/or leader changed (AlterPartition, an election):
+                           the partition epoch goes up by one, the leader epoch too when the
+                           leader changes (KIP-497, KIP-631)
 ``ConfigRecord``           a topic config override is set (value) or removed (value None)
 ``RemoveTopicRecord``      the topic and its partitions are gone
 =========================  ==================================================================
@@ -87,6 +90,20 @@ class PartitionRecord:
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+NO_CHANGE = -2  # PartitionChangeRecord.leader: the leader stays (Kafka's NO_LEADER_CHANGE)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """``isr`` None: unchanged; ``leader`` NO_CHANGE: unchanged, -1: no leader (offline)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_CHANGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +126,7 @@ MetadataRecord = (
     | UnfenceBrokerRecord
     | TopicRecord
     | PartitionRecord
+    | PartitionChangeRecord
     | ConfigRecord
     | RemoveTopicRecord
 )
@@ -122,6 +140,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         UnfenceBrokerRecord,
         TopicRecord,
         PartitionRecord,
+        PartitionChangeRecord,
         ConfigRecord,
         RemoveTopicRecord,
     )
@@ -133,7 +152,11 @@ _TUPLE_FIELDS = frozenset({"replicas", "isr"})
 def _to_json(record: MetadataRecord) -> dict[str, Any]:
     doc: dict[str, Any] = {"type": type(record).__name__}
     for key, value in asdict(record).items():
-        doc[key] = str(value) if key in _UUID_FIELDS else list(value) if key in _TUPLE_FIELDS else value
+        if key in _UUID_FIELDS:
+            value = str(value)
+        elif key in _TUPLE_FIELDS and value is not None:
+            value = list(value)
+        doc[key] = value
     return doc
 
 
@@ -151,7 +174,7 @@ def _from_json(doc: Any) -> MetadataRecord:
             value = doc[f.name]
             if f.name in _UUID_FIELDS:
                 value = uuid.UUID(value)
-            elif f.name in _TUPLE_FIELDS:
+            elif f.name in _TUPLE_FIELDS and value is not None:
                 value = tuple(int(v) for v in value)
             kwargs[f.name] = value
         record: MetadataRecord = cls(**kwargs)

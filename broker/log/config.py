@@ -56,6 +56,7 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy (compaction not implemented)
     compression_type: str = "producer"  # compression.type (only "producer": no recompression)
     preallocate: bool = False  # preallocate (stored; index files are never preallocated)
+    min_insync_replicas: int = 1  # min.insync.replicas (acks=all needs this many in the ISR; seed 004)
 
     def __post_init__(self) -> None:
         check = _check
@@ -76,6 +77,7 @@ class LogConfig:
         check(self.message_timestamp_before_max_ms >= 0, "message.timestamp.before.max.ms", 0)
         check(self.message_timestamp_after_max_ms >= 0, "message.timestamp.after.max.ms", 0)
         check(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms)
+        check(self.min_insync_replicas >= 1, "min.insync.replicas", self.min_insync_replicas)
         check(
             bool(self.cleanup_policy) and set(self.cleanup_policy) <= {"delete", "compact"},
             "cleanup.policy",
@@ -185,6 +187,7 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
     "cleanup_policy": [("cleanup.policy", 0), ("log.cleanup.policy", 0)],
     "compression_type": [("compression.type", 0)],
     "preallocate": [("preallocate", 0), ("log.preallocate", 0)],
+    "min_insync_replicas": [("min.insync.replicas", 1)],
 }
 
 

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.config import system_clock_ms
+from broker.network.peer import PeerConnection
 from broker.raft.config import RaftConfig
 from broker.raft.core import NotLeaderError, RaftCore
 from broker.raft.effects import (
@@ -89,7 +90,6 @@ from broker.raft.rpc import (
     response_to_wire,
 )
 from broker.raft.store import MetadataLog, QuorumStateFile, StoreError, decode_entries
-from broker.raft.transport import PeerConnection
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)

@@ -1,55 +1,96 @@
-"""Where produce and fetch meet the logs: leadership checks, appends, reads, and fetch waiting.
+"""Where produce and fetch meet the replicas: roles from the metadata, appends, reads, waiting.
 
-With replication factor 1 (until the replication issue) the leader's log end offset is its high
-watermark: an acknowledged append is committed, for acks=1 and acks=all alike. Reads for
-consumers stop at the high watermark (read_uncommitted) or the last stable offset (read_committed:
-the first offset of the partition's earliest ongoing transaction, at least the log start offset and
-at most the high watermark; KIP-98),
-and read_committed reads also get the aborted transactions overlapping what they return.
+Seed 000 §4.7 and seed 004 made concrete for the partitions this broker hosts (one ``Partition``
+each, ``broker.replication.partition``):
 
-Transaction markers: ``append_control_marker`` writes a COMMIT/ABORT control batch for the
-transaction coordinator (local, or through WriteTxnMarkers), which moves the LSO, wakes waiting
-fetches and tells the marker listeners (the group coordinator materializes transactional offset
-commits on ``__consumer_offsets`` with it).
-
-Fetch long-poll (Kafka's DelayedFetch): ``wait_for_data`` parks a fetch until any of its
-partitions gets an append, or its ``max_wait_ms`` passes; ``append`` wakes the waiters of its
-partition. Waiting is bounded by the client's own max wait.
+* **Roles come from the metadata log** (``on_image_change``): a partition whose leader is this
+  broker is led here; one that lists this broker among its replicas under another leader is
+  followed (the ``ReplicaFetchers`` fetch it from that leader). No side channel moves leadership.
+* **Appends** (``append``, ``append_internal``, ``append_control_marker``) go to the leader's log
+  with its leader epoch stamped on the batches; ``wait_for_acks`` is Kafka's DelayedProduce: an
+  acks=all produce completes when the high watermark covers it (or the request times out).
+  acks=all is refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller than
+  ``min.insync.replicas``, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank meanwhile.
+* **Consumer reads** (``read``) stop at the high watermark (read_uncommitted) or the last stable
+  offset (read_committed, with the aborted transactions overlapping what they return; KIP-98).
+* **Follower reads** (``read_for_follower``) record the follower's fetch offset as its log end
+  offset, move the high watermark and the ISR (``broker.replication.isr``), answer a follower whose
+  last fetched epoch diverges from this log with the epoch and end offset to truncate to, and
+  otherwise return batches up to the log end.
+* **ISR changes** are asked of the active controller with AlterPartition (``alter_isr``, KIP-497):
+  a follower that caught up joins, one lagging for ``replica.lag.time.max.ms`` leaves
+  (``check_isr``, run every half of that). One request per partition is in flight at a time.
+* **Long-poll** (Kafka's DelayedFetch): ``wait_for_data`` parks a fetch until its partitions get
+  an append (followers) or a high-watermark move (consumers), or its ``max_wait_ms`` passes.
+* **High watermarks survive restarts** in ``replication-offset-checkpoint`` per log dir, written
+  off the event loop every ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from broker.controller.image import MetadataImage
+from broker.controller.partition_changes import IsrChange
+from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.config import LogConfig
-from broker.log.errors import LogError
+from broker.log.errors import LogError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.log import Log, LogAppendInfo
 from broker.log.manager import LogManager
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin
+from broker.replication.isr import acks_all_error, can_join_isr, out_of_sync
+from broker.replication.leader_epoch import diverging_epoch
+from broker.replication.partition import Partition, PartitionError
+from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]
+AlterIsr = Callable[[Sequence[IsrChange]], Awaitable[dict[tuple[uuid.UUID, int], int]]]
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
-NOT_LEADER_OR_FOLLOWER = 6
-UNKNOWN_TOPIC_OR_PARTITION = 3
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
+__all__ = ["PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
 
 
-class PartitionError(Exception):
-    """A request for a partition this broker cannot serve; ``code`` is Kafka's error code."""
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    """Kafka's ``replica.*`` broker settings (``from_properties`` reads them by name)."""
 
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+    lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    fetch_max_bytes: int = 1_048_576  # replica.fetch.max.bytes (per partition)
+    fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
+    fetch_min_bytes: int = 1  # replica.fetch.min.bytes
+    fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    num_fetchers: int = 1  # num.replica.fetchers
+    hw_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
+
+    @classmethod
+    def from_properties(cls, get: Callable[[str, object], object]) -> ReplicationConfig:
+        def num(key: str, default: int) -> int:
+            return int(str(get(key, default)))
+
+        return cls(
+            lag_time_max_ms=num("replica.lag.time.max.ms", 30_000),
+            fetch_max_bytes=num("replica.fetch.max.bytes", 1_048_576),
+            fetch_response_max_bytes=num("replica.fetch.response.max.bytes", 10_485_760),
+            fetch_min_bytes=num("replica.fetch.min.bytes", 1),
+            fetch_wait_max_ms=num("replica.fetch.wait.max.ms", 500),
+            fetch_backoff_ms=num("replica.fetch.backoff.ms", 1000),
+            socket_timeout_ms=num("replica.socket.timeout.ms", 30_000),
+            num_fetchers=max(1, num("num.replica.fetchers", 1)),
+            hw_checkpoint_interval_ms=num("replica.high.watermark.checkpoint.interval.ms", 5000),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +100,11 @@ class ReadResult:
     last_stable_offset: int
     log_start_offset: int
     aborted_transactions: list[AbortedTxn] | None = None  # read_committed only
+    diverging_epoch: tuple[int, int] | None = None  # follower reads: (epoch, end offset) to truncate to
 
 
 class ReplicaManager:
-    """Serves the partitions this broker leads, from the ``LogManager``'s logs."""
+    """The partitions this broker hosts, led or followed (module docstring)."""
 
     def __init__(
         self,
@@ -70,67 +112,172 @@ class ReplicaManager:
         logs: LogManager,
         image: Callable[[], MetadataImage],
         topic_config: Callable[[str], LogConfig],
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        config: ReplicationConfig | None = None,
+        alter_isr: AlterIsr | None = None,
     ) -> None:
         self._node_id = node_id
         self._logs = logs
         self._image = image
         self._topic_config = topic_config
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._clock_ms = clock_ms or _monotonic_ms
+        self.config = config or ReplicationConfig()
+        self._alter_isr = alter_isr
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._append_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._hw_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._marker_listeners: list[MarkerListener] = []
+        self._isr_in_flight: set[TopicPartition] = set()
+        self._hw_hints: dict[TopicPartition, int] = {}
+        for directory in logs.log_dirs:
+            self._hw_hints.update(read_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT))
+        self.follower_listener: Callable[[], None] | None = None  # the fetchers re-plan on role changes
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
-    # -- leadership ----------------------------------------------------------------------------
-    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Log:
-        """The log of a partition this broker leads; raises PartitionError otherwise."""
-        topic_image = self._image().topics.get(topic)
-        if topic_image is None or partition not in topic_image.partitions:
-            raise PartitionError(UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
-        part = topic_image.partitions[partition]
-        if part.leader != self._node_id:
-            raise PartitionError(NOT_LEADER_OR_FOLLOWER, f"broker {self._node_id} does not lead {topic}-{partition}")
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < part.leader_epoch:
-                raise PartitionError(FENCED_LEADER_EPOCH, f"leader epoch {current_leader_epoch} is old")
-            if current_leader_epoch > part.leader_epoch:
-                raise PartitionError(UNKNOWN_LEADER_EPOCH, f"leader epoch {current_leader_epoch} is unknown")
-        existing = self._logs.get_log(topic, partition)
-        if existing is not None:
-            return existing
-        return self._logs.get_or_create_log(topic, partition, self._topic_config(topic))
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def clock_ms(self) -> Callable[[], int]:
+        return self._clock_ms
+
+    # -- partitions and roles ----------------------------------------------------------------------
+    def partitions(self) -> Iterable[Partition]:
+        return self._partitions.values()
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def _hosted(self, topic: str, partition: int) -> Partition:
+        key = (topic, partition)
+        hosted = self._partitions.get(key)
+        if hosted is None or hosted.log.closed:
+            target = self._logs.get_log(topic, partition) or self._logs.get_or_create_log(
+                topic, partition, self._topic_config(topic)
+            )
+            hosted = self._partitions[key] = Partition(
+                self._node_id, topic, partition, target, self._hw_hints.pop(key, 0)
+            )
+        return hosted
 
     def on_image_change(self, old: MetadataImage | None, new: MetadataImage) -> None:
-        """Delete the logs of topics that were deleted (or re-created); create logs for
-        partitions led here.
+        """Follow the metadata: delete logs of deleted topics, lead or follow every partition that
+        names this broker a replica (creating its log), and tell the fetchers.
 
         At start-up (``old`` None) logs on disk whose topic is unknown are kept and reported,
-        never deleted: a lost metadata file must not cost data.
-        """
+        never deleted: a lost metadata file must not cost data."""
         if old is not None:
             for name, topic in old.topics.items():
                 current = new.topics.get(name)
                 if current is None or current.topic_id != topic.topic_id:
                     for partition in topic.partitions:
                         log.info("deleting log of %s-%s: its topic was deleted", name, partition)
+                        gone = self._partitions.pop((name, partition), None)
+                        if gone is not None:
+                            gone.fail_waiters(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name} was deleted")
                         self._logs.delete_log(name, partition)
                         self._wake((name, partition))
+        now = self._clock_ms()
+        followers_changed = False
         for topic in new.topics.values():
             for part in topic.partitions.values():
-                if part.leader == self._node_id and self._logs.get_log(topic.name, part.partition) is None:
-                    self._logs.get_or_create_log(topic.name, part.partition, self._topic_config(topic.name))
+                before = old.topics.get(topic.name) if old is not None else None
+                previous = before.partitions.get(part.partition) if before is not None else None
+                if previous == part and (topic.name, part.partition) in self._partitions:
+                    continue
+                if part.leader == self._node_id:
+                    hosted = self._hosted(topic.name, part.partition)
+                    if hosted.become_leader(part, now):
+                        followers_changed = True
+                    self._wake((topic.name, part.partition))
+                elif self._node_id in part.replicas:
+                    hosted = self._hosted(topic.name, part.partition)
+                    if hosted.become_follower(part):
+                        followers_changed = True
+                    self._wake((topic.name, part.partition))
         if old is None:
             for existing in self._logs.logs():
                 if existing.topic not in new.topics:
                     log.warning("log %s has no topic in the cluster metadata; keeping it", existing.name)
+        brokers_moved = old is None or old.brokers != new.brokers
+        if (followers_changed or brokers_moved) and self.follower_listener is not None:
+            self.follower_listener()
 
-    # -- produce -------------------------------------------------------------------------------
-    def append(self, topic: str, partition: int, records: bytes | memoryview) -> LogAppendInfo:
-        """Validate and append one partition's batches; raises PartitionError or LogError. A
-        duplicate of an idempotent producer's batch is answered with its original offsets and
-        not written (``info.batches`` is empty then)."""
-        target = self.leader_log(topic, partition)
-        info = target.append(records, origin=AppendOrigin.CLIENT)
+    def _leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it (at ``current_leader_epoch`` when given)."""
+        topic_image = self._image().topics.get(topic)
+        if topic_image is None or partition not in topic_image.partitions:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None or not hosted.is_leader:
+            raise PartitionError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self._node_id} does not lead {topic}-{partition}"
+            )
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < hosted.leader_epoch:
+                raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {current_leader_epoch} is old")
+            if current_leader_epoch > hosted.leader_epoch:
+                raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH, f"leader epoch {current_leader_epoch} is unknown")
+        return hosted
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        return self._leader(topic, partition, current_leader_epoch)
+
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Log:
+        """The log of a partition this broker leads; raises PartitionError otherwise."""
+        return self._leader(topic, partition, current_leader_epoch).log
+
+    # -- produce -----------------------------------------------------------------------------------
+    def append(
+        self, topic: str, partition: int, records: bytes | memoryview, *, acks: int = 1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:  # fmt: skip
+        """Validate and append one partition's batches as its leader; raises PartitionError or
+        LogError. With ``acks=-1`` the ISR must hold ``min.insync.replicas`` first. A duplicate of an
+        idempotent producer's batch is answered with its original offsets and not written
+        (``info.batches`` is empty then)."""
+        target = self._leader(topic, partition)
+        if acks == -1:
+            min_isr = target.log.config.min_insync_replicas
+            code = acks_all_error(len(target.isr), min_isr, after_append=False)
+            if code:
+                raise PartitionError(code, f"ISR {list(target.isr)} is smaller than min.insync.replicas={min_isr}")
+        before = target.high_watermark
+        info = target.append_as_leader(records, origin)
         if info.batches:
-            self._wake((topic, partition))
+            self._wake_appended((topic, partition))
+            if target.high_watermark != before:
+                self._wake((topic, partition))
         return info
+
+    def acknowledged(self, topic: str, partition: int, info: LogAppendInfo) -> bool:
+        """Whether an append is already below the high watermark (a leader alone in its ISR):
+        acks=all can then answer without waiting."""
+        hosted = self._partitions.get((topic, partition))
+        return hosted is not None and hosted.high_watermark > info.last_offset
+
+    async def wait_for_acks(self, topic: str, partition: int, info: LogAppendInfo, timeout_ms: int) -> int:
+        """acks=all (DelayedProduce): wait until the high watermark passes ``info``'s last offset;
+        the error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER)."""
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        waiter = hosted.wait_for_high_watermark(info.last_offset + 1)
+        try:
+            await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+        except PartitionError as exc:
+            return exc.code
+        return acks_all_error(len(hosted.isr), hosted.log.config.min_insync_replicas, after_append=True)
+
+    def append_internal(self, topic: str, partition: int, records: bytes) -> LogAppendInfo:
+        """An append of the group or transaction coordinator to its state topic (as its leader)."""
+        return self.append(topic, partition, records, origin=AppendOrigin.COORDINATOR)
 
     # -- transaction markers -----------------------------------------------------------------
     def append_control_marker(
@@ -145,13 +292,11 @@ class ReplicaManager:
         INVALID_PRODUCER_EPOCH (older than the producer's epoch here),
         TRANSACTION_COORDINATOR_FENCED (older coordinator epoch), KAFKA_STORAGE_ERROR."""
         try:
-            target = self.leader_log(topic, partition)
-            leader_epoch = self._image().topics[topic].partitions[partition].leader_epoch
-            offset = target.append_control_marker(
-                producer_id, producer_epoch, coordinator_epoch, commit=commit, leader_epoch=leader_epoch
-            )
+            target = self._leader(topic, partition)
+            offset = target.append_control_marker(producer_id, producer_epoch, coordinator_epoch, commit=commit)
         except LogError as exc:
             raise PartitionError(exc.code, str(exc)) from exc
+        self._wake_appended((topic, partition))
         self._wake((topic, partition))
         for listener in list(self._marker_listeners):
             try:
@@ -165,17 +310,19 @@ class ReplicaManager:
         through ``append_control_marker``."""
         self._marker_listeners.append(listener)
 
-    # -- fetch ---------------------------------------------------------------------------------
+    # -- consumer reads ---------------------------------------------------------------------------
     def high_watermark(self, target: Log) -> int:
-        return target.log_end_offset
+        hosted = self._partitions.get((target.topic, target.partition))
+        return hosted.high_watermark if hosted is not None else target.log_end_offset
 
     def last_stable_offset(self, target: Log) -> int:
         """The first offset of the earliest ongoing transaction (at least the log start offset: a
         hanging transaction whose start was deleted; Kafka clamps it so), at most the high
         watermark."""
-        hw = self.high_watermark(target)
-        first_unstable = target.first_unstable_offset()
-        return hw if first_unstable is None or first_unstable > hw else first_unstable
+        hosted = self._partitions.get((target.topic, target.partition))
+        if hosted is None:
+            return target.log_end_offset
+        return hosted.last_stable_offset()
 
     def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, *, read_committed: bool,
@@ -184,9 +331,10 @@ class ReplicaManager:
         """Whole batches from ``offset`` up to the high watermark, or for ``read_committed`` up to
         the LSO with the aborted transactions overlapping them; raises PartitionError or
         OffsetOutOfRangeError."""
-        target = self.leader_log(topic, partition, current_leader_epoch)
-        hw = self.high_watermark(target)
-        lso = self.last_stable_offset(target)
+        hosted = self._leader(topic, partition, current_leader_epoch)
+        target = hosted.log
+        hw = hosted.high_watermark
+        lso = hosted.last_stable_offset()
         if not read_committed:
             records = target.read(offset, max_bytes, hw, min_one_batch=min_one_batch)
             return ReadResult(records, hw, lso, target.log_start_offset)
@@ -194,26 +342,167 @@ class ReplicaManager:
         aborted = target.collect_aborted_transactions(offset, records.next_offset) if records.size else []
         return ReadResult(records, hw, lso, target.log_start_offset, aborted)
 
-    async def wait_for_data(self, partitions: Iterable[TopicPartition], max_wait_ms: int) -> None:
-        """Return when any of ``partitions`` gets an append (or its topic goes), or after the wait."""
+    # -- follower reads ------------------------------------------------------------------------------
+    def read_for_follower(
+        self, replica_id: int, topic: str, partition: int, fetch_offset: int, max_bytes: int, *,
+        current_leader_epoch: int, last_fetched_epoch: int, min_one_batch: bool = True,
+    ) -> ReadResult:  # fmt: skip
+        """A follower's fetch (module docstring); raises PartitionError or OffsetOutOfRangeError."""
+        hosted = self._leader(topic, partition, current_leader_epoch)
+        target = hosted.log
+        if replica_id not in (hosted.role.replicas if hosted.role else ()):
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a replica")
+        diverging = diverging_epoch(hosted.epochs, target.log_end_offset, last_fetched_epoch, fetch_offset)
+        if diverging is not None:
+            empty = FileSlice.empty(fetch_offset)
+            return ReadResult(
+                empty, hosted.high_watermark, hosted.last_stable_offset(), target.log_start_offset,
+                diverging_epoch=diverging,
+            )  # fmt: skip
+        if fetch_offset > target.log_end_offset or fetch_offset < target.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is outside [{target.log_start_offset}, {target.log_end_offset}]"
+            )
+        before = hosted.high_watermark
+        hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms())
+        if hosted.high_watermark != before:
+            self._wake((topic, partition))
+        self._maybe_expand_isr(hosted, replica_id)
+        records = target.read(fetch_offset, max_bytes, None, min_one_batch=min_one_batch)
+        return ReadResult(records, hosted.high_watermark, hosted.last_stable_offset(), target.log_start_offset)
+
+    # -- ISR changes ---------------------------------------------------------------------------------
+    def _maybe_expand_isr(self, hosted: Partition, replica_id: int) -> None:
+        if replica_id in hosted.isr or hosted.pending_isr is not None:
+            return
+        state = hosted.followers.get(replica_id)
+        if state is None or not can_join_isr(state, hosted.high_watermark, hosted.leader_epoch_start_offset):
+            return
+        self._propose_isr(hosted, (*hosted.isr, replica_id), "expand")
+
+    def check_isr(self) -> int:
+        """Shrink the ISR of every led partition by its out-of-sync followers; returns how many
+        AlterPartition proposals were started."""
+        now = self._clock_ms()
+        started = 0
+        for hosted in list(self._partitions.values()):
+            if not hosted.is_leader or hosted.pending_isr is not None:
+                continue
+            slow = out_of_sync(
+                hosted.isr, self._node_id, hosted.log.log_end_offset, hosted.followers,
+                now_ms=now, lag_time_max_ms=self.config.lag_time_max_ms,
+            )  # fmt: skip
+            if slow:
+                log.warning(
+                    "%s-%s: follower(s) %s not caught up for %d ms; removing them from the ISR",
+                    hosted.topic, hosted.partition, sorted(slow), self.config.lag_time_max_ms,
+                )  # fmt: skip
+                self._propose_isr(hosted, tuple(b for b in hosted.isr if b not in slow), "shrink")
+                started += 1
+        return started
+
+    def _propose_isr(self, hosted: Partition, new_isr: tuple[int, ...], kind: str) -> None:
+        key = (hosted.topic, hosted.partition)
+        topic = self._image().topics.get(hosted.topic)
+        if self._alter_isr is None or topic is None or hosted.role is None or key in self._isr_in_flight:
+            return
+        change = IsrChange(topic.topic_id, hosted.partition, hosted.leader_epoch, new_isr, hosted.role.partition_epoch)
+        hosted.pending_isr = new_isr
+        self._isr_in_flight.add(key)
+        task = asyncio.get_running_loop().create_task(self._send_isr_change(hosted, change, kind))
+        task.add_done_callback(_log_failure)
+
+    async def _send_isr_change(self, hosted: Partition, change: IsrChange, kind: str) -> None:
+        key = (hosted.topic, hosted.partition)
+        assert self._alter_isr is not None
+        try:
+            codes = await self._alter_isr([change])
+            code = codes.get((change.topic_id, change.partition), ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception as exc:  # noqa: BLE001 - any failure: the next check proposes again
+            code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.info("%s-%s: ISR %s not applied: %s", hosted.topic, hosted.partition, kind, exc)
+        finally:
+            self._isr_in_flight.discard(key)
+        if hosted.pending_isr == change.new_isr:
+            hosted.pending_isr = None
+        if code == ErrorCode.NONE:
+            if kind == "shrink":
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            log.info("%s-%s: ISR is now %s", hosted.topic, hosted.partition, list(change.new_isr))
+        hosted.maybe_advance_high_watermark()
+
+    # -- long-poll -----------------------------------------------------------------------------------
+    async def wait_for_data(
+        self, partitions: Iterable[TopicPartition], max_wait_ms: int, *, follower: bool = False
+    ) -> None:
+        """Return when any of ``partitions`` gets an append (``follower``) or a high-watermark move
+        (consumers), or its topic goes, or after the wait."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
+        table = self._append_waiters if follower else self._hw_waiters
         keys = list(partitions)
         for key in keys:
-            self._waiters.setdefault(key, set()).add(waiter)
+            table.setdefault(key, set()).add(waiter)
         try:
             await asyncio.wait_for(waiter, max_wait_ms / 1000)
         except TimeoutError:
             pass
         finally:
             for key in keys:
-                waiting = self._waiters.get(key)
+                waiting = table.get(key)
                 if waiting is not None:
                     waiting.discard(waiter)
                     if not waiting:
-                        del self._waiters[key]
+                        del table[key]
 
     def _wake(self, key: TopicPartition) -> None:
-        for waiter in self._waiters.pop(key, ()):
+        """The high watermark (or the LSO, or the partition itself) changed: wake consumers."""
+        for waiter in self._hw_waiters.pop(key, ()):
             if not waiter.done():
                 waiter.set_result(None)
+        self._wake_appended(key)
+
+    def _wake_appended(self, key: TopicPartition) -> None:
+        for waiter in self._append_waiters.pop(key, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def wake_partition(self, key: TopicPartition) -> None:
+        self._wake(key)
+
+    # -- high-watermark checkpoints --------------------------------------------------------------
+    def high_watermarks_by_dir(self) -> dict[str, dict[TopicPartition, int]]:
+        out: dict[str, dict[TopicPartition, int]] = {str(d): {} for d in self._logs.log_dirs}
+        for key, hosted in self._partitions.items():
+            if not hosted.log.closed:
+                out.setdefault(str(hosted.log.directory.parent), {})[key] = hosted.high_watermark
+        return out
+
+    async def run_checkpoint_once(self) -> None:
+        """Write every dir's ``replication-offset-checkpoint`` in a worker thread (fsyncs)."""
+        snapshot = self.high_watermarks_by_dir()
+        await asyncio.to_thread(_write_hw_checkpoints, snapshot)
+
+    def write_checkpoints(self) -> None:
+        """At shutdown (the loop is about to stop anyway)."""
+        _write_hw_checkpoints(self.high_watermarks_by_dir())
+
+    def shutdown(self) -> None:
+        for hosted in self._partitions.values():
+            hosted.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the broker is shutting down")
+
+
+def _write_hw_checkpoints(by_dir: dict[str, dict[TopicPartition, int]]) -> None:
+    for directory, offsets in by_dir.items():
+        write_checkpoint(Path(directory) / HIGH_WATERMARK_CHECKPOINT, offsets)
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("ISR change task failed", exc_info=task.exception())

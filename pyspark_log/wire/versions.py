@@ -24,7 +24,7 @@ KIP-595 APIs: in Kafka 3.7 Vote, BeginQuorumEpoch and EndQuorumEpoch are served 
 controller listener (``KRAFT_CONTROLLER_APIS``) and DescribeQuorum on both. pylog's Raft runs
 on the broker port, so they are listed here; clients ignore keys they do not know.
 BrokerRegistration (62) and BrokerHeartbeat (63) are controller-only in Kafka too; pylog serves
-them (pinned at v0) only when ``process.roles`` is set.
+them (pinned at v0) only when ``process.roles`` is set, and AlterPartition (56) likewise.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),
+    ApiKey.ALTER_PARTITION: (0, 3),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).
@@ -84,6 +85,7 @@ KRAFT_CONTROLLER_APIS: frozenset[int] = frozenset(
         ApiKey.END_QUORUM_EPOCH,
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALTER_PARTITION,
     }
 )
 

@@ -18,7 +18,8 @@ from broker.coordinator.group.coordinator import GroupCoordinator, GroupSummary,
 from broker.coordinator.group.group import GroupState, JoinResult, SyncResult
 from broker.coordinator.group.manager import GroupConfig
 from broker.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset, partition_for
-from broker.coordinator.group.store import LogOffsetsLog, OffsetsLog
+from broker.coordinator.group.store import OffsetsLog
+from broker.coordinator.state_log import StateTopicLog
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = [
@@ -60,7 +61,11 @@ def attach(
     that keeps it in step with leadership and topic deletions (register it after the replica
     manager's, which creates the logs). It listens to the replica manager's transaction markers."""
     coordinator = GroupCoordinator(
-        GroupConfig.from_properties(config_get), LogOffsetsLog(replicas), clock_ms, node_id=node_id, rng=rng
+        GroupConfig.from_properties(config_get),
+        StateTopicLog(replicas, OFFSETS_TOPIC),
+        clock_ms,
+        node_id=node_id,
+        rng=rng,
     )
     coordinator.startup(*led_offsets_partitions(image, node_id))
     replicas.add_marker_listener(coordinator.on_marker)  # transactional offset commits

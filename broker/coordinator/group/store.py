@@ -1,7 +1,7 @@
 """Where group state is persisted: the partitions of ``__consumer_offsets``.
 
-``OffsetsLog`` is what the coordinator needs of the topic (append record batches to a partition,
-read them back); ``LogOffsetsLog`` serves it from this broker's partition logs. ``PartitionLoad``
+``OffsetsLog`` is what the coordinator needs of the topic (``broker.coordinator.state_log``: the
+same adapter serves both coordinators). ``PartitionLoad``
 replays one partition into groups and offsets (seed 002 §5.5: "when the broker becomes the
 coordinator … it reads the offsets topic partition into the cache"), in bounded steps so the
 coordinator's task can serve timers in between; the last record of a key wins and a null value
@@ -9,11 +9,6 @@ coordinator's task can serve timers in between; the last record of a key wins an
 (TxnOffsetCommit) are batches of the producer: replayed as pending until that producer's COMMIT
 marker (then committed, unless a later plain commit of the partition exists) or ABORT marker
 (dropped); those still open at the end stay pending (``txn_offsets``).
-
-Append errors become the codes Kafka's coordinator answers with (``GroupMetadataManager``):
-a missing partition → COORDINATOR_NOT_AVAILABLE, a partition led elsewhere or a failing disk →
-NOT_COORDINATOR, a too large batch → INVALID_COMMIT_OFFSET_SIZE (offset commits) or
-UNKNOWN_SERVER_ERROR (group metadata).
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from broker.coordinator.group.records import (
     OFFSETS_TOPIC,
@@ -34,89 +28,18 @@ from broker.coordinator.group.records import (
     decode_offset_value,
 )
 from broker.coordinator.group.txn_offsets import StagedOffset
-from broker.log.errors import KafkaStorageError, LogError, MessageTooLargeError, RecordListTooLargeError
-from broker.log.validate import AppendOrigin
-from broker.replication.replica_manager import (
-    NOT_LEADER_OR_FOLLOWER,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    PartitionError,
-    ReplicaManager,
-)
+from broker.coordinator.state_log import StateLog, StoreError
 from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
 from pyspark_log.records.control import ControlType, decode_control_key
 from pyspark_log.records.errors import RecordError
-from pyspark_log.wire.errors import DecodeError, ErrorCode
+from pyspark_log.wire.errors import DecodeError
 
 log = logging.getLogger(__name__)
 
 LOAD_STEP_BYTES = 1 << 20
-# Log errors a TxnOffsetCommit's client hears unchanged (its producer epoch is fenced, ...).
-_PASSED_THROUGH = frozenset(
-    {
-        ErrorCode.INVALID_PRODUCER_EPOCH,
-        ErrorCode.INVALID_TXN_STATE,
-        ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-        ErrorCode.PRODUCER_FENCED,
-    }
-)
+OffsetsLog = StateLog  # what the group coordinator needs of __consumer_offsets
 
-
-class StoreError(Exception):
-    """An append to ``__consumer_offsets`` failed; ``code`` is what the coordinator answers."""
-
-    def __init__(self, code: int, message: str, *, too_large: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.too_large = too_large
-
-
-class OffsetsLog(Protocol):
-    def append(self, partition: int, records: bytes) -> int | None:
-        """Append whole batches to ``partition``; their first offset (None: unknown). Raises StoreError."""
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """Whole batches from ``offset``: ``(bytes, next offset)``; empty at the end."""
-
-    def log_start_offset(self, partition: int) -> int: ...
-
-    def log_end_offset(self, partition: int) -> int: ...
-
-
-class LogOffsetsLog:
-    """``OffsetsLog`` over this broker's logs of ``__consumer_offsets`` (the partitions it leads)."""
-
-    def __init__(self, replicas: ReplicaManager) -> None:
-        self._replicas = replicas
-
-    def append(self, partition: int, records: bytes) -> int | None:
-        try:
-            target = self._replicas.leader_log(OFFSETS_TOPIC, partition)
-            return target.append(records, origin=AppendOrigin.COORDINATOR).first_offset
-        except PartitionError as exc:
-            code = (
-                ErrorCode.NOT_COORDINATOR if exc.code == NOT_LEADER_OR_FOLLOWER else ErrorCode.COORDINATOR_NOT_AVAILABLE
-            )
-            if exc.code == UNKNOWN_TOPIC_OR_PARTITION:
-                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            raise StoreError(code, str(exc)) from exc
-        except (MessageTooLargeError, RecordListTooLargeError) as exc:
-            raise StoreError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc), too_large=True) from exc
-        except KafkaStorageError as exc:
-            raise StoreError(ErrorCode.NOT_COORDINATOR, str(exc)) from exc
-        except LogError as exc:
-            passed = exc.code in _PASSED_THROUGH
-            raise StoreError(exc.code if passed else ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        target = self._replicas.leader_log(OFFSETS_TOPIC, partition)
-        with target.read(offset, max_bytes) as chunk:
-            return chunk.read_bytes(), chunk.next_offset
-
-    def log_start_offset(self, partition: int) -> int:
-        return self._replicas.leader_log(OFFSETS_TOPIC, partition).log_start_offset
-
-    def log_end_offset(self, partition: int) -> int:
-        return self._replicas.leader_log(OFFSETS_TOPIC, partition).log_end_offset
+__all__ = ["LoadedPartition", "OffsetsLog", "PartitionLoad", "StoreError", "encode_records", "encode_txn_records"]
 
 
 def encode_records(entries: Sequence[tuple[bytes, bytes | None]], now_ms: int) -> bytes:

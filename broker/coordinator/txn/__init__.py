@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.controller.image import MetadataImage
+from broker.coordinator.state_log import StateTopicLog
 from broker.coordinator.txn.coordinator import InitProducerIdResult, TransactionCoordinator
 from broker.coordinator.txn.manager import TxnConfig
 from broker.coordinator.txn.markers import ControlMarkerAppender, TxnMarkerChannel
 from broker.coordinator.txn.producer_ids import ProducerIdManager
 from broker.coordinator.txn.records import TRANSACTION_STATE_TOPIC, TxnState, partition_for
 from broker.coordinator.txn.sender import BrokerSender
-from broker.coordinator.txn.store import LogTxnLog
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = [
@@ -69,7 +69,9 @@ def attach(
         retry_backoff_ms=config.marker_retry_backoff_ms,
         retry_backoff_max_ms=config.marker_retry_backoff_max_ms,
     )
-    coordinator = TransactionCoordinator(config, LogTxnLog(replicas), clock_ms, ids.generate, channel)
+    coordinator = TransactionCoordinator(
+        config, StateTopicLog(replicas, TRANSACTION_STATE_TOPIC), clock_ms, ids.generate, channel
+    )
     coordinator.startup(*led_txn_partitions(image(), node_id))
 
     def on_change(old: MetadataImage, new: MetadataImage) -> None:

@@ -7,7 +7,18 @@ Every field fact comes from Kafka 3.7's published message schemas; see ``version
 from __future__ import annotations
 
 from pyspark_log.wire.schema import Api
-from pyspark_log.wire.schemas import admin, broker_registration, fetch, groups, metadata, offsets, produce, raft, txn
+from pyspark_log.wire.schemas import (
+    admin,
+    broker_registration,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    raft,
+    replication,
+    txn,
+)
 
 ALL_APIS: tuple[Api, ...] = (
     *metadata.APIS,
@@ -19,4 +30,5 @@ ALL_APIS: tuple[Api, ...] = (
     *txn.APIS,
     *raft.APIS,
     *broker_registration.APIS,
+    *replication.APIS,
 )

@@ -44,9 +44,14 @@ class FakeReplicas:
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, **_: Any) -> Any:
         data = b"".join(self.records[offset:])
         end = len(self.records)
-        return SimpleNamespace(records=data, high_watermark=end, last_stable_offset=end, log_start_offset=0)
+        return SimpleNamespace(
+            records=data, high_watermark=end, last_stable_offset=end, log_start_offset=0, diverging_epoch=None
+        )
 
-    async def wait_for_data(self, partitions: Iterable[tuple[str, int]], max_wait_ms: int) -> None:
+    async def wait_for_data(
+        self, partitions: Iterable[tuple[str, int]], max_wait_ms: int, *, follower: bool = False
+    ) -> None:
+        assert not follower  # these requests come from a consumer
         self.waits += 1
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiters.append(waiter)

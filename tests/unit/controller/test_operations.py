@@ -58,9 +58,22 @@ def test_no_live_broker_means_invalid_replication_factor():
     assert info.value.code == err.INVALID_REPLICATION_FACTOR
 
 
-def test_replication_factor_above_one_is_refused_until_replication_exists():
+def test_replication_factor_places_rotating_replica_lists_led_by_their_first_broker():
+    """Seed 000 §4.7: "each partition has a single leader and zero or more followers"."""
+    state = cluster(1, 2, 3)
+    records, topic = operations.create_topic(state, "a", 3, 3, {}, topic_id=uuid.uuid4())
+    assert [topic.partitions[p].replicas for p in range(3)] == [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    assert all(topic.partitions[p].isr == topic.partitions[p].replicas for p in range(3))
+    state = apply_payload(state, state.applied_offset + 1, encode_records(records))
+    assert leaders(state, "a") == [1, 2, 3]
+    records = operations.create_partitions(state, "a", 4)
+    state = apply_payload(state, state.applied_offset + 1, encode_records(records))
+    assert len(state.topics["a"].partitions[3].replicas) == 3  # new partitions keep the topic's factor
+
+
+def test_replication_factor_above_the_live_brokers_is_refused():
     with pytest.raises(MetadataError) as info:
-        operations.create_topic(cluster(1, 2), "a", 1, 2, {}, topic_id=uuid.uuid4())
+        operations.create_topic(cluster(1, 2), "a", 1, 3, {}, topic_id=uuid.uuid4())
     assert info.value.code == err.INVALID_REPLICATION_FACTOR
 
 
@@ -84,10 +97,10 @@ def test_a_fenced_broker_cannot_be_assigned():
     assert "[2]" in info.value.message
 
 
-def test_assigned_replication_above_one_is_refused_until_replication_exists():
-    with pytest.raises(MetadataError) as info:
-        operations.create_topic(cluster(1, 2), "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[1, 2]])
-    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+def test_assigned_replica_lists_of_several_brokers_are_accepted():
+    _, topic = operations.create_topic(cluster(1, 2), "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[2, 1]])
+    assert topic.partitions[0].replicas == (2, 1)
+    assert topic.partitions[0].leader == 2
 
 
 CASES = [

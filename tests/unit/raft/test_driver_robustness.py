@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from broker.network.peer import PeerConnection
 from broker.raft import driver as driver_module
 from broker.raft.driver import RaftBusyError, RaftDriver, RaftStoppedError
 from broker.raft.messages import (
@@ -25,7 +26,6 @@ from broker.raft.messages import (
 )
 from broker.raft.rpc import request_to_wire
 from broker.raft.store import QUORUM_STATE_FILE, StoreError, decode_entries
-from broker.raft.transport import PeerConnection
 from tests.unit.raft.driver_harness import CLUSTER_ID, Node, leaders, start_cluster, stop_all, wait_until
 
 INVALID_REQUEST = 42

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
+from broker.network.peer import PeerConnection, PeerError
 from broker.raft.messages import DescribeQuorumRequest
 from broker.raft.rpc import request_to_wire
-from broker.raft.transport import PeerConnection, PeerError
 
 Answer = Callable[[int], bytes]
 

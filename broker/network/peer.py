@@ -1,4 +1,8 @@
-"""Broker-to-broker connections for the Raft RPCs: one TCP connection per peer, reopened on demand.
+"""Broker-to-broker connections: one TCP connection per peer and purpose, reopened on demand.
+
+Used by the KIP-595 Raft RPCs (``broker.raft.driver``) and the follower fetchers
+(``broker.replication.fetcher``); each opens its own connections, since a connection answers in
+request order and a parked follower fetch must not hold up a vote.
 
 ``PeerConnection.request(api_key, version, body)`` connects if needed, writes the request frame
 and waits for the response with the same correlation id, at most ``request_timeout_ms``
@@ -8,7 +12,7 @@ timeout) raises ``PeerError``, closes the connection, and fails every other requ
 core's business (``request_failed`` -> exponential backoff), not this class's.
 
 Frames use ``pyspark_log.wire`` codecs; no ApiVersions handshake: peers are pylog brokers of the
-same release and the Raft RPC versions are fixed (``broker.raft.rpc``).
+same release and the versions are fixed (``broker.raft.rpc``, ``broker.replication.fetcher``).
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ class PeerConnection:
         if self._writer is not None:
             return
         if self._connecting is None:
-            self._connecting = asyncio.create_task(self._connect(), name=f"raft-connect-{self.node_id}")
+            self._connecting = asyncio.create_task(self._connect(), name=f"peer-connect-{self.node_id}")
             self._connecting.add_done_callback(_consume_result)
         task = self._connecting
         try:
@@ -100,7 +104,7 @@ class PeerConnection:
             writer.close()
             raise PeerError(f"{self} is closed")
         self._writer = writer
-        self._reader_task = asyncio.create_task(self._read_loop(reader, writer), name=f"raft-peer-{self.node_id}")
+        self._reader_task = asyncio.create_task(self._read_loop(reader, writer), name=f"peer-{self.node_id}")
 
     async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         error: Exception = PeerError(f"{self}: connection closed by peer")

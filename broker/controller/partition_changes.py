@@ -1,0 +1,163 @@
+"""Partition changes the active controller decides: ISR changes asked by leaders, and leader
+elections when brokers are fenced or come back (pure: ``ClusterState`` in, records out).
+
+Seed 000 §4.7 "Replicated Logs": "the leader keeps track of the set of in sync nodes" and "if a
+follower dies, gets stuck, or falls behind, the leader will remove it from the list of in sync
+replicas"; the leader proposes such changes with AlterPartition (KIP-497) and the controller
+writes them to the metadata log (``PartitionChangeRecord``), so every broker learns them in the
+same order. Seed 000 §4.7 "Replica Management": the controller "detects broker-level failures and
+is responsible for changing the leader of all affected partitions in a failed broker" — in one
+metadata entry for all of them, not one election per partition.
+
+Rules (Kafka's ``PartitionChangeBuilder`` / ``ReplicationControlManager``, with
+``unclean.leader.election.enable=false``):
+
+* ``alter_partition``: the request must come from the partition's current leader at its current
+  leader epoch (else FENCED_LEADER_EPOCH) and name the current partition epoch (else
+  INVALID_UPDATE_VERSION); the new ISR must hold the leader, only replicas of the partition
+  (INVALID_REQUEST), and only unfenced brokers when it adds any (INELIGIBLE_REPLICA). An ISR equal
+  to the current one is answered with the current state and writes nothing.
+* ``fence_broker``: the broker leaves the ISR of every partition whose ISR has another member;
+  where it led, the first replica (in replica order) left in the ISR and unfenced leads, with the
+  leader epoch bumped. A partition whose only ISR member is the fenced broker keeps that ISR and
+  gets no leader (leader -1): only that broker has every committed record, so electing another
+  would lose data (seed 000 §4.7 "Unclean leader election: What if they all die?").
+* ``unfence_broker``: every partition without a leader whose ISR holds the returning broker gets
+  a leader again: the first replica of its ISR that is unfenced (the returning one counts).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from broker.controller.errors import MetadataError
+from broker.controller.image import PartitionImage
+from broker.controller.image_builder import NO_LEADER, ClusterState
+from broker.controller.records import (
+    NO_CHANGE,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    UnfenceBrokerRecord,
+)
+from pyspark_log.wire.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+
+
+def alter_partition(state: ClusterState, broker_id: int, change: IsrChange) -> list[MetadataRecord]:
+    """The records that apply ``change`` (empty when the ISR is already that); raises
+    MetadataError with the partition's error code (module docstring)."""
+    current = _partition(state, change.topic_id, change.partition)
+    if current.leader != broker_id or change.leader_epoch != current.leader_epoch:
+        raise MetadataError(
+            ErrorCode.FENCED_LEADER_EPOCH,
+            f"broker {broker_id} at leader epoch {change.leader_epoch} is not the leader "
+            f"(leader {current.leader}, epoch {current.leader_epoch})",
+        )
+    if change.partition_epoch != current.partition_epoch:
+        raise MetadataError(
+            ErrorCode.INVALID_UPDATE_VERSION,
+            f"partition epoch {change.partition_epoch} is not the current {current.partition_epoch}",
+        )
+    new_isr = tuple(change.new_isr)
+    if broker_id not in new_isr or len(set(new_isr)) != len(new_isr) or not set(new_isr) <= set(current.replicas):
+        raise MetadataError(
+            ErrorCode.INVALID_REQUEST,
+            f"ISR {list(new_isr)} must hold the leader {broker_id} and only replicas {list(current.replicas)}",
+        )
+    if set(new_isr) == set(current.isr):
+        return []
+    added = set(new_isr) - set(current.isr)
+    live = set(state.live_brokers())
+    if not added <= live:
+        raise MetadataError(
+            ErrorCode.INELIGIBLE_REPLICA, f"broker(s) {sorted(added - live)} are fenced and cannot join the ISR"
+        )
+    ordered = tuple(b for b in current.replicas if b in set(new_isr))  # replica order, as Kafka keeps it
+    return [PartitionChangeRecord(change.topic_id, change.partition, isr=ordered)]
+
+
+def fence_broker(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+    """Fence ``broker_id`` and move its leaderships and ISR memberships, in one entry."""
+    reg = state.registrations.get(broker_id)
+    if reg is None:
+        return []
+    live = set(state.live_brokers()) - {broker_id}
+    records: list[MetadataRecord] = [FenceBrokerRecord(broker_id, reg.epoch)]
+    for topic_id, part in _partitions(state):
+        if broker_id not in part.isr and part.leader != broker_id:
+            continue
+        isr = tuple(b for b in part.isr if b != broker_id) or part.isr
+        leader = part.leader
+        if leader == broker_id:
+            leader = _first_live(isr, live, part.replicas)
+        if isr != part.isr or leader != part.leader:
+            records.append(_change(topic_id, part, isr, leader))
+    return records
+
+
+def unfence_broker(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+    """Unfence ``broker_id`` and give a leader to the partitions that lacked one because of it."""
+    reg = state.registrations.get(broker_id)
+    if reg is None:
+        return []
+    return [UnfenceBrokerRecord(broker_id, reg.epoch), *elect_leaderless(state, broker_id)]
+
+
+def elect_leaderless(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+    """Leaders for the partitions without one whose ISR holds ``broker_id``, which is (again) live:
+    on its unfencing, or its registration after a restart."""
+    live = set(state.live_brokers()) | {broker_id}
+    records: list[MetadataRecord] = []
+    for topic_id, part in _partitions(state):
+        if part.leader == NO_LEADER and broker_id in part.isr:
+            leader = _first_live(part.isr, live, part.replicas)
+            records.append(PartitionChangeRecord(topic_id, part.partition, leader=leader))
+    return records
+
+
+def _change(topic_id: uuid.UUID, part: PartitionImage, isr: tuple[int, ...], leader: int) -> PartitionChangeRecord:
+    return PartitionChangeRecord(
+        topic_id,
+        part.partition,
+        isr=isr if isr != part.isr else None,
+        leader=leader if leader != part.leader else NO_CHANGE,
+    )
+
+
+def _first_live(isr: Sequence[int], live: set[int], replicas: Sequence[int]) -> int:
+    """The first replica, in replica order, that is in ``isr`` and live; NO_LEADER if none."""
+    for broker in replicas:
+        if broker in isr and broker in live:
+            return broker
+    return NO_LEADER
+
+
+def _partitions(state: ClusterState) -> Iterable[tuple[uuid.UUID, PartitionImage]]:
+    for name in sorted(state.topics):
+        topic = state.topics[name]
+        for index in sorted(topic.partitions):
+            yield topic.topic_id, topic.partitions[index]
+
+
+def _partition(state: ClusterState, topic_id: uuid.UUID, partition: int) -> PartitionImage:
+    name = state.topic_ids.get(topic_id)
+    topic = state.topics.get(name) if name is not None else None
+    if topic is None:
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_ID, f"topic id {topic_id} is unknown")
+    part = topic.partitions.get(partition)
+    if part is None:
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {partition} of {name} does not exist")
+    return part
