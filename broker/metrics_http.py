@@ -1,6 +1,7 @@
 """``metrics.port``: an HTTP endpoint serving ``GET /metrics`` in the Prometheus text format (0.0.4).
 
-It exposes the KIP-595 ``raft-manager`` metrics of the node's ``RaftDriver`` (seed "Metrics"),
+It exposes the KIP-595 ``raft-manager`` metrics of the node's ``RaftDriver`` (seed "Metrics")
+and the replication metrics (``broker.replication.metrics``),
 named as the Prometheus JMX exporter names Kafka's: ``kafka_raft_`` + the metric name with ``-``
 turned into ``_`` (``current-leader`` -> ``kafka_raft_current_leader``). ``current-state`` is an
 enum: one ``kafka_raft_current_state{state="..."}`` sample per state, 1 for the current one.
@@ -72,10 +73,15 @@ def render(values: Mapping[str, float | int | str] | None) -> str:
 class MetricsServer:
     """Serves ``render(collect())`` at ``http://host:port/metrics``."""
 
-    def __init__(self, host: str, port: int, collect: Callable[[], Mapping[str, float | int | str] | None]) -> None:
+    def __init__(
+        self, host: str, port: int, collect: Callable[[], Mapping[str, float | int | str] | None],
+        extra: Callable[[], str] | None = None,
+    ) -> None:  # fmt: skip
+        """``extra``: more samples, already in the text format (the replication metrics)."""
         self.host = host
         self.port = port
         self._collect = collect
+        self._extra = extra
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -98,7 +104,8 @@ class MetricsServer:
             if len(request_line) not in (2, 3):
                 status, body = "400 Bad Request", b"bad request: try GET /metrics\n"
             elif request_line[0] == "GET" and request_line[1].split("?", 1)[0] in ("/metrics", "/"):
-                status, body = "200 OK", render(self._collect()).encode()
+                text = render(self._collect()) + (self._extra() if self._extra is not None else "")
+                status, body = "200 OK", text.encode()
             else:
                 status, body = "404 Not Found", b"not found: try GET /metrics\n"
             writer.write(

@@ -56,6 +56,7 @@ from broker.network.listener import Listener as SocketListener
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
+from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from pyspark_log.wire.api_keys import ApiKey
 
@@ -170,6 +171,7 @@ class BrokerServer:
             alter_isr=quorum.alter_partition if quorum is not None and quorum.is_broker else None,
         )  # fmt: skip
         self._replicas = replicas
+        replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
         self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms)
 
         def on_change(old: MetadataImage, new: MetadataImage) -> None:
@@ -199,11 +201,15 @@ class BrokerServer:
         for sl in self._listeners:
             sl.start(dispatcher)
         if int(config["metrics.port"]) >= 0:
-            self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), self._raft_metrics)
+            self._metrics = MetricsServer(
+                first.host or host, int(config["metrics.port"]), self._raft_metrics,
+                extra=lambda: render_replication(replicas, controller.image()),
+            )  # fmt: skip
             await self._metrics.start()
         self._start_background(logs, replicas)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
+            replicas.serving = True
         log.info("serving %d api(s) at the ranges of Kafka %s", len(dispatcher.advertised), "3.7.0")
         print(
             f"pylog broker ready: node.id={config.node_id} cluster.id={cluster_id} "

@@ -60,6 +60,7 @@ class EmbeddedBroker:
         self._ready = threading.Event()
         self._pump: threading.Thread | None = None
         self.bootstrap_servers = ""
+        self._started_at = 0.0
 
     @property
     def pid(self) -> int | None:
@@ -73,7 +74,9 @@ class EmbeddedBroker:
         """The last lines the broker printed (stdout and stderr)."""
         return "".join(self._output)
 
-    def start(self) -> EmbeddedBroker:
+    def start(self, *, wait: bool = True) -> EmbeddedBroker:
+        """Start the process and wait for its ready line (``wait=False``: return at once and call
+        ``wait_ready`` later, e.g. to start the voters of a quorum together)."""
         if self.running:
             raise RuntimeError("broker already running")
         # The output pump opens <data_dir>/broker.out at once: the directory must exist first.
@@ -89,7 +92,14 @@ class EmbeddedBroker:
         )
         self._pump = threading.Thread(target=self._pump_output, args=(self._proc,), daemon=True)
         self._pump.start()
-        deadline = time.monotonic() + self._start_timeout_s
+        self._started_at = time.monotonic()
+        return self.wait_ready() if wait else self
+
+    def wait_ready(self) -> EmbeddedBroker:
+        """Block until the started process prints its ready line; BrokerStartError (the process
+        killed) when it exits first or stays silent for ``start_timeout_s`` since its start."""
+        assert self._proc is not None, "start() first"
+        deadline = self._started_at + self._start_timeout_s
         while not self._ready.wait(0.05):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()

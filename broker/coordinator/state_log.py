@@ -77,12 +77,12 @@ class StateTopicLog:
             raise StoreError(exc.code if passed else ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        target = self._replicas.leader_log(self.topic, partition)
+        target = self._replicas.leader_log(self.topic, partition, loading=True)
         with target.read(offset, max_bytes) as chunk:
             return chunk.read_bytes(), chunk.next_offset
 
     def log_start_offset(self, partition: int) -> int:
-        return self._replicas.leader_log(self.topic, partition).log_start_offset
+        return self._replicas.leader_log(self.topic, partition, loading=True).log_start_offset
 
     def log_end_offset(self, partition: int) -> int:
-        return self._replicas.leader_log(self.topic, partition).log_end_offset
+        return self._replicas.leader_log(self.topic, partition, loading=True).log_end_offset

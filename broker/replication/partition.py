@@ -74,6 +74,7 @@ class Partition:
         self.pending_isr: tuple[int, ...] | None = None  # asked of the controller, not yet confirmed
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
+        self.leader_high_watermark = 0  # as a follower: the leader's, from its last fetch response
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset needed in the HW, waiter)
 
     def __repr__(self) -> str:
@@ -190,6 +191,7 @@ class Partition:
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         """A follower's high watermark is the leader's, capped at its own log end."""
         del leader_log_start_offset  # DeleteRecords propagation comes with the admin API
+        self.leader_high_watermark = leader_high_watermark
         self.high_watermark = max(self.log.log_start_offset, min(leader_high_watermark, self.log.log_end_offset))
 
     # -- leader: followers and the high watermark ------------------------------------------------

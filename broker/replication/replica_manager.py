@@ -133,6 +133,10 @@ class ReplicaManager:
         for directory in logs.log_dirs:
             self._hw_hints.update(read_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT))
         self.follower_listener: Callable[[], None] | None = None  # the fetchers re-plan on role changes
+        # False while a KRaft broker replays the metadata log at start-up: the image may still show
+        # leaderships it lost long ago, so it leads nothing until it has caught up (set by the server)
+        self.serving = True
+        self._isr_retry_at: dict[TopicPartition, int] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -206,13 +210,16 @@ class ReplicaManager:
         if (followers_changed or brokers_moved) and self.follower_listener is not None:
             self.follower_listener()
 
-    def _leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
-        """The partition if this broker leads it (at ``current_leader_epoch`` when given)."""
+    def _leader(
+        self, topic: str, partition: int, current_leader_epoch: int = -1, *, loading: bool = False
+    ) -> Partition:
+        """The partition if this broker leads it (at ``current_leader_epoch`` when given). Only a
+        coordinator ``loading`` its state may use it before the broker serves."""
         topic_image = self._image().topics.get(topic)
         if topic_image is None or partition not in topic_image.partitions:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
         hosted = self._partitions.get((topic, partition))
-        if hosted is None or not hosted.is_leader:
+        if hosted is None or not hosted.is_leader or not (self.serving or loading):
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self._node_id} does not lead {topic}-{partition}"
             )
@@ -226,9 +233,10 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
         return self._leader(topic, partition, current_leader_epoch)
 
-    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Log:
-        """The log of a partition this broker leads; raises PartitionError otherwise."""
-        return self._leader(topic, partition, current_leader_epoch).log
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1, *, loading: bool = False) -> Log:
+        """The log of a partition this broker leads; raises PartitionError otherwise (``loading``:
+        a coordinator reading its state topic, allowed while the broker catches up)."""
+        return self._leader(topic, partition, current_leader_epoch, loading=loading).log
 
     # -- produce -----------------------------------------------------------------------------------
     def append(
@@ -406,6 +414,8 @@ class ReplicaManager:
         topic = self._image().topics.get(hosted.topic)
         if self._alter_isr is None or topic is None or hosted.role is None or key in self._isr_in_flight:
             return
+        if self._isr_retry_at.get(key, 0) > self._clock_ms():
+            return
         change = IsrChange(topic.topic_id, hosted.partition, hosted.leader_epoch, new_isr, hosted.role.partition_epoch)
         hosted.pending_isr = new_isr
         self._isr_in_flight.add(key)
@@ -425,7 +435,10 @@ class ReplicaManager:
             self._isr_in_flight.discard(key)
         if hosted.pending_isr == change.new_isr:
             hosted.pending_isr = None
-        if code == ErrorCode.NONE:
+        if code != ErrorCode.NONE:  # the controller is away or refused: propose again later
+            self._isr_retry_at[key] = self._clock_ms() + self.config.fetch_backoff_ms
+        else:
+            self._isr_retry_at.pop(key, None)
             if kind == "shrink":
                 self.isr_shrinks += 1
             else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyspark_log.cli.context import Context
@@ -40,6 +40,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = verbs.add_parser("describe", help="partitions, leaders, replicas, ISR, overridden configs", parents=[common])
     p.add_argument("names", nargs="*", metavar="NAME", help="topics to describe (default: all)")
     p.add_argument("--include-internal", action="store_true", help="with no NAME: describe internal topics too")
+    health = p.add_mutually_exclusive_group()
+    health.add_argument(
+        "--under-replicated-partitions", action="store_true", help="only partitions whose ISR lacks a replica"
+    )
+    health.add_argument(
+        "--under-min-isr-partitions", action="store_true", help="only partitions whose ISR is below min.insync.replicas"
+    )
+    health.add_argument("--at-min-isr-partitions", action="store_true", help="only partitions at min.insync.replicas")
+    health.add_argument("--unavailable-partitions", action="store_true", help="only partitions without a live leader")
     p.set_defaults(handler=describe)
 
     p = verbs.add_parser("delete", help="delete topics", parents=[common])
@@ -205,7 +214,14 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
                 failed = getattr(exc, "errors", None) or {}
                 raise kafka_error(exc, next(iter(failed), None)) from None
         configs = _overridden_configs(admin, names)
+        keep = _health_filter(args, admin, [n for n in names if n in metas])
     topics = [_topic_json(metas[n], configs.get(n, {})) for n in names if n in metas]
+    if keep is not None:
+        topics = [{**t, "partitions": [p for p in t["partitions"] if keep(t["name"], p)]} for t in topics]
+        topics = [t for t in topics if t["partitions"]]
+        if not out.is_json and not out.is_table:  # kafka-topics prints only the partition lines then
+            out.lines(line for line in _describe_text(topics) if line.startswith("\t"))
+            return 0
     if out.is_json:
         out.json(topics)
     elif out.is_table:
@@ -213,6 +229,39 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
     else:
         out.lines(_describe_text(topics))
     return 0
+
+
+PartitionFilter = Callable[[str, dict[str, Any]], bool]
+
+
+def _health_filter(args: argparse.Namespace, admin: AdminClient, names: list[str]) -> PartitionFilter | None:
+    """kafka-topics' health filters over a partition's JSON entry (None: no filter given).
+    Unavailable: no leader, or the leader among the offline replicas."""
+    if args.under_replicated_partitions:
+        return lambda _, p: len(p["isr"]) < len(p["replicas"])
+    if args.unavailable_partitions:
+        return lambda _, p: p["leader"] is None or p["leader"] in p["offlineReplicas"]
+    if not (args.under_min_isr_partitions or args.at_min_isr_partitions):
+        return None
+    min_isr = _min_insync_replicas(admin, names)
+    if args.under_min_isr_partitions:
+        return lambda name, p: len(p["isr"]) < min_isr.get(name, 1)
+    return lambda name, p: len(p["isr"]) == min_isr.get(name, 1)
+
+
+def _min_insync_replicas(admin: AdminClient, names: list[str]) -> dict[str, int]:
+    """Each topic's effective ``min.insync.replicas`` (override or broker default)."""
+    if not names:
+        return {}
+    try:
+        described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
+    except KafkaError as exc:
+        raise kafka_error(exc) from None
+    out = {}
+    for res, entries in described.items():
+        entry = entries.get("min.insync.replicas")
+        out[res.name] = int(entry.value) if entry is not None and entry.value else 1
+    return out
 
 
 def _topic_json(meta: TopicMetadata, configs: dict[str, str | None]) -> dict[str, Any]:

@@ -1,0 +1,221 @@
+"""Start a pylog cluster of several processes on loopback: for tests, benchmarks and demos.
+
+``EmbeddedCluster`` starts controllers (``process.roles=controller``, the KIP-595 voters) and
+brokers (``process.roles=broker``), or nodes with both roles (``combined=True``), each a real
+``python -m broker`` process (``EmbeddedBroker``), all with the same cluster id and voters. Faults
+are real: ``kill`` is SIGKILL, ``pause`` SIGSTOP, ``resume`` SIGCONT, ``restart`` starts the same
+node id on the same data and port.
+
+Voter ports must be known before the voters start, so they come from the OS and a start whose
+port was taken meanwhile is retried on fresh ports (``start``).
+
+    with EmbeddedCluster(Path("/tmp/c")) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap()})
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
+from pyspark_log.wire import ApiKey, decode_response, encode_request
+
+CLUSTER_ID = "cGlsb2cta3JhZnQtdGVzdA"
+QUORUM_TIMEOUTS = {
+    "quorum.election.timeout.ms": "1000",
+    "quorum.fetch.timeout.ms": "2000",
+    "quorum.election.backoff.max.ms": "1000",
+    "quorum.request.timeout.ms": "2000",
+}
+START_ATTEMPTS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def request(address: str, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float = 10) -> Any:
+    """One request on a fresh connection; the decoded response body."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(encode_request(api_key, version, 1, "embedded-cluster", body))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        _, response = decode_response(api_key, version, _read(sock, size))
+    return response
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+def partitions(address: str, topic: str) -> dict[int, PartitionView]:
+    """One broker's Metadata answer for ``topic``: every partition's leader, replicas, ISR."""
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    response = request(address, ApiKey.METADATA, 12, body)
+    out = {}
+    for t in response.topics:
+        for p in t.partitions:
+            out[p.partition_index] = PartitionView(
+                p.leader_id, p.leader_epoch, tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(p.offline_replicas)
+            )
+    return out
+
+
+class EmbeddedCluster:
+    """Controllers and brokers (or combined nodes) of one cluster; see the module docstring."""
+
+    def __init__(
+        self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
+        combined: bool = False, overrides: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        self.root = root
+        self.combined = combined
+        self.controller_ids = brokers if combined else controllers
+        self.broker_ids = brokers
+        self.overrides = dict(overrides or {})
+        self.nodes: dict[int, EmbeddedBroker] = {}
+        self._ports: dict[int, int] = {}
+        self.voters = ""
+
+    def _props(self, node_id: int) -> dict[str, str]:
+        roles = "broker,controller" if self.combined else ("broker" if node_id in self.broker_ids else "controller")
+        return {
+            "process.roles": roles,
+            "node.id": str(node_id),
+            "controller.quorum.voters": self.voters,
+            "cluster.id": CLUSTER_ID,
+            **QUORUM_TIMEOUTS,
+            **self.overrides,
+        }
+
+    def __enter__(self) -> EmbeddedCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _build(self) -> None:
+        self._ports = {n: free_port() for n in self.controller_ids}
+        self.voters = ",".join(f"{n}@127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
+        ids = sorted({*self.controller_ids, *self.broker_ids})
+        root = self.root
+        self.nodes = {
+            n: EmbeddedBroker(root / f"node-{n}", port=self._ports.get(n, 0), overrides=self._props(n)) for n in ids
+        }
+
+    def start(self) -> None:
+        """Start every node (voters first); retried on fresh ports when one was taken meanwhile."""
+        for attempt in range(START_ATTEMPTS):
+            self._build()
+            try:
+                self._start_all()
+                return
+            except BrokerStartError as exc:
+                outputs = self.outputs()
+                self.close()
+                if "Address already in use" not in str(exc) + outputs or attempt == START_ATTEMPTS - 1:
+                    raise BrokerStartError(f"{exc}\n{outputs}") from None
+                for node in self.nodes.values():
+                    with contextlib.suppress(OSError):
+                        _wipe(node.data_dir)
+
+    def _start_all(self) -> None:
+        if self.combined:  # a combined node is ready only once a quorum elected a leader: start together
+            for node in self.nodes.values():
+                node.start(wait=False)
+            for node in self.nodes.values():
+                node.wait_ready()
+            return
+        for n in self.controller_ids:
+            self.nodes[n].start()
+        for n in self.broker_ids:
+            self.nodes[n].start()
+
+    def outputs(self) -> str:
+        return "\n".join(f"--- node {n}:\n{node.output()}" for n, node in self.nodes.items())
+
+    def close(self) -> None:
+        for n in sorted(self.nodes, key=lambda n: n in self.controller_ids):  # brokers before controllers
+            node = self.nodes[n]
+            with contextlib.suppress(Exception):
+                self.resume(n)
+            with contextlib.suppress(Exception):
+                node.stop()
+
+    # -- faults ------------------------------------------------------------------------------------
+    def kill(self, node_id: int) -> None:
+        self.resume(node_id)
+        self.nodes[node_id].kill()
+
+    def stop(self, node_id: int) -> None:
+        self.nodes[node_id].stop()
+
+    def restart(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if node.running:
+            node.stop()
+        node.start()
+
+    def pause(self, node_id: int) -> None:
+        pid = self.nodes[node_id].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        pid = self.nodes[node_id].pid
+        if pid is not None and self.nodes[node_id].running:
+            os.kill(pid, signal.SIGCONT)
+
+    # -- views -------------------------------------------------------------------------------------
+    def address(self, node_id: int) -> str:
+        return self.nodes[node_id].bootstrap_servers
+
+    def bootstrap(self, among: tuple[int, ...] | None = None) -> str:
+        ids = among if among is not None else self.broker_ids
+        return ",".join(self.address(n) for n in ids if self.nodes[n].running)
+
+    def partitions(self, topic: str, via: int | None = None) -> dict[int, PartitionView]:
+        node = via if via is not None else next(n for n in self.broker_ids if self.nodes[n].running)
+        return partitions(self.address(node), topic)
+
+    def log_dir(self, node_id: int, topic: str, partition: int) -> Path:
+        return self.nodes[node_id].data_dir / "logs" / f"{topic}-{partition}"
+
+    def segment_bytes(self, node_id: int, topic: str, partition: int) -> bytes:
+        """Every ``.log`` file of one replica, concatenated in offset order."""
+        directory = self.log_dir(node_id, topic, partition)
+        return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def _wipe(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,124 @@
+"""ISR changes and leader elections on the active controller (``broker.controller.partition_changes``).
+
+Seed 000 §4.7 "Replica Management": the controller "detects broker-level failures and is
+responsible for changing the leader of all affected partitions in a failed broker"; KIP-497: the
+leader asks for ISR changes, the controller validates and writes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.controller import operations
+from broker.controller.errors import MetadataError
+from broker.controller.image_builder import ClusterState, apply_payload
+from broker.controller.partition_changes import IsrChange, alter_partition, fence_broker, unfence_broker
+from broker.controller.records import (
+    FenceBrokerRecord,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    decode_records,
+    encode_records,
+)
+from pyspark_log.wire.errors import ErrorCode
+
+
+def cluster(*brokers: int) -> ClusterState:
+    state = ClusterState()
+    for offset, b in enumerate(brokers):
+        state = apply_payload(state, offset, encode_records([RegisterBrokerRecord(b, f"i{b}", "127.0.0.1", 9000 + b)]))
+    return state
+
+
+def apply(state: ClusterState, records: list) -> ClusterState:
+    return apply_payload(state, state.applied_offset + 1, encode_records(records))
+
+
+def with_topic(state: ClusterState, assignments: list[list[int]]) -> tuple[ClusterState, uuid.UUID]:
+    topic_id = uuid.uuid4()
+    records, _ = operations.create_topic(state, "t", -1, -1, {}, topic_id=topic_id, assignments=assignments)
+    return apply(state, records), topic_id
+
+
+def part(state: ClusterState, index: int = 0):
+    return state.topics["t"].partitions[index]
+
+
+def test_partition_change_records_round_trip_and_bump_the_partition_epoch():
+    topic_id = uuid.uuid4()
+    records = [PartitionChangeRecord(topic_id, 3, isr=(1, 2)), PartitionChangeRecord(topic_id, 4, leader=-1)]
+    assert decode_records(encode_records(records)) == records
+    state, topic_id = with_topic(cluster(1, 2, 3), [[1, 2, 3]])
+    state = apply(state, [PartitionChangeRecord(topic_id, 0, isr=(1, 2))])
+    assert (part(state).isr, part(state).leader_epoch, part(state).partition_epoch) == ((1, 2), 0, 1)
+    state = apply(state, [PartitionChangeRecord(topic_id, 0, leader=2)])
+    assert (part(state).leader, part(state).leader_epoch, part(state).partition_epoch) == (2, 1, 2)
+
+
+def test_the_leader_shrinks_and_expands_the_isr_at_its_current_epochs():
+    """§4.7: "the leader will remove it from the list of in sync replicas"."""
+    state, topic_id = with_topic(cluster(1, 2, 3), [[1, 2, 3]])
+    records = alter_partition(state, 1, IsrChange(topic_id, 0, 0, (1, 3), 0))
+    state = apply(state, records)
+    assert part(state).isr == (1, 3)
+    assert part(state).partition_epoch == 1
+    state = apply(state, alter_partition(state, 1, IsrChange(topic_id, 0, 0, (3, 1, 2), 1)))
+    assert part(state).isr == (1, 2, 3)  # kept in replica order
+    assert alter_partition(state, 1, IsrChange(topic_id, 0, 0, (1, 2, 3), 2)) == []  # no change
+
+
+@pytest.mark.parametrize(
+    ("broker", "change", "code"),
+    [
+        (2, (0, (1, 2), 0), ErrorCode.FENCED_LEADER_EPOCH),  # not the leader
+        (1, (5, (1, 2), 0), ErrorCode.FENCED_LEADER_EPOCH),  # another leader epoch
+        (1, (0, (1, 2), 7), ErrorCode.INVALID_UPDATE_VERSION),  # stale partition epoch
+        (1, (0, (2, 3), 0), ErrorCode.INVALID_REQUEST),  # the leader left out
+        (1, (0, (1, 9), 0), ErrorCode.INVALID_REQUEST),  # not a replica
+        (1, (0, (1, 1), 0), ErrorCode.INVALID_REQUEST),
+    ],
+)
+def test_invalid_isr_changes_are_refused(broker: int, change: tuple, code: int):
+    state, topic_id = with_topic(cluster(1, 2, 3), [[1, 2, 3]])
+    with pytest.raises(MetadataError) as info:
+        alter_partition(state, broker, IsrChange(topic_id, 0, *change))
+    assert info.value.code == code
+
+
+def test_a_fenced_broker_cannot_join_the_isr():
+    state, topic_id = with_topic(cluster(1, 2, 3), [[1, 2, 3]])
+    state = apply(state, alter_partition(state, 1, IsrChange(topic_id, 0, 0, (1, 2), 0)))
+    state = apply(state, [FenceBrokerRecord(3, 2)])
+    with pytest.raises(MetadataError) as info:
+        alter_partition(state, 1, IsrChange(topic_id, 0, 0, (1, 2, 3), 1))
+    assert info.value.code == ErrorCode.INELIGIBLE_REPLICA
+    with pytest.raises(MetadataError) as unknown:
+        alter_partition(state, 1, IsrChange(uuid.uuid4(), 0, 0, (1,), 1))
+    assert unknown.value.code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_fencing_moves_every_leadership_of_the_broker_in_one_entry():
+    """§4.7 Replica Management: the controller changes "the leader of all affected partitions"."""
+    state, _ = with_topic(cluster(1, 2, 3), [[1, 2, 3], [2, 1, 3], [1, 3, 2], [3, 2, 1]])
+    records = fence_broker(state, 1)
+    assert isinstance(records[0], FenceBrokerRecord)
+    state = apply(state, records)
+    assert [part(state, p).leader for p in range(4)] == [2, 2, 3, 3]
+    assert [part(state, p).isr for p in range(4)] == [(2, 3), (2, 3), (3, 2), (3, 2)]
+    assert [part(state, p).leader_epoch for p in range(4)] == [1, 0, 1, 0]  # bumped where the leader moved
+
+
+def test_the_last_isr_member_keeps_the_isr_and_the_partition_waits_for_it():
+    """§4.7 "Unclean leader election: What if they all die?" — with unclean election off, wait for
+    a replica in the ISR to come back."""
+    state, _ = with_topic(cluster(1, 2), [[1, 2]])
+    state = apply(state, fence_broker(state, 2))
+    assert (part(state).leader, part(state).isr) == (1, (1,))
+    state = apply(state, fence_broker(state, 1))
+    assert (part(state).leader, part(state).isr) == (-1, (1,))  # offline; broker 2 is not eligible
+    state = apply(state, unfence_broker(state, 2))
+    assert part(state).leader == -1
+    state = apply(state, unfence_broker(state, 1))
+    assert (part(state).leader, part(state).isr, part(state).leader_epoch) == (1, (1,), 2)  # -1, then 1 again
