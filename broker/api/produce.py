@@ -94,7 +94,11 @@ def _produce(broker: Broker, request: Request) -> Any:
         for part in topic["partition_data"]:
             entry, info = _append_one(broker, name, part["index"], part["records"], acks)
             partitions.append(entry)
-            if info is not None and acks == -1 and not broker.replicas.acknowledged(name, part["index"], info):
+            if (
+                info is not None
+                and acks == -1
+                and not broker.replicas.acknowledged(name, part["index"], info.last_offset)
+            ):
                 waiting.append((entry, name, info))
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
@@ -110,7 +114,10 @@ async def _after_acks(
 ) -> Mapping[str, Any]:
     """acks=all: every appended partition waits for its ISR, all within the request's timeout."""
     codes = await asyncio.gather(
-        *(broker.replicas.wait_for_acks(topic, entry["index"], info, timeout_ms) for entry, topic, info in waiting)
+        *(
+            broker.replicas.wait_for_acks(topic, entry["index"], info.last_offset, timeout_ms)
+            for entry, topic, info in waiting
+        )
     )
     for (entry, _, _), code in zip(waiting, codes, strict=True):
         if code:

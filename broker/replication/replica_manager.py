@@ -261,20 +261,20 @@ class ReplicaManager:
                 self._wake((topic, partition))
         return info
 
-    def acknowledged(self, topic: str, partition: int, info: LogAppendInfo) -> bool:
+    def acknowledged(self, topic: str, partition: int, last_offset: int) -> bool:
         """Whether an append is already below the high watermark (a leader alone in its ISR):
         acks=all can then answer without waiting."""
         hosted = self._partitions.get((topic, partition))
-        return hosted is not None and hosted.high_watermark > info.last_offset
+        return hosted is not None and hosted.high_watermark > last_offset
 
-    async def wait_for_acks(self, topic: str, partition: int, info: LogAppendInfo, timeout_ms: int) -> int:
-        """acks=all (DelayedProduce): wait until the high watermark passes ``info``'s last offset;
-        the error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    async def wait_for_acks(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> int:
+        """acks=all (DelayedProduce): wait until the high watermark passes ``last_offset``; the
+        error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         NOT_LEADER_OR_FOLLOWER)."""
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        waiter = hosted.wait_for_high_watermark(info.last_offset + 1)
+        waiter = hosted.wait_for_high_watermark(last_offset + 1)
         try:
             await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
         except TimeoutError:
@@ -312,6 +312,16 @@ class ReplicaManager:
             except Exception:
                 log.exception("marker listener failed for %s-%s (producer %s)", topic, partition, producer_id)
         return offset
+
+    def marker_replicated(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether a marker written at ``offset`` is below the high watermark (committed)."""
+        return self.acknowledged(topic, partition, offset)
+
+    async def wait_replicated(self, topic: str, partition: int, offset: int, timeout_ms: int) -> int:
+        """Wait until the record at ``offset`` is committed (Kafka writes markers with acks=all);
+        the error code (NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER)."""
+        code = await self.wait_for_acks(topic, partition, offset, timeout_ms)
+        return ErrorCode.NONE if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND else code
 
     def add_marker_listener(self, listener: MarkerListener) -> None:
         """Call ``listener(topic, partition, producer_id, commit)`` after every marker appended

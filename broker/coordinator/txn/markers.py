@@ -38,6 +38,7 @@ TopicPartition = tuple[str, int]
 _DROPPED = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNSUPPORTED_VERSION})
 _ABANDON = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 WARNING_INTERVAL_MS = 30_000
+LOCAL_MARKER_TIMEOUT_MS = 30_000
 WARN_AFTER_FAILURES = 3  # the first rounds of a leadership move are expected; later ones are not
 
 
@@ -61,6 +62,12 @@ class ControlMarkerAppender(Protocol):
         coordinator_epoch: int,
         commit: bool,
     ) -> int: ...
+
+    def marker_replicated(self, topic: str, partition: int, offset: int) -> bool:
+        """Whether the marker at ``offset`` is committed (every ISR member has it)."""
+
+    async def wait_replicated(self, topic: str, partition: int, offset: int, timeout_ms: int) -> int:
+        """Wait until it is; the error code (NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER)."""
 
 
 def _ignore_abandon(code: int) -> None:
@@ -180,7 +187,11 @@ class TxnMarkerChannel:
                 log.info("%s-%s is gone; the marker of %s is not written there", tp[0], tp[1], job.transactional_id)
                 job.pending.discard(tp)
             elif part.leader == self._node_id:
-                self._result(job, tp, self._write_local(job, tp), errors)
+                code, offset = self._write_local(job, tp)
+                if code == ErrorCode.NONE and not self._local.marker_replicated(tp[0], tp[1], offset):
+                    self._await_local(job, tp, offset)
+                else:
+                    self._result(job, tp, code, errors)
             elif part.leader in image.brokers and self._sender is not None:
                 remote.setdefault(part.leader, []).append(tp)
             else:
@@ -194,9 +205,10 @@ class TxnMarkerChannel:
         self._end_round(job, errors)
         self._maybe_done(job)
 
-    def _write_local(self, job: MarkerJob, tp: TopicPartition) -> int:
+    def _write_local(self, job: MarkerJob, tp: TopicPartition) -> tuple[int, int]:
+        """``(error code, marker offset)`` of writing the marker to a partition led here."""
         try:
-            self._local.append_control_marker(
+            offset = self._local.append_control_marker(
                 tp[0],
                 tp[1],
                 producer_id=job.producer_id,
@@ -205,14 +217,41 @@ class TxnMarkerChannel:
                 commit=job.commit,
             )
         except PartitionError as exc:
-            return exc.code
+            return exc.code, -1
         except Exception as exc:  # a LogError (storage, fenced epoch) carries its Kafka code
             code = getattr(exc, "code", None)
             if not isinstance(code, int):
                 log.exception("writing a marker to %s-%s failed", *tp)
-                return int(ErrorCode.UNKNOWN_SERVER_ERROR)
-            return code
-        return int(ErrorCode.NONE)
+                return int(ErrorCode.UNKNOWN_SERVER_ERROR), -1
+            return code, -1
+        return int(ErrorCode.NONE), offset
+
+    def _await_local(self, job: MarkerJob, tp: TopicPartition, offset: int) -> None:
+        """A marker written here counts once its partition's ISR has it (Kafka writes markers with
+        acks=all): until then the partition is in flight; a failure makes the job write it again."""
+        job.in_flight.add(tp)
+        local = self._local
+
+        async def wait() -> None:
+            try:
+                code = await local.wait_replicated(tp[0], tp[1], offset, LOCAL_MARKER_TIMEOUT_MS)
+            except Exception:
+                log.exception("waiting for the marker of %s on %s-%s failed", job.transactional_id, *tp)
+                code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+            finally:
+                job.in_flight.discard(tp)
+            errors: list[tuple[TopicPartition, int]] = []
+            self._result(job, tp, code, errors)
+            self._end_round(job, errors)
+            self._maybe_done(job)
+            try:
+                self.on_reschedule()
+            except Exception:
+                log.exception("rescheduling the marker retries failed")
+
+        task = asyncio.get_running_loop().create_task(wait(), name=f"txn-marker-wait-{job.transactional_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _send_remote(self, job: MarkerJob, host: str, port: int, tps: list[TopicPartition]) -> bool:
         """Send the markers of ``tps`` to the broker at host:port; False if it cannot be sent now."""

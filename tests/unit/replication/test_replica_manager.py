@@ -106,14 +106,14 @@ def test_the_leader_stamps_its_epoch_and_the_high_watermark_waits_for_the_isr(le
 def test_acks_all_completes_when_the_isr_has_the_batch_and_times_out_otherwise(leader: Node):
     async def scenario() -> tuple[int, int]:
         info = leader.replicas.append(TOPIC, 0, batch(2), acks=-1)
-        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info, 10_000))
+        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info.last_offset, 10_000))
         await asyncio.sleep(0)
         assert not waiting.done()
         follower_fetch(leader, 2, 2)
         follower_fetch(leader, 3, 2)
         done = await waiting
         late = leader.replicas.append(TOPIC, 0, batch(1), acks=-1)
-        timed_out = await leader.replicas.wait_for_acks(TOPIC, 0, late, 20)
+        timed_out = await leader.replicas.wait_for_acks(TOPIC, 0, late.last_offset, 20)
         return done, timed_out
 
     assert asyncio.run(scenario()) == (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT)
@@ -131,7 +131,7 @@ def test_seed_004_min_insync_replicas_refuses_acks_all_before_the_append(leader:
 def test_the_isr_shrinking_while_a_produce_waits_answers_not_enough_replicas_after_append(leader: Node):
     async def scenario() -> int:
         info = leader.replicas.append(TOPIC, 0, batch(1), acks=-1)
-        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info, 10_000))
+        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info.last_offset, 10_000))
         await asyncio.sleep(0)
         leader.set_image(image(1, isr=(1,), partition_epoch=1))  # both followers dropped
         return await waiting
@@ -142,7 +142,7 @@ def test_the_isr_shrinking_while_a_produce_waits_answers_not_enough_replicas_aft
 def test_losing_leadership_fails_waiting_produces_with_not_leader(leader: Node):
     async def scenario() -> int:
         info = leader.replicas.append(TOPIC, 0, batch(1), acks=-1)
-        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info, 10_000))
+        waiting = asyncio.ensure_future(leader.replicas.wait_for_acks(TOPIC, 0, info.last_offset, 10_000))
         await asyncio.sleep(0)
         leader.set_image(image(2, epoch=1, partition_epoch=1))
         return await waiting

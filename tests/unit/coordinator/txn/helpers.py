@@ -61,6 +61,12 @@ class RecordingAppender:
         self.markers.append(Marker(topic, partition, producer_id, producer_epoch, coordinator_epoch, commit))
         return len(self.markers) - 1
 
+    def marker_replicated(self, topic: str, partition: int, offset: int) -> bool:
+        return True  # one replica: written is committed
+
+    async def wait_replicated(self, topic: str, partition: int, offset: int, timeout_ms: int) -> int:
+        return int(ErrorCode.NONE)
+
 
 class FakeSender:
     """A ``BrokerSender`` whose requests are answered by the test (``answer``)."""
