@@ -137,9 +137,9 @@ class Partition:
         partition epoch than ours is a stale view and is ignored)."""
         if self.role is None or image.partition_epoch < self.role.partition_epoch:
             return
+        if image.partition_epoch > self.role.partition_epoch:
+            self.pending_isr = None  # the controller decided on what was proposed
         self.role = _role(image)
-        if self.pending_isr is not None and image.partition_epoch > 0:
-            self.pending_isr = None
         if self.is_leader:
             self.maybe_advance_high_watermark()
             self._complete_waiters()
