@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
-from broker.controller.errors import TOPIC_ALREADY_EXISTS, MetadataError
+from broker.controller.errors import MetadataError
 from broker.coordinator.group import OFFSETS_TOPIC, partition_for
 from broker.coordinator.txn import TRANSACTION_STATE_TOPIC
 from broker.coordinator.txn import partition_for as txn_partition_for
@@ -70,7 +70,7 @@ async def ensure_offsets_topic(broker: Broker) -> None:
         await broker.controller.create_topic(OFFSETS_TOPIC, partitions, replication, dict(OFFSETS_TOPIC_CONFIGS))
         log.info("created %s with %d partition(s)", OFFSETS_TOPIC, partitions)
     except MetadataError as exc:
-        if exc.code != TOPIC_ALREADY_EXISTS:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc.message)
 
 
@@ -86,7 +86,7 @@ async def ensure_transaction_topic(broker: Broker) -> None:
         await broker.controller.create_topic(TRANSACTION_STATE_TOPIC, partitions, replication, configs)
         log.info("created %s with %d partition(s)", TRANSACTION_STATE_TOPIC, partitions)
     except MetadataError as exc:
-        if exc.code != TOPIC_ALREADY_EXISTS:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, exc.message)
 
 

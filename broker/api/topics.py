@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 from broker.api.context import Broker
-from broker.controller.errors import TOPIC_ALREADY_EXISTS, MetadataError
+from broker.controller.errors import MetadataError
 from broker.controller.image import TopicImage
+from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ async def auto_create(broker: Broker, name: str) -> tuple[TopicImage | None, int
             {},
         )
     except MetadataError as exc:
-        if exc.code == TOPIC_ALREADY_EXISTS:
+        if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return broker.image().topics.get(name), 0
         return None, exc.code
     log.info("auto-created topic %s with %d partition(s)", name, len(topic.partitions))

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker.controller import errors as err
 from broker.controller.errors import MetadataError
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.operations import Assignments, check_assignments, check_new_partitions
 from broker.controller.topics import validate_topic_config, validate_topic_name
+from pyspark_log.wire.errors import ErrorCode
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
 SNAPSHOT_NAME = "pylog-metadata.json"
@@ -73,18 +73,18 @@ class LocalController:
     ) -> TopicImage:  # fmt: skip
         validate_topic_name(name)
         if name in self._image.topics:
-            raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if assignments is not None:  # every replica list can only name this broker
             num_partitions = len(assignments)
             replication_factor = check_assignments(assignments, self._image.brokers)
         if num_partitions < 1:
             raise MetadataError(
-                err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
+                ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
             )
         brokers = len(self._image.brokers)
         if replication_factor < 1 or replication_factor > brokers:
             raise MetadataError(
-                err.INVALID_REPLICATION_FACTOR,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"replication factor {replication_factor} must be between 1 and {brokers} (live brokers)",
             )
         for key, value in configs.items():
@@ -98,9 +98,9 @@ class LocalController:
 
     async def delete_topic(self, name: str) -> None:
         if not self._deletion_enabled:
-            raise MetadataError(err.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
+            raise MetadataError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
         if name not in self._image.topics:
-            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._publish(self._image.without_topic(name))
 
     async def create_partitions(
@@ -108,7 +108,7 @@ class LocalController:
     ) -> None:
         topic = self._image.topics.get(name)
         if topic is None:
-            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         current = len(topic.partitions)
         check_new_partitions(name, current, total_count, assignments, self._image.brokers)
         partitions = dict(topic.partitions)
@@ -122,7 +122,7 @@ class LocalController:
     ) -> None:
         topic = self._image.topics.get(name)
         if topic is None:
-            raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         configs = dict(topic.configs)
         for key, value in changes.items():
             validate_topic_config(key, value)

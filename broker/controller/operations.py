@@ -16,7 +16,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 
-from broker.controller import errors as err
 from broker.controller.errors import MetadataError
 from broker.controller.image import PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState
@@ -28,6 +27,7 @@ from broker.controller.records import (
     TopicRecord,
 )
 from broker.controller.topics import validate_topic_config, validate_topic_name
+from pyspark_log.wire.errors import ErrorCode
 
 Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 
@@ -37,21 +37,23 @@ def check_assignments(assignments: Assignments, live_brokers: Collection[int]) -
     carry them) and return their replication factor. Kafka's rules: each list non-empty without
     repeats, all of one length, every id a live broker (INVALID_REPLICA_ASSIGNMENT otherwise)."""
     if not assignments:
-        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "the replica assignment is empty")
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica assignment is empty")
     sizes = {len(replicas) for replicas in assignments}
     if 0 in sizes:
-        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "a partition's replica list is empty")
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition's replica list is empty")
     if len(sizes) > 1:
-        raise MetadataError(err.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same number of replicas")
+        raise MetadataError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same number of replicas"
+        )
     for replicas in assignments:
         if len(set(replicas)) != len(replicas):
             raise MetadataError(
-                err.INVALID_REPLICA_ASSIGNMENT, f"duplicate brokers in the replica list {list(replicas)}"
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"duplicate brokers in the replica list {list(replicas)}"
             )
     unknown = sorted({b for replicas in assignments for b in replicas} - set(live_brokers))
     if unknown:
         raise MetadataError(
-            err.INVALID_REPLICA_ASSIGNMENT,
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"unknown or fenced broker(s) {unknown} in the replica assignment (live brokers: {sorted(live_brokers)})",
         )
     return sizes.pop()
@@ -74,10 +76,10 @@ def place_partitions(
         ]
     live = state.live_brokers()
     if not live:
-        raise MetadataError(err.INVALID_REPLICATION_FACTOR, "no broker is registered: cannot place partitions")
+        raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR, "no broker is registered: cannot place partitions")
     if replication_factor > len(live):
         raise MetadataError(
-            err.INVALID_REPLICATION_FACTOR,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} is larger than the {len(live)} live broker(s)",
         )
     start = state.partition_count()
@@ -91,7 +93,7 @@ def place_partitions(
 def _check_replication_factor(replication_factor: int, brokers: int) -> None:
     if replication_factor < 1 or replication_factor > brokers:
         raise MetadataError(
-            err.INVALID_REPLICATION_FACTOR,
+            ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {replication_factor} must be between 1 and {brokers} (live brokers)",
         )
 
@@ -110,12 +112,14 @@ def create_topic(
     (replica list of partition i at index i) they decide the partition count and placement."""
     validate_topic_name(name)
     if name in state.topics:
-        raise MetadataError(err.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     if assignments is not None:
         num_partitions = len(assignments)
         replication_factor = check_assignments(assignments, state.live_brokers())
     if num_partitions < 1:
-        raise MetadataError(err.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}")
+        raise MetadataError(
+            ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
+        )
     _check_replication_factor(replication_factor, len(state.live_brokers()))
     for key, value in configs.items():
         validate_topic_config(key, value)
@@ -128,10 +132,10 @@ def create_topic(
 
 def delete_topic(state: ClusterState, name: str, *, deletion_enabled: bool) -> list[MetadataRecord]:
     if not deletion_enabled:
-        raise MetadataError(err.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
+        raise MetadataError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
     topic = state.topics.get(name)
     if topic is None:
-        raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     return [RemoveTopicRecord(topic.topic_id)]
 
 
@@ -142,13 +146,13 @@ def check_new_partitions(
     """CreatePartitions' rules: the count grows; explicit assignments name exactly the new ones."""
     if total_count <= current:
         raise MetadataError(
-            err.INVALID_PARTITIONS,
+            ErrorCode.INVALID_PARTITIONS,
             f"topic {name!r} has {current} partitions; the new count must be larger, got {total_count}",
         )
     if assignments is not None:
         if len(assignments) != total_count - current:
             raise MetadataError(
-                err.INVALID_REPLICA_ASSIGNMENT,
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"increasing the partition count by {total_count - current} needs as many replica lists,"
                 f" got {len(assignments)}",
             )
@@ -160,7 +164,7 @@ def create_partitions(
 ) -> list[MetadataRecord]:
     topic = state.topics.get(name)
     if topic is None:
-        raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     current = len(topic.partitions)
     check_new_partitions(name, current, total_count, assignments, state.live_brokers())
     replication_factor = max((len(p.replicas) for p in topic.partitions.values()), default=1)
@@ -171,7 +175,7 @@ def create_partitions(
 def alter_topic_configs(state: ClusterState, name: str, changes: Mapping[str, str | None]) -> list[MetadataRecord]:
     topic = state.topics.get(name)
     if topic is None:
-        raise MetadataError(err.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     for key, value in changes.items():
         validate_topic_config(key, value)
     return [ConfigRecord(name, key, value) for key, value in changes.items()]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from broker.controller.errors import INVALID_CONFIG, INVALID_TOPIC_EXCEPTION, MetadataError
+from broker.controller.errors import MetadataError
+from pyspark_log.wire.errors import ErrorCode
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -44,34 +45,34 @@ _INT_CONFIGS = {
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise INVALID_TOPIC_EXCEPTION unless ``name`` is a legal Kafka topic name."""
+    """Raise ErrorCode.INVALID_TOPIC_EXCEPTION unless ``name`` is a legal Kafka topic name."""
     if not name:
-        raise MetadataError(INVALID_TOPIC_EXCEPTION, "topic name is empty")
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
     if name in (".", ".."):
-        raise MetadataError(INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise MetadataError(INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}")
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}")
     if not _LEGAL.match(name):
         raise MetadataError(
-            INVALID_TOPIC_EXCEPTION,
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'",
         )
 
 
 def validate_topic_config(key: str, value: str | None) -> None:
-    """Raise INVALID_CONFIG for an unknown key or a value of the wrong kind."""
+    """Raise ErrorCode.INVALID_CONFIG for an unknown key or a value of the wrong kind."""
     if key not in TOPIC_CONFIG_BROKER_KEYS:
-        raise MetadataError(INVALID_CONFIG, f"unknown topic config {key!r}")
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
     if value is None:
         return
     if key in _INT_CONFIGS:
         try:
             int(value)
         except ValueError:
-            raise MetadataError(INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
     if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-        raise MetadataError(INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
+        raise MetadataError(ErrorCode.INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
     if key == "preallocate" and value.lower() not in ("true", "false"):
-        raise MetadataError(INVALID_CONFIG, f"topic config preallocate={value!r} must be true or false")
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config preallocate={value!r} must be true or false")
     if key == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
-        raise MetadataError(INVALID_CONFIG, "cleanup.policy must be delete, compact, or both")
+        raise MetadataError(ErrorCode.INVALID_CONFIG, "cleanup.policy must be delete, compact, or both")

@@ -17,22 +17,11 @@ Two conventions differ from a literal reading of the seed, both as Kafka impleme
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 from broker.raft.log import Entry
+from pyspark_log.wire.errors import ErrorCode  # the one enum of Kafka error codes
 
-
-class ErrorCode(IntEnum):
-    """The Kafka error codes KIP-595 uses ("Common error codes")."""
-
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    NOT_LEADER_OR_FOLLOWER = 6  # the seed's NOT_LEADER_FOR_PARTITION (same code)
-    INVALID_REQUEST = 42
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    INCONSISTENT_VOTER_SET = 94
-    INCONSISTENT_CLUSTER_ID = 104
+__all__ = ["ErrorCode"]  # re-exported: the core and the driver name codes through this module
 
 
 #: The seed's names for codes Kafka spells differently. Kafka has no INVALID_QUORUM_STATE code;

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import errors as err
 from broker.controller import operations
 from broker.controller.errors import MetadataError
 from broker.controller.image import BrokerInfo
 from broker.controller.image_builder import ClusterState, apply_payload
 from broker.controller.local import LocalController
 from broker.controller.records import FenceBrokerRecord, RegisterBrokerRecord, encode_records
+from pyspark_log.wire.errors import ErrorCode
 
 
 def cluster(*brokers: int) -> ClusterState:
@@ -55,7 +55,7 @@ def test_fenced_brokers_get_no_new_partitions():
 def test_no_live_broker_means_invalid_replication_factor():
     with pytest.raises(MetadataError) as info:
         operations.create_topic(ClusterState(), "a", 1, 1, {}, topic_id=uuid.uuid4())
-    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+    assert info.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 def test_replication_factor_places_rotating_replica_lists_led_by_their_first_broker():
@@ -74,7 +74,7 @@ def test_replication_factor_places_rotating_replica_lists_led_by_their_first_bro
 def test_replication_factor_above_the_live_brokers_is_refused():
     with pytest.raises(MetadataError) as info:
         operations.create_topic(cluster(1, 2), "a", 1, 3, {}, topic_id=uuid.uuid4())
-    assert info.value.code == err.INVALID_REPLICATION_FACTOR
+    assert info.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
 
 
 def test_explicit_replica_lists_place_the_partitions():
@@ -93,7 +93,7 @@ def test_a_fenced_broker_cannot_be_assigned():
     state = apply_payload(cluster(1, 2), 2, encode_records([FenceBrokerRecord(2, 1)]))
     with pytest.raises(MetadataError) as info:
         operations.create_topic(state, "a", -1, -1, {}, topic_id=uuid.uuid4(), assignments=[[2]])
-    assert info.value.code == err.INVALID_REPLICA_ASSIGNMENT
+    assert info.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert "[2]" in info.value.message
 
 
@@ -168,4 +168,4 @@ def test_errors_match_the_local_controller(tmp_path: Path, op: str, args: tuple,
 def test_deletion_disabled():
     with pytest.raises(MetadataError) as info:
         operations.delete_topic(create(cluster(1), "t", 1), "t", deletion_enabled=False)
-    assert info.value.code == err.TOPIC_DELETION_DISABLED
+    assert info.value.code == ErrorCode.TOPIC_DELETION_DISABLED

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 
-from broker.controller import errors as err
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Registration, forwarded_request
 from broker.controller.quorum import ClusterIdMismatchError
@@ -90,7 +89,7 @@ def test_follower_forwards_and_returns_once_its_own_image_has_the_topic(monkeypa
         assert "create_topic->1" in calls
         with pytest.raises(MetadataError) as info:
             await nodes[3].create_topic("t", 1, 1, {})
-        assert info.value.code == err.TOPIC_ALREADY_EXISTS
+        assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
         await nodes[3].delete_topic("t")
         assert "t" not in nodes[3].image().topics
         await stopped(*nodes.values())
@@ -164,7 +163,7 @@ def test_new_leader_first_commits_a_no_op_of_its_epoch():
         before = len(quorum.entries)
         with pytest.raises(MetadataError) as info:
             await two.create_topic("t", 1, 1, {})  # validated against the caught-up state
-        assert info.value.code == err.TOPIC_ALREADY_EXISTS
+        assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
         assert len(quorum.entries) == before + 1
         assert decode_records(quorum.entries[-1]) == []
         await stopped(one, two)
