@@ -64,7 +64,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("num.partitions", int, 1, "partitions of an auto-created topic"),
     ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
     ConfigKey("min.insync.replicas", int, 1, "acks=all needs this many in-sync replicas (topic default)"),
-    ConfigKey("unclean.leader.election.enable", _bool, False, "elect an out-of-sync replica (not yet honoured)"),
+    ConfigKey("unclean.leader.election.enable", _bool, False, "elect an out-of-sync replica when the ISR is gone"),
     ConfigKey("auto.create.topics.enable", _bool, True, "create topics on Metadata/Produce"),
     ConfigKey("delete.topic.enable", _bool, True, "allow DeleteTopics"),
     ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),

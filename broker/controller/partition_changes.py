@@ -24,12 +24,17 @@ Rules (Kafka's ``PartitionChangeBuilder`` / ``ReplicationControlManager``, with
   would lose data (seed 000 §4.7 "Unclean leader election: What if they all die?").
 * ``unfence_broker``: every partition without a leader whose ISR holds the returning broker gets
   a leader again: the first replica of its ISR that is unfenced (the returning one counts).
+* Unclean election (``unclean.leader.election.enable``, per topic, ``unclean(topic)``): where no
+  ISR member is live, the first live replica is elected with an ISR of itself — the partition is
+  available again, and whatever only the old ISR had is lost (seed 000 §4.7: "choose the first
+  replica (not necessarily in the ISR) that comes back to life as the leader"). Logged as a
+  warning by the controller.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from broker.controller.errors import MetadataError
@@ -89,7 +94,14 @@ def alter_partition(state: ClusterState, broker_id: int, change: IsrChange) -> l
     return [PartitionChangeRecord(change.topic_id, change.partition, isr=ordered)]
 
 
-def fence_broker(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+Unclean = Callable[[str], bool]  # topic name -> unclean.leader.election.enable
+
+
+def _never(_: str) -> bool:
+    return False
+
+
+def fence_broker(state: ClusterState, broker_id: int, unclean: Unclean = _never) -> list[MetadataRecord]:
     """Fence ``broker_id`` and move its leaderships and ISR memberships, in one entry."""
     reg = state.registrations.get(broker_id)
     if reg is None:
@@ -103,29 +115,50 @@ def fence_broker(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
         leader = part.leader
         if leader == broker_id:
             leader = _first_live(isr, live, part.replicas)
+            if leader == NO_LEADER and unclean(state.topic_ids[topic_id]):
+                leader = _first_live(part.replicas, live, part.replicas)
+                isr = (leader,) if leader != NO_LEADER else isr
         if isr != part.isr or leader != part.leader:
             records.append(_change(topic_id, part, isr, leader))
     return records
 
 
-def unfence_broker(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+def unfence_broker(state: ClusterState, broker_id: int, unclean: Unclean = _never) -> list[MetadataRecord]:
     """Unfence ``broker_id`` and give a leader to the partitions that lacked one because of it."""
     reg = state.registrations.get(broker_id)
     if reg is None:
         return []
-    return [UnfenceBrokerRecord(broker_id, reg.epoch), *elect_leaderless(state, broker_id)]
+    return [UnfenceBrokerRecord(broker_id, reg.epoch), *elect_leaderless(state, broker_id, unclean)]
 
 
-def elect_leaderless(state: ClusterState, broker_id: int) -> list[MetadataRecord]:
+def elect_leaderless(state: ClusterState, broker_id: int, unclean: Unclean = _never) -> list[MetadataRecord]:
     """Leaders for the partitions without one whose ISR holds ``broker_id``, which is (again) live:
-    on its unfencing, or its registration after a restart."""
+    on its unfencing, or its registration after a restart; with unclean election on for the topic,
+    also those where it is only a replica and no ISR member is live."""
     live = set(state.live_brokers()) | {broker_id}
     records: list[MetadataRecord] = []
     for topic_id, part in _partitions(state):
-        if part.leader == NO_LEADER and broker_id in part.isr:
-            leader = _first_live(part.isr, live, part.replicas)
+        if part.leader != NO_LEADER or broker_id not in part.replicas:
+            continue
+        leader = _first_live(part.isr, live, part.replicas)
+        if leader != NO_LEADER:
             records.append(PartitionChangeRecord(topic_id, part.partition, leader=leader))
+        elif unclean(state.topic_ids[topic_id]):
+            records.append(PartitionChangeRecord(topic_id, part.partition, isr=(broker_id,), leader=broker_id))
     return records
+
+
+def unclean_elections(records: Sequence[MetadataRecord], state: ClusterState) -> list[str]:
+    """``topic-partition`` names of the unclean elections among ``records`` (for the warning)."""
+    out = []
+    for record in records:
+        if isinstance(record, PartitionChangeRecord) and record.leader >= 0 and record.isr == (record.leader,):
+            name = state.topic_ids.get(record.topic_id)
+            topic = state.topics.get(name) if name is not None else None
+            part = topic.partitions.get(record.partition) if topic is not None else None
+            if part is not None and record.leader not in part.isr:
+                out.append(f"{name}-{record.partition}")
+    return out
 
 
 def _change(topic_id: uuid.UUID, part: PartitionImage, isr: tuple[int, ...], leader: int) -> PartitionChangeRecord:

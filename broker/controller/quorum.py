@@ -59,6 +59,7 @@ from broker.controller.partition_changes import (
     alter_partition,
     elect_leaderless,
     fence_broker,
+    unclean_elections,
     unfence_broker,
 )
 from broker.controller.records import (
@@ -120,6 +121,7 @@ class QuorumController:
         node_id: int,
         broker: BrokerInfo | None,
         deletion_enabled: bool = True,
+        unclean_leader_election: bool = False,
         heartbeat_interval_ms: int = 2000,
         session_timeout_ms: int = 9000,
         request_timeout_ms: int = 30000,
@@ -131,6 +133,7 @@ class QuorumController:
         self._node_id = node_id
         self._broker = broker
         self._deletion_enabled = deletion_enabled
+        self._unclean_default = unclean_leader_election
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._session_timeout_ms = session_timeout_ms
         self._request_timeout_ms = request_timeout_ms
@@ -406,7 +409,9 @@ class QuorumController:
                     epoch = current.epoch  # a retried registration of the same process
                 else:
                     record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
-                    epoch = await self._append([record, *elect_leaderless(self._state, reg.broker_id)])
+                    elections = elect_leaderless(self._state, reg.broker_id, self._unclean)
+                    self._warn_unclean(elections)
+                    epoch = await self._append([record, *elections])
                     log.info("registered broker %d at %s:%d, epoch %d", reg.broker_id, reg.host, reg.port, epoch)
                 self._last_heartbeat_ms[reg.broker_id] = self._clock_ms()
                 return ErrorCode.NONE, epoch
@@ -425,11 +430,13 @@ class QuorumController:
                     return ErrorCode.STALE_BROKER_EPOCH, True
                 self._last_heartbeat_ms[broker_id] = self._clock_ms()
                 if want_shut_down and not current.fenced:
-                    records = fence_broker(self._state, broker_id)
+                    records = fence_broker(self._state, broker_id, self._unclean)
+                    self._warn_unclean(records)
                     await self._append(records)
                     log.info("broker %d is shutting down: fenced, %d partition(s) changed", broker_id, len(records) - 1)
                 elif not want_shut_down and current.fenced:
-                    records = unfence_broker(self._state, broker_id)
+                    records = unfence_broker(self._state, broker_id, self._unclean)
+                    self._warn_unclean(records)
                     await self._append(records)
                     log.info("broker %d heartbeats again: unfenced, %d leader(s) elected", broker_id, len(records) - 1)
                 return ErrorCode.NONE, want_shut_down
@@ -448,7 +455,8 @@ class QuorumController:
                 for broker_id, reg in sorted(self._state.registrations.items()):
                     last = self._last_heartbeat_ms.setdefault(broker_id, now)
                     if not reg.fenced and now - last >= self._session_timeout_ms:
-                        records = fence_broker(self._state, broker_id)
+                        records = fence_broker(self._state, broker_id, self._unclean)
+                        self._warn_unclean(records)
                         await self._append(records)
                         log.warning(
                             "fenced broker %d: no heartbeat for %d ms; %d partition(s) changed",
@@ -458,6 +466,16 @@ class QuorumController:
         except _NotActive:
             pass
         return fenced
+
+    def _unclean(self, topic: str) -> bool:
+        """``unclean.leader.election.enable`` of ``topic``: its override, else the broker default."""
+        found = self._state.topics.get(topic)
+        value = found.configs.get("unclean.leader.election.enable") if found is not None else None
+        return self._unclean_default if value is None else value.strip().lower() == "true"
+
+    def _warn_unclean(self, records: Sequence[MetadataRecord]) -> None:
+        for name in unclean_elections(records, self._state):
+            log.warning("unclean leader election for %s: records only the old ISR had are lost", name)
 
     # -- ISR changes (AlterPartition, KIP-497) --------------------------------------------------------
     async def handle_alter_partition(
@@ -654,6 +672,7 @@ def from_config(
         node_id=config.node_id,
         broker=broker,
         deletion_enabled=bool(config["delete.topic.enable"]),
+        unclean_leader_election=bool(config["unclean.leader.election.enable"]),
         heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
         session_timeout_ms=int(config["broker.session.timeout.ms"]),
         request_timeout_ms=max(30_000, int(config["quorum.request.timeout.ms"])),

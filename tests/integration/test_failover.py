@@ -115,3 +115,75 @@ def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_re
         return len(set(logs.values())) == 1
 
     wait_for(identical, "identical segment files on the three replicas")
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": False, "retries": 0})
+    errors: list[KafkaError] = []
+    for value in values:
+        producer.produce(topic, value=value, partition=0, on_delivery=lambda e, _m: e and errors.append(e))
+    assert producer.flush(60) == 0
+    assert errors == []
+
+
+def _read(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    seen: list[bytes] = []
+    try:
+
+        def drained() -> bool:
+            seen.extend(m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None)
+            return len(seen) >= expected
+
+        wait_for(drained, f"{expected} records of {topic}")
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_with_every_isr_member_down_a_partition_waits_unless_unclean_election_is_enabled(tmp_path):
+    """§4.7 "Unclean leader election: What if they all die?" — both choices. Broker 5 falls out of
+    the ISR, then broker 4 (the last ISR member) dies too; broker 5 comes back first. With
+    ``unclean.leader.election.enable=false`` the partition stays offline until broker 4 returns,
+    and nothing acknowledged is lost; with ``true`` broker 5 leads at once and the records only
+    broker 4 had are gone — also from broker 4, which truncates them when it returns (seed 002
+    §5.4.4: no "data that appears")."""
+    cluster = EmbeddedCluster(tmp_path / "unclean", brokers=(4, 5), overrides=OVERRIDES)
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+        for name, unclean in (("clean", "false"), ("unclean", "true")):
+            new = NewTopic(name, 1, replica_assignment=[[4, 5]], config={"unclean.leader.election.enable": unclean})
+            admin.create_topics([new])[name].result(60)
+        wait_for(lambda: all(cluster.partitions(t).get(0) for t in ("clean", "unclean")), "both topics")
+        for topic in ("clean", "unclean"):
+            _produce(cluster.bootstrap(), topic, [b"both-1", b"both-2"], "all")
+
+        cluster.kill(5)
+        for topic in ("clean", "unclean"):
+            _produce(cluster.address(4), topic, [b"only-on-4"], "1")  # leaves broker 5 behind
+        wait_for(lambda: all(cluster.partitions(t, via=4)[0].isr == (4,) for t in ("clean", "unclean")),
+                 "broker 5 out of both ISRs")  # fmt: skip
+        cluster.kill(4)
+        cluster.restart(5)
+
+        def elected() -> bool:
+            parts = {t: cluster.partitions(t, via=5)[0] for t in ("clean", "unclean")}
+            return parts["clean"].leader == -1 and parts["unclean"].leader == 5
+
+        wait_for(elected, "broker 5 leading the unclean topic while the clean one stays offline")
+        assert cluster.partitions("unclean", via=5)[0].isr == (5,)
+        _produce(cluster.address(5), "unclean", [b"after-unclean"], "all")
+        assert _read(cluster.address(5), "unclean", 3) == [b"both-1", b"both-2", b"after-unclean"]
+
+        cluster.restart(4)
+        wait_for(lambda: cluster.partitions("clean", via=5)[0].leader == 4, "broker 4 leading the clean topic again")
+        assert _read(cluster.bootstrap(), "clean", 3) == [b"both-1", b"both-2", b"only-on-4"]  # nothing lost
+        wait_for(lambda: set(cluster.partitions("unclean", via=5)[0].isr) == {4, 5}, "broker 4 following again")
+        wait_for(
+            lambda: cluster.segment_bytes(4, "unclean", 0) == cluster.segment_bytes(5, "unclean", 0),
+            "broker 4's divergent record truncated",
+        )
+    finally:
+        cluster.close()

@@ -14,7 +14,13 @@ import pytest
 from broker.controller import operations
 from broker.controller.errors import MetadataError
 from broker.controller.image_builder import ClusterState, apply_payload
-from broker.controller.partition_changes import IsrChange, alter_partition, fence_broker, unfence_broker
+from broker.controller.partition_changes import (
+    IsrChange,
+    alter_partition,
+    fence_broker,
+    unclean_elections,
+    unfence_broker,
+)
 from broker.controller.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
@@ -122,3 +128,24 @@ def test_the_last_isr_member_keeps_the_isr_and_the_partition_waits_for_it():
     assert part(state).leader == -1
     state = apply(state, unfence_broker(state, 1))
     assert (part(state).leader, part(state).isr, part(state).leader_epoch) == (1, (1,), 2)  # -1, then 1 again
+
+
+def test_unclean_election_picks_the_first_live_replica_and_resets_the_isr():
+    """§4.7 "Unclean leader election: What if they all die?": with it enabled, "choose the first
+    replica (not necessarily in the ISR) that comes back to life as the leader"."""
+    state, topic_id = with_topic(cluster(1, 2, 3), [[1, 2, 3]])
+    state = apply(state, alter_partition(state, 1, IsrChange(topic_id, 0, 0, (1,), 0)))  # 2, 3 fell behind
+    records = fence_broker(state, 1, unclean=lambda topic: topic == "t")
+    assert unclean_elections(records, state) == ["t-0"]
+    state = apply(state, records)
+    assert (part(state).leader, part(state).isr) == (2, (2,))
+
+
+def test_unclean_election_when_a_replica_outside_the_isr_returns_first():
+    state, _ = with_topic(cluster(1, 2), [[1, 2]])
+    state = apply(state, fence_broker(state, 2))
+    state = apply(state, fence_broker(state, 1))
+    assert part(state).leader == -1
+    assert unfence_broker(state, 2)[1:] == []  # clean: broker 2 is not in the ISR, wait for broker 1
+    state = apply(state, unfence_broker(state, 2, unclean=lambda _: True))
+    assert (part(state).leader, part(state).isr) == (2, (2,))
