@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from broker.api.context import Broker, Request
-from broker.api.groups import coordinator_of
 from broker.coordinator.group import CommittedOffset, GroupCoordinator
 from pyspark_log.wire.errors import ErrorCode
 
@@ -38,7 +37,7 @@ def _exists(broker: Broker, topic: str, partition: int) -> bool:
 
 def handle_offset_commit(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     now = broker.clock_ms()
     retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION
     results: dict[TopicPartition, int] = {}
@@ -84,7 +83,7 @@ BATCHED_FETCH_VERSION = 8
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if version >= BATCHED_FETCH_VERSION:
         groups = []
         for group in body.groups:
@@ -151,7 +150,7 @@ TXN_LOAD_ERROR_VERSION = 2  # below it, COORDINATOR_LOAD_IN_PROGRESS is sent as 
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     now = broker.clock_ms()
     results: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
@@ -201,7 +200,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
 
 def handle_offset_delete(broker: Broker, request: Request) -> Any:
     body = request.body
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     results: dict[TopicPartition, int] = {}
     known = [tp for tp in requested if _exists(broker, *tp)]

@@ -46,6 +46,7 @@ from pyspark_log.records import compression
 from pyspark_log.records.batch import DEFAULT_MAX_DECOMPRESSED_BYTES
 from pyspark_log.records.control import is_abort_key
 from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.fetched import Plan, Segment, arrow_schema
 from pyspark_log.records.header import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -66,29 +67,6 @@ if TYPE_CHECKING:
 
 # Below this many records the per-record Python loop beats numpy's fixed per-call costs.
 VECTORIZE_MIN_RECORDS = 192
-
-
-@dataclass(slots=True)
-class Segment:
-    """The records section of one batch to decode: ``data[start:end]`` holds ``count`` records."""
-
-    data: bytes
-    start: int
-    end: int
-    count: int
-    base_offset: int
-    base_timestamp: int
-    timestamp_type: int
-    max_timestamp: int
-
-
-@dataclass(slots=True)
-class Plan:
-    """What ``plan_batches`` found: segments to decode and where reading stopped."""
-
-    segments: list[Segment]
-    next_offset: int | None
-    consumed_bytes: int
 
 
 def plan_batches(
@@ -217,22 +195,6 @@ class ArrowColumns:
         return int(self.batch.num_rows)
 
 
-def arrow_schema(include_headers: bool = False) -> pa.Schema:
-    """The schema of ``decode_arrow``'s record batches."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
-    return pa.schema(fields)
-
-
 def decode_columns(
     buf: bytes | bytearray | memoryview,
     *,
@@ -320,11 +282,12 @@ def decode_arrow(
     )
     if vectorize is None:
         vectorize = sum(seg.count for seg in plan.segments) >= VECTORIZE_MIN_RECORDS and _kernels_available()
+    batch = None
     if vectorize:
         from pyspark_log.records import columnar_numpy
 
         batch = columnar_numpy.decode_plan(plan, start_offset, end_offset, include_headers)
-    else:
+    if batch is None:  # not vectorised, or the kernels cannot take this plan
         batch = columns_from_plan(plan, start_offset, end_offset, include_headers).to_arrow()
     return ArrowColumns(batch, plan.next_offset, plan.consumed_bytes)
 

@@ -1,8 +1,9 @@
 """Vectorised record decoding for ``columnar.decode_arrow``: numpy kernels over whole fetches.
 
 Contract: ``decode_plan(plan, …)`` returns the same ``pyarrow.RecordBatch`` as
-``columnar.columns_from_plan(plan, …).to_arrow()`` and raises CorruptRecordError on the same
-inputs (record layout in ``record.py``, seed 002 §5.3.2). How:
+``columnar.columns_from_plan(plan, …).to_arrow()`` (or None where binary views cannot hold the
+bytes) and raises CorruptRecordError on the same inputs (record layout in ``record.py``, seed 002
+§5.3.2). How:
 
 1. The planned records sections are put in one byte array (no copy when they all live in the
    fetch buffer). A Python loop walks each section's records by their length varints only and
@@ -22,18 +23,16 @@ record's end.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.fetched import Plan, arrow_schema
 from pyspark_log.records.record import MIN_RECORD_BODY_BYTES
 from pyspark_log.records.varint import read_varint
-
-if TYPE_CHECKING:
-    from pyspark_log.records.columnar import Plan
 
 _INLINE = 12  # Arrow binary views hold values of up to 12 bytes inline
 _ARANGE_INLINE = np.arange(_INLINE, dtype=np.int64)
@@ -227,18 +226,16 @@ def _record_begins(plan: Plan) -> tuple[bytes, Any]:
     return data, _begins_python(data, plan, seg_starts)
 
 
-def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool) -> pa.RecordBatch:
-    """Decode the planned segments into a record batch with ``columnar.arrow_schema``."""
-    from pyspark_log.records.columnar import arrow_schema
-
+def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool) -> pa.RecordBatch | None:
+    """Decode the planned segments into a record batch with ``fetched.arrow_schema``; None when
+    the records are too few or too many bytes for binary views (then the caller decodes them
+    with the per-record Python loop)."""
     schema = arrow_schema(include_headers)
     if not plan.segments:
         return pa.RecordBatch.from_pylist([], schema=schema)
     data, begins = _record_begins(plan)
     if len(data) > _MAX_VIEW_OFFSET or len(data) < _INLINE:
-        from pyspark_log.records.columnar import columns_from_plan
-
-        return columns_from_plan(plan, start_offset, end_offset, include_headers).to_arrow()
+        return None
     arr = np.frombuffer(data, np.uint8)
     last = len(arr) - 1
 

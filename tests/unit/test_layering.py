@@ -4,7 +4,10 @@ files, read with ``ast`` (module level, inside functions and under ``TYPE_CHECKI
 * ``broker`` may import ``pyspark_log.records`` and ``pyspark_log.wire``, nothing else of ``pyspark_log``;
 * ``pyspark_log`` never imports ``broker``;
 * a pure core (the Raft state machine, ``broker/log/validate.py``, ``pyspark_log/spark/planning.py``)
-  imports no clock, file system, socket or event loop: the driver around it does the I/O.
+  imports no clock, file system, socket or event loop: the driver around it does the I/O;
+* the package modules import each other one way: no import cycles, counting the imports a
+  function-level import or ``if TYPE_CHECKING`` would hide (a shared piece moves to a lower
+  module, or the lower module states what it needs as a ``Protocol``).
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def within(target: str, prefix: str) -> bool:
 
 
 def describe(imports: list[Import]) -> str:
-    return "\n".join(f"  {MODULES[i.importer].relative_to(ROOT)}:{i.line} imports {i.target}" for i in imports)
+    lines = (f"  {MODULES[i.importer].relative_to(ROOT)}:{i.line} imports {i.target}" for i in imports)
+    return "\n".join(dict.fromkeys(lines))
 
 
 def test_the_import_reader_sees_every_kind_of_import() -> None:
@@ -141,3 +145,72 @@ def test_pure_cores_import_no_io() -> None:
     assert not bad, f"a pure core takes time and I/O from its driver; it imports none of {IO_MODULES}:\n" + describe(
         bad
     )
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Package module -> the package modules it imports (anywhere in its file)."""
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for i in ALL_IMPORTS:
+        if i.target in MODULES and i.target != i.importer:
+            graph[i.importer].add(i.target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative), each as
+    a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_finds_a_hidden_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_among_package_modules() -> None:
+    graph = import_graph()
+    found = cycles(graph)
+    detail = []
+    for component in found:
+        members = set(component)
+        edges = [i for i in ALL_IMPORTS if i.importer in members and i.target in members and i.target != i.importer]
+        detail.append(describe(edges))
+    assert not found, "import cycles (move the shared piece to a lower module):\n" + "\n\n".join(detail)
