@@ -30,7 +30,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from pyspark_log.records.errors import CorruptRecordError
-from pyspark_log.records.fetched import Plan, arrow_schema
+from pyspark_log.records.fetched import Plan, arrow_schema, record_batch
 from pyspark_log.records.record import MIN_RECORD_BODY_BYTES
 from pyspark_log.records.varint import read_varint
 
@@ -226,7 +226,9 @@ def _record_begins(plan: Plan) -> tuple[bytes, Any]:
     return data, _begins_python(data, plan, seg_starts)
 
 
-def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool) -> pa.RecordBatch | None:
+def decode_plan(  # noqa: PLR0917 - the arguments of columnar.decode_arrow, passed on
+    plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool, topic: str, partition: int
+) -> pa.RecordBatch | None:
     """Decode the planned segments into a record batch with ``fetched.arrow_schema``; None when
     the records are too few or too many bytes for binary views (then the caller decodes them
     with the per-record Python loop)."""
@@ -269,20 +271,21 @@ def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_h
 
     buffer = pa.py_buffer(data)
     windows = _windows(arr)
-    columns: list[pa.Array] = [
-        pa.array(offsets, pa.int64()),
-        pa.array(timestamps, pa.int64()).view(pa.timestamp("ms", tz="UTC")),
-        pa.array(ts_type, pa.int32()),
-        _binary(arr, windows, buffer, key_start, key_len, target=pa.binary()),
-        _binary(arr, windows, buffer, value_start, value_len, target=pa.binary()),
-    ]
+    header_column = None
     if include_headers:
-        columns.append(
-            _header_column(
-                arr, windows, buffer, count=header_count, headers=headers, list_type=schema.field("headers").type
-            )
-        )
-    batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+        list_type = schema.field("headers").type
+        header_column = _header_column(arr, windows, buffer, count=header_count, headers=headers, list_type=list_type)
+    batch = record_batch(
+        schema,
+        topic=topic,
+        partition=partition,
+        key=_binary(arr, windows, buffer, key_start, key_len, target=pa.binary()),
+        value=_binary(arr, windows, buffer, value_start, value_len, target=pa.binary()),
+        offset=pa.array(offsets, pa.int64()),
+        timestamp_ms=pa.array(timestamps, pa.int64()),
+        timestamp_type=pa.array(ts_type, pa.int32()),
+        headers=header_column,
+    )
     upper = end_offset if end_offset is not None else 2**63 - 1
     keep = (offsets >= start_offset) & (offsets < upper)
     if not keep.all():

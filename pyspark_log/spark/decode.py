@@ -2,13 +2,10 @@
 
 Decoding is ``pyspark_log.records.columnar.decode_arrow`` (whole batches, records outside
 ``[start, end)`` cut, control batches dropped, and with ``read_committed`` aborted transactions
-dropped by Kafka's consumer rules from each chunk's aborted-transaction list). This module adapts
-its columns to exactly what Spark expects for the Kafka connector's schema (PySpark checks a
-Python source's first RecordBatch against ``to_arrow_schema(schema, timezone="UTC")``)::
-
-    key binary, value binary, topic string, partition int32, offset int64,
-    timestamp timestamp[us, tz=UTC], timestampType int32
-    [, headers list<element: struct<key: string, value: binary>>]   (includeHeaders=true)
+dropped by Kafka's consumer rules from each chunk's aborted-transaction list). It decodes straight
+into the source's schema, ``pyspark_log.records.fetched.arrow_schema`` (the Kafka connector's
+columns with the Arrow types PySpark checks a Python source's batches against), so the batches go
+to Spark as they are.
 
 ``read_range`` drives ``BrokerAccess.fetch`` for one ``OffsetRange`` and yields one RecordBatch
 per fetched chunk that has records in range. Missing offsets inside the range (compaction,
@@ -33,23 +30,6 @@ from pyspark_log.spark.access import (
 )
 from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, report_data_loss
 
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-_BASE_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-]
-_HEADERS_FIELD = pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE)))
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The source's Arrow schema (see module docstring)."""
-    return pa.schema([*_BASE_FIELDS, _HEADERS_FIELD] if include_headers else _BASE_FIELDS)
-
 
 def decode_chunk(
     chunk: FetchedChunk, r: OffsetRange, *, read_committed: bool, include_headers: bool
@@ -58,28 +38,14 @@ def decode_chunk(
     aborted = [(t.producer_id, t.first_offset) for t in chunk.aborted_transactions] if read_committed else None
     decoded = decode_arrow(
         chunk.records,
+        topic=r.tp.topic,
+        partition=r.tp.partition,
         start_offset=r.start,
         end_offset=r.end,
         aborted_transactions=aborted,
         include_headers=include_headers,
     ).batch
-    n = decoded.num_rows
-    if n == 0:
-        return None
-    schema = arrow_schema(include_headers)
-    columns = {
-        "key": decoded.column("key"),
-        "value": decoded.column("value"),
-        "topic": pa.repeat(pa.scalar(r.tp.topic, pa.string()), n),  # C++ fill, not a list of n strs
-        "partition": pa.repeat(pa.scalar(r.tp.partition, pa.int32()), n),
-        "offset": decoded.column("offset"),
-        "timestamp": decoded.column("timestamp"),
-        "timestampType": decoded.column("timestampType"),
-    }
-    if include_headers:
-        columns["headers"] = decoded.column("headers")
-    arrays = [columns[f.name].cast(f.type) for f in schema]  # ms -> us, list item -> element, views -> binary
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return decoded if decoded.num_rows else None
 
 
 def read_range(
