@@ -9,9 +9,9 @@ to Spark as they are.
 
 ``read_range`` drives ``BrokerAccess.fetch`` for one ``OffsetRange`` and yields one RecordBatch
 per fetched chunk that has records in range. Missing offsets inside the range (compaction,
-transaction markers, aborted data) are normal. Out-of-range fetches are data loss, reported with
-``report_data_loss``: with failOnDataLoss=false reading resumes at the log start offset
-(retention) or stops (log truncated or reset).
+transaction markers, aborted data) are normal. Out-of-range fetches are judged by
+``planning.judge_read`` and the loss reported with ``report_data_loss``: with failOnDataLoss=false
+reading resumes at the log start offset (retention) or stops (log truncated or reset).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pyspark_log.spark.access import (
     OffsetOutOfRangeError,
     UnknownPartitionError,
 )
-from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, report_data_loss
+from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, judge_read, report_data_loss
 
 
 def decode_chunk(
@@ -73,11 +73,13 @@ def read_range(
             report_data_loss([DataLoss(r.tp, LossKind.DELETED, position)], fail_on_data_loss)
             return
         except OffsetOutOfRangeError as exc:
-            if exc.offset >= exc.log_start_offset:
-                loss = DataLoss(r.tp, LossKind.RESET, exc.offset, exc.log_start_offset, exc.log_end_offset)
-                report_data_loss([loss], fail_on_data_loss)
+            # the access already gave a short log its grace: decide now
+            loss = judge_read(r.tp, exc.offset, end=r.end, earliest=exc.log_start_offset, latest=exc.log_end_offset)
+            if loss is None:
+                raise  # out of range, yet the log holds the whole range: the broker contradicts itself
+            report_data_loss([loss], fail_on_data_loss)
+            if loss.kind is LossKind.RESET:
                 return
-            report_data_loss([DataLoss(r.tp, LossKind.RETENTION, exc.offset, exc.log_start_offset)], fail_on_data_loss)
             if exc.log_start_offset <= position:
                 raise  # no progress possible: the broker contradicts itself
             position = exc.log_start_offset  # resume at the earliest available offset
