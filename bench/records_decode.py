@@ -95,7 +95,7 @@ def ours_columns(buf: bytes) -> int:
 
 
 def ours_arrow(buf: bytes) -> int:
-    return len(decode_arrow(buf))
+    return len(decode_arrow(buf, topic="bench", partition=0))
 
 
 CANDIDATES: list[tuple[str, Callable[[bytes], int]]] = [

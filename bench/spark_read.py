@@ -36,8 +36,9 @@ import pyarrow as pa
 
 from pyspark_log.client import AdminClient, NewTopic, Producer, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
+from pyspark_log.records.fetched import arrow_schema
 from pyspark_log.spark.client_access import connect
-from pyspark_log.spark.decode import arrow_schema, decode_chunk
+from pyspark_log.spark.decode import decode_chunk
 from pyspark_log.spark.planning import OffsetRange
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

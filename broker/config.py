@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.properties import load_properties
-from broker.raft.bootstrap import validate_quorum_config
-from broker.raft.config import RaftConfigError
+from broker.raft.config import RaftConfigError, validate_quorum_config
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import ipykernel  # noqa: F401  (the kernel the notebooks run in; the test extra installs it)
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 KERNEL = "pylog-test-venv"

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 
 import pytest
+from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_tests.helpers import Kafka, batch_sizes, recent_ms, stream, to_memory, values_of, wait_until
 
@@ -16,6 +18,41 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("stop_queries")]
 
 def memory_values(spark, table: str) -> list[str]:
     return values_of(spark.table(table))
+
+
+def iso_ms(timestamp: str) -> int:
+    """Milliseconds since the epoch of a Spark progress/event timestamp (``2026-01-02T03:04:05.678Z``)."""
+    return int(datetime.fromisoformat(timestamp).timestamp() * 1000)
+
+
+class IdleTriggers(StreamingQueryListener):
+    """Records the start time of every trigger that ran without a batch (``onQueryIdle``, posted at
+    most once per ``spark.sql.streaming.noDataProgressEventInterval``)."""
+
+    def __init__(self) -> None:
+        self.started_ms: list[tuple[str, int]] = []
+
+    def onQueryStarted(self, event) -> None:  # noqa: N802  (Spark names it)
+        pass
+
+    def onQueryProgress(self, event) -> None:  # noqa: N802  (Spark names it)
+        pass
+
+    def onQueryIdle(self, event) -> None:  # noqa: N802  (Spark names it)
+        self.started_ms.append((str(event.id), iso_ms(event.timestamp)))
+
+    def onQueryTerminated(self, event) -> None:  # noqa: N802  (Spark names it)
+        pass
+
+    def since(self, query_id: str, after_ms: int) -> bool:
+        """Whether a trigger of ``query_id`` that started after ``after_ms`` ran idle."""
+        return any(q == str(query_id) and ms > after_ms for q, ms in self.started_ms)
+
+
+def batch_progress(query, count: int) -> list | None:
+    """The progress of the first ``count`` batches that read rows, once the query reported them."""
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    return batches[:count] if len(batches) >= count else None
 
 
 def run_available_now(df, checkpoint) -> tuple[object, list]:
@@ -98,17 +135,30 @@ def test_min_offsets_per_trigger_waits_for_max_trigger_delay(spark, kafka: Kafka
         # wait still leaves the 2 s quiet check inside the delay
         maxTriggerDelay="20s",
     )
-    query, table = to_memory(df, tmp_path / "a")
-    wait_until(lambda: len(memory_values(spark, table)) == 5, 60, "the first trigger (always runs)")
-    kafka.produce(topic, [f"b{i}" for i in range(5)])
-    produced = time.monotonic()
-    time.sleep(2.0)
-    assert len(memory_values(spark, table)) == 5, "10 < minOffsetsPerTrigger records: the trigger waits"
-    wait_until(lambda: len(memory_values(spark, table)) == 10, 90, "maxTriggerDelay to release the batch")
-    assert time.monotonic() - produced >= 2.0
-    kafka.produce(topic, [f"c{i}" for i in range(25)])
-    wait_until(lambda: len(memory_values(spark, table)) == 35, 60, "a batch of >= minOffsetsPerTrigger records")
-    query.stop()
+    idle = IdleTriggers()
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200ms")  # read at query start
+    spark.streams.addListener(idle)
+    try:
+        query, table = to_memory(df, tmp_path / "a")
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    try:
+        wait_until(lambda: len(memory_values(spark, table)) == 5, 60, "the first trigger (always runs)")
+        kafka.produce(topic, [f"b{i}" for i in range(5)])
+        produced_ms = time.time_ns() // 1_000_000
+        # A trigger that started after the produce saw 10 < minOffsetsPerTrigger records and ran no batch.
+        wait_until(lambda: idle.since(query.id, produced_ms), 60, "an idle trigger after the produce")
+        assert len(memory_values(spark, table)) == 5, "10 < minOffsetsPerTrigger records: the trigger waits"
+        wait_until(lambda: len(memory_values(spark, table)) == 10, 90, "maxTriggerDelay to release the batch")
+        batches = wait_until(lambda: batch_progress(query, 2), 30, "the released batch's progress")
+        first, released = batches
+        # the delay counts from the first batch (less the moment a trigger takes to ask the source)
+        assert iso_ms(released["timestamp"]) - iso_ms(first["timestamp"]) >= 19_000, (first, released)
+        kafka.produce(topic, [f"c{i}" for i in range(25)])
+        wait_until(lambda: len(memory_values(spark, table)) == 35, 60, "a batch of >= minOffsetsPerTrigger records")
+        query.stop()
+    finally:
+        spark.streams.removeListener(idle)
 
 
 def test_split_options_in_a_stream(spark, kafka: Kafka, topic: str, tmp_path) -> None:

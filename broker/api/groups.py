@@ -14,7 +14,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Handler, Request
-from broker.coordinator.group import GroupCoordinator, JoinRequest, JoinResult, SyncResult
+from broker.api.find_coordinator import handle_find_coordinator
+from broker.api.offset_commit import (
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_txn_offset_commit,
+)
+from broker.coordinator.group import JoinRequest, JoinResult, SyncResult
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
@@ -23,10 +30,6 @@ Body = Mapping[str, Any]
 # (READ=3, DELETE=6, DESCRIBE=8 of Kafka's AclOperation); pylog has no ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED_OPERATIONS = -(2**31)
-
-
-def coordinator_of(broker: Broker) -> GroupCoordinator | None:
-    return broker.groups
 
 
 def client_host(request: Request) -> str:
@@ -61,7 +64,7 @@ def _answer_later(
 
 def handle_join_group(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if coordinator is None:
         return _join_body(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, body.member_id), version)
     join = JoinRequest(
@@ -101,7 +104,7 @@ def _join_body(result: JoinResult, version: int) -> Body:
 
 def handle_sync_group(broker: Broker, request: Request) -> Any:
     body = request.body
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if coordinator is None:
         return _sync_body(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
@@ -135,7 +138,7 @@ def _sync_body(result: SyncResult) -> Body:
 
 def handle_heartbeat(broker: Broker, request: Request) -> Any:
     body = request.body
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
     code = coordinator.heartbeat(body.group_id, body.member_id, body.group_instance_id, body.generation_id)
@@ -144,7 +147,7 @@ def handle_heartbeat(broker: Broker, request: Request) -> Any:
 
 def handle_leave_group(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     leaving: list[tuple[str, str | None]] = [(m.member_id, m.group_instance_id) for m in body.members]
     if version < 3:
         leaving = [(body.member_id, None)]
@@ -165,7 +168,7 @@ def handle_leave_group(broker: Broker, request: Request) -> Any:
 
 def handle_describe_groups(broker: Broker, request: Request) -> Any:
     body = request.body
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     operations = GROUP_AUTHORIZED_OPERATIONS if body.include_authorized_operations else NOT_REQUESTED_OPERATIONS
     groups = []
     for group_id in body.groups:
@@ -213,7 +216,7 @@ def _empty_group(group_id: str, code: int, operations: int) -> dict[str, Any]:
 
 
 def handle_list_groups(broker: Broker, request: Request) -> Any:
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     states = request.body.states_filter if request.version >= 4 else []
@@ -226,7 +229,7 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
 
 
 def handle_delete_groups(broker: Broker, request: Request) -> Any:
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     names = list(request.body.groups_names)
     if coordinator is None:
         results = dict.fromkeys(names, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -240,14 +243,6 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
 
 def group_handlers() -> dict[int, Handler]:
     """Every group API this package serves, for ``broker.server.HANDLERS``."""
-    from broker.api.find_coordinator import handle_find_coordinator
-    from broker.api.offset_commit import (
-        handle_offset_commit,
-        handle_offset_delete,
-        handle_offset_fetch,
-        handle_txn_offset_commit,
-    )
-
     return {
         ApiKey.FIND_COORDINATOR: handle_find_coordinator,
         ApiKey.JOIN_GROUP: handle_join_group,

@@ -16,10 +16,10 @@ COORDINATOR_LOAD_IN_PROGRESS (clients before KAFKA-7296 did not retry the latter
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
-from broker.api.groups import coordinator_of
 from broker.coordinator.group import CommittedOffset, GroupCoordinator
 from pyspark_log.wire.errors import ErrorCode
 
@@ -33,14 +33,20 @@ def _exists(broker: Broker, topic: str, partition: int) -> bool:
     return found is not None and partition in found.partitions
 
 
-# -- OffsetCommit ------------------------------------------------------------------------------
+# -- OffsetCommit and TxnOffsetCommit: one per-partition loop --------------------------------
 
 
-def handle_offset_commit(broker: Broker, request: Request) -> Any:
-    body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
-    now = broker.clock_ms()
-    retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION
+def _commit_each_partition(
+    broker: Broker,
+    body: Any,
+    offset_of: Callable[[Any], CommittedOffset],
+    commit: Callable[[GroupCoordinator, dict[TopicPartition, CommittedOffset]], Mapping[TopicPartition, int]],
+) -> dict[TopicPartition, int]:
+    """The error code of every partition of ``body.topics``: COORDINATOR_NOT_AVAILABLE when this
+    broker serves no groups, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist, and
+    for the others what ``commit(coordinator, offsets)`` answers, ``offsets`` holding
+    ``offset_of(partition)`` of each (one call, so the commit is one append)."""
+    coordinator = broker.groups
     results: dict[TopicPartition, int] = {}
     offsets: dict[TopicPartition, CommittedOffset] = {}
     for topic in body.topics:
@@ -51,22 +57,14 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
             elif not _exists(broker, *tp):
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                commit_ts = (
-                    part.commit_timestamp if version == 1 and part.commit_timestamp != DEFAULT_TIMESTAMP else now
-                )
-                offsets[tp] = CommittedOffset(
-                    offset=part.committed_offset,
-                    leader_epoch=part.committed_leader_epoch if version >= 6 else -1,
-                    metadata=part.committed_metadata or "",
-                    commit_timestamp_ms=commit_ts,
-                    expire_timestamp_ms=now + retention if retention != DEFAULT_RETENTION else -1,
-                )
+                offsets[tp] = offset_of(part)
     if coordinator is not None and offsets:
-        generation = body.generation_id_or_member_epoch if version >= 1 else -1
-        member_id = body.member_id if version >= 1 else ""
-        results.update(
-            coordinator.commit_offsets(body.group_id, member_id or "", body.group_instance_id, generation, offsets)
-        )
+        results.update(commit(coordinator, offsets))
+    return results
+
+
+def _commit_response(body: Any, results: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """The OffsetCommit / TxnOffsetCommit response: the requested partitions, in request order."""
     topics: dict[str, list[dict[str, int]]] = {}
     for topic in body.topics:
         entries = topics.setdefault(topic.name, [])
@@ -77,6 +75,34 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
+def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    body, version = request.body, request.version
+    now = broker.clock_ms()
+    retention = body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION
+
+    def offset_of(part: Any) -> CommittedOffset:
+        commit_ts = part.commit_timestamp if version == 1 and part.commit_timestamp != DEFAULT_TIMESTAMP else now
+        return CommittedOffset(
+            offset=part.committed_offset,
+            leader_epoch=part.committed_leader_epoch if version >= 6 else -1,
+            metadata=part.committed_metadata or "",
+            commit_timestamp_ms=commit_ts,
+            expire_timestamp_ms=now + retention if retention != DEFAULT_RETENTION else -1,
+        )
+
+    generation = body.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = (body.member_id if version >= 1 else "") or ""
+    results = _commit_each_partition(
+        broker,
+        body,
+        offset_of,
+        lambda coordinator, offsets: coordinator.commit_offsets(
+            body.group_id, member_id, body.group_instance_id, generation, offsets
+        ),
+    )
+    return _commit_response(body, results)
+
+
 # -- OffsetFetch -------------------------------------------------------------------------------
 
 BATCHED_FETCH_VERSION = 8
@@ -84,7 +110,7 @@ BATCHED_FETCH_VERSION = 8
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     if version >= BATCHED_FETCH_VERSION:
         groups = []
         for group in body.groups:
@@ -151,49 +177,36 @@ TXN_LOAD_ERROR_VERSION = 2  # below it, COORDINATOR_LOAD_IN_PROGRESS is sent as 
 
 def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
-    coordinator = coordinator_of(broker)
     now = broker.clock_ms()
-    results: dict[TopicPartition, int] = {}
-    offsets: dict[TopicPartition, CommittedOffset] = {}
-    for topic in body.topics:
-        for part in topic.partitions:
-            tp = (topic.name, part.partition_index)
-            if coordinator is None:
-                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            elif not _exists(broker, *tp):
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offsets[tp] = CommittedOffset(
-                    offset=part.committed_offset,
-                    leader_epoch=part.committed_leader_epoch if version >= 2 else -1,
-                    metadata=part.committed_metadata or "",
-                    commit_timestamp_ms=now,
-                )
-    if coordinator is not None and offsets:
-        results.update(
-            coordinator.commit_txn_offsets(
-                body.group_id,
-                body.producer_id,
-                body.producer_epoch,
-                body.member_id or "",
-                body.group_instance_id,
-                body.generation_id,
-                offsets,
-            )
+
+    def offset_of(part: Any) -> CommittedOffset:
+        return CommittedOffset(
+            offset=part.committed_offset,
+            leader_epoch=part.committed_leader_epoch if version >= 2 else -1,
+            metadata=part.committed_metadata or "",
+            commit_timestamp_ms=now,
         )
+
+    results = _commit_each_partition(
+        broker,
+        body,
+        offset_of,
+        lambda coordinator, offsets: coordinator.commit_txn_offsets(
+            body.group_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.member_id or "",
+            body.group_instance_id,
+            body.generation_id,
+            offsets,
+        ),
+    )
     if version < TXN_LOAD_ERROR_VERSION:
         results = {
             tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
             for tp, code in results.items()
         }
-    topics: dict[str, list[dict[str, int]]] = {}
-    for topic in body.topics:
-        entries = topics.setdefault(topic.name, [])
-        for part in topic.partitions:
-            entries.append(
-                {"partition_index": part.partition_index, "error_code": results[(topic.name, part.partition_index)]}
-            )
-    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+    return _commit_response(body, results)
 
 
 # -- OffsetDelete ------------------------------------------------------------------------------
@@ -201,7 +214,7 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
 
 def handle_offset_delete(broker: Broker, request: Request) -> Any:
     body = request.body
-    coordinator = coordinator_of(broker)
+    coordinator = broker.groups
     requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     results: dict[TopicPartition, int] = {}
     known = [tp for tp in requested if _exists(broker, *tp)]

@@ -13,84 +13,30 @@ KRaft mode is on when ``process.roles`` is given (``controller``, ``broker`` or 
   Raft request would be refused with INCONSISTENT_CLUSTER_ID (Kafka: ``kafka-storage format -t``).
 
 Every error names the key to fix (``RaftConfigError``; ``broker.config`` re-raises it as its
-``ConfigError``).
+``ConfigError``). The checks themselves (``validate_quorum_config``) live in ``broker.raft.config``,
+so ``broker.config`` runs them without importing this module (which names ``BrokerConfig``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.log.manager import METADATA_DIR_NAME
 from broker.properties import load_properties
-from broker.raft.config import RaftConfig, RaftConfigError, VoterEndpoint, parse_quorum_voters
+from broker.raft.config import (
+    QUORUM_KEYS,
+    RaftConfig,
+    RaftConfigError,
+    VoterEndpoint,
+    kraft_enabled,
+    parse_quorum_voters,
+)
 from broker.raft.driver import RaftDriver
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-
-ROLES = ("broker", "controller")
-_QUORUM_KEYS = {
-    "quorum.election.timeout.ms": "election_timeout_ms",
-    "quorum.fetch.timeout.ms": "fetch_timeout_ms",
-    "quorum.election.backoff.max.ms": "election_backoff_max_ms",
-    "quorum.request.timeout.ms": "request_timeout_ms",
-    "quorum.retry.backoff.ms": "retry_backoff_ms",
-    "quorum.retry.backoff.max.ms": "retry_backoff_max_ms",
-}
-
-
-def kraft_enabled(raw: Mapping[str, str]) -> bool:
-    """KRaft mode: ``process.roles`` was given (without it pylog keeps its single-node metadata)."""
-    return "process.roles" in raw
-
-
-def voters_key(raw: Mapping[str, str]) -> str:
-    """The key the voters were given under (for error messages)."""
-    if "quorum.voters" in raw and "controller.quorum.voters" not in raw:
-        return "quorum.voters"
-    return "controller.quorum.voters"
-
-
-def validate_quorum_config(values: Mapping[str, Any], raw: Mapping[str, str]) -> None:
-    """Check the KRaft keys of a broker config; RaftConfigError naming the key otherwise."""
-    port = int(values["metrics.port"])
-    if port != -1 and not 0 <= port <= 65535:
-        raise RaftConfigError(f"metrics.port={port} is not a port: use -1 (off) or 0-65535")
-    for key in _QUORUM_KEYS:
-        if int(values[key]) <= 0:
-            raise RaftConfigError(f"{key}={values[key]} must be > 0")
-    if int(values["quorum.retry.backoff.max.ms"]) < int(values["quorum.retry.backoff.ms"]):
-        raise RaftConfigError("quorum.retry.backoff.max.ms must be >= quorum.retry.backoff.ms")
-    if not kraft_enabled(raw):
-        return
-    roles: Sequence[str] = values["process.roles"]
-    unknown = sorted(set(roles) - set(ROLES))
-    if not roles or unknown or len(set(roles)) != len(roles):
-        raise RaftConfigError(
-            f"process.roles={','.join(roles)!r} is invalid: use controller, broker, or broker,controller"
-        )
-    key = voters_key(raw)
-    try:
-        voters = parse_quorum_voters(str(values["controller.quorum.voters"]))
-    except RaftConfigError as exc:
-        raise RaftConfigError(str(exc).replace("quorum.voters:", f"{key}:", 1)) from None
-    node_id = int(values["node.id"])
-    listed = ",".join(str(v) for v in sorted(voters))
-    if "controller" in roles:
-        if voters and node_id not in voters:
-            raise RaftConfigError(
-                f"node.id={node_id} is not in {key} (voters {listed}): a node with process.roles=controller "
-                "must be one of the voters"
-            )
-    elif not voters:
-        raise RaftConfigError(f"{key} is required with process.roles=broker: the brokers find the quorum through it")
-    elif node_id in voters:
-        raise RaftConfigError(
-            f"node.id={node_id} is in {key} (voters {listed}) but process.roles=broker: a voter must have "
-            "the controller role"
-        )
 
 
 def raft_config(config: BrokerConfig, listener: tuple[str, int]) -> RaftConfig:
@@ -99,7 +45,7 @@ def raft_config(config: BrokerConfig, listener: tuple[str, int]) -> RaftConfig:
     endpoints: dict[int, VoterEndpoint] = parse_quorum_voters(str(config["controller.quorum.voters"]))
     if not endpoints:
         endpoints = {config.node_id: VoterEndpoint(config.node_id, *listener)}
-    kwargs = {attr: int(config[key]) for key, attr in _QUORUM_KEYS.items()}
+    kwargs = {attr: int(config[key]) for key, attr in QUORUM_KEYS.items()}
     return RaftConfig(node_id=config.node_id, voters=frozenset(endpoints), voter_endpoints=endpoints, **kwargs)
 
 

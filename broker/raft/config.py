@@ -22,8 +22,9 @@ nothing to return) and ``fetch_max_records`` are not ``quorum.*`` keys: Kafka fi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class RaftConfigError(ValueError):
@@ -135,3 +136,68 @@ _PROPERTY_KEYS = {
     "quorum.retry.backoff.max.ms": "retry_backoff_max_ms",
 }
 _KEY_OF_ATTR = {attr: key for key, attr in _PROPERTY_KEYS.items()}
+
+
+# -- the KRaft keys of server.properties (checked by broker.config, used by bootstrap) ---------------
+
+ROLES = ("broker", "controller")
+QUORUM_KEYS = {
+    "quorum.election.timeout.ms": "election_timeout_ms",
+    "quorum.fetch.timeout.ms": "fetch_timeout_ms",
+    "quorum.election.backoff.max.ms": "election_backoff_max_ms",
+    "quorum.request.timeout.ms": "request_timeout_ms",
+    "quorum.retry.backoff.ms": "retry_backoff_ms",
+    "quorum.retry.backoff.max.ms": "retry_backoff_max_ms",
+}
+
+
+def kraft_enabled(raw: Mapping[str, str]) -> bool:
+    """KRaft mode: ``process.roles`` was given (without it pylog keeps its single-node metadata)."""
+    return "process.roles" in raw
+
+
+def voters_key(raw: Mapping[str, str]) -> str:
+    """The key the voters were given under (for error messages)."""
+    if "quorum.voters" in raw and "controller.quorum.voters" not in raw:
+        return "quorum.voters"
+    return "controller.quorum.voters"
+
+
+def validate_quorum_config(values: Mapping[str, Any], raw: Mapping[str, str]) -> None:
+    """Check the KRaft keys of a broker config; RaftConfigError naming the key otherwise."""
+    port = int(values["metrics.port"])
+    if port != -1 and not 0 <= port <= 65535:
+        raise RaftConfigError(f"metrics.port={port} is not a port: use -1 (off) or 0-65535")
+    for key in QUORUM_KEYS:
+        if int(values[key]) <= 0:
+            raise RaftConfigError(f"{key}={values[key]} must be > 0")
+    if int(values["quorum.retry.backoff.max.ms"]) < int(values["quorum.retry.backoff.ms"]):
+        raise RaftConfigError("quorum.retry.backoff.max.ms must be >= quorum.retry.backoff.ms")
+    if not kraft_enabled(raw):
+        return
+    roles: Sequence[str] = values["process.roles"]
+    unknown = sorted(set(roles) - set(ROLES))
+    if not roles or unknown or len(set(roles)) != len(roles):
+        raise RaftConfigError(
+            f"process.roles={','.join(roles)!r} is invalid: use controller, broker, or broker,controller"
+        )
+    key = voters_key(raw)
+    try:
+        voters = parse_quorum_voters(str(values["controller.quorum.voters"]))
+    except RaftConfigError as exc:
+        raise RaftConfigError(str(exc).replace("quorum.voters:", f"{key}:", 1)) from None
+    node_id = int(values["node.id"])
+    listed = ",".join(str(v) for v in sorted(voters))
+    if "controller" in roles:
+        if voters and node_id not in voters:
+            raise RaftConfigError(
+                f"node.id={node_id} is not in {key} (voters {listed}): a node with process.roles=controller "
+                "must be one of the voters"
+            )
+    elif not voters:
+        raise RaftConfigError(f"{key} is required with process.roles=broker: the brokers find the quorum through it")
+    elif node_id in voters:
+        raise RaftConfigError(
+            f"node.id={node_id} is in {key} (voters {listed}) but process.roles=broker: a voter must have "
+            "the controller role"
+        )

@@ -14,6 +14,9 @@ A driver owns one core and calls, one at a time, each with the current time in m
 
 Each call returns a ``StepResult`` that the driver executes as ``effects`` describes: every
 ``persist`` effect durably, in order, *then* the ``send`` messages, then the ``notify`` items.
+Before returning it the core checks its own safety invariants (``invariants``: epoch, one vote
+and one leader per epoch, high watermark, persist before send) and raises ``RaftInvariantError``
+(an AssertionError, fatal for the driver) when one is broken.
 Randomness comes only from the injected ``random.Random``; time only from the ``now_ms`` arguments.
 """
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from broker.raft.config import RaftConfig
 from broker.raft.effects import EffectBuffer, FatalError, QuorumStateData, StepResult
 from broker.raft.election import ElectionHandlers
+from broker.raft.invariants import ReplicaView, StepInvariants
 from broker.raft.log import Entry, OffsetAndEpoch, RaftLog
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
@@ -109,6 +113,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         self._init_replication()
         self._fatal: FatalError | None = None
         self._started = False
+        self._invariants = StepInvariants(self.local_id, self._view())
 
     # -- read-only views ---------------------------------------------------------------------------
     @property
@@ -149,7 +154,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         if self.config.voters == frozenset((self.local_id,)) and not self.is_leader:
             self._become_candidate(now_ms)  # a single voter elects itself at once
         self._poll(now_ms)
-        return self._effects.drain()
+        return self._finish_step()
 
     def handle(self, inbound: Inbound, now_ms: int) -> StepResult:
         """Process one received message, then timers; returns the effects to execute."""
@@ -158,14 +163,14 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._dispatch(inbound, now_ms)
             if self._fatal is None:
                 self._poll(now_ms)
-        return self._effects.drain()
+        return self._finish_step()
 
     def tick(self, now_ms: int) -> StepResult:
         """Advance timers (elections, fetch timeouts, retries, parked fetches)."""
         self._check_started()
         if self._fatal is None:
             self._poll(now_ms)
-        return self._effects.drain()
+        return self._finish_step()
 
     def request_failed(self, destination: int, correlation_id: int, now_ms: int) -> StepResult:
         """The driver could not send a request, or lost the connection before its response
@@ -175,7 +180,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         if self._fatal is None and self._requests.match_response(destination, correlation_id):
             self._requests.on_failure(destination, now_ms)
             self._poll(now_ms)
-        return self._effects.drain()
+        return self._finish_step()
 
     def append(self, payloads: Sequence[bytes], now_ms: int) -> AppendResult:
         """Leader only: append records in the current epoch (fsynced by the returned step)."""
@@ -189,7 +194,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         entries = [Entry(base + i, state.epoch, bytes(p)) for i, p in enumerate(payloads)]
         self._append_as_leader(state, entries, now_ms)
         self._poll(now_ms)
-        return AppendResult(self._effects.drain(), base, base + len(entries) - 1, state.epoch)
+        return AppendResult(self._finish_step(), base, base + len(entries) - 1, state.epoch)
 
     def resign(self, now_ms: int) -> StepResult:
         """Graceful step-down (KIP-595 EndQuorumEpoch): a leader resigns and tells every voter,
@@ -208,7 +213,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
                     EndQuorumEpochRequest(self.cluster_id, self.local_id, self.local_id, state.epoch, successors),
                 )
             self._complete_parked_fetches(now_ms)
-        return self._effects.drain()
+        return self._finish_step()
 
     def set_cluster_id(self, cluster_id: str) -> None:
         """Adopt the cluster id once it is known (committed in the metadata log, meta.properties)."""
@@ -264,6 +269,16 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         )
 
     # -- internals ---------------------------------------------------------------------------------
+    def _view(self) -> ReplicaView:
+        return ReplicaView(self.quorum.snapshot(), self.is_leader, self.high_watermark, self.log.end_offset)
+
+    def _finish_step(self) -> StepResult:
+        """The step's effects, once the replica's invariants hold (``invariants``; a broken one
+        raises ``RaftInvariantError`` and the driver stops the node)."""
+        step = self._effects.drain()
+        self._invariants.after_step(self._view(), step)
+        return step
+
     def _check_started(self) -> None:
         if not self._started:
             raise RuntimeError("RaftCore.start must be called first")

@@ -382,6 +382,17 @@ class RaftDriver:
             self._fatal(f"raft driver failed: {exc!r}")
 
     def _process(self, event: tuple[Any, ...]) -> None:
+        try:
+            self._process_event(event)
+        except BaseException as exc:
+            # Fatal for the driver (_run); the event is out of the inbox already, so its own waiter
+            # (an append or a resign) is failed here, as _fail_waiters fails the others.
+            future = event[-1]
+            if isinstance(future, asyncio.Future) and not future.done():
+                future.set_exception(RaftStoppedError(f"raft driver failed: {exc!r}"))
+            raise
+
+    def _process_event(self, event: tuple[Any, ...]) -> None:
         core = self.core
         kind = event[0]
         now_ms = self._clock_ms()

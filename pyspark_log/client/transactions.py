@@ -27,7 +27,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pyspark_log.client import config as cfg
 from pyspark_log.client.backoff import ExponentialBackoff
@@ -45,9 +45,6 @@ from pyspark_log.client.loop_thread import LoopThread, _wait_s
 from pyspark_log.client.txn_manager import FATAL_ERRORS, TransactionManager, TxnState, fatal_error
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
-
-if TYPE_CHECKING:
-    from pyspark_log.client.producer import AsyncProducer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,10 +231,23 @@ def _offsets_check(resp: Message) -> ErrorCode:
     return _worst([p.error_code for t in resp.topics for p in t.partitions])
 
 
+class TransactionalProducer(Protocol):
+    """What the transactional flows use of their producer (``producer.AsyncProducer``, which imports
+    this module; so this one names no type of it)."""
+
+    max_block_ms: float
+
+    def wakeup_sender(self) -> None: ...
+
+    def fail_unsent(self, exc: BaseException) -> None: ...
+
+    async def flush(self, timeout_ms: float | None = None) -> None: ...
+
+
 class ProducerTransactions:
     """The transactional calls of one ``AsyncProducer`` (see the module doc)."""
 
-    def __init__(self, producer: AsyncProducer, txn: TransactionManager, requests: TxnRequests) -> None:
+    def __init__(self, producer: TransactionalProducer, txn: TransactionManager, requests: TxnRequests) -> None:
         self._producer = producer
         self.txn = txn
         self.requests = requests

@@ -11,6 +11,7 @@ Modules (each opens with the byte layout it implements; seed 002 §5.3 is the co
 ``control``         transaction markers and KRaft control records, control batches
 ``columnar``        fetch response records -> column lists or a pyarrow RecordBatch (Spark path)
 ``columnar_numpy``  the vectorised kernels behind ``columnar.decode_arrow``
+``fetched``         what both decoders share: the planned segments, the Arrow schema of records
 ``errors``          CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
 
 Importing this package does not import pyarrow or numpy; ``columnar.decode_arrow`` does.

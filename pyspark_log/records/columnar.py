@@ -6,11 +6,14 @@ partial batch is ignored, as Kafka's consumer does. Output columns, one row per 
 in Spark's Kafka source::
 
     offset         int64
-    timestamp      int64 ms (arrow: timestamp[ms, tz=UTC]); a LogAppendTime batch's records
-                   all carry its maxTimestamp
+    timestamp      int64 ms (a LogAppendTime batch's records all carry its maxTimestamp)
     timestampType  int32    0 CreateTime, 1 LogAppendTime
     key, value     binary, nullable
-    headers        list<struct<key: string, value: binary>> (only with include_headers)
+    headers        (key: str, value: bytes | None) pairs (only with include_headers)
+
+``decode_arrow`` gives them as a batch of ``fetched.arrow_schema``, the Spark source's schema: in
+its column order, with ``topic`` and ``partition`` (the caller names the partition the bytes are
+from) and the timestamp in microseconds.
 
 Which records appear:
 
@@ -40,12 +43,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark_log.records import compression
 from pyspark_log.records.batch import DEFAULT_MAX_DECOMPRESSED_BYTES
 from pyspark_log.records.control import is_abort_key
 from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.fetched import Plan, Segment, arrow_schema, record_batch
 from pyspark_log.records.header import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
@@ -66,29 +70,6 @@ if TYPE_CHECKING:
 
 # Below this many records the per-record Python loop beats numpy's fixed per-call costs.
 VECTORIZE_MIN_RECORDS = 192
-
-
-@dataclass(slots=True)
-class Segment:
-    """The records section of one batch to decode: ``data[start:end]`` holds ``count`` records."""
-
-    data: bytes
-    start: int
-    end: int
-    count: int
-    base_offset: int
-    base_timestamp: int
-    timestamp_type: int
-    max_timestamp: int
-
-
-@dataclass(slots=True)
-class Plan:
-    """What ``plan_batches`` found: segments to decode and where reading stopped."""
-
-    segments: list[Segment]
-    next_offset: int | None
-    consumed_bytes: int
 
 
 def plan_batches(
@@ -190,19 +171,25 @@ class Columns:
     def __len__(self) -> int:
         return len(self.offset)
 
-    def to_arrow(self) -> pa.RecordBatch:
+    def to_arrow(self, *, topic: str, partition: int) -> pa.RecordBatch:
+        """These records of ``topic``-``partition`` as a batch of ``fetched.arrow_schema``."""
         import pyarrow as pa
 
-        arrays: list[Any] = [
-            pa.array(self.offset, pa.int64()),
-            pa.array(self.timestamp, pa.timestamp("ms", tz="UTC")),
-            pa.array(self.timestamp_type, pa.int32()),
-            pa.array(self.key, pa.binary()),
-            pa.array(self.value, pa.binary()),
-        ]
+        schema = arrow_schema(self.headers is not None)
+        headers = None
         if self.headers is not None:
-            arrays.append(pa.array([list(h) for h in self.headers], arrow_schema(True).field("headers").type))
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.headers is not None))
+            headers = pa.array([list(h) for h in self.headers], schema.field("headers").type)
+        return record_batch(
+            schema,
+            topic=topic,
+            partition=partition,
+            key=pa.array(self.key, pa.binary()),
+            value=pa.array(self.value, pa.binary()),
+            offset=pa.array(self.offset, pa.int64()),
+            timestamp_ms=pa.array(self.timestamp, pa.int64()),
+            timestamp_type=pa.array(self.timestamp_type, pa.int32()),
+            headers=headers,
+        )
 
 
 @dataclass(slots=True)
@@ -215,22 +202,6 @@ class ArrowColumns:
 
     def __len__(self) -> int:
         return int(self.batch.num_rows)
-
-
-def arrow_schema(include_headers: bool = False) -> pa.Schema:
-    """The schema of ``decode_arrow``'s record batches."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
-    return pa.schema(fields)
 
 
 def decode_columns(
@@ -296,6 +267,8 @@ def columns_from_plan(plan: Plan, start_offset: int, end_offset: int | None, inc
 def decode_arrow(
     buf: bytes | bytearray | memoryview,
     *,
+    topic: str,
+    partition: int,
     start_offset: int = 0,
     end_offset: int | None = None,
     aborted_transactions: Iterable[tuple[int, int]] | None = None,
@@ -320,12 +293,14 @@ def decode_arrow(
     )
     if vectorize is None:
         vectorize = sum(seg.count for seg in plan.segments) >= VECTORIZE_MIN_RECORDS and _kernels_available()
+    batch = None
     if vectorize:
         from pyspark_log.records import columnar_numpy
 
-        batch = columnar_numpy.decode_plan(plan, start_offset, end_offset, include_headers)
-    else:
-        batch = columns_from_plan(plan, start_offset, end_offset, include_headers).to_arrow()
+        batch = columnar_numpy.decode_plan(plan, start_offset, end_offset, include_headers, topic, partition)
+    if batch is None:  # not vectorised, or the kernels cannot take this plan
+        columns = columns_from_plan(plan, start_offset, end_offset, include_headers)
+        batch = columns.to_arrow(topic=topic, partition=partition)
     return ArrowColumns(batch, plan.next_offset, plan.consumed_bytes)
 
 

@@ -1,8 +1,9 @@
 """Vectorised record decoding for ``columnar.decode_arrow``: numpy kernels over whole fetches.
 
 Contract: ``decode_plan(plan, …)`` returns the same ``pyarrow.RecordBatch`` as
-``columnar.columns_from_plan(plan, …).to_arrow()`` and raises CorruptRecordError on the same
-inputs (record layout in ``record.py``, seed 002 §5.3.2). How:
+``columnar.columns_from_plan(plan, …).to_arrow()`` (or None where binary views cannot hold the
+bytes) and raises CorruptRecordError on the same inputs (record layout in ``record.py``, seed 002
+§5.3.2). How:
 
 1. The planned records sections are put in one byte array (no copy when they all live in the
    fetch buffer). A Python loop walks each section's records by their length varints only and
@@ -22,18 +23,16 @@ record's end.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.fetched import Plan, arrow_schema, record_batch
 from pyspark_log.records.record import MIN_RECORD_BODY_BYTES
 from pyspark_log.records.varint import read_varint
-
-if TYPE_CHECKING:
-    from pyspark_log.records.columnar import Plan
 
 _INLINE = 12  # Arrow binary views hold values of up to 12 bytes inline
 _ARANGE_INLINE = np.arange(_INLINE, dtype=np.int64)
@@ -227,18 +226,18 @@ def _record_begins(plan: Plan) -> tuple[bytes, Any]:
     return data, _begins_python(data, plan, seg_starts)
 
 
-def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool) -> pa.RecordBatch:
-    """Decode the planned segments into a record batch with ``columnar.arrow_schema``."""
-    from pyspark_log.records.columnar import arrow_schema
-
+def decode_plan(  # noqa: PLR0917 - the arguments of columnar.decode_arrow, passed on
+    plan: Plan, start_offset: int, end_offset: int | None, include_headers: bool, topic: str, partition: int
+) -> pa.RecordBatch | None:
+    """Decode the planned segments into a record batch with ``fetched.arrow_schema``; None when
+    the records are too few or too many bytes for binary views (then the caller decodes them
+    with the per-record Python loop)."""
     schema = arrow_schema(include_headers)
     if not plan.segments:
         return pa.RecordBatch.from_pylist([], schema=schema)
     data, begins = _record_begins(plan)
     if len(data) > _MAX_VIEW_OFFSET or len(data) < _INLINE:
-        from pyspark_log.records.columnar import columns_from_plan
-
-        return columns_from_plan(plan, start_offset, end_offset, include_headers).to_arrow()
+        return None
     arr = np.frombuffer(data, np.uint8)
     last = len(arr) - 1
 
@@ -272,20 +271,21 @@ def decode_plan(plan: Plan, start_offset: int, end_offset: int | None, include_h
 
     buffer = pa.py_buffer(data)
     windows = _windows(arr)
-    columns: list[pa.Array] = [
-        pa.array(offsets, pa.int64()),
-        pa.array(timestamps, pa.int64()).view(pa.timestamp("ms", tz="UTC")),
-        pa.array(ts_type, pa.int32()),
-        _binary(arr, windows, buffer, key_start, key_len, target=pa.binary()),
-        _binary(arr, windows, buffer, value_start, value_len, target=pa.binary()),
-    ]
+    header_column = None
     if include_headers:
-        columns.append(
-            _header_column(
-                arr, windows, buffer, count=header_count, headers=headers, list_type=schema.field("headers").type
-            )
-        )
-    batch = pa.RecordBatch.from_arrays(columns, schema=schema)
+        list_type = schema.field("headers").type
+        header_column = _header_column(arr, windows, buffer, count=header_count, headers=headers, list_type=list_type)
+    batch = record_batch(
+        schema,
+        topic=topic,
+        partition=partition,
+        key=_binary(arr, windows, buffer, key_start, key_len, target=pa.binary()),
+        value=_binary(arr, windows, buffer, value_start, value_len, target=pa.binary()),
+        offset=pa.array(offsets, pa.int64()),
+        timestamp_ms=pa.array(timestamps, pa.int64()),
+        timestamp_type=pa.array(ts_type, pa.int32()),
+        headers=header_column,
+    )
     upper = end_offset if end_offset is not None else 2**63 - 1
     keep = (offsets >= start_offset) & (offsets < upper)
     if not keep.all():

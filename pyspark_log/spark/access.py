@@ -25,15 +25,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import Literal, Protocol, cast
 
 from pyspark_log.client.types import TopicPartition
 
-if TYPE_CHECKING:
-    from pyspark_log.spark.options import SourceOptions
-
 __all__ = [
     "AbortedTransaction",
+    "AccessOptions",
     "BrokerAccess",
     "BrokerAccessError",
     "FetchedChunk",
@@ -167,7 +165,18 @@ class BrokerAccess(Protocol):
         ...
 
 
-def open_access(options: SourceOptions) -> BrokerAccess:
+class AccessOptions(Protocol):
+    """What ``open_access`` reads of the source's options (``specs.SourceOptions`` has both; the
+    options modules import this one, so it names no type of theirs)."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    @property
+    def client_config(self) -> Mapping[str, str]: ...
+
+
+def open_access(options: AccessOptions) -> BrokerAccess:
     """Open the client-backed ``BrokerAccess`` for ``options``.
 
     The implementation module is ``pyspark_log.spark.client_access`` and must define

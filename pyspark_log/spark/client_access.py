@@ -55,6 +55,7 @@ from pyspark_log.spark.access import (
     TopicPartition,
     UnknownPartitionError,
 )
+from pyspark_log.spark.planning import judge_read
 from pyspark_log.spark.specs import PylogOptionError
 from pyspark_log.wire import KafkaError
 
@@ -343,12 +344,25 @@ class ClientAccess:
                     raise UnknownPartitionError(tp) from None
                 except ClientOffsetOutOfRange:
                     log_start, log_end = self._log_bounds(tp, isolation_level)
-                    if position < log_start:
-                        raise OffsetOutOfRangeError(tp, position, log_start, log_end) from None
                     now = self._clock()
                     beyond_end_since = now if beyond_end_since is None else beyond_end_since
-                    if now - beyond_end_since >= min(OUT_OF_RANGE_GRACE_S, budget_s):
+                    short_for_s = now - beyond_end_since
+                    loss = judge_read(
+                        tp,
+                        position,
+                        end=end_offset,
+                        earliest=log_start,
+                        latest=log_end,
+                        short_for_s=short_for_s,
+                        grace_s=min(OUT_OF_RANGE_GRACE_S, budget_s),
+                    )
+                    if loss is not None:
                         raise OffsetOutOfRangeError(tp, position, log_start, log_end) from None
+                    if short_for_s >= budget_s:
+                        raise BrokerAccessError(
+                            f"fetch {tp} at offset {position} was refused as out of range for {budget_s:.0f} s "
+                            f"although the broker reports offsets [{log_start}, {log_end})"
+                        ) from None
                     self._sleep(0.2)
                     continue
                 beyond_end_since = None
@@ -374,13 +388,20 @@ class ClientAccess:
                     continue
                 # No progress: below the log start, or the log has not (yet) reached the range end.
                 limit = raw.last_stable_offset if read_committed and raw.last_stable_offset >= 0 else raw.high_watermark
-                if 0 <= position < raw.log_start_offset:
-                    raise OffsetOutOfRangeError(tp, position, raw.log_start_offset, limit)
                 now = self._clock()
                 stalled_since = now if stalled_since is None else stalled_since
+                loss = judge_read(
+                    tp,
+                    position,
+                    end=end_offset,
+                    earliest=raw.log_start_offset,
+                    latest=limit,
+                    short_for_s=now - stalled_since,
+                    grace_s=budget_s,  # a log that has not reached the range end may still grow to it
+                )
+                if loss is not None:
+                    raise OffsetOutOfRangeError(tp, position, raw.log_start_offset, limit)
                 if now - stalled_since >= budget_s:
-                    if limit < end_offset:
-                        raise OffsetOutOfRangeError(tp, position, raw.log_start_offset, limit)
                     raise BrokerAccessError(
                         f"fetch {tp} at offset {position} returned no records for {budget_s:.0f} s although the "
                         f"broker reports offsets up to {limit}"

@@ -2,19 +2,16 @@
 
 Decoding is ``pyspark_log.records.columnar.decode_arrow`` (whole batches, records outside
 ``[start, end)`` cut, control batches dropped, and with ``read_committed`` aborted transactions
-dropped by Kafka's consumer rules from each chunk's aborted-transaction list). This module adapts
-its columns to exactly what Spark expects for the Kafka connector's schema (PySpark checks a
-Python source's first RecordBatch against ``to_arrow_schema(schema, timezone="UTC")``)::
-
-    key binary, value binary, topic string, partition int32, offset int64,
-    timestamp timestamp[us, tz=UTC], timestampType int32
-    [, headers list<element: struct<key: string, value: binary>>]   (includeHeaders=true)
+dropped by Kafka's consumer rules from each chunk's aborted-transaction list). It decodes straight
+into the source's schema, ``pyspark_log.records.fetched.arrow_schema`` (the Kafka connector's
+columns with the Arrow types PySpark checks a Python source's batches against), so the batches go
+to Spark as they are.
 
 ``read_range`` drives ``BrokerAccess.fetch`` for one ``OffsetRange`` and yields one RecordBatch
 per fetched chunk that has records in range. Missing offsets inside the range (compaction,
-transaction markers, aborted data) are normal. Out-of-range fetches are data loss, reported with
-``report_data_loss``: with failOnDataLoss=false reading resumes at the log start offset
-(retention) or stops (log truncated or reset).
+transaction markers, aborted data) are normal. Out-of-range fetches are judged by
+``planning.judge_read`` and the loss reported with ``report_data_loss``: with failOnDataLoss=false
+reading resumes at the log start offset (retention) or stops (log truncated or reset).
 """
 
 from __future__ import annotations
@@ -31,24 +28,7 @@ from pyspark_log.spark.access import (
     OffsetOutOfRangeError,
     UnknownPartitionError,
 )
-from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, report_data_loss
-
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-_BASE_FIELDS = [
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-    pa.field("timestampType", pa.int32()),
-]
-_HEADERS_FIELD = pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE)))
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The source's Arrow schema (see module docstring)."""
-    return pa.schema([*_BASE_FIELDS, _HEADERS_FIELD] if include_headers else _BASE_FIELDS)
+from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, judge_read, report_data_loss
 
 
 def decode_chunk(
@@ -58,28 +38,14 @@ def decode_chunk(
     aborted = [(t.producer_id, t.first_offset) for t in chunk.aborted_transactions] if read_committed else None
     decoded = decode_arrow(
         chunk.records,
+        topic=r.tp.topic,
+        partition=r.tp.partition,
         start_offset=r.start,
         end_offset=r.end,
         aborted_transactions=aborted,
         include_headers=include_headers,
     ).batch
-    n = decoded.num_rows
-    if n == 0:
-        return None
-    schema = arrow_schema(include_headers)
-    columns = {
-        "key": decoded.column("key"),
-        "value": decoded.column("value"),
-        "topic": pa.repeat(pa.scalar(r.tp.topic, pa.string()), n),  # C++ fill, not a list of n strs
-        "partition": pa.repeat(pa.scalar(r.tp.partition, pa.int32()), n),
-        "offset": decoded.column("offset"),
-        "timestamp": decoded.column("timestamp"),
-        "timestampType": decoded.column("timestampType"),
-    }
-    if include_headers:
-        columns["headers"] = decoded.column("headers")
-    arrays = [columns[f.name].cast(f.type) for f in schema]  # ms -> us, list item -> element, views -> binary
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return decoded if decoded.num_rows else None
 
 
 def read_range(
@@ -107,11 +73,13 @@ def read_range(
             report_data_loss([DataLoss(r.tp, LossKind.DELETED, position)], fail_on_data_loss)
             return
         except OffsetOutOfRangeError as exc:
-            if exc.offset >= exc.log_start_offset:
-                loss = DataLoss(r.tp, LossKind.RESET, exc.offset, exc.log_start_offset, exc.log_end_offset)
-                report_data_loss([loss], fail_on_data_loss)
+            # the access already gave a short log its grace: decide now
+            loss = judge_read(r.tp, exc.offset, end=r.end, earliest=exc.log_start_offset, latest=exc.log_end_offset)
+            if loss is None:
+                raise  # out of range, yet the log holds the whole range: the broker contradicts itself
+            report_data_loss([loss], fail_on_data_loss)
+            if loss.kind is LossKind.RESET:
                 return
-            report_data_loss([DataLoss(r.tp, LossKind.RETENTION, exc.offset, exc.log_start_offset)], fail_on_data_loss)
             if exc.log_start_offset <= position:
                 raise  # no progress possible: the broker contradicts itself
             position = exc.log_start_offset  # resume at the earliest available offset

@@ -6,9 +6,10 @@ No I/O and no clock: the stream reader gathers a ``BrokerSnapshot`` and the time
 * **Never backwards.** The latest offset used for a partition is the highest the broker has
   reported during this run (``PlannerState.seen_latest``), so a broker that briefly reports a
   lower latest (a lagging new leader) never shrinks a range or fails the query.
-* **Data loss** is judged against the snapshot, per partition, and returned as ``DataLoss``
-  values; ``report_data_loss`` raises ``PylogDataLossError`` (failOnDataLoss=true) or logs a
-  warning. The plan is always the skipping one, so with failOnDataLoss=false it is used as is:
+* **Data loss** is judged by ``judge_read`` (the one decision, also used by the executors' reads)
+  against the snapshot, per partition, and returned as ``DataLoss`` values; ``report_data_loss``
+  raises ``PylogDataLossError`` (failOnDataLoss=true) or logs a warning. The plan is always the
+  skipping one, so with failOnDataLoss=false it is used as is:
 
   - ``DELETED``: a partition with a committed offset no longer exists -> dropped from the end.
   - ``RETENTION``: the committed offset is below the earliest available -> range starts at earliest.
@@ -34,8 +35,10 @@ No I/O and no clock: the stream reader gathers a ``BrokerSnapshot`` and the time
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -126,6 +129,47 @@ class DataLoss:
         )
 
 
+def judge_read(
+    tp: TopicPartition,
+    position: int,
+    *,
+    earliest: int,
+    latest: int,
+    end: int | None = None,
+    short_for_s: float = math.inf,
+    grace_s: float = 0.0,
+) -> DataLoss | None:
+    """The one answer to "is this data loss?" when reading ``tp`` from ``position`` (up to ``end``,
+    exclusive, when a range is being read) while the broker reports its log as ``[earliest, latest)``.
+
+    ====================================================  =========================================
+    case                                                  verdict
+    ====================================================  =========================================
+    ``position < earliest``                               ``RETENTION`` at once: records were
+                                                          deleted (retention, DeleteRecords) before
+                                                          they were read; a log start never moves back
+    ``position > latest``, or ``end > latest``: the log   ``RESET`` once the log has been short for
+    is shorter than what is to be read                    ``short_for_s >= grace_s``; ``None`` before
+                                                          (a restarting broker or a lagging new leader
+                                                          reports a shorter log for a while)
+    otherwise, ``earliest <= position <= latest``         ``None``: offsets missing inside the log
+                                                          (compaction, transaction markers, aborted
+                                                          data) are not loss, a range may hold fewer
+                                                          records than ``end - start``
+    ====================================================  =========================================
+
+    The defaults decide now (no grace). Callers: ``plan_trigger`` (with ``latest`` the highest seen
+    in this run, so a broker that reports less for a while is not loss), ``decode.read_range`` (on an
+    out-of-range fetch) and ``client_access.ClientAccess.fetch`` (the grace while the log is short).
+    """
+    if position < earliest:
+        return DataLoss(tp, LossKind.RETENTION, position, earliest)
+    needed = position if end is None else max(position, end)
+    if needed > latest and short_for_s >= grace_s:
+        return DataLoss(tp, LossKind.RESET, position, earliest, latest)
+    return None
+
+
 def report_data_loss(losses: Sequence[DataLoss], fail_on_data_loss: bool) -> None:
     """Raise ``PylogDataLossError`` listing every loss, or log one warning per loss."""
     if not losses:
@@ -197,13 +241,15 @@ def plan_trigger(
         earliest, latest = snapshot.earliest[tp], seen[tp]
         if tp in start:
             begin = start[tp]
-            if begin > latest:
-                losses.append(DataLoss(tp, LossKind.RESET, begin, earliest, snapshot.latest[tp]))
+            loss = judge_read(tp, begin, earliest=earliest, latest=latest)
+            if loss is not None and loss.kind is LossKind.RESET:
+                # judged against the highest latest seen; reported with what the broker says now
+                losses.append(dataclasses.replace(loss, log_end=snapshot.latest[tp]))
                 seen[tp] = snapshot.latest[tp]
                 fixed_end[tp] = earliest
                 continue
-            if begin < earliest:
-                losses.append(DataLoss(tp, LossKind.RETENTION, begin, earliest))
+            if loss is not None:
+                losses.append(loss)
                 begin = earliest
         else:
             begin = earliest

@@ -16,39 +16,20 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
+from pyspark_log.records.fetched import arrow_schema
 from pyspark_log.spark.options import PylogOptionError, parse_options
 from pyspark_log.spark.reader import PylogBatchReader, PylogStreamReader
 from pyspark_log.spark.writer import batch_writer, stream_writer
 
-HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
-
 
 def source_schema(include_headers: bool) -> StructType:
     """key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
-    timestampType int [, headers array<struct<key string, value binary>>]."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        fields.append(StructField("headers", HEADERS_TYPE))
-    return StructType(fields)
+    timestampType int [, headers array<struct<key string, value binary>>]: the Spark form of
+    ``records.fetched.arrow_schema``, the one declaration the executors decode into."""
+    return from_arrow_schema(arrow_schema(include_headers), prefer_timestamp_ntz=False)
 
 
 def check_schema(given: StructType, include_headers: bool) -> None:

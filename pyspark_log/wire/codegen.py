@@ -12,7 +12,7 @@ time, never per call. What the generator does to keep the hot path (Produce, Fet
   decode and are appended as given on encode (so a transport may pass file regions).
 
 Safety: the source is built only from our own declarations; field names are checked to be
-snake_case identifiers (``schema.check_fields``) and every value is a constant or a namespace
+snake_case identifiers (``fields.check_fields``) and every value is a constant or a namespace
 name, never text from the wire.
 
 Generated signatures: ``encode(m: Mapping, out: list) -> None`` appends chunks to ``out``;
@@ -29,8 +29,8 @@ import uuid
 from typing import Any
 
 from pyspark_log.wire.errors import DecodeError, EncodeError
+from pyspark_log.wire.fields import Decoder, Encoder, Field
 from pyspark_log.wire.message import Message
-from pyspark_log.wire.schema import Decoder, Encoder, Field, Schema
 from pyspark_log.wire.types import INT16, INT32, ZERO_UUID, read_uvarint, uuid_bytes, write_uvarint
 
 _FMT = {
@@ -325,19 +325,20 @@ def _dec_tagged(em: _Emitter, fields: tuple[Field, ...], ind: int, where: str, v
     em.emit(ind + 1, f"pos = {end}")  # also skips tags we do not know
 
 
-def generate_decoder(schema: Schema, version: int) -> tuple[str, Decoder]:
-    """The source and function of ``decode(buf, pos) -> (Message, pos)`` for ``version``."""
-    em = _Emitter(f"decode {schema.name} v{version}", version, schema.is_flexible(version))
+def generate_decoder(name: str, fields: tuple[Field, ...], version: int, *, flexible: bool) -> tuple[str, Decoder]:
+    """The source and function of ``decode(buf, pos) -> (Message, pos)`` for ``version`` of the
+    schema ``name`` with ``fields`` (``flexible``: whether ``version`` is a flexible version)."""
+    em = _Emitter(f"decode {name} v{version}", version, flexible)
     em.emit(0, "def decode(buf, pos):")
     em.emit(1, "blen = len(buf)")
-    result = _dec_struct(em, schema.fields, 1, schema.name)
+    result = _dec_struct(em, fields, 1, name)
     em.emit(1, f"return {result}, pos")
     source, fn = em.finish("decode")
     return source, fn
 
 
-def compile_decoder(schema: Schema, version: int) -> Decoder:
-    return generate_decoder(schema, version)[1]
+def compile_decoder(name: str, fields: tuple[Field, ...], version: int, *, flexible: bool) -> Decoder:
+    return generate_decoder(name, fields, version, flexible=flexible)[1]
 
 
 # -- encoder -----------------------------------------------------------------------------------
@@ -466,15 +467,16 @@ def _enc_tagged(em: _Emitter, fields: tuple[Field, ...], ind: int, *, g: str, w:
     em.emit(ind + 1, f"{w}({item})")
 
 
-def generate_encoder(schema: Schema, version: int) -> tuple[str, Encoder]:
-    """The source and function of ``encode(m, out) -> None`` for ``version``."""
-    em = _Emitter(f"encode {schema.name} v{version}", version, schema.is_flexible(version))
+def generate_encoder(name: str, fields: tuple[Field, ...], version: int, *, flexible: bool) -> tuple[str, Encoder]:
+    """The source and function of ``encode(m, out) -> None`` for ``version`` (arguments as for
+    ``generate_decoder``)."""
+    em = _Emitter(f"encode {name} v{version}", version, flexible)
     em.emit(0, "def encode(m, out):")
     em.emit(1, "w = out.append")
-    _enc_struct(em, schema.fields, 1, m="m", w="w", where=schema.name)
+    _enc_struct(em, fields, 1, m="m", w="w", where=name)
     source, fn = em.finish("encode")
     return source, fn
 
 
-def compile_encoder(schema: Schema, version: int) -> Encoder:
-    return generate_encoder(schema, version)[1]
+def compile_encoder(name: str, fields: tuple[Field, ...], version: int, *, flexible: bool) -> Encoder:
+    return generate_encoder(name, fields, version, flexible=flexible)[1]

@@ -21,8 +21,6 @@ from pyspark_log.embedded import EmbeddedBroker
 
 from .groups_helpers import GROUP_BROKER_OVERRIDES, confluent_member, create_topic, drive, produce, split_evenly, unique
 
-pytest.importorskip("confluent_kafka")
-
 AUTO_COMMIT = {"enable.auto.commit": True, "auto.commit.interval.ms": 100}
 
 

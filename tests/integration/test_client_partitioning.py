@@ -3,12 +3,11 @@ client's default partitioner): confluent-kafka and pylog produce the same keys, 
 
 from __future__ import annotations
 
+import confluent_kafka as ck
 import pytest
 
 from pyspark_log.client import AdminClient, NewTopic, Producer, partition_for_key
 from pyspark_log.embedded import EmbeddedBroker
-
-ck = pytest.importorskip("confluent_kafka")
 
 KEYS = [f"key-{i}" for i in range(150)] + ["", "a", "abc", "ümlaut", "x" * 500, "21", "foobar"]
 

@@ -32,11 +32,17 @@ def consume_all(broker: EmbeddedBroker, tps: list[TopicPartition], expected: int
     out: list[ConsumerRecord] = []
     with Consumer(config) as c:
         c.assign(tps)
+        # Read to the end of every partition (not just to ``expected`` records), so a duplicate or
+        # an extra record shows up in ``out`` instead of being left unread.
+        ends = c.end_offsets(tps)
+
+        def at_end() -> bool:
+            return all(c.position(tp) >= ends[tp] for tp in tps)
+
         deadline = time.monotonic() + 30
-        while len(out) < expected and time.monotonic() < deadline:
+        while (len(out) < expected or not at_end()) and time.monotonic() < deadline:
             out += c.poll(timeout_ms=500)
-        time.sleep(0.2)
-        out += c.poll(timeout_ms=100)
+        assert at_end(), {tp: (c.position(tp), ends[tp]) for tp in tps}
     return out
 
 

@@ -12,6 +12,7 @@ import time
 import uuid
 from typing import Any
 
+import confluent_kafka
 import pytest
 
 from pyspark_log.client import (
@@ -23,8 +24,6 @@ from pyspark_log.client import (
     TopicPartition,
 )
 from pyspark_log.embedded import EmbeddedBroker
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
 def _create(bs: str, topic: str, partitions: int = 2) -> None:

@@ -27,8 +27,6 @@ from .groups_helpers import (
     unique,
 )
 
-pytest.importorskip("confluent_kafka")
-
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import kafka
 import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
@@ -23,7 +24,6 @@ from .groups_helpers import (
     unique,
 )
 
-kafka = pytest.importorskip("kafka")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 

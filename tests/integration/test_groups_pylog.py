@@ -58,7 +58,6 @@ def test_two_members_split_and_auto_commit_their_positions(bootstrap: str) -> No
 
 
 def test_a_mixed_group_of_pylog_and_confluent_consumers(bootstrap: str) -> None:
-    pytest.importorskip("confluent_kafka")
     topic, group = unique("mixed"), unique("g")
     create_topic(bootstrap, topic, 6)
     mp, cp = pylog_member("pylog", bootstrap, group, [topic])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import confluent_kafka as confluent
+import kafka
 import pytest
 
 from pyspark_log.client import AdminClient
@@ -49,7 +51,6 @@ def test_committed_offsets_and_groups_survive_a_broker_restart(tmp_path: Path) -
 
         broker.restart()
         bootstrap = broker.bootstrap_servers
-        kafka = pytest.importorskip("kafka")
         admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             # The broker answers COORDINATOR_LOAD_IN_PROGRESS until it has read __consumer_offsets
@@ -66,7 +67,6 @@ def test_committed_offsets_and_groups_survive_a_broker_restart(tmp_path: Path) -
         finally:
             admin.close()
 
-        confluent = pytest.importorskip("confluent_kafka")
         extra = produce(bootstrap, topic, 3, start=39)
         c = confluent.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
         got: list[bytes] = []

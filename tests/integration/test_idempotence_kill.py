@@ -19,11 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pyspark_log.embedded import EmbeddedBroker
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 TOPIC = "idempotent-kill"
 PARTITIONS = 3

@@ -9,13 +9,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
 
 from pyspark_log.embedded import EmbeddedBroker
-
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
-from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 OVERRIDES = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4"}
 WAIT_S = 60.0

@@ -21,6 +21,7 @@ from typing import Any
 from broker.raft.config import RaftConfig
 from broker.raft.core import RaftCore
 from broker.raft.effects import FatalError, StepResult
+from broker.raft.invariants import RaftInvariantError
 from broker.raft.messages import Inbound, Message, is_response
 from tests.sim.disk import SimDisk
 from tests.sim.invariants import Invariants, InvariantViolation
@@ -117,7 +118,7 @@ class Cluster:
             elif kind == "append":
                 self._client_append()
             self.invariants.check()
-        except InvariantViolation as exc:
+        except (InvariantViolation, RaftInvariantError) as exc:  # the simulation's checks or the core's own
             self.fail(f"invariant violated: {exc}")
 
     def fail(self, message: str) -> None:

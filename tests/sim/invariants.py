@@ -10,6 +10,10 @@
   observed cluster-wide only ever grows;
 * **committed data**: every replica's entries below its high watermark equal the committed prefix,
   a committed entry is never truncated, and a majority of voters hold the committed prefix durably.
+
+What one replica can see of itself (epoch, vote and leader per epoch, high watermark, persist before
+send) the core also checks after every step (``broker.raft.invariants``), stopping the node; a
+violation it finds fails the run like these (``Cluster._step``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import pytest
 
 from broker.raft import base, replication
 from broker.raft.effects import AppendToLog, FlushLog, PersistQuorumState, QuorumStateData, TruncateLog
+from broker.raft.invariants import StepInvariants
 from broker.raft.log import Entry
 from broker.raft.state import QuorumState
 from tests.sim.cluster import Cluster, SimulationFailure
@@ -51,7 +52,18 @@ def test_failure_names_the_seed() -> None:
         cluster.run_until(lambda: False, 10, "the impossible")
 
 
-def test_a_vote_not_persisted_before_the_response_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+def _without_core_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch off the core's own invariant checks, so a test sees what the simulation catches."""
+    monkeypatch.setattr(StepInvariants, "after_step", lambda self, now, step: None)
+
+
+# Each injected bug is caught twice over: by the simulation's invariants (with the core's own checks
+# switched off) and, earlier, by the core itself (``broker.raft.invariants``), which stops the node.
+CATCHERS = ["simulation", "core"]
+
+
+@pytest.mark.parametrize("catcher", CATCHERS)
+def test_a_vote_not_persisted_before_the_response_is_caught(monkeypatch: pytest.MonkeyPatch, catcher: str) -> None:
     """Injected bug: the vote is recorded in memory but never written to the quorum-state file."""
     original = QuorumState._persist
 
@@ -62,20 +74,32 @@ def test_a_vote_not_persisted_before_the_response_is_caught(monkeypatch: pytest.
         original(self, new_state)
 
     monkeypatch.setattr(QuorumState, "_persist", forgetful)
-    with pytest.raises(SimulationFailure, match=r"seed=5 .*quorum state on disk"):
+    if catcher == "simulation":
+        _without_core_checks(monkeypatch)
+        expected = r"seed=5 .*quorum state on disk"
+    else:
+        expected = r"seed=5 .*invariant violated: replica \d+: the step leaves quorum state .* but persists"
+    with pytest.raises(SimulationFailure, match=expected):
         _run(5)
 
 
-def test_an_unflushed_follower_append_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("catcher", CATCHERS)
+def test_an_unflushed_follower_append_is_caught(monkeypatch: pytest.MonkeyPatch, catcher: str) -> None:
     """Injected bug: followers append fetched records without asking for an fsync."""
     real_flush = replication.FlushLog
     monkeypatch.setattr(replication, "FlushLog", lambda end: AppendToLog(()))
-    with pytest.raises(SimulationFailure, match=r"seed=6 .*not durable"):
+    if catcher == "simulation":
+        _without_core_checks(monkeypatch)
+        expected = r"seed=6 .*not durable"
+    else:
+        expected = r"seed=6 .*invariant violated: replica \d+: the step leaves the log end at \d+ but flushes it at"
+    with pytest.raises(SimulationFailure, match=expected):
         _run(6)
     assert real_flush is FlushLog
 
 
-def test_a_high_watermark_recomputed_from_scratch_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("catcher", CATCHERS)
+def test_a_high_watermark_recomputed_from_scratch_is_caught(monkeypatch: pytest.MonkeyPatch, catcher: str) -> None:
     """Injected bug: a leader sets its high watermark to whatever a majority holds, at once and
     without the current-epoch rule or monotonicity: right after an election it knows nothing of
     the followers and moves the high watermark back, which the invariants must catch."""
@@ -92,6 +116,8 @@ def test_a_high_watermark_recomputed_from_scratch_is_caught(monkeypatch: pytest.
             self._on_high_watermark(now_ms)
 
     monkeypatch.setattr(base.CoreBase, "_maybe_advance_leader_high_watermark", no_epoch_rule)
+    if catcher == "simulation":
+        _without_core_checks(monkeypatch)
     failures = []
     for seed in range(30):
         try:
@@ -100,3 +126,5 @@ def test_a_high_watermark_recomputed_from_scratch_is_caught(monkeypatch: pytest.
             failures.append((seed, str(exc)))
     assert failures
     assert all(message.startswith(f"seed={seed} ") for seed, message in failures)
+    if catcher == "core":
+        assert any("invariant violated: replica" in message for _, message in failures)

@@ -10,11 +10,14 @@ INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, GROUP_MAX_SIZE_REACHED …
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
+from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.errors import error_for
-from pyspark_log.client.group.assignors import MemberSubscription
+from pyspark_log.client.group.assignors import Assignor, MemberSubscription
+from pyspark_log.client.group.link import CoordinatorLink
+from pyspark_log.client.group.state import Membership
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, Message
@@ -29,9 +32,6 @@ from pyspark_log.wire.consumer_protocol import (
 )
 from pyspark_log.wire.errors import DecodeError
 
-if TYPE_CHECKING:
-    from pyspark_log.client.group.membership import ConsumerGroup
-
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = (
     ApiKey.JOIN_GROUP,
     ApiKey.SYNC_GROUP,
@@ -42,6 +42,35 @@ OFFSET_COMMIT, OFFSET_FETCH = ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH
 _REJOIN_RESET = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 
 
+class GroupMember(Protocol):
+    """What these requests read of the member (``membership.ConsumerGroup``, which imports this
+    module; so this one names no type of it)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def instance_id(self) -> str | None: ...
+
+    @property
+    def session_timeout_ms(self) -> int: ...
+
+    @property
+    def rebalance_timeout_ms(self) -> int: ...
+
+    @property
+    def assignors(self) -> Sequence[Assignor]: ...
+
+    @property
+    def membership(self) -> Membership: ...
+
+    @property
+    def link(self) -> CoordinatorLink: ...
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+
 class RejoinNow(Exception):
     """Send JoinGroup again at once (not an error the user sees)."""
 
@@ -49,7 +78,7 @@ class RejoinNow(Exception):
 # -- JoinGroup / SyncGroup -----------------------------------------------------------------------
 
 
-def join_body(group: ConsumerGroup, topics: Iterable[str], owned: list[TopicPartition]) -> dict[str, Any]:
+def join_body(group: GroupMember, topics: Iterable[str], owned: list[TopicPartition]) -> dict[str, Any]:
     m = group.membership
     metadata = encode_subscription(
         Subscription(tuple(sorted(topics)), None, tuple((tp.topic, tp.partition) for tp in owned), m.generation_id)
@@ -66,7 +95,7 @@ def join_body(group: ConsumerGroup, topics: Iterable[str], owned: list[TopicPart
     }
 
 
-def _check_common(group: ConsumerGroup, code: int, what: str) -> None:
+def _check_common(group: GroupMember, code: int, what: str) -> None:
     if code in _REJOIN_RESET:
         group.membership.reset()
         raise RejoinNow
@@ -76,7 +105,7 @@ def _check_common(group: ConsumerGroup, code: int, what: str) -> None:
     raise error_for(code, context=f"{what} of group {group.group_id!r}")
 
 
-def check_join(group: ConsumerGroup, resp: Message) -> None:
+def check_join(group: GroupMember, resp: Message) -> None:
     code = resp.error_code
     if code == ErrorCode.NONE:
         return
@@ -86,7 +115,7 @@ def check_join(group: ConsumerGroup, resp: Message) -> None:
     _check_common(group, code, "JoinGroup")
 
 
-def check_sync(group: ConsumerGroup, resp: Message) -> Assignment:
+def check_sync(group: GroupMember, resp: Message) -> Assignment:
     code = resp.error_code
     if code != ErrorCode.NONE:
         _check_common(group, code, "SyncGroup")
@@ -97,7 +126,7 @@ def check_sync(group: ConsumerGroup, resp: Message) -> Assignment:
 
 
 async def leader_assign(
-    group: ConsumerGroup, protocol: str | None, members: list[Message]
+    group: GroupMember, protocol: str | None, members: list[Message]
 ) -> tuple[dict[str, bytes], dict[str, int]]:
     """The leader's assignment of every member (encoded), and the partition counts it used."""
     assignor = next((a for a in group.assignors if a.name == protocol), None)
@@ -126,7 +155,7 @@ async def leader_assign(
     return encoded, counts
 
 
-def sync_body(group: ConsumerGroup, protocol: str | None, assignments: Mapping[str, bytes]) -> dict[str, Any]:
+def sync_body(group: GroupMember, protocol: str | None, assignments: Mapping[str, bytes]) -> dict[str, Any]:
     m = group.membership
     return {
         "group_id": group.group_id,
@@ -142,7 +171,7 @@ def sync_body(group: ConsumerGroup, protocol: str | None, assignments: Mapping[s
 # -- Heartbeat / LeaveGroup ----------------------------------------------------------------------
 
 
-def heartbeat_body(group: ConsumerGroup) -> dict[str, Any]:
+def heartbeat_body(group: GroupMember) -> dict[str, Any]:
     m = group.membership
     return {
         "group_id": group.group_id,
@@ -152,7 +181,7 @@ def heartbeat_body(group: ConsumerGroup) -> dict[str, Any]:
     }
 
 
-def leave_body(group: ConsumerGroup, reason: str) -> dict[str, Any]:
+def leave_body(group: GroupMember, reason: str) -> dict[str, Any]:
     member_id = group.membership.member_id
     return {
         "group_id": group.group_id,
@@ -164,7 +193,7 @@ def leave_body(group: ConsumerGroup, reason: str) -> dict[str, Any]:
 # -- offsets -------------------------------------------------------------------------------------
 
 
-def commit_body(group: ConsumerGroup, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> dict[str, Any]:
+def commit_body(group: GroupMember, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> dict[str, Any]:
     m = group.membership
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp, value in offsets.items():
@@ -196,7 +225,7 @@ def first_commit_error(resp: Message) -> int:
     return codes[0] if codes else ErrorCode.NONE
 
 
-def fetch_body(group: ConsumerGroup, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+def fetch_body(group: GroupMember, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -207,7 +236,7 @@ def fetch_body(group: ConsumerGroup, partitions: Iterable[TopicPartition]) -> di
     }
 
 
-def parse_fetch(group: ConsumerGroup, resp: Message) -> dict[TopicPartition, OffsetAndMetadata]:
+def parse_fetch(group: GroupMember, resp: Message) -> dict[TopicPartition, OffsetAndMetadata]:
     if resp.error_code != ErrorCode.NONE:
         group.link.on_error(resp.error_code)
         raise error_for(resp.error_code, context=f"fetch offsets of group {group.group_id!r}")

@@ -4,17 +4,20 @@ reconnect backoff, and the snapshot shared with other threads."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from pyspark_log.client.clock import SYSTEM_CLOCK
 from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.config import CONSUMER, parse
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey
+from tests.unit.waiting import wait_until
 
 from .fake_broker import FakeCluster
 
@@ -67,10 +70,9 @@ def test_tracked_topics_refresh_on_request_and_on_max_age(run: Run) -> None:
         assert meta.leader_for(TopicPartition("t", 1)) == 1
         fake.leaders[("t", 1)] = 0
         before = metadata_requests(fake)
-        for _ in range(500):  # the max-age timer refreshes on its own (every 50 ms)
-            if c.metadata.leader_for(TopicPartition("t", 1)) == 0:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(  # the max-age timer refreshes on its own (every 50 ms)
+            lambda: c.metadata.leader_for(TopicPartition("t", 1)) == 0, what="a refresh by the max-age timer"
+        )
         assert metadata_requests(fake) > before
         assert c.metadata.leader_for(TopicPartition("t", 1)) == 0
         await c.close()
@@ -132,15 +134,27 @@ def test_update_requests_do_not_storm_the_broker(run: Run) -> None:
     fake = FakeCluster(1, topics={"t": 1})
 
     async def main() -> None:
+        # when each Metadata request reached the broker, on the clock the cluster spaces refreshes by
+        sent_ms: list[float] = []
+        handle = fake.handle
+
+        def timed(node: int, api_key: int, version: int, req: Any) -> dict[str, Any] | None:
+            if api_key == ApiKey.METADATA:
+                sent_ms.append(SYSTEM_CLOCK.monotonic_ms())
+            return handle(node, api_key, version, req)
+
+        fake.handle = timed  # type: ignore[method-assign]
         c = cluster(fake, **{"retry.backoff.ms": 100})
         await c.start()
-        loop = asyncio.get_running_loop()
-        before, started = metadata_requests(fake), loop.time()
-        for _ in range(50):
-            c.request_update()
-            await asyncio.sleep(0.004)
-        elapsed = loop.time() - started  # ~200 ms, more on a busy machine
-        assert metadata_requests(fake) - before <= elapsed / 0.1 + 2  # one refresh per 100 ms
+        for _ in range(4):
+            seen = len(sent_ms)
+            for _ in range(10):  # a burst of update requests right after a refresh
+                c.request_update()
+            await wait_until(lambda: len(sent_ms) > seen, what="the refresh the burst asked for")  # noqa: B023
+        assert len(sent_ms) == 5
+        gaps_ms = [later - earlier for earlier, later in itertools.pairwise(sent_ms)]
+        # never two refreshes within retry.backoff.ms (1 ms of slack: asyncio may wake that early)
+        assert min(gaps_ms) >= 99, gaps_ms
         await c.close()
 
     run(main())

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
-from pyspark_log.client.config import ADMIN, CONSUMER, PRODUCER, parse, parse_host_port
+from pyspark_log.client.config import ADMIN, CONSUMER, PRODUCER, ConfigDef, parse, parse_host_port
 from pyspark_log.client.errors import ConfigError
 
 
@@ -57,8 +59,15 @@ def test_bootstrap_servers_is_required() -> None:
         parse(CONSUMER, {}, "consumer")
 
 
-def test_serializer_keys_are_accepted_and_ignored() -> None:
-    parse(CONSUMER, {"bootstrap.servers": "h", "key.deserializer": "x"}, "consumer")
+@pytest.mark.parametrize(("table", "what"), [(PRODUCER, "producer"), (CONSUMER, "consumer"), (ADMIN, "admin")])
+def test_serializer_keys_are_accepted_and_ignored(table: Mapping[str, ConfigDef], what: str) -> None:
+    """All four (de)serializer keys pass validation under every client type and leave no trace:
+    the parsed config equals the one parsed without them."""
+    keys = ("key.serializer", "value.serializer", "key.deserializer", "value.deserializer")
+    plain = parse(table, {"bootstrap.servers": "h"}, what)
+    with_serializers = parse(table, {"bootstrap.servers": "h", **dict.fromkeys(keys, "x.Y")}, what)
+    assert with_serializers == plain
+    assert not set(keys) & set(with_serializers)
 
 
 def test_consumer_and_admin_tables() -> None:

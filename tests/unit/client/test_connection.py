@@ -11,6 +11,7 @@ import pytest
 from pyspark_log.client.connection import BrokerConnection, client_range
 from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedFeatureError
 from pyspark_log.wire import ApiKey
+from tests.unit.waiting import wait_until
 
 from .fake_broker import FakeCluster
 
@@ -75,15 +76,15 @@ def test_pipelined_requests_get_their_own_responses(run: Run) -> None:
 
 def test_a_broken_connection_fails_every_waiter(run: Run) -> None:
     fake = FakeCluster()
-    fake.response_delay_s = 0.05
 
     async def main() -> None:
         c = conn_to(fake, max_in_flight=5)
         await c.connect(1000)
+        fake.response_delay_s = 60  # the replies would come long after the broker went away
         closed: list[object] = []
         c.on_close = lambda conn, exc: closed.append(exc)
         waiters = [asyncio.ensure_future(c.request(ApiKey.METADATA, {"topics": []})) for _ in range(3)]
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(c._in_flight) == 3, what="three requests written and awaiting replies")
         c._writer.close()  # type: ignore[union-attr]  # the broker goes away
         results = await asyncio.gather(*waiters, return_exceptions=True)
         assert all(isinstance(r, BrokerConnectionError) for r in results)
@@ -131,7 +132,7 @@ def test_a_response_nobody_asked_for_is_a_protocol_error(run: Run) -> None:
         errors: list[object] = []
         c.on_close = lambda conn, exc: errors.append(exc)
         c._writer.reader.feed_data(b"\x00\x00\x00\x04\x00\x00\x00\x63")  # type: ignore[union-attr]
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: c.closed, what="the connection to close on the stray response")
         assert c.closed
         assert isinstance(errors[0], ProtocolError)
 

@@ -16,7 +16,7 @@ from pyspark_log.records import compression
 from pyspark_log.records.batch import ProducerRecord, encode_batch
 from pyspark_log.records.control import ControlType, encode_control_batch
 from pyspark_log.records.header import iter_batch_headers
-from pyspark_log.wire import ErrorCode
+from pyspark_log.wire import ApiKey, ErrorCode
 
 from .fake_broker import FakeCluster
 
@@ -200,9 +200,17 @@ def test_pause_and_resume(run: Run) -> None:
             c.assign([TP0, TP1])
             c.pause([TP1])
             recs = await poll_n(c, 3)
-            await asyncio.sleep(0.05)
-            recs += await c.poll(50)
+
+            def fetches() -> list[Any]:
+                return [req for key, _, req in fake.requests if key == ApiKey.FETCH]
+
+            # keep polling until two more fetches were answered: TP1 had every chance to arrive
+            seen = len(fetches())
+            async with asyncio.timeout(10):
+                while len(fetches()) < seen + 2:
+                    recs += await c.poll(10)
             assert {r.partition for r in recs} == {0}
+            assert not [p for req in fetches() for t in req.topics for p in t.partitions if p.partition == 1]
             c.resume([TP1])
             assert {r.partition for r in await poll_n(c, 3)} == {1}
 

@@ -15,6 +15,7 @@ from broker.controller.quorum import ClusterIdMismatchError
 from broker.controller.records import ClusterIdRecord, decode_records
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
+from tests.unit.waiting import wait_until
 
 
 async def started(*controllers) -> None:
@@ -125,7 +126,8 @@ def test_stale_leader_view_is_retried_against_the_new_leader(monkeypatch):
         nodes[2]._driver.believed_leader = 1  # node 2 has not heard of the election yet
 
         async def learn_later():
-            await asyncio.sleep(0.01)
+            # node 2 hears of the election only after it forwarded to the old leader once
+            await wait_until(lambda: "create_topic->1" in calls, what="a forward to the old leader")
             nodes[2]._driver.believed_leader = None
 
         learner = asyncio.create_task(learn_later())

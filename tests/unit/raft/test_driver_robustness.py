@@ -17,6 +17,8 @@ import pytest
 from broker.network.peer import PeerConnection
 from broker.raft import driver as driver_module
 from broker.raft.driver import RaftBusyError, RaftDriver, RaftStoppedError
+from broker.raft.effects import AppendToLog, StepResult
+from broker.raft.invariants import RaftInvariantError, ReplicaView, StepInvariants
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
@@ -314,3 +316,27 @@ def test_forwarded_describe_quorum_failing_oddly_answers_not_leader(tmp_path: Pa
             await stop_all(nodes)
 
     asyncio.run(main())
+
+
+def test_a_broken_core_invariant_stops_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``broker.raft.invariants``: the core's own check failing (here: forced on the next append)
+    stops the driver with a fatal error and fails the waiters, as Kafka fails on a broken invariant."""
+
+    async def scenario(node: Node) -> None:
+        d = driver(node)
+        real = StepInvariants.after_step
+
+        def broken(self: StepInvariants, now: ReplicaView, step: StepResult) -> None:
+            if any(isinstance(effect, AppendToLog) for effect in step.persist):
+                raise RaftInvariantError("replica 1: forced for the test")
+            real(self, now, step)
+
+        monkeypatch.setattr(StepInvariants, "after_step", broken)
+        with pytest.raises(RaftStoppedError):
+            await d.append([b"never"])
+        await wait_until(lambda: not d.running, what="the driver to stop")
+        assert d.fatal_error is not None
+        assert "forced for the test" in d.fatal_error
+        assert len(node.fatal) == 1
+
+    run_single_voter(tmp_path, scenario)

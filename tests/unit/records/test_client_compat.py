@@ -68,7 +68,7 @@ def test_we_read_their_batches(builder: type, codec: int) -> None:
     header, records = decode_records(buf)
     assert header.compression == codec
     assert records == as_records(RECORDS)
-    assert len(decode_arrow(buf, vectorize=True)) == len(RECORDS)
+    assert len(decode_arrow(buf, topic="t", partition=0, vectorize=True)) == len(RECORDS)
 
 
 @pytest.mark.parametrize("codec", CODECS)

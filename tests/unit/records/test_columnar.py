@@ -15,21 +15,33 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_log.records import columnar_numpy
+from pyspark_log.records import columnar, columnar_numpy
 from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
-from pyspark_log.records.columnar import arrow_schema, decode_arrow, decode_columns
+from pyspark_log.records.columnar import ArrowColumns, decode_columns
 from pyspark_log.records.control import ControlType, encode_control_batch
 from pyspark_log.records.errors import CorruptRecordError, RecordTooLargeError
+from pyspark_log.records.fetched import arrow_schema
 from pyspark_log.records.header import ATTRIBUTES_POS, CRC_POS, HEADER_SIZE, crc32c
 
 from .strategies import TS_BASE, codecs, record_lists
 
 Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+TOPIC, PARTITION = "orders", 7
+
+
+def decode_arrow(buf: bytes | bytearray | memoryview, **kwargs: object) -> ArrowColumns:
+    """``columnar.decode_arrow`` of partition ``TOPIC``-``PARTITION``."""
+    return columnar.decode_arrow(buf, topic=TOPIC, partition=PARTITION, **kwargs)  # type: ignore[arg-type]
 
 
 def rows_of(result_batch: pa.RecordBatch) -> list[Row]:
+    """The records of a decoded batch, timestamps in ms; every row is of ``TOPIC``-``PARTITION``."""
     d = result_batch.to_pydict()
-    timestamps = result_batch.column("timestamp").cast(pa.int64()).to_pylist()
+    assert set(d["topic"]) <= {TOPIC}
+    assert set(d["partition"]) <= {PARTITION}
+    micros = result_batch.column("timestamp").cast(pa.int64()).to_pylist()
+    assert all(us % 1000 == 0 for us in micros)
+    timestamps = [us // 1000 for us in micros]
     headers = d.get("headers", [[]] * len(d["offset"]))
     return [
         (o, t, tt, k, v, tuple((h["key"], h["value"]) for h in hs))
@@ -54,14 +66,14 @@ def reference(buf: bytes, start: int = 0, end: int | None = None) -> list[Row]:
 def all_paths(buf: bytes, **kwargs: object) -> list[Row]:
     """Decode with every path; assert they agree; return the rows."""
     cols = decode_columns(buf, include_headers=True, **kwargs)  # type: ignore[arg-type]
-    py = decode_arrow(buf, include_headers=True, vectorize=False, **kwargs)  # type: ignore[arg-type]
-    np_ = decode_arrow(buf, include_headers=True, vectorize=True, **kwargs)  # type: ignore[arg-type]
+    py = decode_arrow(buf, include_headers=True, vectorize=False, **kwargs)
+    np_ = decode_arrow(buf, include_headers=True, vectorize=True, **kwargs)
     assert np_.batch.schema == py.batch.schema == arrow_schema(True)
     assert np_.batch.equals(py.batch), (np_.batch.to_pydict(), py.batch.to_pydict())
-    assert cols.to_arrow().equals(py.batch)
+    assert cols.to_arrow(topic=TOPIC, partition=PARTITION).equals(py.batch)
     assert (cols.next_offset, cols.consumed_bytes) == (py.next_offset, py.consumed_bytes)
     assert (np_.next_offset, np_.consumed_bytes) == (py.next_offset, py.consumed_bytes)
-    plain = decode_arrow(buf, vectorize=True, **kwargs)  # type: ignore[arg-type]
+    plain = decode_arrow(buf, vectorize=True, **kwargs)
     assert plain.batch.equals(np_.batch.drop_columns(["headers"]))
     assert len(cols) == len(py) == len(np_)
     return rows_of(np_.batch)

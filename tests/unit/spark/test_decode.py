@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
+from pyspark_log.records.fetched import arrow_schema
 from pyspark_log.spark.access import TopicPartition
-from pyspark_log.spark.decode import arrow_schema, read_range
+from pyspark_log.spark.decode import read_range
 from pyspark_log.spark.planning import OffsetRange, PylogDataLossError
 from tests.unit.spark.fake_broker import FakeBroker
 
@@ -47,6 +48,13 @@ def test_arrow_schema_is_what_pyspark_expects() -> None:
 
     for headers in (False, True):
         assert to_arrow_schema(source_schema(headers), timezone="UTC").equals(arrow_schema(headers))
+    # the Kafka connector's columns, as users see them
+    assert source_schema(True).simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+    assert source_schema(False).fieldNames() == source_schema(True).fieldNames()[:-1]
+    assert all(f.nullable for f in source_schema(True).fields)
 
 
 def test_columns_and_values(broker: FakeBroker) -> None:
