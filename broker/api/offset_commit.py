@@ -1,6 +1,8 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47), TxnOffsetCommit (28).
 
-Seed 002 §5.5: the coordinator appends each commit to ``__consumer_offsets`` before it answers,
+Seed 002 §5.5: the coordinator appends each commit to ``__consumer_offsets`` before it answers
+(and, as Kafka with ``offsets.commit.required.acks=-1``, waits until the offsets partition's ISR
+has it, at most ``offsets.commit.timeout.ms``),
 and answers fetches from its cache; while the group's partition loads, both get
 COORDINATOR_LOAD_IN_PROGRESS and clients retry. As in Kafka: a partition of a topic that does not
 exist is answered UNKNOWN_TOPIC_OR_PARTITION on commit; a missing commit fetches as offset -1
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
-from broker.coordinator.group import CommittedOffset, GroupCoordinator
+from broker.coordinator.group import OFFSETS_TOPIC, CommittedOffset, GroupCoordinator, partition_for
 from pyspark_log.wire.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
@@ -100,6 +102,48 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
             body.group_id, member_id, body.group_instance_id, generation, offsets
         ),
     )
+    pending = _replication_pending(broker, body.group_id, results)
+    if pending is None:
+        return _commit_response(body, results)
+    return _after_replication(broker, body, results, pending)
+
+
+def _replication_pending(
+    broker: Broker, group_id: str, results: Mapping[TopicPartition, int]
+) -> tuple[int, int] | None:
+    """``(offsets partition, its last offset)`` when a commit was appended that the partition's
+    ISR does not have yet (``offsets.commit.required.acks=-1``, Kafka's default and pylog's only
+    setting); None when the answer need not wait."""
+    if not any(code == ErrorCode.NONE for code in results.values()):
+        return None
+    topic = broker.image().topics.get(OFFSETS_TOPIC)
+    if topic is None or not topic.partitions:
+        return None
+    partition = partition_for(group_id, len(topic.partitions))
+    hosted = broker.replicas.get_partition(OFFSETS_TOPIC, partition)
+    if hosted is None or not hosted.is_leader:
+        return None
+    last = hosted.log.log_end_offset - 1
+    return None if broker.replicas.acknowledged(OFFSETS_TOPIC, partition, last) else (partition, last)
+
+
+async def _after_replication(
+    broker: Broker, body: Any, results: dict[TopicPartition, int], pending: tuple[int, int]
+) -> dict[str, Any]:
+    """Answer once the commit is on every ISR member of its offsets partition; a failure becomes
+    what Kafka's coordinator answers (``GroupMetadataManager``): COORDINATOR_NOT_AVAILABLE for a
+    timeout or a too small ISR, NOT_COORDINATOR when the partition moved — both retried by clients."""
+    timeout_ms = int(broker.config.get("offsets.commit.timeout.ms", 5000))
+    code = await broker.replicas.wait_for_acks(OFFSETS_TOPIC, pending[0], pending[1], timeout_ms)
+    if code != ErrorCode.NONE:
+        mapped = (
+            ErrorCode.NOT_COORDINATOR
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        )
+        for tp, current in results.items():
+            if current == ErrorCode.NONE:
+                results[tp] = mapped
     return _commit_response(body, results)
 
 

@@ -240,3 +240,24 @@ def _pylog(cluster: EmbeddedCluster, *args: str, via: int | None = None) -> str:
     proc = subprocess.run(argv, capture_output=True, timeout=60, check=False, cwd=Path(__file__).parents[2])
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
+
+
+def test_an_offset_commit_is_answered_once_every_isr_member_of_its_offsets_partition_has_it(cluster):
+    """Kafka's offsets.commit.required.acks=-1: the commit is on every replica when the consumer
+    hears back — read straight from the replicas' files, no wait."""
+    from broker.coordinator.group.records import OFFSETS_TOPIC, partition_for
+
+    topic = unique("commits")
+    create_topic(cluster, topic, num_partitions=1, replication_factor=3)
+    group = unique("group")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group, "enable.auto.commit": False})
+    try:
+        partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
+        for offset in (5, 9, 42):
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+            isr = cluster.partitions(OFFSETS_TOPIC)[partition].isr
+            copies = {b: cluster.segment_bytes(b, OFFSETS_TOPIC, partition) for b in isr}
+            assert len(set(copies.values())) == 1, f"commit {offset} answered before every ISR member had it"
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 42
+    finally:
+        consumer.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -44,6 +45,8 @@ class FakeBroker:
         self.txn = None  # no transaction coordinator: FindCoordinator key type 1 is unavailable
         self.clock_ms = harness.clock
         self.config: dict[str, Any] = {}
+        # the harness's offsets store is in memory, with no replicas to wait for
+        self.replicas = SimpleNamespace(get_partition=lambda _topic, _partition: None)
         image = MetadataImage.empty("cluster", 1).with_broker(BrokerInfo(1, "127.0.0.1", 9092))
         for t in (topic(OFFSETS_TOPIC, harness.partitions), topic("t", 2)):
             image = image.with_topic(t)
