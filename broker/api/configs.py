@@ -51,8 +51,6 @@ TOPIC_CONFIG_TYPES = {
 
 # Kafka topic configs pylog accepts and stores but does not act on yet, with Kafka's defaults.
 _STORED_ONLY_DEFAULTS = {
-    "delete.retention.ms": "86400000",
-    "min.compaction.lag.ms": "0",
     "min.insync.replicas": "1",
     "unclean.leader.election.enable": "false",
 }
