@@ -96,7 +96,10 @@ def _append_one(broker: Broker, topic: str, partition: int, records: Any) -> dic
     except PartitionError as exc:
         return _error(partition, exc.code, str(exc))
     except LogError as exc:
-        return _error(partition, exc.code, str(exc))
+        response = _error(partition, exc.code, str(exc))
+        if errors := getattr(exc, "record_errors", ()):  # KIP-467: v8+ names the records
+            response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in errors]
+        return response
     return {
         "index": partition,
         "error_code": 0,

@@ -44,7 +44,6 @@ from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.recopy import CleaningAborted, CleaningPlan, CleanResult, SourceSegment, Throttler, clean
 from broker.log.cleaner.swap import install
 from broker.log.config import Clock
-from broker.log.errors import LogError
 from broker.log.log import Log
 from broker.log.manager import LogManager
 
@@ -109,9 +108,14 @@ class LogCleaner:
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(self._pool, clean, plan, offset_map, self._throttler, self._stop)
             self._finish(target, plan, result)
+        except asyncio.CancelledError:
+            self._stop.set()
+            if self._pool is not None:  # the thread stops at its next batch; only then close its files
+                self._pool.shutdown(wait=True)
+            raise
         except CleaningAborted:
             return True
-        except (OSError, LogError, ValueError, OverflowError):
+        except Exception:  # a bad batch or an I/O error must not stop the broker: skip this log
             log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
             self._uncleanable.add(key)
         finally:

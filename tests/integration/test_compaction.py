@@ -1,0 +1,108 @@
+"""Log compaction against a real broker process with confluent-kafka (seed 000 §4.8; issue 13).
+
+"로그를 맨 앞에서부터 읽어가는 모든 컨슈머는 적어도 모든 레코드의 최종 상태를 기록한 순서대로
+조회할 수 있다 ... 메세지의 오프셋은 절대 변경되지 않는다." Keyed overwrites and tombstones go to a
+compacted topic with small segments; once the cleaner reports the log clean (its
+``cleaner-offset-checkpoint`` reaches the active segment), a consumer from offset 0 gets exactly
+the latest record of every key, in offset order, at the offsets the producer was given. A
+record without a key is refused with INVALID_RECORD (KIP-467).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pyspark_log.embedded import EmbeddedBroker
+from tests.integration.compat import (
+    TIMEOUT_S,
+    Rec,
+    confluent_consume,
+    confluent_producer_config,
+    confluent_send,
+    confluent_wait,
+    segment_files,
+    wait_until,
+)
+
+SEGMENT_MS = 1500
+CLEANER_OVERRIDES = {
+    "log.cleaner.backoff.ms": "50",
+    "log.cleaner.dedupe.buffer.size": str(1 << 20),
+    "log.cleaner.min.cleanable.ratio": "0.01",
+}
+
+
+@pytest.fixture
+def cleaning_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path / "broker", overrides=CLEANER_OVERRIDES) as b:
+        yield b
+
+
+def create_compacted(broker: EmbeddedBroker, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    config = {"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": str(SEGMENT_MS)}
+    futures = admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=TIMEOUT_S)
+    futures[topic].result(TIMEOUT_S)
+
+
+def cleaned_up_to(broker: EmbeddedBroker, topic: str) -> int:
+    """The first dirty offset the cleaner recorded for ``topic``-0 (−1: never cleaned)."""
+    path = broker.data_dir / "logs" / "cleaner-offset-checkpoint"
+    if not path.exists():
+        return -1
+    for line in path.read_text().splitlines()[2:]:
+        name, partition, offset = line.split()
+        if name == topic and partition == "0":
+            return int(offset)
+    return -1
+
+
+def test_section_4_8_consumer_from_zero_gets_the_latest_value_of_every_key(
+    cleaning_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    broker = cleaning_broker
+    create_compacted(broker, topic_name)
+    producer = Producer(confluent_producer_config(broker.bootstrap_servers, **{"linger.ms": 0}))
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    produced_bytes = 0
+    for round_ in range(12):
+        records = [Rec(f"key-{k}".encode(), f"value-{round_}-{k}-".encode() + b"x" * 80) for k in range(20)]
+        if round_ == 11:  # tombstones for five keys
+            records = [Rec(f"key-{k}".encode(), None) for k in range(5)]
+        acked = confluent_wait(producer, confluent_send(producer, topic_name, records))
+        for rec, (_, offset) in zip(records, acked, strict=True):
+            assert rec.key is not None
+            produced_bytes += len(rec.key) + len(rec.value or b"")
+            latest[rec.key] = (offset, rec.value)
+    time.sleep(SEGMENT_MS / 1000 + 0.1)  # segment.ms: the next append rolls the active segment
+    sentinel = confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"sentinel", b"s")]))[0][1]
+    latest[b"sentinel"] = (sentinel, b"s")
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+    size_after = sum(p.stat().st_size for p in segment_files(broker, topic_name))
+    assert size_after < produced_bytes / 3, (produced_bytes, size_after)  # the files shrank
+
+    got = confluent_consume(broker.bootstrap_servers, topic_name, len(latest), timeout_s=TIMEOUT_S)
+    want = sorted((offset, key, value) for key, (offset, value) in latest.items())
+    assert [(g.offset, g.key, g.value) for g in got] == want
+    # nothing more than that: the consumer is at the log end
+    extra = confluent_consume(broker.bootstrap_servers, topic_name, 1, start=sentinel + 1, timeout_s=1)
+    assert extra == []
+    assert "log cleaning failed" not in broker.output()
+
+
+def test_kip_467_null_key_refused_on_a_compacted_topic(cleaning_broker: EmbeddedBroker, topic_name: str) -> None:
+    create_compacted(cleaning_broker, topic_name)
+    producer = Producer(confluent_producer_config(cleaning_broker.bootstrap_servers, retries=0))
+    reports = confluent_send(producer, topic_name, [Rec(None, b"no key")])
+    assert producer.flush(TIMEOUT_S) == 0
+    err = reports[0][0]
+    assert err is not None
+    assert err.code() == KafkaError.INVALID_RECORD, err
+    # a keyed record still goes in
+    assert confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"k", b"v")])) == [(0, 0)]
