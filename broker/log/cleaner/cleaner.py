@@ -1,26 +1,24 @@
 """``LogCleaner``: the background log cleaner of a broker (seed 000 §4.8 "Log Compaction Details").
 
 "로그 클리너는 로그 세그먼트 파일을 재복사하는 백그라운드 스레드 풀로" — ``log.cleaner.threads``
-worker coroutines on the event loop, each with its own offset map
-(``log.cleaner.dedupe.buffer.size`` / threads) and a thread of a pool. One round of a worker:
+worker coroutines on the event loop, each cleaning one log at a time in a worker process
+(``worker.py``: a process, not a thread, so the cleaner's Python work never holds the broker's
+GIL). One round of a worker coroutine:
 
 1. on the loop: choose the compacted log with the highest dirty ratio that is cleanable and not
-   being cleaned by another worker (``choose.py``), and take a ``CleaningPlan`` of it
-   (duplicated descriptors of its segments below the cleanable end, its aborted transactions,
-   the last batch of each live producer);
-2. in the thread: build the offset map and write the ``.cleaned`` files (``recopy.py``), throttled
-   by ``log.cleaner.io.max.bytes.per.second`` across all threads;
-3. on the loop: swap them in (``swap.py``) in one synchronous step and record the new first dirty
-   offset in the log dir's ``cleaner-offset-checkpoint`` (Kafka's file and format).
+   being cleaned by another worker (``choose.py``), and take a ``CleaningPlan`` of it (its
+   segment files below the cleanable end, its aborted transactions, the last batch of each live
+   producer);
+2. in the worker process: build the offset map and write the ``.cleaned`` files (``recopy.py``),
+   throttled by ``log.cleaner.io.max.bytes.per.second`` (shared evenly by the workers);
+3. on the loop: swap them in (``swap.py``) in one synchronous step — unless the log changed
+   meanwhile — and record the new first dirty offset in the log dir's
+   ``cleaner-offset-checkpoint`` (Kafka's file and format).
 
 When no log needs cleaning a worker sleeps ``log.cleaner.backoff.ms``. A log whose clean fails
 (unreadable batch, I/O error, a first batch larger than the whole map) is *uncleanable* until
 restart and counted in ``uncleanable-partitions-count``; the broker goes on. Shutdown (task
-cancelled) sets a stop flag that the thread checks between batches and waits for it.
-
-The GIL: the thread's Python work holds the GIL for up to ``sys.getswitchinterval()`` (5 ms)
-at a time, so the event loop is delayed by at most that per switch while a clean runs; the
-swap itself is a few renames and an index build on the loop.
+cancelled) sets the workers' stop flag, which they check between batches, and waits for them.
 
 Metrics (Kafka's names, ``metrics()``): ``max-dirty-percent``, ``max-clean-time-secs``,
 ``max-compaction-delay-secs``, ``uncleanable-partitions-count``, ``cleaner-recopy-percent``,
@@ -31,18 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
+import multiprocessing
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.cleaner.choose import Cleanable, LogFacts, SegmentFacts, choose_log, cleanable_range
 from broker.log.cleaner.config import CleanerConfig
-from broker.log.cleaner.offset_map import OffsetMap
-from broker.log.cleaner.recopy import CleaningAborted, CleaningPlan, CleanResult, SourceSegment, Throttler, clean
+from broker.log.cleaner.recopy import CleaningAborted, CleaningPlan, CleanResult, SourceSegment
 from broker.log.cleaner.swap import install
+from broker.log.cleaner.worker import CleanJob, init_worker, run_job
 from broker.log.config import Clock
 from broker.log.log import Log
 from broker.log.manager import LogManager
@@ -57,13 +55,15 @@ TopicPartition = tuple[str, int]
 class LogCleaner:
     """Cleans the compacted logs of ``logs`` in the background (``run``); see the module docstring."""
 
-    def __init__(self, logs: LogManager, config: CleanerConfig, clock: Clock) -> None:
+    def __init__(self, logs: LogManager, config: CleanerConfig, clock: Clock, *, processes: bool = True) -> None:
+        """``processes``: clean in worker processes (the broker); False runs the same jobs in
+        threads of the loop's default executor (tests)."""
         self.logs = logs
         self.config = config
         self._clock = clock
-        self._stop = threading.Event()
-        self._throttler = Throttler(config.io_max_bytes_per_second)
-        self._pool: ThreadPoolExecutor | None = None
+        self._processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._stop: Any = None
         self._in_progress: set[TopicPartition] = set()
         self._uncleanable: set[TopicPartition] = set()
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
@@ -79,22 +79,31 @@ class LogCleaner:
         when ``log.cleaner.enable`` is false)."""
         if not self.config.enable:
             return
-        self._pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="log-cleaner")
+        if self._processes:
+            context = multiprocessing.get_context("spawn")
+            self._stop = context.Event()
+            self._pool = ProcessPoolExecutor(
+                self.config.threads, mp_context=context, initializer=init_worker, initargs=(self._stop,)
+            )
         try:
             await asyncio.gather(*(self._worker() for _ in range(self.config.threads)))
         finally:
+            self._shutdown_pool()
+
+    def _shutdown_pool(self) -> None:
+        """Stop the workers between batches and wait for them (their files are then closed)."""
+        if self._stop is not None:
             self._stop.set()
+        if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     async def _worker(self) -> None:
-        offset_map: OffsetMap | None = None
         while True:
-            if offset_map is None:
-                offset_map = OffsetMap(self.config.map_bytes_per_thread, self.config.io_buffer_load_factor)
-            if not await self.clean_once(offset_map):
+            if not await self.clean_once():
                 await asyncio.sleep(self.config.backoff_ms / 1000)
 
-    async def clean_once(self, offset_map: OffsetMap) -> bool:
+    async def clean_once(self) -> bool:
         """Choose, clean and swap one log; False when no log needed cleaning."""
         chosen = self._choose()
         if chosen is None:
@@ -104,22 +113,26 @@ class LogCleaner:
         self._in_progress.add(key)
         started = time.monotonic()
         plan = self._plan(target, cleanable)
+        config = self.config
+        job = CleanJob(
+            plan.detached(), config.map_bytes_per_thread, config.io_buffer_load_factor,
+            config.io_max_bytes_per_second / config.threads,
+        )  # fmt: skip
         try:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._pool, clean, plan, offset_map, self._throttler, self._stop)
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
+            _reattach(plan, result)
             self._finish(target, plan, result)
         except asyncio.CancelledError:
-            self._stop.set()
-            if self._pool is not None:  # the thread stops at its next batch; only then close its files
-                self._pool.shutdown(wait=True)
+            self._shutdown_pool()
             raise
         except CleaningAborted:
             return True
+        except FileNotFoundError:  # a source segment went meanwhile (retention, truncation)
+            log.info("%s: the log changed while it was cleaned; cleaning again later", target.name)
         except Exception:  # a bad batch or an I/O error must not stop the broker: skip this log
             log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
             self._uncleanable.add(key)
         finally:
-            plan.close()
             self._in_progress.discard(key)
         self.max_clean_time_s = time.monotonic() - started
         return True
@@ -245,7 +258,7 @@ def make_plan(target: Log, cleanable: Cleanable, now_ms: int) -> CleaningPlan:
     """The ``CleaningPlan`` of ``cleanable`` (on the loop): duplicated descriptors of the
     segments below its end, the aborted transactions there, the live producers' last batches."""
     sources = [
-        SourceSegment(s.base_offset, s.next_offset, s.size_bytes, s.last_modified_ms(), os.dup(s.fd), s)
+        SourceSegment(s.base_offset, s.next_offset, s.size_bytes, s.last_modified_ms(), s.log_path, s)
         for s in target.segments
         if s.base_offset < cleanable.end_offset
     ]
@@ -264,3 +277,10 @@ def make_plan(target: Log, cleanable: Cleanable, now_ms: int) -> CleaningPlan:
         delete_retention_ms=target.config.delete_retention_ms,
         segment_bytes=target.config.segment_bytes,
     )
+
+
+def _reattach(plan: CleaningPlan, result: CleanResult) -> None:
+    """Give the result's groups the loop-side sources (with their ``LogSegment`` objects)."""
+    by_base = {source.base_offset: source for source in plan.sources}
+    for group in result.groups:
+        group.sources = [by_base[source.base_offset] for source in group.sources]

@@ -21,10 +21,12 @@ Not thread-safe: one cleaner thread owns a map and reuses it (``clear``) clean a
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 
 BYTES_PER_ENTRY = 24
+CLEAR_CHUNK = 512 * 1024  # int64 cells (4 MiB) emptied between GIL releases
 EMPTY = -1
 
 
@@ -44,12 +46,13 @@ class OffsetMap:
         if self.slots < 1:
             raise ValueError(f"an offset map needs at least {BYTES_PER_ENTRY} bytes, got {memory_bytes}")
         self.max_entries = max(1, int(self.slots * load_factor))
-        self.array = np.full(3 * self.slots, EMPTY, dtype=np.int64)
+        self.array = np.empty(3 * self.slots, dtype=np.int64)
         self._cells = memoryview(self.array.data).cast("B").cast("q")  # plain ints, faster than numpy scalars
         self.size = 0
         self.latest_offset = -1  # the largest offset ``put`` was given (−1: none)
         self.lookups = 0
         self.probes = 0
+        self.clear()
 
     @property
     def memory_bytes(self) -> int:
@@ -64,7 +67,12 @@ class OffsetMap:
         return self.max_entries - self.size
 
     def clear(self) -> None:
-        self.array.fill(EMPTY)
+        """Empty every slot, a few MiB at a time with a GIL release between (a cleaner thread
+        must not hold the interpreter for the whole buffer while the event loop waits)."""
+        array = self.array
+        for start in range(0, len(array), CLEAR_CHUNK):
+            array[start : start + CLEAR_CHUNK].fill(EMPTY)
+            time.sleep(0)
         self.size = 0
         self.latest_offset = -1
         self.lookups = self.probes = 0

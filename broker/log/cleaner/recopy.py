@@ -6,11 +6,11 @@ Seed 000 §4.8 "Log Compaction Details", steps 2-3: "로그 헤드에 있는 각
 하나가 전부다." And: "데이터 정리는 읽기 요청를 블로킹하지 않으며 ... 지정한 I/O 처리량을 넘어가지
 않도록 제한하는 설정을 넣을 수 있다" (``log.cleaner.io.max.bytes.per.second``: ``Throttler``).
 
-``clean(plan, offset_map, throttler, stop)`` runs in a cleaner thread. It reads only the
-source segments through duplicates of their file descriptors taken on the event loop
-(``CleaningPlan``), so retention or a truncation on the loop never pulls a file from under it
-(the swap then notices the log changed and drops the result), and it writes only
-``<base>.log.cleaned`` files, fsynced before it returns. It never touches a ``Log``.
+``clean(plan, offset_map, throttler, stop)`` runs in a cleaner worker process (``worker.py``)
+or, in tests, a thread. It reads only the source segment files named in the plan taken on the
+event loop (``CleaningPlan``), and writes only ``<base>.log.cleaned`` files, fsynced before it
+returns; it never touches a ``Log``. If retention, a truncation or a roll changed the log
+meanwhile (a file gone, or renamed), the swap notices the log changed and drops the result.
 
 Grouping: consecutive source segments are recopied into one cleaned segment, named after the
 first one's base offset, as long as what it holds plus the next source's whole size stays within
@@ -19,12 +19,14 @@ first one's base offset, as long as what it holds plus the next source's whole s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from broker.log.cleaner.choose import starts_new_group
 from broker.log.cleaner.offset_map import OffsetMap
@@ -63,16 +65,22 @@ def cleaned_path(directory: Path, base_offset: int) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class SourceSegment:
-    """A segment to read: a duplicate ``fd`` (owned by the plan) and the facts taken on the loop.
-
-    ``segment`` is the ``LogSegment`` itself, for the swap's identity check only."""
+    """A segment to read, with the facts taken on the loop. The worker opens ``path`` itself;
+    ``segment`` is the ``LogSegment`` (on the loop's side only, None in a worker process), for
+    the swap's identity check."""
 
     base_offset: int
     next_offset: int
     size_bytes: int
     last_modified_ms: int
-    fd: int
-    segment: object
+    path: Path
+    segment: object = None
+
+
+class StopFlag(Protocol):
+    """What ``clean`` polls between batches (a ``threading.Event``, or the worker process's flag)."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -90,13 +98,10 @@ class CleaningPlan:
     delete_retention_ms: int
     segment_bytes: int
 
-    def close(self) -> None:
-        """Close the duplicate descriptors."""
-        for source in self.sources:
-            try:
-                os.close(source.fd)
-            except OSError:
-                pass
+    def detached(self) -> CleaningPlan:
+        """A copy without the ``LogSegment`` objects, to send to a worker process."""
+        sources = [dataclasses.replace(s, segment=None) for s in self.sources]
+        return dataclasses.replace(self, sources=sources)
 
 
 @dataclass(slots=True)
@@ -164,7 +169,7 @@ def throttle_delay_s(window_bytes: int, elapsed_s: float, bytes_per_second: floa
     return max(0.0, window_bytes / bytes_per_second - elapsed_s)
 
 
-def clean(plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, stop: threading.Event) -> CleanResult:
+def clean(plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, stop: StopFlag) -> CleanResult:
     """Build the map of the dirty head, then recopy the segments it covers (module docstring).
     Raises CleaningAborted when ``stop`` is set, CorruptMessageError on unreadable batches,
     OSError on I/O errors; ``.cleaned`` files already written are removed in each case."""
@@ -181,22 +186,36 @@ def _decode(data: bytes, source: SourceSegment, pos: int) -> list[Record]:
 class _Clean:
     """One clean's state in the worker thread."""
 
-    def __init__(self, plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, stop: threading.Event) -> None:
+    def __init__(self, plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, stop: StopFlag) -> None:
         self.plan = plan
         self.map = offset_map
         self.throttler = throttler
         self.stop = stop
         self.result = CleanResult(plan.first_dirty_offset)
+        self._fds: dict[int, int] = {}
+
+    def _fd(self, source: SourceSegment) -> int:
+        fd = self._fds.get(source.base_offset)
+        if fd is None:
+            fd = self._fds[source.base_offset] = os.open(source.path, os.O_RDONLY)
+        return fd
 
     def _read(self, source: SourceSegment, pos: int, size: int) -> bytes:
         if self.stop.is_set():
             raise CleaningAborted
-        data = pread_exact(source.fd, size, pos)
+        data = pread_exact(self._fd(source), size, pos)
         self.throttler.acquire(len(data))
         self.result.bytes_read += len(data)
         return data
 
     def run(self) -> CleanResult:
+        try:
+            return self._run()
+        finally:
+            for fd in self._fds.values():
+                os.close(fd)
+
+    def _run(self) -> CleanResult:
         plan, result = self.plan, self.result
         self.map.clear()
         result.map_end_offset = self._build_offset_map()
@@ -244,7 +263,7 @@ class _Clean:
         for source in plan.sources:
             if source.next_offset <= first_dirty:
                 continue
-            for pos, header in iter_headers(source.fd, 0, source.size_bytes):
+            for pos, header in iter_headers(self._fd(source), 0, source.size_bytes):
                 if header.last_offset < first_dirty:
                     continue
                 if header.base_offset >= plan.end_offset:
@@ -269,7 +288,7 @@ class _Clean:
         keep_deletes = retains_deletes(
             source.base_offset, source.last_modified_ms, plan.first_dirty_offset, plan.delete_retention_ms, plan.now_ms
         )
-        for pos, header in iter_headers(source.fd, 0, source.size_bytes):
+        for pos, header in iter_headers(self._fd(source), 0, source.size_bytes):
             data = self._read(source, pos, header.size)
             out = self._filter_batch(header, data, source, pos, txns, group, keep_deletes=keep_deletes)
             if out:

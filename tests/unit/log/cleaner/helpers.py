@@ -31,10 +31,7 @@ def prepare(log: Log, clock: FakeClock, *, first_dirty: int | None = None, map_b
     dirty = log.log_start_offset if first_dirty is None else first_dirty
     cleanable = cleanable_range(log_facts(log, dirty), clock())
     plan = make_plan(log, cleanable, clock())
-    try:
-        return clean(plan, OffsetMap(map_bytes), Throttler(float("inf")), threading.Event())
-    finally:
-        plan.close()
+    return clean(plan, OffsetMap(map_bytes), Throttler(float("inf")), threading.Event())
 
 
 def clean_log(log: Log, clock: FakeClock, *, first_dirty: int | None = None, map_bytes: int = MAP_BYTES) -> CleanResult:

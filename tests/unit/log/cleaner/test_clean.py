@@ -9,7 +9,6 @@ from pathlib import Path
 
 from broker.log.cleaner.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from broker.log.cleaner.config import CleanerConfig
-from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.swap import install
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.log import Log
@@ -224,12 +223,10 @@ def test_log_cleaner_task_cleans_the_dirtiest_log_and_checkpoints(tmp_path: Path
     overwrite(log, 10)
     overwrite(plain, 10)
     plain_before = as_pairs(read_all(plain))
-    cleaner = LogCleaner(manager, CleanerConfig(threads=1, dedupe_buffer_size=24 * 4096), clock)
+    cleaner = LogCleaner(manager, CleanerConfig(threads=1, dedupe_buffer_size=24 * 4096), clock, processes=False)
 
     async def once() -> tuple[bool, bool]:
-        cleaner._pool = None
-        offset_map = OffsetMap(24 * 4096)
-        return await cleaner.clean_once(offset_map), await cleaner.clean_once(offset_map)
+        return await cleaner.clean_once(), await cleaner.clean_once()
 
     first, second = asyncio.run(once())
     assert first
