@@ -276,6 +276,8 @@ def make_plan(target: Log, cleanable: Cleanable, now_ms: int) -> CleaningPlan:
         now_ms=now_ms,
         delete_retention_ms=target.config.delete_retention_ms,
         segment_bytes=target.config.segment_bytes,
+        index_interval_bytes=target.config.index_interval_bytes,
+        segment_index_bytes=target.config.segment_index_bytes,
     )
 
 

@@ -41,13 +41,15 @@ from broker.log.cleaner.retain import (
 from broker.log.cleaner.rewrite import rewrite_batch
 from broker.log.config import INT_MAX
 from broker.log.errors import CorruptMessageError
+from broker.log.offset_index import OffsetIndex
 from broker.log.producer_state import parse_txn_marker
 from broker.log.scan import iter_headers, pread_exact
-from broker.log.segment import LOG_SUFFIX, segment_file_name
+from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
+from broker.log.time_index import NO_TIMESTAMP, TimeIndex
 from broker.log.txn_index import AbortedTxn
 from pyspark_log.records.batch import decode_records
 from pyspark_log.records.errors import RecordError
-from pyspark_log.records.header import BatchHeader
+from pyspark_log.records.header import BatchHeader, read_header
 from pyspark_log.records.record import Record
 
 CLEANED_SUFFIX = ".cleaned"
@@ -97,6 +99,8 @@ class CleaningPlan:
     now_ms: int
     delete_retention_ms: int
     segment_bytes: int
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024
 
     def detached(self) -> CleaningPlan:
         """A copy without the ``LogSegment`` objects, to send to a worker process."""
@@ -106,7 +110,8 @@ class CleaningPlan:
 
 @dataclass(slots=True)
 class CleanedGroup:
-    """One written ``.cleaned`` file replacing ``sources``."""
+    """One written cleaned segment replacing ``sources``: ``<base>.log.cleaned`` and its offset
+    and time indexes, ``<base>.index.cleaned`` and ``<base>.timeindex.cleaned``."""
 
     base_offset: int
     sources: list[SourceSegment]
@@ -114,6 +119,15 @@ class CleanedGroup:
     size_bytes: int
     aborted: list[AbortedTxn]  # index entries of the ABORT markers it keeps
     last_modified_ms: int  # the newest source's: cleaning does not make data look younger
+
+    @property
+    def index_paths(self) -> tuple[Path, Path]:
+        """The cleaned offset index and time index."""
+        directory = self.path.parent
+        return (
+            directory / (segment_file_name(self.base_offset, INDEX_SUFFIX) + CLEANED_SUFFIX),
+            directory / (segment_file_name(self.base_offset, TIME_INDEX_SUFFIX) + CLEANED_SUFFIX),
+        )
 
 
 @dataclass(slots=True)
@@ -128,7 +142,8 @@ class CleanResult:
 
     def discard_files(self) -> None:
         for group in self.groups:
-            group.path.unlink(missing_ok=True)
+            for path in (group.path, *group.index_paths):
+                path.unlink(missing_ok=True)
 
 
 class Throttler:
@@ -224,31 +239,28 @@ class _Clean:
             return result
         sources = [s for s in plan.sources if s.base_offset < result.map_end_offset]
         txns = TxnCleaning(list(plan.aborted))
-        group: CleanedGroup | None = None
-        fd = -1
+        writer: _GroupWriter | None = None
         try:
             for source in sources:
+                group = writer.group if writer is not None else None
                 if group is not None and starts_new_group(
                     group.size_bytes, group.base_offset, source.size_bytes, source.next_offset,
                     plan.segment_bytes, INT_MAX,
                 ):  # fmt: skip
-                    _finish_file(fd)
-                    fd = -1
-                    group = None
-                if group is None:
-                    group = CleanedGroup(
-                        source.base_offset, [], cleaned_path(plan.directory, source.base_offset), 0, [], 0
-                    )
-                    result.groups.append(group)
-                    fd = os.open(group.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                group.sources.append(source)
-                group.last_modified_ms = max(group.last_modified_ms, source.last_modified_ms)
-                self._recopy(source, group, fd, txns)
-            _finish_file(fd)
-            fd = -1
+                    assert writer is not None
+                    writer.finish()
+                    writer = None
+                if writer is None:
+                    writer = _GroupWriter(plan, source.base_offset)
+                    result.groups.append(writer.group)
+                writer.group.sources.append(source)
+                writer.group.last_modified_ms = max(writer.group.last_modified_ms, source.last_modified_ms)
+                self._recopy(source, writer, txns)
+            if writer is not None:
+                writer.finish()
         except BaseException:
-            if fd >= 0:
-                os.close(fd)
+            if writer is not None:
+                writer.close()
             result.discard_files()
             raise
         return result
@@ -268,8 +280,10 @@ class _Clean:
                     continue
                 if header.base_offset >= plan.end_offset:
                     return end
-                if header.is_control:
-                    txns.on_marker(header.producer_id, header.base_offset, commit=None)
+                if header.is_control:  # ends its transaction: later batches of the producer count again
+                    marker = parse_txn_marker(self._read(source, pos, header.size))
+                    commit = None if marker is None else marker.commit
+                    txns.on_marker(header.producer_id, header.base_offset, commit=commit)
                 elif not txns.on_data_batch(
                     header.producer_id, header.last_offset, transactional=header.is_transactional
                 ):
@@ -282,17 +296,18 @@ class _Clean:
             end = max(end, min(source.next_offset, plan.end_offset))
         return min(end, plan.end_offset)
 
-    def _recopy(self, source: SourceSegment, group: CleanedGroup, fd: int, txns: TxnCleaning) -> None:
-        """Append what ``source`` keeps to the cleaned file ``fd`` of ``group``."""
+    def _recopy(self, source: SourceSegment, writer: _GroupWriter, txns: TxnCleaning) -> None:
+        """Append what ``source`` keeps to the cleaned segment of ``writer``."""
         plan, result = self.plan, self.result
         keep_deletes = retains_deletes(
             source.base_offset, source.last_modified_ms, plan.first_dirty_offset, plan.delete_retention_ms, plan.now_ms
         )
         for pos, header in iter_headers(self._fd(source), 0, source.size_bytes):
             data = self._read(source, pos, header.size)
-            out = self._filter_batch(header, data, source, pos, txns, group, keep_deletes=keep_deletes)
+            out = self._filter_batch(header, data, source, pos, txns, writer.group, keep_deletes=keep_deletes)
             if out:
-                group.size_bytes += _write_all(fd, out, group.size_bytes)
+                max_timestamp = header.max_timestamp if out is data else read_header(out).max_timestamp
+                writer.write(out, header.last_offset, max_timestamp)
                 self.throttler.acquire(len(out))
                 result.bytes_written += len(out)
 
@@ -352,12 +367,47 @@ class _Clean:
         return rewrite_batch(header, kept)
 
 
-def _finish_file(fd: int) -> None:
-    if fd >= 0:
+class _GroupWriter:
+    """Writes one cleaned segment: ``<base>.log.cleaned``, and its offset and time indexes by the
+    rule ``LogSegment._track`` uses (an entry after every ``index.interval.bytes``; the time
+    index ends with the segment's largest timestamp, as when a segment stops being active).
+    ``finish`` fsyncs all three."""
+
+    def __init__(self, plan: CleaningPlan, base_offset: int) -> None:
+        self.group = CleanedGroup(base_offset, [], cleaned_path(plan.directory, base_offset), 0, [], 0)
+        index_path, time_path = self.group.index_paths
+        self.offset_index = OffsetIndex(index_path, base_offset, plan.segment_index_bytes, exists=False)
+        self.time_index = TimeIndex(time_path, base_offset, plan.segment_index_bytes, exists=False)
+        self.interval = plan.index_interval_bytes
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max = base_offset
+        self.last_index_position = 0
+        self.fd = os.open(self.group.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write(self, data: bytes, last_offset: int, max_timestamp: int) -> None:
+        position = self.group.size_bytes
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
+        if position - self.last_index_position > self.interval:
+            if not self.offset_index.is_full():
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
+            self.last_index_position = position
+        self.group.size_bytes += _write_all(self.fd, data, position)
+
+    def finish(self) -> None:
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max, skip_full_check=True)
+        self.offset_index.flush()
+        self.time_index.flush()
         try:
-            os.fsync(fd)
+            os.fsync(self.fd)
         finally:
-            os.close(fd)
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _write_all(fd: int, data: bytes, position: int) -> int:

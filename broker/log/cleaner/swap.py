@@ -8,20 +8,22 @@ Seed 000 §4.8 step 3: "정리된 새 세그먼트는 즉시 로그로 교체되
    (same objects, same sizes; else the result is dropped), renames every ``.cleaned`` to
    ``<base>.log.swap`` and fsyncs the directory — from here the swap is decided;
 3. per cleaned file: the source segments' files are renamed to ``*.deleted`` (readers holding a
-   ``FileSlice`` keep their descriptors), ``.swap`` is renamed to ``<base>.log``, its offset and
-   time indexes are built from its batch headers, its ``.txnindex`` written, its modification
-   time set to the newest source's (retention and ``delete.retention.ms`` keep their clocks),
-   and the ``Log`` swaps the segment objects (``Log.replace_segments``); then the directory is
-   fsynced. It all runs in one synchronous call on the loop, so no append or read sees a
-   half-swapped log.
+   ``FileSlice`` keep their descriptors), ``.swap`` is renamed to ``<base>.log`` and the offset
+   and time indexes the worker wrote (``<base>.index.cleaned``, ``.timeindex.cleaned``) to
+   theirs (only their last entries are checked: ``LogSegment.load_tail``), its ``.txnindex`` is
+   written, its modification time set to the newest source's (retention and
+   ``delete.retention.ms`` keep their clocks), and the ``Log`` swaps the segment objects
+   (``Log.replace_segments``); then the directory is fsynced. It all runs in one synchronous
+   call on the loop, so no append or read sees a half-swapped log.
 
 At start-up ``complete_swaps`` (called by ``broker.log.recovery``) finishes step 3 for every
 ``.swap`` file left by a crash: the live segments it replaces — the one at its base offset and
 those starting inside its offset range — are deleted and it is renamed to ``.log`` (its indexes
-are then rebuilt by recovery). ``*.cleaned`` files (a crash before step 2) and ``*.deleted`` ones
-are removed by recovery as strays. A crash at any point leaves either the old segments or the
-cleaned ones for every range, never both: each cleaned file alone is a valid replacement of its
-sources, and a source that survives next to it holds only offsets past its end.
+are then rebuilt by recovery). ``*.cleaned`` files (a crash before step 2, or the indexes of a
+swap that recovery completes) and ``*.deleted`` ones are removed by recovery as strays. A crash
+at any point leaves either the old segments or the cleaned ones for every range, never both:
+each cleaned file alone is a valid replacement of its sources, and a source that survives next
+to it holds only offsets past its end.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING
 from broker.log.cleaner.recopy import SWAP_SUFFIX, CleanedGroup, CleanResult
 from broker.log.errors import CorruptMessageError
 from broker.log.files import fsync_dir
+from broker.log.index_file import CorruptIndexError
 from broker.log.scan import iter_headers
 from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
 from broker.log.txn_index import TXN_INDEX_SUFFIX
@@ -103,9 +106,15 @@ def _replace(target: Log, group: CleanedGroup, now_ms: int) -> None:
     os.replace(swap_path(directory, group.base_offset), live)
     mtime_ns = group.last_modified_ms * 1_000_000
     os.utime(live, ns=(mtime_ns, mtime_ns))
+    for cleaned, name in zip(group.index_paths, (INDEX_SUFFIX, TIME_INDEX_SUFFIX), strict=True):
+        os.replace(cleaned, directory / segment_file_name(group.base_offset, name))
     segment = LogSegment.open(directory, group.base_offset, target.config, now_ms)
-    segment.rebuild_indexes()
-    segment.on_become_inactive()
+    try:
+        segment.load_tail()  # the worker built the indexes: only their last entries are checked
+    except (CorruptIndexError, CorruptMessageError) as exc:
+        log.warning("%s: %s; rebuilding the cleaned segment's indexes", target.name, exc)
+        segment.rebuild_indexes()
+        segment.on_become_inactive()
     for txn in group.aborted:
         segment.txn_index.append(txn)
     segment.flush_indexes()

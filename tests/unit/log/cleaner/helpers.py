@@ -42,14 +42,15 @@ def clean_log(log: Log, clock: FakeClock, *, first_dirty: int | None = None, map
 
 
 def read_all(log: Log) -> list[Record]:
-    """Every record from the log start to the log end, in offset order."""
+    """Every data record from the log start to the log end, in offset order."""
     out: list[Record] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         chunk = log.read(offset, 1 << 20)
         data = chunk.read_bytes()
-        for pos, _ in iter_batch_headers(data):
-            out.extend(decode_records(data, pos)[1])
+        for pos, header in iter_batch_headers(data):
+            if not header.is_control:  # as consumers do: markers are not records
+                out.extend(decode_records(data, pos)[1])
         assert chunk.next_offset > offset
         offset = chunk.next_offset
     return out

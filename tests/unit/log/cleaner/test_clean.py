@@ -239,3 +239,35 @@ def test_log_cleaner_task_cleans_the_dirtiest_log_and_checkpoints(tmp_path: Path
     assert metrics["cleaned-logs-total"] == 1
     assert metrics["uncleanable-partitions-count"] == 0
     manager.shutdown()
+
+
+def test_indexes_written_by_the_worker_equal_a_rebuild_from_the_log(tmp_path: Path) -> None:
+    """The cleaned segments' offset and time indexes (built while recopying) are what
+    ``LogSegment.recover`` would build from their batches."""
+    clock = FakeClock()
+    log = compacted(tmp_path, clock, segment_bytes=4000, index_interval_bytes=50)
+    overwrite(log, 30, keys=8)
+    clean_log(log, clock)
+    cleaned = [s for s in log.segments[:-1] if s.size_bytes]
+    assert cleaned
+    for segment in cleaned:
+        written = (segment.offset_index.path.read_bytes(), segment.time_index.path.read_bytes())
+        assert len(written[0]) > 0
+        segment.recover(segment.base_offset)
+        segment.flush_indexes()
+        assert (segment.offset_index.path.read_bytes(), segment.time_index.path.read_bytes()) == written
+
+
+def test_a_later_committed_transaction_of_a_producer_with_an_aborted_one_is_compacted(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = compacted(tmp_path, clock, segment_bytes=100_000)
+    txn = {"producer_id": 9, "producer_epoch": 0, "transactional": True}
+    log.append(keyed(("a", "1")))
+    log.append(keyed(("a", "aborted"), **txn, base_sequence=0))
+    log.append_control_marker(9, 0, 0, commit=False)
+    log.append(keyed(("a", "2"), **txn, base_sequence=1))
+    log.append_control_marker(9, 0, 0, commit=True)
+    log.append(keyed(("z", "last"), producer_id=10, producer_epoch=0, base_sequence=0))
+    log.roll()
+    clean_log(log, clock)
+    assert [(k, v) for _, k, v in as_pairs(read_all(log))] == [("a", "2"), ("z", "last")]
