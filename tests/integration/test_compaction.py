@@ -10,12 +10,13 @@ record without a key is refused with INVALID_RECORD (KIP-467).
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded import EmbeddedBroker
@@ -23,6 +24,7 @@ from tests.integration.compat import (
     TIMEOUT_S,
     Rec,
     confluent_consume,
+    confluent_consumer,
     confluent_producer_config,
     confluent_send,
     confluent_wait,
@@ -106,3 +108,64 @@ def test_kip_467_null_key_refused_on_a_compacted_topic(cleaning_broker: Embedded
     assert err.code() == KafkaError.INVALID_RECORD, err
     # a keyed record still goes in
     assert confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"k", b"v")])) == [(0, 0)]
+
+
+KILLS = 20
+
+
+def consume_to_end(broker: EmbeddedBroker, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` of every record of partition 0, up to the high watermark."""
+    consumer = confluent_consumer(broker.bootstrap_servers)
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                assert msg.error() is None, msg.error()
+                out.append((msg.offset(), msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_sigkill_while_cleaning_leaves_a_log_with_the_latest_value_of_every_key(tmp_path: Path) -> None:
+    """Issue 13: "SIGKILL of the broker at random moments during cleaning (≥ 20 times) leaves a log
+    that recovers and still holds the latest value of every key" — the crash-safe swap
+    (``broker.log.cleaner.swap``) and start-up recovery at whatever step the kill hit."""
+    rng = random.Random(13)
+    overrides = {**CLEANER_OVERRIDES, "log.cleaner.backoff.ms": "10"}
+    broker = EmbeddedBroker(tmp_path / "broker", overrides=overrides).start()
+    try:
+        topic = "compacted-kill"
+        config = {"cleanup.policy": "compact", "segment.bytes": "2048"}
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=TIMEOUT_S)[topic].result(
+            TIMEOUT_S
+        )
+        latest: dict[bytes, bytes] = {}
+        cleaned = 0
+        mid_clean = 0  # kills that left a clean's files behind (recovery had work to do)
+        for kill in range(KILLS):
+            producer = Producer(confluent_producer_config(broker.bootstrap_servers, **{"linger.ms": 0}))
+            for round_ in range(3):
+                records = [Rec(f"key-{k}".encode(), f"v{kill}-{round_}-{k}-".encode() + b"x" * 60) for k in range(15)]
+                confluent_wait(producer, confluent_send(producer, topic, records))
+                latest.update({r.key: r.value for r in records if r.key is not None and r.value is not None})
+            del producer
+            time.sleep(rng.uniform(0.0, 0.3))  # the cleaner works on the new segments meanwhile
+            cleaned = max(cleaned, cleaned_up_to(broker, topic))
+            broker.kill()
+            leftovers = {p.suffix for p in (broker.data_dir / "logs" / f"{topic}-0").iterdir()}
+            mid_clean += bool(leftovers & {".cleaned", ".swap"})
+            broker.start()
+            got = consume_to_end(broker, topic)
+            assert {key: value for _, key, value in got} == latest, f"after kill {kill + 1}"
+            offsets = [offset for offset, _, _ in got]
+            assert offsets == sorted(set(offsets))
+        assert cleaned > 0  # the kills did hit a cleaning broker
+        print(f"{mid_clean} of {KILLS} kills interrupted a clean")
+        assert "log cleaning failed" not in broker.output()
+    finally:
+        broker.close()

@@ -13,19 +13,24 @@ process of a ``ProcessPoolExecutor`` (``spawn``: nothing of the broker's state i
 * each worker keeps its offset map (``log.cleaner.dedupe.buffer.size`` / threads bytes) from job
   to job, and throttles to ``log.cleaner.io.max.bytes.per.second`` / threads;
 * it stops between batches when the broker sets the shared stop flag (shutdown) or dies (its
-  parent process changes), so a killed broker leaves at most a stray ``.cleaned`` file, which
-  the next start-up removes.
+  parent process changes), and a watchdog thread ends it within ``PARENT_CHECK_S`` of the
+  broker's death even when idle, so a killed broker leaves at most a stray ``.cleaned`` file,
+  which the next start-up removes.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from broker.log.cleaner.offset_map import OffsetMap
 from broker.log.cleaner.recopy import CleaningPlan, CleanResult, Throttler, clean
+
+PARENT_CHECK_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +49,20 @@ class _WorkerState:
 
 def init_worker(stop: Any) -> None:
     """``ProcessPoolExecutor`` initializer: remember the stop flag and the broker's pid; leave
-    SIGINT/SIGTERM to the broker (it stops the workers through the flag)."""
+    SIGINT/SIGTERM to the broker (it stops the workers through the flag); start the watchdog
+    that ends this process when the broker is gone (an idle worker waits on its job queue, which
+    a killed broker never closes for it)."""
     _WorkerState.stop = stop
     _WorkerState.parent_pid = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(_WorkerState.parent_pid,), daemon=True).start()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 class _Stop:
