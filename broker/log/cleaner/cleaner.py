@@ -79,12 +79,6 @@ class LogCleaner:
         when ``log.cleaner.enable`` is false)."""
         if not self.config.enable:
             return
-        if self._processes:
-            context = multiprocessing.get_context("spawn")
-            self._stop = context.Event()
-            self._pool = ProcessPoolExecutor(
-                self.config.threads, mp_context=context, initializer=init_worker, initargs=(self._stop,)
-            )
         try:
             await asyncio.gather(*(self._worker() for _ in range(self.config.threads)))
         finally:
@@ -118,6 +112,12 @@ class LogCleaner:
             plan.detached(), config.map_bytes_per_thread, config.io_buffer_load_factor,
             config.io_max_bytes_per_second / config.threads,
         )  # fmt: skip
+        if self._processes and self._pool is None:  # on the first clean: no processes for no compacted log
+            context = multiprocessing.get_context("spawn")
+            self._stop = context.Event()
+            self._pool = ProcessPoolExecutor(
+                self.config.threads, mp_context=context, initializer=init_worker, initargs=(self._stop,)
+            )
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
             _reattach(plan, result)
