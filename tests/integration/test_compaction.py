@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from pyspark_log.embedded import EmbeddedBroker
 from tests.integration.compat import (
@@ -169,3 +169,19 @@ def test_sigkill_while_cleaning_leaves_a_log_with_the_latest_value_of_every_key(
         assert "log cleaning failed" not in broker.output()
     finally:
         broker.close()
+
+
+def test_internal_topics_are_compacted(cleaning_broker: EmbeddedBroker, topic_name: str) -> None:
+    """``__consumer_offsets`` (and ``__transaction_state``, same code path) are created with
+    ``cleanup.policy=compact``, so the cleaner keeps them to the live groups' offsets."""
+    broker = cleaning_broker
+    create_compacted(broker, topic_name)
+    consumer = confluent_consumer(broker.bootstrap_servers, **{"group.id": "compaction-check"})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert configs["cleanup.policy"].value == "compact"

@@ -271,3 +271,17 @@ def test_a_later_committed_transaction_of_a_producer_with_an_aborted_one_is_comp
     log.roll()
     clean_log(log, clock)
     assert [(k, v) for _, k, v in as_pairs(read_all(log))] == [("a", "2"), ("z", "last")]
+
+
+def test_compact_delete_policy_is_both_cleaned_and_retained(tmp_path: Path) -> None:
+    """``cleanup.policy=compact,delete``: the cleaner compacts it and retention still deletes
+    old segments."""
+    clock = FakeClock()
+    log = compacted(tmp_path, clock, cleanup_policy=("compact", "delete"), retention_ms=DAY_MS)
+    overwrite(log, 6)
+    clean_log(log, clock)
+    assert len({k for _, k, _ in as_pairs(read_all(log))}) == 4
+    clock.advance(2 * DAY_MS)
+    overwrite(log, 1)
+    assert log.delete_old_segments() > 0
+    assert log.log_start_offset > 0
