@@ -39,7 +39,7 @@ from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.cleaner.choose import Cleanable, LogFacts, SegmentFacts, choose_log, cleanable_range
 from broker.log.cleaner.config import CleanerConfig
 from broker.log.cleaner.recopy import CleaningAborted, CleaningPlan, CleanResult, SourceSegment
-from broker.log.cleaner.swap import install
+from broker.log.cleaner.swap import install, sources_unchanged
 from broker.log.cleaner.worker import CleanJob, init_worker, run_job
 from broker.log.config import Clock
 from broker.log.log import Log
@@ -127,11 +127,12 @@ class LogCleaner:
             raise
         except CleaningAborted:
             return True
-        except FileNotFoundError:  # a source segment went meanwhile (retention, truncation)
-            log.info("%s: the log changed while it was cleaned; cleaning again later", target.name)
         except Exception:  # a bad batch or an I/O error must not stop the broker: skip this log
-            log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
-            self._uncleanable.add(key)
+            if not sources_unchanged(target, plan.sources):  # retention or a truncation meanwhile
+                log.info("%s: the log changed while it was cleaned; cleaning again later", target.name)
+            else:
+                log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
+                self._uncleanable.add(key)
         finally:
             self._in_progress.discard(key)
         self.max_clean_time_s = time.monotonic() - started

@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.log.cleaner.recopy import SWAP_SUFFIX, CleanedGroup, CleanResult
+from broker.log.cleaner.recopy import SWAP_SUFFIX, CleanedGroup, CleanResult, SourceSegment
 from broker.log.errors import CorruptMessageError
 from broker.log.files import fsync_dir
 from broker.log.index_file import CorruptIndexError
@@ -53,25 +53,31 @@ def swap_path(directory: Path, base_offset: int) -> Path:
     return directory / (segment_file_name(base_offset, LOG_SUFFIX) + SWAP_SUFFIX)
 
 
-def still_current(target: Log, result: CleanResult) -> bool:
-    """Whether the log still holds every source segment unchanged, none of them active."""
+def sources_unchanged(target: Log, sources: list[SourceSegment]) -> bool:
+    """Whether the log still holds ``sources`` as consecutive segments, unchanged (same objects,
+    sizes and next offsets, not renamed for deletion) and none of them active."""
     if target.closed or target.failure is not None:
         return False
     segments = target.segments
     position = {id(s): i for i, s in enumerate(segments)}
-    for group in result.groups:
-        indexes = [position.get(id(source.segment)) for source in group.sources]
-        if any(i is None for i in indexes):
+    indexes = [position.get(id(source.segment)) for source in sources]
+    if not indexes or any(i is None for i in indexes):
+        return False
+    first = indexes[0]
+    assert first is not None
+    if indexes != list(range(first, first + len(indexes))) or first + len(indexes) >= len(segments):
+        return False
+    for source in sources:
+        segment = segments[position[id(source.segment)]]
+        changed = segment.size_bytes != source.size_bytes or segment.next_offset != source.next_offset
+        if changed or segment.renamed_for_deletion:
             return False
-        first = indexes[0]
-        assert first is not None
-        if indexes != list(range(first, first + len(indexes))) or first + len(indexes) >= len(segments):
-            return False
-        for source in group.sources:
-            segment = segments[position[id(source.segment)]]
-            if segment.size_bytes != source.size_bytes or segment.renamed_for_deletion:
-                return False
     return True
+
+
+def still_current(target: Log, result: CleanResult) -> bool:
+    """Whether the log still holds every group's sources unchanged (``sources_unchanged``)."""
+    return all(sources_unchanged(target, group.sources) for group in result.groups)
 
 
 def install(target: Log, result: CleanResult, now_ms: int) -> bool:

@@ -285,3 +285,23 @@ def test_compact_delete_policy_is_both_cleaned_and_retained(tmp_path: Path) -> N
     overwrite(log, 1)
     assert log.delete_old_segments() > 0
     assert log.log_start_offset > 0
+
+
+def test_a_corrupt_batch_makes_the_log_uncleanable_not_the_broker_fail(tmp_path: Path) -> None:
+    clock = FakeClock()
+    manager = LogManager(LogManagerConfig(log_dirs=(str(tmp_path / "d"),)), clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log("c", 0, LogConfig(segment_bytes=300, cleanup_policy=("compact",)))
+    overwrite(log, 10)
+    first = log.segments[0]
+    with first.log_path.open("r+b") as handle:  # flip a byte inside the first batch's records
+        handle.seek(70)
+        byte = handle.read(1)
+        handle.seek(70)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=24 * 4096), clock, processes=False)
+    assert asyncio.run(cleaner.clean_once())
+    assert cleaner.metrics()["uncleanable-partitions-count"] == 1
+    assert not asyncio.run(cleaner.clean_once())  # skipped from now on
+    assert not list((tmp_path / "d").rglob("*.cleaned"))
+    manager.shutdown()
