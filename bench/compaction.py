@@ -1,7 +1,7 @@
 """Log cleaner figures: throughput, bytes per offset-map entry, event-loop latency while it runs.
 
     .venv/bin/python bench/compaction.py [--mb 60] [--keys 20000] [--value-bytes 100]
-        [--appends 1000] [--interval-ms 2]
+        [--appends 1000] [--interval-ms 2] [--broker] [--broker-mb 150]
 
 Everything runs in this process on a temp dir (no broker, no network), with the broker's own
 classes (``Log``, ``broker.log.cleaner``):
@@ -17,6 +17,13 @@ classes (``Log``, ``broker.log.cleaner``):
   idle, while a clean of a second copy of the log runs in a thread (it shares the GIL with the
   loop), and while it runs in a worker process (as the broker runs it, ``worker.py``);
   p50/p99/max and the p99 ratios to idle (target ≤ 2).
+* **produce latency with a real broker** (``--broker``): an ``EmbeddedBroker`` (cleaner backoff
+  100 ms); ``--broker-mb`` MB of keyed overwrites go to a ``cleanup.policy=delete`` topic with
+  8 MiB segments; then a confluent-kafka producer (acks=1, linger.ms=0) sends ``--appends``
+  records, one every ``--interval-ms``, to another topic — librdkafka's per-message latency
+  (``Message.latency()``, produce() to acknowledgement) — once idle, and once right after the
+  loaded topic was switched to ``cleanup.policy=compact`` (IncrementalAlterConfigs) and its
+  first ``.cleaned`` file appeared; the cleaner must still be working when the sends end.
 """
 
 from __future__ import annotations
@@ -141,6 +148,8 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--appends", type=int, default=1000)
     parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--broker", action="store_true", help="also measure produce latency on a real broker")
+    parser.add_argument("--broker-mb", type=int, default=150)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="pylog-compaction-bench-"))
     try:
@@ -161,8 +170,80 @@ def main() -> None:
             )
         ratios = f"thread / idle: {threaded / idle:.2f}; worker process / idle: {process / idle:.2f}"
         print(f"  p99 ratios {ratios} (target <= 2)")
+        if args.broker:
+            broker_latency(args.broker_mb, args.appends, args.interval_ms, args.value_bytes, args.keys)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def broker_latency(mb: int, appends: int, interval_ms: float, value_bytes: int, keys: int) -> None:
+    """The ``--broker`` phase (module docstring)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    from pyspark_log.embedded import EmbeddedBroker
+
+    overrides = {"log.cleaner.backoff.ms": "100", "log.cleaner.dedupe.buffer.size": str(MAP_BYTES)}
+    with EmbeddedBroker(overrides=overrides) as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topics = [NewTopic("dirty", 1, 1, config={"segment.bytes": str(SEGMENT_BYTES)}), NewTopic("lat", 1, 1)]
+        for future in admin.create_topics(topics).values():
+            future.result(30)
+        loader = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 1000})
+        value = b"v" * value_bytes
+        i = 0
+        while i * (value_bytes + 12) < mb * 1_000_000:
+            loader.produce("dirty", key=f"key-{i % keys:08d}".encode(), value=value)
+            loader.poll(0)
+            i += 1
+        loader.flush(120)
+        directory = broker.data_dir / "logs" / "dirty-0"
+        loaded = sum(f.stat().st_size for f in directory.glob("*.log"))
+        print(f"broker: {loaded / 1e6:.0f} MB loaded into 'dirty' ({i} records)")
+
+        def send_all() -> list[float]:
+            latencies: list[float] = []
+            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+            producer.produce("lat", b"warm-up")
+            producer.flush(30)
+
+            def report(err: object, msg: object) -> None:
+                assert err is None, err
+                latencies.append(msg.latency() * 1000)  # type: ignore[attr-defined]
+
+            due = time.monotonic()
+            for n in range(appends):
+                due += interval_ms / 1000
+                while time.monotonic() < due:
+                    producer.poll(max(0.0, due - time.monotonic()))
+                producer.produce("lat", f"{n}".encode(), on_delivery=report)
+            producer.flush(60)
+            return latencies
+
+        idle = summary("produce, idle", send_all())
+        resource = ConfigResource(
+            ResourceType.TOPIC, "dirty",
+            incremental_configs=[ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)],
+        )  # fmt: skip
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        deadline = time.monotonic() + 60
+        while not list(directory.glob("*.cleaned")):
+            if time.monotonic() > deadline:
+                raise SystemExit("the cleaner did not start within 60 s")
+            time.sleep(0.01)
+        busy = summary("produce, cleaning", send_all())
+        checkpoint = broker.data_dir / "logs" / "cleaner-offset-checkpoint"
+        still = not checkpoint.exists() or "dirty" not in checkpoint.read_text()
+        print(f"  cleaner still working when the sends ended: {still}")
+        print(f"  p99 ratio cleaning / idle: {busy / idle:.2f} (target <= 2)")
 
 
 if __name__ == "__main__":
