@@ -104,6 +104,15 @@ class LogConfig:
         """The log cleaner keeps the latest record per key (``cleanup.policy`` has ``compact``)."""
         return "compact" in self.cleanup_policy
 
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: ``segment.ms``, but on a compacted topic at
+        most ``max.compaction.lag.ms`` (Kafka ``LogConfig.maxSegmentMs``: the cleaner never
+        cleans the active segment, so it must roll for the lag to be honoured)."""
+        if self.compact_enabled:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
     def with_overrides(self, props: Mapping[str, Any]) -> LogConfig:
         """This config with the topic-level (or ``log.*``) keys in ``props`` applied."""
         return LogConfig.from_properties(props, base=self)

@@ -305,3 +305,12 @@ def test_a_corrupt_batch_makes_the_log_uncleanable_not_the_broker_fail(tmp_path:
     assert not asyncio.run(cleaner.clean_once())  # skipped from now on
     assert not list((tmp_path / "d").rglob("*.cleaned"))
     manager.shutdown()
+
+
+def test_max_compaction_lag_rolls_the_active_segment(tmp_path: Path) -> None:
+    clock = FakeClock()
+    log = compacted(tmp_path, clock, segment_bytes=1 << 20, segment_ms=DAY_MS, max_compaction_lag_ms=60_000)
+    log.append(keyed(("a", "1"), ts=clock()))
+    clock.advance(60_001)
+    log.append(keyed(("a", "2"), ts=clock()))
+    assert len(log.segments) == 2

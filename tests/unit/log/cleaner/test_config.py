@@ -59,3 +59,12 @@ def test_section_4_8_topic_settings_and_their_broker_synonyms() -> None:
     assert topic.min_cleanable_dirty_ratio == 0.1
     with pytest.raises(ValueError, match=r"min\.cleanable\.dirty\.ratio"):
         LogConfig.from_properties({"min.cleanable.dirty.ratio": "1.5"})
+
+
+def test_section_4_8_max_compaction_lag_rolls_the_active_segment_of_a_compacted_topic() -> None:
+    """ "활성 세그먼트는 ... 압축되지 않는다": for ``max.compaction.lag.ms`` to hold, the active segment
+    of a compacted topic rolls at ``min(segment.ms, max.compaction.lag.ms)`` (Kafka ``maxSegmentMs``)."""
+    assert LogConfig(segment_ms=10_000, max_compaction_lag_ms=3_000).max_segment_ms == 10_000  # delete policy
+    compacted = LogConfig(segment_ms=10_000, max_compaction_lag_ms=3_000, cleanup_policy=("compact",))
+    assert compacted.max_segment_ms == 3_000
+    assert LogConfig(cleanup_policy=("compact",)).max_segment_ms == LogConfig().segment_ms
