@@ -10,7 +10,8 @@ Modules, pure decisions apart from I/O (DESIGN principles 1 and 6):
 * ``choose``      which log to clean and over which offsets (pure);
 * ``retain``      which batches and records a clean keeps (pure);
 * ``rewrite``     re-encoding a batch with some of its records (pure codec);
-* ``recopy``      the worker-thread part: build the map, write ``.cleaned`` segment files;
+* ``recopy``      the worker's part: build the map, write ``.cleaned`` segment files and indexes;
+* ``worker``      the worker processes that run ``recopy`` off the broker's interpreter (GIL);
 * ``swap``        ``.cleaned`` → ``.swap`` → live, on the event loop; completing a swap at start-up;
-* ``cleaner``     ``LogCleaner``: the background task, its threads, throttle, checkpoint, metrics.
+* ``cleaner``     ``LogCleaner``: the background task, its workers, checkpoint, metrics.
 """

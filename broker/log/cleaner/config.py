@@ -21,8 +21,8 @@ class CleanerConfig:
     """``log.cleaner.*`` (Kafka defaults; units last)."""
 
     enable: bool = True  # log.cleaner.enable
-    threads: int = 1  # log.cleaner.threads
-    dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size (all threads)
+    threads: int = 1  # log.cleaner.threads (worker processes: broker.log.cleaner.worker)
+    dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size (all workers)
     io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     io_max_bytes_per_second: float = UNLIMITED_BYTES_PER_SECOND  # log.cleaner.io.max.bytes.per.second
@@ -43,7 +43,7 @@ class CleanerConfig:
 
     @property
     def map_bytes_per_thread(self) -> int:
-        """Each thread's share of the dedupe buffer (Kafka divides it the same way)."""
+        """Each worker's share of the dedupe buffer (Kafka divides it among threads the same way)."""
         return self.dedupe_buffer_size // self.threads
 
     @classmethod

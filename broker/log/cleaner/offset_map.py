@@ -15,7 +15,7 @@ probing); two keys with the same 128-bit digest count as one key, as in Kafka (t
 negligible). A full map makes the clean partial: the cleaner stops adding batches when the next
 one might not fit, and cleans only up to the last offset the map covers (``latest_offset``).
 
-Not thread-safe: one cleaner thread owns a map and reuses it (``clear``) clean after clean.
+Not thread-safe: one cleaner worker owns a map and reuses it (``clear``) clean after clean.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cleaner's worker-thread part: build the offset map of the dirty head, write cleaned segments.
+"""The cleaner's worker part: build the offset map of the dirty head, write cleaned segments.
 
 Seed 000 §4.8 "Log Compaction Details", steps 2-3: "로그 헤드에 있는 각 키마다 마지막 오프셋의
 간결한 요약본을 만든다"; "로그에서 뒤에서 다시 나타나는 키를 제거해 처음부터 끝까지 재복사한다.
@@ -147,9 +147,10 @@ class CleanResult:
 
 
 class Throttler:
-    """Caps the bytes per second of every cleaner thread together (``log.cleaner.io.max.bytes.
-    per.second``): after ``acquire(n)`` the caller has slept long enough that the bytes of the
-    current window stay under the rate. Thread-safe; the clock and sleep are injected."""
+    """Caps the bytes per second read and written (``log.cleaner.io.max.bytes.per.second``; each
+    worker process gets its share): after ``acquire(n)`` the caller has slept long enough that
+    the bytes of the current window stay under the rate. Thread-safe; the clock and sleep are
+    injected."""
 
     def __init__(
         self,
@@ -199,7 +200,7 @@ def _decode(data: bytes, source: SourceSegment, pos: int) -> list[Record]:
 
 
 class _Clean:
-    """One clean's state in the worker thread."""
+    """One clean's state in the worker (process, or a thread in tests)."""
 
     def __init__(self, plan: CleaningPlan, offset_map: OffsetMap, throttler: Throttler, stop: StopFlag) -> None:
         self.plan = plan

@@ -3,7 +3,7 @@
 Seed 000 §4.8 step 3: "정리된 새 세그먼트는 즉시 로그로 교체되므로, 추가로 필요한 디스크 공간은
 추가된 로그 세그먼트 하나가 전부다." The sequence, each step durable before the next:
 
-1. a cleaner thread writes ``<base>.log.cleaned`` and fsyncs it (``recopy.py``);
+1. a cleaner worker writes ``<base>.log.cleaned`` (and its indexes) and fsyncs it (``recopy.py``);
 2. on the event loop, ``install`` checks that the log still holds exactly the source segments
    (same objects, same sizes; else the result is dropped), renames every ``.cleaned`` to
    ``<base>.log.swap`` and fsyncs the directory — from here the swap is decided;
