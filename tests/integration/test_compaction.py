@@ -28,6 +28,8 @@ from tests.integration.compat import (
     confluent_producer_config,
     confluent_send,
     confluent_wait,
+    kp_consume,
+    kp_produce,
     segment_files,
     wait_until,
 )
@@ -185,3 +187,29 @@ def test_internal_topics_are_compacted(cleaning_broker: EmbeddedBroker, topic_na
     resource = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
     configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
     assert configs["cleanup.policy"].value == "compact"
+
+
+def test_kafka_python_reads_a_compacted_log_and_gets_invalid_record_for_a_null_key(
+    cleaning_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """The same guarantees seen by kafka-python: after cleaning, exactly the latest record per key
+    at its original offset (compacted batches hold fewer records than their offset range)."""
+    from kafka.errors import InvalidRecordError
+
+    broker = cleaning_broker
+    create_compacted(broker, topic_name)
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    for round_ in range(8):
+        records = [Rec(f"k{k}".encode(), f"r{round_}-{k}-".encode() + b"y" * 100) for k in range(10)]
+        for rec, (_, offset) in zip(records, kp_produce(broker.bootstrap_servers, topic_name, records), strict=True):
+            assert rec.key is not None
+            assert rec.value is not None
+            latest[rec.key] = (offset, rec.value)
+    time.sleep(SEGMENT_MS / 1000 + 0.1)
+    sentinel = kp_produce(broker.bootstrap_servers, topic_name, [Rec(b"sentinel", b"s")])[0][1]
+    latest[b"sentinel"] = (sentinel, b"s")
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+    got = kp_consume(broker.bootstrap_servers, topic_name, len(latest))
+    assert [(g.offset, g.key, g.value) for g in got] == sorted((o, k, v) for k, (o, v) in latest.items())
+    with pytest.raises(InvalidRecordError):
+        kp_produce(broker.bootstrap_servers, topic_name, [Rec(None, b"no key")], retries=0)
