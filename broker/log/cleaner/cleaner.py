@@ -32,6 +32,7 @@ import logging
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,12 @@ class LogCleaner:
 
     async def _worker(self) -> None:
         while True:
-            if not await self.clean_once():
+            try:
+                worked = await self.clean_once()
+            except Exception:  # a bug in choosing or planning: log it, keep the broker and the task
+                log.exception("log cleaner round failed")
+                worked = False
+            if not worked:
                 await asyncio.sleep(self.config.backoff_ms / 1000)
 
     async def clean_once(self) -> bool:
@@ -106,7 +112,14 @@ class LogCleaner:
         key = (target.topic, target.partition)
         self._in_progress.add(key)
         started = time.monotonic()
-        plan = self._plan(target, cleanable)
+        try:
+            await self._clean(target, self._plan(target, cleanable))
+        finally:
+            self._in_progress.discard(key)
+        self.max_clean_time_s = time.monotonic() - started
+        return True
+
+    async def _clean(self, target: Log, plan: CleaningPlan) -> None:
         config = self.config
         job = CleanJob(
             plan.detached(), config.map_bytes_per_thread, config.io_buffer_load_factor,
@@ -116,7 +129,7 @@ class LogCleaner:
             context = multiprocessing.get_context("spawn")
             self._stop = context.Event()
             self._pool = ProcessPoolExecutor(
-                self.config.threads, mp_context=context, initializer=init_worker, initargs=(self._stop,)
+                config.threads, mp_context=context, initializer=init_worker, initargs=(self._stop,)
             )
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, run_job, job)
@@ -126,17 +139,19 @@ class LogCleaner:
             self._shutdown_pool()
             raise
         except CleaningAborted:
-            return True
+            return
+        except BrokenProcessPool:  # a worker died (killed, out of memory): new workers next time
+            log.exception("%s: a log cleaner worker process died; the partition is uncleanable", target.name)
+            self._uncleanable.add((target.topic, target.partition))
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
         except Exception:  # a bad batch or an I/O error must not stop the broker: skip this log
             if not sources_unchanged(target, plan.sources):  # retention or a truncation meanwhile
                 log.info("%s: the log changed while it was cleaned; cleaning again later", target.name)
             else:
                 log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
-                self._uncleanable.add(key)
-        finally:
-            self._in_progress.discard(key)
-        self.max_clean_time_s = time.monotonic() - started
-        return True
+                self._uncleanable.add((target.topic, target.partition))
 
     def _finish(self, target: Log, plan: CleaningPlan, result: CleanResult) -> None:
         key = (target.topic, target.partition)
