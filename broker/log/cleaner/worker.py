@@ -16,6 +16,11 @@ process of a ``ProcessPoolExecutor`` (``spawn``: nothing of the broker's state i
   parent process changes), and a watchdog thread ends it within ``PARENT_CHECK_S`` of the
   broker's death even when idle, so a killed broker leaves at most a stray ``.cleaned`` file,
   which the next start-up removes.
+
+``spawn`` starts each worker as a fresh interpreter that imports the parent's main module
+(``broker.__main__`` for ``pylog-broker`` / ``python -m broker``, whose ``main()`` is guarded):
+a program that runs ``BrokerServer`` in its own process needs the usual
+``if __name__ == "__main__":`` guard, as for any ``multiprocessing`` user.
 """
 
 from __future__ import annotations
