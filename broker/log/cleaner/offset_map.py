@@ -21,20 +21,20 @@ Not thread-safe: one cleaner worker owns a map and reuses it (``clear``) clean a
 from __future__ import annotations
 
 import hashlib
+import struct
 import time
 
 import numpy as np
 
 BYTES_PER_ENTRY = 24
+_TWO_LONGS = struct.Struct(">qq")
 CLEAR_CHUNK = 512 * 1024  # int64 cells (4 MiB) emptied between GIL releases
 EMPTY = -1
 
 
 def key_digest(key: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """The key's MD5 digest as two signed 64-bit integers."""
-    digest = hashlib.md5(key, usedforsecurity=False).digest()
-    hi = int.from_bytes(digest[:8], "big", signed=True)
-    lo = int.from_bytes(digest[8:], "big", signed=True)
+    """The key's MD5 digest as two signed 64-bit integers (big-endian halves)."""
+    hi, lo = _TWO_LONGS.unpack(hashlib.md5(key, usedforsecurity=False).digest())
     return hi, lo
 
 
