@@ -47,6 +47,8 @@ from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
+from broker.log.cleaner.cleaner import LogCleaner
+from broker.log.cleaner.config import CleanerConfig
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.meta_properties import ensure_meta_properties
@@ -235,6 +237,8 @@ class BrokerServer:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
+        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
+        self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # seed 000 §4.8
 
     def _raft_metrics(self) -> dict[str, float | int | str] | None:
         return self.raft.metrics() if self.raft is not None and self.raft.running else None

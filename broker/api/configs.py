@@ -49,10 +49,9 @@ TOPIC_CONFIG_TYPES = {
     "unclean.leader.election.enable": BOOLEAN,
 }
 
-# Kafka topic configs pylog accepts and stores but does not act on yet, with Kafka's defaults.
+# Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads
+# unclean.leader.election.enable from the topic's overrides).
 _STORED_ONLY_DEFAULTS = {
-    "delete.retention.ms": "86400000",
-    "min.compaction.lag.ms": "0",
     "unclean.leader.election.enable": "false",
 }
 

@@ -142,7 +142,10 @@ def _append_one(
     except PartitionError as exc:
         return _error(partition, exc.code, str(exc)), None
     except LogError as exc:
-        return _error(partition, exc.code, str(exc)), None
+        response = _error(partition, exc.code, str(exc))
+        if errors := getattr(exc, "record_errors", ()):  # KIP-467: v8+ names the records
+            response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in errors]
+        return response, None
     return {
         "index": partition,
         "error_code": 0,

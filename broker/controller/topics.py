@@ -24,6 +24,8 @@ TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
     "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
     "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
     "preallocate": "log.preallocate",
@@ -39,7 +41,8 @@ TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
 _INT_CONFIGS = {
     "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
     "max.message.bytes", "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms", "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
+    "message.timestamp.after.max.ms", "max.compaction.lag.ms", "min.compaction.lag.ms", "min.insync.replicas",
+    "retention.bytes",
     "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
 }  # fmt: skip
 
@@ -72,7 +75,16 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
     if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         raise MetadataError(ErrorCode.INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
-    if key == "preallocate" and value.lower() not in ("true", "false"):
-        raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config preallocate={value!r} must be true or false")
+    if key in ("preallocate", "unclean.leader.election.enable") and value.lower() not in ("true", "false"):
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config {key}={value!r} must be true or false")
+    if key == "min.insync.replicas" and int(value) < 1:
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"min.insync.replicas={value} must be at least 1")
+    if key == "min.cleanable.dirty.ratio":
+        try:
+            ratio = float(value)
+        except ValueError:
+            ratio = -1.0
+        if not 0 <= ratio <= 1:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"min.cleanable.dirty.ratio={value!r} must be in [0, 1]")
     if key == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
         raise MetadataError(ErrorCode.INVALID_CONFIG, "cleanup.policy must be delete, compact, or both")

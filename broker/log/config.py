@@ -53,7 +53,11 @@ class LogConfig:
     message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (Kafka 4.0)
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
-    cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy (compaction not implemented)
+    cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy ("compact": broker.log.cleaner)
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones and txn markers)
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     compression_type: str = "producer"  # compression.type (only "producer": no recompression)
     preallocate: bool = False  # preallocate (stored; index files are never preallocated)
     min_insync_replicas: int = 1  # min.insync.replicas (acks=all needs this many in the ISR; seed 004)
@@ -78,6 +82,10 @@ class LogConfig:
         check(self.message_timestamp_after_max_ms >= 0, "message.timestamp.after.max.ms", 0)
         check(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms)
         check(self.min_insync_replicas >= 1, "min.insync.replicas", self.min_insync_replicas)
+        check(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms)
+        check(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms)
+        check(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms)
+        check(0 <= self.min_cleanable_dirty_ratio <= 1, "min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio)
         check(
             bool(self.cleanup_policy) and set(self.cleanup_policy) <= {"delete", "compact"},
             "cleanup.policy",
@@ -92,6 +100,20 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """Time and size retention apply only with ``cleanup.policy`` containing ``delete``."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        """The log cleaner keeps the latest record per key (``cleanup.policy`` has ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: ``segment.ms``, but on a compacted topic at
+        most ``max.compaction.lag.ms`` (Kafka ``LogConfig.maxSegmentMs``: the cleaner never
+        cleans the active segment, so it must roll for the lag to be honoured)."""
+        if self.compact_enabled:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     def with_overrides(self, props: Mapping[str, Any]) -> LogConfig:
         """This config with the topic-level (or ``log.*``) keys in ``props`` applied."""
@@ -185,6 +207,10 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
     ],
     "file_delete_delay_ms": [("file.delete.delay.ms", 1), ("log.segment.delete.delay.ms", 1)],
     "cleanup_policy": [("cleanup.policy", 0), ("log.cleanup.policy", 0)],
+    "delete_retention_ms": [("delete.retention.ms", 1), ("log.cleaner.delete.retention.ms", 1)],
+    "min_compaction_lag_ms": [("min.compaction.lag.ms", 1), ("log.cleaner.min.compaction.lag.ms", 1)],
+    "max_compaction_lag_ms": [("max.compaction.lag.ms", 1), ("log.cleaner.max.compaction.lag.ms", 1)],
+    "min_cleanable_dirty_ratio": [("min.cleanable.dirty.ratio", 0), ("log.cleaner.min.cleanable.ratio", 0)],
     "compression_type": [("compression.type", 0)],
     "preallocate": [("preallocate", 0), ("log.preallocate", 0)],
     "min_insync_replicas": [("min.insync.replicas", 1)],
@@ -202,6 +228,8 @@ def _parse(field_name: str, name: str, value: Any, scale: int) -> Any:
         if field_name == "cleanup_policy":
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(item).strip() for item in items if str(item).strip())
+        if field_name == "min_cleanable_dirty_ratio":
+            return float(value)
         if field_name in ("message_timestamp_type", "compression_type"):
             return str(value).strip()
         if field_name == "preallocate":

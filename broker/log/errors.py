@@ -53,9 +53,15 @@ class KafkaStorageError(LogError):
 
 class InvalidRecordError(LogError):
     """A well-formed batch that breaks a rule of Kafka's LogValidator (record count, control batch
-    from a client, producer id without sequence, non-increasing offsets)."""
+    from a client, producer id without sequence, non-increasing offsets, a record without a key on
+    a compacted topic). ``record_errors`` names the offending records, ``(index in the batch,
+    message)``, for ProduceResponse v8+ ``record_errors`` (KIP-467)."""
 
     code = 87  # INVALID_RECORD
+
+    def __init__(self, message: str = "", *, record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class LogDirLockedError(KafkaStorageError):

@@ -636,6 +636,17 @@ class Log:
         self._dir_dirty = True
         self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
 
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, now_ms: int) -> None:
+        """Log compaction (``broker.log.cleaner.swap``): ``new`` takes the place of the consecutive,
+        inactive ``old`` segments, whose files the caller renamed to ``*.deleted``."""
+        first = next(i for i, s in enumerate(self._segments) if s is old[0])
+        assert all(a is b for a, b in zip(self._segments[first : first + len(old)], old, strict=True))
+        assert first + len(old) < len(self._segments), "the active segment is never replaced"
+        self._segments[first : first + len(old)] = [new]
+        self._bases[first : first + len(old)] = [new.base_offset]
+        self._pending_deletes.extend((now_ms + self.config.file_delete_delay_ms, s) for s in old)
+        self._boundaries.clear()
+
     def delete_pending_files(self, now_ms: int) -> int:
         """Remove ``*.deleted`` files whose delay has passed; returns how many segments."""
         due = [s for t, s in self._pending_deletes if t <= now_ms]

@@ -186,6 +186,11 @@ class LogManager:
     def logs(self) -> Iterator[Log]:
         return iter(list(self._logs.values()))
 
+    def high_watermark_of(self, current: Log) -> int | None:
+        """The partition's high watermark when replication reports one (retention and the log
+        cleaner stay below it), else None."""
+        return self._high_watermark(current.topic, current.partition) if self._high_watermark else None
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created empty in the log dir holding the fewest partitions."""
         existing = self._logs.get((topic, partition))

@@ -4,9 +4,10 @@ Seed 002 §5.4.4: "on startup, a log recovery process is run that iterates over 
 the newest log segment and verifies that each message entry is valid ... If corruption is
 detected, the log is truncated to the last valid offset." As in Kafka's ``LogLoader``:
 
-1. stray files are removed: ``*.deleted`` (retention that had not finished), ``*.cleaned`` and
-   ``*.swap`` (compaction leftovers: compaction is not implemented, so they are never live),
-   ``*.tmp``, and index files whose ``.log`` is gone;
+1. a log-compaction swap that a crash interrupted is completed (``.swap`` files replace the
+   segments they were cleaned from: ``broker.log.cleaner.swap.complete_swaps``); then stray files
+   are removed: ``*.deleted`` (retention or a swap that had not finished), ``*.cleaned`` (a clean
+   that was not swapped in), ``*.tmp``, and index files whose ``.log`` is gone;
 2. after a clean shutdown every segment is trusted: only its index files are checked (sizes,
    last entries against the log) and the batches after the last index entry are scanned;
 3. otherwise segments from the one holding the recovery point onwards are re-validated batch by
@@ -35,6 +36,7 @@ import os
 from bisect import bisect_right
 from pathlib import Path
 
+from broker.log.cleaner.swap import complete_swaps
 from broker.log.config import Clock, LogConfig
 from broker.log.errors import CorruptMessageError
 from broker.log.files import fsync_dir
@@ -63,6 +65,7 @@ def load_log(
 ) -> Log:
     """Open the log in ``directory`` (see the module docstring). Raises OSError on I/O errors."""
     now = clock()
+    complete_swaps(directory)
     bases = _clean_directory(directory)
     segments = [LogSegment.open(directory, base, config, now) for base in bases]
     first_unflushed = len(segments) if clean_shutdown else max(bisect_right(bases, recovery_point) - 1, 0)

@@ -259,10 +259,11 @@ class LogSegment:
         return position
 
     def should_roll(self, incoming_bytes: int, max_timestamp_ms: int, last_offset: int, now_ms: int) -> bool:
-        """Kafka ``LogSegment.shouldRoll``: full by size, old by ``segment.ms``, an index full,
-        or an offset that would not fit a relative int32."""
+        """Kafka ``LogSegment.shouldRoll``: full by size, old by ``segment.ms`` (or a compacted
+        topic's ``max.compaction.lag.ms``: ``LogConfig.max_segment_ms``), an index full, or an
+        offset that would not fit a relative int32."""
         config = self.config
-        aged = self.time_waited_for_roll_ms(now_ms, max_timestamp_ms) > config.segment_ms - config.segment_jitter_ms
+        aged = self.time_waited_for_roll_ms(now_ms, max_timestamp_ms) > config.max_segment_ms - config.segment_jitter_ms
         return (
             self.size_bytes > config.segment_bytes - incoming_bytes
             or (self.size_bytes > 0 and aged)

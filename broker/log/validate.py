@@ -20,7 +20,11 @@ Errors, each with the Kafka code a client sees (``broker.log.errors``):
   ``now - message.timestamp.before.max.ms`` or newer than ``now + message.timestamp.after.max.ms``;
   a client batch flagged LogAppendTime on a LogAppendTime topic or without a timestamp;
 * INVALID_RECORD (87): no batch at all; from a client: recordsCount ≤ 0, lastOffsetDelta + 1 ≠
-  recordsCount, a control batch, a producer id with a negative base sequence.
+  recordsCount, a control batch, a producer id with a negative base sequence; on a compacted
+  topic (``cleanup.policy`` has ``compact``) a record without a key, with the index of every such
+  record in ``record_errors`` (KIP-467; seed 000 §4.8: compaction keeps the last value *per key*,
+  so Kafka's ``LogValidator.validateKey`` refuses keyless records). Only this check decodes
+  records, and only on compacted topics.
 
 Deviations from Kafka, because records are not decoded: timestamps are bounded per batch
 (baseTimestamp and maxTimestamp), not per record; the offset of the max timestamp is the
@@ -45,7 +49,8 @@ from broker.log.errors import (
     MessageTooLargeError,
     RecordListTooLargeError,
 )
-from pyspark_log.records.errors import CorruptRecordError
+from pyspark_log.records.batch import decode_records
+from pyspark_log.records.errors import CorruptRecordError, RecordError
 from pyspark_log.records.header import (
     ATTRIBUTES_POS,
     BASE_OFFSET_POS,
@@ -157,6 +162,8 @@ def validate_and_assign_offsets(
     for pos, header in _walk(view, config.max_message_bytes):
         if origin is AppendOrigin.CLIENT:
             _check_client_batch(header)
+            if config.compact_enabled:
+                check_keys_for_compaction(view, pos)
         if not log_append_time:
             _check_timestamps(header, config, now_ms, origin)
         elif origin is AppendOrigin.CLIENT and header.timestamp_type == 1:
@@ -286,6 +293,24 @@ def _check_client_batch(header: BatchHeader) -> None:
         raise InvalidRecordError("clients are not allowed to write control records")
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(f"invalid sequence number {header.base_sequence} for producer id {header.producer_id}")
+
+
+NULL_KEY_MESSAGE = "Compacted topic cannot accept message without key"
+
+
+def check_keys_for_compaction(buf: Buffer, pos: int) -> None:
+    """Raise InvalidRecordError, naming every record without a key in ``record_errors``, when
+    the batch at ``pos`` holds one (Kafka ``LogValidator.validateKey``); CorruptMessageError when
+    its records do not decode."""
+    try:
+        _, records = decode_records(buf, pos, verify_crc=False)
+    except RecordError as exc:
+        raise CorruptMessageError(f"batch at byte {pos}: {exc}") from exc
+    missing = tuple((i, NULL_KEY_MESSAGE) for i, record in enumerate(records) if record.key is None)
+    if missing:
+        raise InvalidRecordError(
+            f"{NULL_KEY_MESSAGE} ({len(missing)} of {len(records)} records have a null key)", record_errors=missing
+        )
 
 
 def _check_timestamps(header: BatchHeader, config: LogConfig, now_ms: int, origin: AppendOrigin) -> None:

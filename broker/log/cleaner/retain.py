@@ -1,0 +1,143 @@
+"""Which batches and records a clean keeps: pure rules (Kafka ``LogCleaner.cleanInto`` / ``filterTo``).
+
+Seed 000 §4.8: "로그 컴팩션은 ... 토픽 파티션 로그 내의 있는 각 메세지 키마다, 적어도 마지막으로
+알려진 값은 무조건 보존한다"; "컴팩션은 메세지를 재정렬하지 않은 채로 일부만 제거한다"; "메세지의
+오프셋은 절대 변경되지 않는다"; "메세지로 키와 null 페이로드를 보내면 ... 톰스톤 ... 삭제 마커는
+공간 확보를 위해 일정 시간이 지나면 로그에서 자체적으로 정리된다"; "컨슈머가 토픽의
+delete.retention.ms 설정 ... 보다 짧은 시한 내에 로그 헤드에 도달하면 삭제한 레코드에 대한 삭제
+마커도 전부 볼 수 있다."
+
+Rules:
+
+* a record is kept when it has a key and its offset is at least the map's offset for the key
+  (a key the map does not hold: kept) — the latest record of each key survives;
+* a tombstone (null value) is kept only while its segment *retains deletes*: the segment was in
+  the dirty head of this clean (a tombstone always survives the clean that first sees it), or
+  its file was modified less than ``delete.retention.ms`` ago (``retains_deletes``);
+* a record without a key is dropped (a compacted topic refuses them on produce, KIP-467);
+* every batch of an aborted transaction is dropped (``TxnCleaning``, from the aborted
+  transactions of the transaction indexes);
+* a COMMIT/ABORT marker stays while data of its transaction was seen in this clean, and while its
+  segment retains deletes; then it goes (Kafka's rule);
+* the last data batch of each live producer id is kept (with no records if none survives) so
+  that its sequence state survives a restart that rebuilds the producer state from the log.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from broker.log.txn_index import AbortedTxn
+
+
+class BatchRetention(enum.Enum):
+    """What happens to a batch (Kafka ``BatchRetention``)."""
+
+    DELETE = "delete"  # drop it whole
+    DELETE_EMPTY = "delete_empty"  # keep the records that pass; drop the batch if none does
+    RETAIN_EMPTY = "retain_empty"  # keep the records that pass; keep the header if none does
+
+
+def retains_deletes(
+    segment_base: int, segment_last_modified_ms: int, first_dirty_offset: int, delete_retention_ms: int, now_ms: int
+) -> bool:
+    """Whether tombstones and removable transaction markers of a segment survive this clean:
+    a segment of the dirty head (``segment_base ≥ first_dirty_offset``) always keeps them; an
+    already-cleaned one while its file was modified less than ``delete.retention.ms`` ago."""
+    return segment_base >= first_dirty_offset or segment_last_modified_ms + delete_retention_ms > now_ms
+
+
+def keep_record(
+    offset: int, has_key: bool, has_value: bool, latest_offset_for_key: int, *, retain_deletes: bool
+) -> bool:
+    """Kafka ``shouldRetainRecord``: the latest record of its key; a tombstone only while its
+    segment retains deletes; never a record without a key."""
+    if not has_key:
+        return False
+    if offset < latest_offset_for_key:
+        return False
+    return has_value or retain_deletes
+
+
+def data_batch_retention(*, aborted: bool, last_batch_of_producer: bool) -> BatchRetention:
+    """A data batch: dropped whole when its transaction aborted, kept as a header when it is the
+    last batch of a live producer id, otherwise filtered record by record."""
+    if last_batch_of_producer:
+        return BatchRetention.RETAIN_EMPTY
+    if aborted:
+        return BatchRetention.DELETE
+    return BatchRetention.DELETE_EMPTY
+
+
+def keep_control_batch(*, marker_removable: bool, retain_deletes: bool, last_batch_of_producer: bool) -> bool:
+    """A control batch stays unless its marker is removable (no data of its transaction seen in
+    this clean) and its segment no longer retains deletes; the last batch of a producer stays."""
+    return last_batch_of_producer or not marker_removable or retain_deletes
+
+
+@dataclass
+class TxnCleaning:
+    """Transactions met while walking batches in offset order (Kafka ``CleanedTransactionMetadata``).
+
+    Built with the aborted transactions that overlap the cleaned range (first offset and marker
+    offset of each, from the ``.txnindex`` files). ``on_data_batch`` says whether a batch
+    belongs to an aborted transaction; ``on_marker`` whether a COMMIT/ABORT marker may be
+    removed; ``retained_aborted`` are the index entries of the ABORT markers that were kept.
+    """
+
+    aborted: list[AbortedTxn]
+    _next: int = 0
+    _ongoing_aborted: dict[int, tuple[AbortedTxn, bool]] = field(default_factory=dict)  # pid -> (txn, data seen)
+    _ongoing_committed: set[int] = field(default_factory=set)
+    retained_aborted: list[AbortedTxn] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.aborted = sorted(self.aborted, key=lambda t: t.first_offset)
+
+    def _start_up_to(self, offset: int) -> None:
+        aborted = self.aborted
+        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
+            txn = aborted[self._next]
+            self._ongoing_aborted[txn.producer_id] = (txn, False)
+            self._next += 1
+
+    def on_data_batch(self, producer_id: int, last_offset: int, *, transactional: bool) -> bool:
+        """True when the batch belongs to an aborted transaction (its records are dropped)."""
+        self._start_up_to(last_offset)
+        if not transactional:
+            return False
+        found = self._ongoing_aborted.get(producer_id)
+        if found is not None:
+            self._ongoing_aborted[producer_id] = (found[0], True)
+            return True
+        self._ongoing_committed.add(producer_id)
+        return False
+
+    def on_marker(self, producer_id: int, offset: int, *, commit: bool | None) -> bool:
+        """At a control batch: True when its marker may be removed (no data of its transaction
+        was seen in this walk). ``commit`` is None for other control types (never removable)."""
+        self._start_up_to(offset)
+        if commit is None:
+            return False
+        if commit:
+            seen = producer_id in self._ongoing_committed
+            self._ongoing_committed.discard(producer_id)
+            return not seen
+        found = self._ongoing_aborted.pop(producer_id, None)
+        return found is None or not found[1]
+
+    def keep_abort_marker(self, producer_id: int, offset: int) -> AbortedTxn | None:
+        """An ABORT marker at ``offset`` was kept: returns its index entry, which goes into the
+        cleaned segment (None when no ``.txnindex`` named it)."""
+        for txn in self.aborted:
+            if txn.producer_id == producer_id and txn.last_offset == offset:
+                self.retained_aborted.append(txn)
+                return txn
+        return None
+
+
+def aborted_in(aborted: Iterable[AbortedTxn], start_offset: int, end_offset: int) -> list[AbortedTxn]:
+    """The entries whose ABORT marker lies in ``[start_offset, end_offset)``."""
+    return [txn for txn in aborted if start_offset <= txn.last_offset < end_offset]

@@ -1,0 +1,75 @@
+"""Which records and batches a clean keeps (seed 000 §4.8 guarantees; Kafka's transaction rules)."""
+
+from __future__ import annotations
+
+from broker.log.cleaner.retain import (
+    BatchRetention,
+    TxnCleaning,
+    data_batch_retention,
+    keep_control_batch,
+    keep_record,
+    retains_deletes,
+)
+from broker.log.txn_index import AbortedTxn
+
+DAY_MS = 86_400_000
+
+
+def test_section_4_8_at_least_the_last_known_value_of_each_key_is_kept() -> None:
+    """ "토픽 파티션 로그 내의 있는 각 메세지 키마다, 적어도 마지막으로 알려진 값은 무조건 보존한다."""
+    assert keep_record(7, True, True, 7, retain_deletes=False)
+    assert not keep_record(3, True, True, 7, retain_deletes=False)
+    assert keep_record(9, True, True, 7, retain_deletes=False)  # after the map's range: kept
+    assert keep_record(3, True, True, -1, retain_deletes=False)  # key not in the dirty head
+
+
+def test_section_4_8_tombstones_are_themselves_removed_after_delete_retention() -> None:
+    """ "삭제 마커는 공간 확보를 위해 일정 시간이 지나면 로그에서 자체적으로 정리된다."""
+    assert keep_record(7, True, False, 7, retain_deletes=True)
+    assert not keep_record(7, True, False, 7, retain_deletes=False)
+
+
+def test_section_4_8_tombstones_visible_within_delete_retention_ms() -> None:
+    """ "컨슈머가 토픽의 delete.retention.ms 설정 ... 보다 짧은 시한 내에 로그 헤드에 도달하면 삭제한
+    레코드에 대한 삭제 마커도 전부 볼 수 있다": a tombstone survives the clean that first sees it
+    (its segment is in the dirty head) and any clean within delete.retention.ms of its segment's
+    last modification."""
+    now = 10 * DAY_MS
+    assert retains_deletes(100, now - 2 * DAY_MS, 100, DAY_MS, now)  # dirty head
+    assert retains_deletes(0, now - DAY_MS + 1, 100, DAY_MS, now)
+    assert not retains_deletes(0, now - DAY_MS, 100, DAY_MS, now)
+
+
+def test_records_without_a_key_are_dropped() -> None:
+    assert not keep_record(5, False, True, -1, retain_deletes=True)
+
+
+def test_aborted_batches_dropped_last_batch_of_a_producer_kept_as_header() -> None:
+    assert data_batch_retention(aborted=True, last_batch_of_producer=False) is BatchRetention.DELETE
+    assert data_batch_retention(aborted=True, last_batch_of_producer=True) is BatchRetention.RETAIN_EMPTY
+    assert data_batch_retention(aborted=False, last_batch_of_producer=False) is BatchRetention.DELETE_EMPTY
+
+
+def test_aborted_transaction_batches_found_from_the_index() -> None:
+    txns = TxnCleaning([AbortedTxn(7, first_offset=10, last_offset=20, last_stable_offset=21)])
+    assert not txns.on_data_batch(7, 5, transactional=True)  # an earlier, committed transaction
+    assert not txns.on_marker(7, 6, commit=True)  # data seen: the COMMIT marker stays
+    assert txns.on_data_batch(7, 12, transactional=True)
+    assert not txns.on_data_batch(8, 13, transactional=True)  # another producer
+    assert not txns.on_data_batch(7, 14, transactional=False)  # not transactional
+    assert not txns.on_marker(7, 20, commit=False)  # its data was seen in this clean: the marker stays
+    assert txns.keep_abort_marker(7, 20) == AbortedTxn(7, 10, 20, 21)
+    assert txns.retained_aborted == [AbortedTxn(7, 10, 20, 21)]
+
+
+def test_markers_removable_once_their_transaction_data_is_gone() -> None:
+    """Kafka: a COMMIT/ABORT marker goes once no batch of its transaction remains (and its
+    segment no longer retains deletes)."""
+    txns = TxnCleaning([AbortedTxn(7, first_offset=10, last_offset=20, last_stable_offset=21)])
+    assert txns.on_marker(7, 20, commit=False)
+    assert txns.on_marker(8, 30, commit=True)
+    assert not txns.on_marker(8, 31, commit=None)  # not an end-transaction marker
+    assert not keep_control_batch(marker_removable=True, retain_deletes=False, last_batch_of_producer=False)
+    assert keep_control_batch(marker_removable=True, retain_deletes=True, last_batch_of_producer=False)
+    assert keep_control_batch(marker_removable=False, retain_deletes=False, last_batch_of_producer=False)
+    assert keep_control_batch(marker_removable=True, retain_deletes=False, last_batch_of_producer=True)
