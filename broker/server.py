@@ -173,6 +173,7 @@ class BrokerServer:
             alter_isr=quorum.alter_partition if quorum is not None and quorum.is_broker else None,
         )  # fmt: skip
         self._replicas = replicas
+        logs.set_high_watermarks(replicas.high_watermark_of)  # retention and cleaning stop at the HW
         replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
         self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms)
 

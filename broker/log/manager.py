@@ -186,6 +186,11 @@ class LogManager:
     def logs(self) -> Iterator[Log]:
         return iter(list(self._logs.values()))
 
+    def set_high_watermarks(self, high_watermark: Callable[[str, int], int | None]) -> None:
+        """Bound retention and cleaning by ``high_watermark(topic, partition)`` from now on (the
+        replica manager, built after the logs are loaded)."""
+        self._high_watermark = high_watermark
+
     def high_watermark_of(self, current: Log) -> int | None:
         """The partition's high watermark when replication reports one (retention and the log
         cleaner stay below it), else None."""

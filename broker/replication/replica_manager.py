@@ -333,6 +333,12 @@ class ReplicaManager:
         hosted = self._partitions.get((target.topic, target.partition))
         return hosted.high_watermark if hosted is not None else target.log_end_offset
 
+    def high_watermark_of(self, topic: str, partition: int) -> int | None:
+        """The high watermark of a hosted partition (None: not hosted here): retention and the log
+        cleaner never touch records above it."""
+        hosted = self._partitions.get((topic, partition))
+        return hosted.high_watermark if hosted is not None else None
+
     def last_stable_offset(self, target: Log) -> int:
         """The first offset of the earliest ongoing transaction (at least the log start offset: a
         hanging transaction whose start was deleted; Kafka clamps it so), at most the high
