@@ -535,6 +535,11 @@ class QuorumController:
         part = topic.partitions.get(change.partition) if topic is not None else None
         return part is None or part.partition_epoch > change.partition_epoch or set(part.isr) == set(change.new_isr)
 
+    def _leads_nothing(self) -> bool:
+        assert self._broker is not None
+        me = self._broker.node_id
+        return not any(p.leader == me for t in self._image.topics.values() for p in t.partitions.values())
+
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the controller duties; on a broker, register and wait until the own image shows
@@ -639,13 +644,22 @@ class QuorumController:
             await asyncio.sleep(interval_s)
 
     async def shutdown(self) -> None:
-        """Stop the background tasks; a registered broker first asks to be fenced (best effort), so
-        other brokers stop listing it at once instead of after the session timeout."""
+        """Stop the background tasks. A registered broker first asks to be fenced (best effort):
+        the controller moves its leaderships to other ISR members in the same metadata entry
+        (controlled shutdown, seed 000 §4.7), and the broker waits until its own metadata shows it
+        leads nothing — at most ``session_timeout_ms`` — so clients are told NOT_LEADER_OR_FOLLOWER
+        and move on while it still answers, instead of timing out on a closed port."""
         if self._broker is not None and self._broker_epoch >= 0:
             try:
-                await asyncio.wait_for(self._heartbeat_once(want_shut_down=True), self._heartbeat_interval_ms / 1000)
+                code = await asyncio.wait_for(
+                    self._heartbeat_once(want_shut_down=True), self._heartbeat_interval_ms / 1000
+                )
             except (TimeoutError, MetadataError, ControllerUnavailable):
+                code = ErrorCode.REQUEST_TIMED_OUT
+            if code != ErrorCode.NONE:
                 log.info("could not tell the controller about the shutdown")
+            elif not await self.wait_until(self._leads_nothing, self._session_timeout_ms):
+                log.warning("shutting down while the metadata still names this broker a leader")
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
