@@ -187,3 +187,74 @@ def test_with_every_isr_member_down_a_partition_waits_unless_unclean_election_is
         )
     finally:
         cluster.close()
+
+
+def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(cluster: EmbeddedCluster):
+    """Issue 12: "transactions started before a failover commit or abort atomically after it,
+    read_committed consumers never see aborted data". The leader of one of the transaction's
+    partitions is SIGKILLed mid-transaction; its successor has the transaction's records (acks=all)
+    and the producer state, and the COMMIT/ABORT markers reach it."""
+    from confluent_kafka import KafkaException
+
+    topic = f"txn-failover-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, 2, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    wait_for(lambda: len(cluster.partitions(topic)) == 2, "the topic in the metadata")
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap(), "transactional.id": f"tx-{topic}", "transaction.timeout.ms": 60000}
+    )
+    producer.init_transactions(60)
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+
+    def round_(tag: str, *, abort: bool, during=None) -> None:
+        values = [f"{tag}-{i}".encode() for i in range(40)]
+        producer.begin_transaction()
+        for i, value in enumerate(values[:20]):
+            producer.produce(topic, value=value, partition=i % 2)
+        producer.flush(60)
+        if during is not None:
+            during()
+        for i, value in enumerate(values[20:]):
+            producer.produce(topic, value=value, partition=i % 2)
+        producer.flush(60)  # written (an abort would purge what is still queued)
+        failure: KafkaException | None = None
+        try:
+            if abort:
+                producer.abort_transaction(60)
+            else:
+                producer.commit_transaction(60)
+        except KafkaException as exc:
+            failure = exc
+        if failure is not None:  # the failover made the commit abortable: abort, all of it
+            assert failure.args[0].txn_requires_abort(), failure
+            producer.abort_transaction(60)
+            abort = True
+        (aborted if abort else committed).extend(values)
+
+    round_("first", abort=False)
+    victim = cluster.partitions(topic)[0].leader
+    round_("across-failover", abort=False, during=lambda: cluster.kill(victim))
+    round_("aborted", abort=True)
+    cluster.restart(victim)
+    wait_for(lambda: all(set(p.isr) == set(NODES) for p in cluster.partitions(topic).values()), "the ISR whole")
+
+    def read(isolation: str, expected: int) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"r-{isolation}",
+                             "enable.auto.commit": False, "isolation.level": isolation})  # fmt: skip
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
+        seen: list[bytes] = []
+        try:
+
+            def drained() -> bool:
+                seen.extend(m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None)
+                return len(seen) >= expected
+
+            wait_for(drained, f"{expected} records ({isolation})")
+        finally:
+            consumer.close()
+        return seen
+
+    assert len(committed) >= 40  # at least the first round
+    assert sorted(read("read_committed", len(committed))) == sorted(committed)
+    assert sorted(read("read_uncommitted", len(committed) + len(aborted))) == sorted(committed + aborted)
