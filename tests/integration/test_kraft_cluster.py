@@ -13,75 +13,32 @@ Metadata is read with raw requests to one broker at a time, so each answer is th
 from __future__ import annotations
 
 import contextlib
-import socket
-import struct
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
+from pyspark_log.embedded_cluster import free_port, request
 from pyspark_log.records.batch import ProducerRecord, encode_batch
-from pyspark_log.wire import ApiKey, decode_response, encode_request
+from pyspark_log.wire import ApiKey
+from tests.integration.cluster_harness import WAIT_S, wait_for
 
 CLUSTER_ID = "cGlsb2cta3JhZnQtdGVzdA"
 CONTROLLER_IDS = (1, 2, 3)
 BROKER_IDS = (4, 5)
-WAIT_S = 60.0
 QUORUM_TIMEOUTS = {
     "quorum.election.timeout.ms": "1000",
     "quorum.fetch.timeout.ms": "2000",
     "quorum.election.backoff.max.ms": "1000",
     "quorum.request.timeout.ms": "2000",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-        except (OSError, ValueError, KeyError) as exc:
-            last_error, result = exc, None
-        if result:
-            return result
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what} (last error: {last_error!r})")
-
-
-def request(address: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    """One request on a fresh connection; the decoded response body."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(encode_request(api_key, version, 1, "kraft-test", body))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        _, response = decode_response(api_key, version, _read(sock, size))
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        data += chunk
-    return data
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from broker.raft.messages import FetchRequest, VoteRequest
 from broker.raft.rpc import request_to_wire
 from pyspark_log.client.connection import BrokerConnection
 from pyspark_log.embedded import EmbeddedBroker
+from pyspark_log.embedded_cluster import free_port
 
 CLUSTER_ID = "KRaftQuorumTestCluster"
 FAST = {
@@ -46,12 +47,6 @@ STEADY = {
     "quorum.request.timeout.ms": "2000",
 }
 WAIT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
