@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.cli import main
@@ -210,3 +210,9 @@ def test_a_single_node_broker_has_nothing_to_elect(tmp_path, capsys):
         assert capsys.readouterr().out == ""
         assert main([*argv, "--topic", "solo", "--partition", "9"]) == 1
         assert "(UNKNOWN_TOPIC_OR_PARTITION)" in capsys.readouterr().out
+
+        # librdkafka's Admin electLeaders speaks the same ElectLeaders
+        wanted = [TopicPartition("solo", 0), TopicPartition("nope", 0)]
+        results = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(30)
+        codes = {(tp.topic, tp.partition): err.code() for tp, err in results.items()}
+        assert codes == {("solo", 0): KafkaError.ELECTION_NOT_NEEDED, ("nope", 0): KafkaError.UNKNOWN_TOPIC_OR_PART}
