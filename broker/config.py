@@ -64,6 +64,11 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
     ConfigKey("min.insync.replicas", int, 1, "acks=all needs this many in-sync replicas (topic default)"),
     ConfigKey("unclean.leader.election.enable", _bool, False, "elect an out-of-sync replica when the ISR is gone"),
+    ConfigKey("auto.leader.rebalance.enable", _bool, True, "move leadership back to preferred replicas"),
+    ConfigKey("leader.imbalance.check.interval.seconds", int, 300, "how often the controller checks leader balance"),
+    ConfigKey(
+        "leader.imbalance.per.broker.percentage", int, 10, "share of a broker's preferred partitions led elsewhere"
+    ),
     ConfigKey("auto.create.topics.enable", _bool, True, "create topics on Metadata/Produce"),
     ConfigKey("delete.topic.enable", _bool, True, "allow DeleteTopics"),
     ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),

@@ -31,6 +31,7 @@ from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
 from broker.api.dispatch import Dispatcher
+from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
@@ -78,6 +79,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)

@@ -7,7 +7,7 @@ whose cluster id is not this node's is answered INCONSISTENT_CLUSTER_ID by which
 gets it, so a broker of another cluster is refused even before it knows the leader.
 
 ``quorum_handlers`` also wraps the admin handlers (CreateTopics, DeleteTopics, CreatePartitions,
-AlterConfigs, IncrementalAlterConfigs): a request that another node forwarded
+AlterConfigs, IncrementalAlterConfigs, ElectLeaders): a request that another node forwarded
 (``FORWARD_CLIENT_ID``) runs with ``forwarded_request`` set, so the controller answers
 NOT_CONTROLLER instead of forwarding it a second time (see ``broker.controller.forwarding``).
 """
@@ -31,6 +31,7 @@ FORWARDABLE = (
     ApiKey.CREATE_PARTITIONS,
     ApiKey.ALTER_CONFIGS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    ApiKey.ELECT_LEADERS,
 )
 
 

@@ -9,7 +9,8 @@ id ``FORWARD_CLIENT_ID``. The receiving node runs its usual handler; the handler
 no longer) the active controller answers NOT_CONTROLLER instead of forwarding again: a request
 makes at most one hop, and the sender retries against the leader it learns next.
 
-``send_alter_partition`` carries a partition leader's ISR change (AlterPartition, KIP-497).
+``send_alter_partition`` carries a partition leader's ISR change (AlterPartition, KIP-497);
+``forward_elect_leaders`` an admin's ElectLeaders (KIP-460), forwarded like the admin requests.
 
 ``ControllerChannel``: one connection to one controller, one request at a time (these calls are
 rare and small); any transport failure or timeout closes the connection and raises
@@ -27,7 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from broker.controller.partition_changes import IsrChange
+from broker.controller.partition_changes import ElectionResult, ElectionType, IsrChange, TopicPartitionKey
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import KafkaError
 from pyspark_log.wire.headers import decode_response, encode_request
@@ -186,6 +187,35 @@ async def forward_alter_topic_configs(
     )
     result = response.responses[0]
     return Outcome(result.error_code, result.error_message)
+
+
+ELECT_LEADERS_VERSION = 2
+
+
+async def forward_elect_leaders(
+    channel: ControllerChannel, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None,
+    *, timeout_ms: int,
+) -> tuple[int, dict[TopicPartitionKey, ElectionResult]]:  # fmt: skip
+    """ElectLeaders: ``(top-level error code, {(topic, partition): result})``."""
+    topics: dict[str, list[int]] | None = None
+    if partitions is not None:
+        topics = {}
+        for name, index in partitions:
+            topics.setdefault(name, []).append(index)
+    body = {
+        "election_type": int(election_type),
+        "topic_partitions": None if topics is None else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "timeout_ms": timeout_ms,
+    }
+    response = await channel.request(
+        ApiKey.ELECT_LEADERS, ELECT_LEADERS_VERSION, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    results = {
+        (t.topic, p.partition_id): ElectionResult(p.error_code, p.error_message)
+        for t in response.replica_election_results
+        for p in t.partition_result
+    }
+    return response.error_code, results
 
 
 # -- broker lifecycle -----------------------------------------------------------------------------

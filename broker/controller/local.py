@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker.controller.errors import MetadataError
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.operations import Assignments, check_assignments, check_new_partitions
+from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
 from broker.controller.topics import validate_topic_config, validate_topic_name
 from pyspark_log.wire.errors import ErrorCode
 
@@ -47,6 +48,10 @@ class MetadataController(Protocol):
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
     ) -> None: ...
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, ElectionResult]: ...
 
 
 class LocalController:
@@ -132,6 +137,25 @@ class LocalController:
                 configs[key] = value
         if not validate_only:
             self._publish(self._image.with_topic(TopicImage(name, topic.topic_id, topic.partitions, configs)))
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, ElectionResult]:
+        """Every partition has one replica, this broker, which leads it: ELECTION_NOT_NEEDED for
+        each named partition (all partitions: nothing to report), UNKNOWN_TOPIC_OR_PARTITION for
+        one that does not exist. Nothing changes."""
+        results: dict[TopicPartitionKey, ElectionResult] = {}
+        for name, index in partitions or ():
+            topic = self._image.topics.get(name)
+            if topic is None or index not in topic.partitions:
+                results[(name, index)] = ElectionResult(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{index} does not exist"
+                )
+            else:
+                results[(name, index)] = ElectionResult(
+                    ErrorCode.ELECTION_NOT_NEEDED, f"broker {self._broker.node_id} already leads"
+                )
+        return results
 
     def _new_partition(self, partition: int) -> PartitionImage:
         node = self._broker.node_id

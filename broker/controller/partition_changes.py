@@ -29,6 +29,21 @@ Rules (Kafka's ``PartitionChangeBuilder`` / ``ReplicationControlManager``, with
   available again, and whatever only the old ISR had is lost (seed 000 §4.7: "choose the first
   replica (not necessarily in the ISR) that comes back to life as the leader"). Logged as a
   warning by the controller.
+
+Elections an admin asks for (ElectLeaders, KIP-460) and automatic rebalancing, for seed 000
+§4.7's "balance of leadership" (Kafka's ``ReplicationControlManager.electLeader`` rules):
+
+* ``elect_leaders`` PREFERRED: the preferred (first) replica leads if it is live and in the ISR
+  (else PREFERRED_LEADER_NOT_AVAILABLE); one that already leads is ELECTION_NOT_NEEDED.
+  UNCLEAN: only a partition without a live leader gets one — the first live ISR member, else
+  the first live replica with an ISR of itself (ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica
+  is live); a partition with a live leader is ELECTION_NOT_NEEDED. An unknown topic or partition
+  is UNKNOWN_TOPIC_OR_PARTITION. ``partitions`` None means every partition, and then (as Kafka
+  does) partitions that need no election are left out of the results.
+* ``rebalance_leaders`` (``auto.leader.rebalance.enable``): per broker, the share of the
+  partitions it is the preferred replica of that another broker leads; above
+  ``leader.imbalance.per.broker.percentage``, those whose preferred replica is live and in the
+  ISR get a preferred election. Every election of one call goes in one metadata entry.
 """
 
 from __future__ import annotations
@@ -36,6 +51,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 from broker.controller.errors import MetadataError
 from broker.controller.image import PartitionImage
@@ -159,6 +175,118 @@ def unclean_elections(records: Sequence[MetadataRecord], state: ClusterState) ->
             if part is not None and record.leader not in part.isr:
                 out.append(f"{name}-{record.partition}")
     return out
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' ``election_type`` (Kafka's ``ElectionType``)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's answer to an election: Kafka error code and message (None on success)."""
+
+    error_code: int
+    error_message: str | None = None
+
+
+TopicPartitionKey = tuple[str, int]
+
+
+def elect_leaders(
+    state: ClusterState, election_type: ElectionType, partitions: Iterable[TopicPartitionKey] | None
+) -> tuple[list[MetadataRecord], dict[TopicPartitionKey, ElectionResult]]:
+    """The records of every election ``partitions`` (None: all) asks for, and each partition's
+    result (module docstring); the records go in one metadata entry."""
+    live = set(state.live_brokers())
+    everything = partitions is None
+    wanted = [(name, p.partition) for name, p in _named_partitions(state)] if partitions is None else partitions
+    records: list[MetadataRecord] = []
+    results: dict[TopicPartitionKey, ElectionResult] = {}
+    for name, index in wanted:
+        topic = state.topics.get(name)
+        part = topic.partitions.get(index) if topic is not None else None
+        if topic is None or part is None:
+            results[(name, index)] = ElectionResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{index} does not exist"
+            )
+            continue
+        if election_type == ElectionType.PREFERRED:
+            record, result = _preferred(topic.topic_id, part, live)
+        else:
+            record, result = _unclean(topic.topic_id, part, live)
+        if record is not None:
+            records.append(record)
+        if not (everything and result.error_code == ErrorCode.ELECTION_NOT_NEEDED):
+            results[(name, index)] = result
+    return records, results
+
+
+def _preferred(
+    topic_id: uuid.UUID, part: PartitionImage, live: set[int]
+) -> tuple[PartitionChangeRecord | None, ElectionResult]:
+    preferred = part.replicas[0] if part.replicas else NO_LEADER
+    if part.leader == preferred and preferred in live:
+        return None, ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, f"broker {preferred} already leads")
+    if preferred not in live or preferred not in part.isr:
+        where = "not live" if preferred not in live else "not in the ISR"
+        return None, ElectionResult(
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"the preferred replica {preferred} is {where}"
+        )
+    return PartitionChangeRecord(topic_id, part.partition, leader=preferred), ElectionResult(ErrorCode.NONE)
+
+
+def _unclean(
+    topic_id: uuid.UUID, part: PartitionImage, live: set[int]
+) -> tuple[PartitionChangeRecord | None, ElectionResult]:
+    if part.leader != NO_LEADER and part.leader in live:
+        return None, ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, f"broker {part.leader} leads")
+    leader = _first_live(part.isr, live, part.replicas)
+    if leader != NO_LEADER:
+        return PartitionChangeRecord(topic_id, part.partition, leader=leader), ElectionResult(ErrorCode.NONE)
+    leader = _first_live(part.replicas, live, part.replicas)
+    if leader == NO_LEADER:
+        return None, ElectionResult(
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no replica of {list(part.replicas)} is live"
+        )
+    return PartitionChangeRecord(topic_id, part.partition, isr=(leader,), leader=leader), ElectionResult(ErrorCode.NONE)
+
+
+def imbalanced_partitions(state: ClusterState, per_broker_percentage: int) -> list[TopicPartitionKey]:
+    """The partitions ``rebalance_leaders`` elects (module docstring): for each broker whose
+    share of not-led preferred partitions exceeds ``per_broker_percentage``, those of them whose
+    preferred replica is live and in the ISR."""
+    live = set(state.live_brokers())
+    by_preferred: dict[int, list[tuple[str, PartitionImage]]] = {}
+    for name, part in _named_partitions(state):
+        if part.replicas:
+            by_preferred.setdefault(part.replicas[0], []).append((name, part))
+    chosen: list[TopicPartitionKey] = []
+    for broker, owned in sorted(by_preferred.items()):
+        elsewhere = [(name, part) for name, part in owned if part.leader != broker]
+        if len(elsewhere) * 100 <= per_broker_percentage * len(owned):
+            continue
+        if broker in live:
+            chosen.extend((name, part.partition) for name, part in elsewhere if broker in part.isr)
+    return chosen
+
+
+def rebalance_leaders(state: ClusterState, per_broker_percentage: int) -> list[MetadataRecord]:
+    """Preferred elections for ``imbalanced_partitions`` (none when balanced), for one entry."""
+    wanted = imbalanced_partitions(state, per_broker_percentage)
+    if not wanted:
+        return []
+    records, _ = elect_leaders(state, ElectionType.PREFERRED, wanted)
+    return records
+
+
+def _named_partitions(state: ClusterState) -> Iterable[tuple[str, PartitionImage]]:
+    for name in sorted(state.topics):
+        topic = state.topics[name]
+        for index in sorted(topic.partitions):
+            yield name, topic.partitions[index]
 
 
 def _change(topic_id: uuid.UUID, part: PartitionImage, isr: tuple[int, ...], leader: int) -> PartitionChangeRecord:

@@ -21,6 +21,11 @@ It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.p
   leader -1) and unfences it on its next heartbeat. A registration whose cluster id differs from
   the quorum's is refused with INCONSISTENT_CLUSTER_ID, which ``start`` raises as
   ``ClusterIdMismatchError``.
+* **Leader elections** an admin asks for (ElectLeaders) run on the active controller like the
+  admin operations (``elect_leaders``); with ``auto_leader_rebalance`` the active controller also
+  checks every ``leader_imbalance_check_interval_ms`` whether leadership has drifted from the
+  preferred replicas and moves it back (``partition_changes.rebalance_leaders``; seed 000 §4.7
+  "balance of leadership").
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from broker.controller.forwarding import (
     forward_create_partitions,
     forward_create_topic,
     forward_delete_topic,
+    forward_elect_leaders,
     forwarded_request,
     send_alter_partition,
     send_heartbeat,
@@ -55,10 +61,15 @@ from broker.controller.image_builder import ClusterState, apply_payload, build_i
 from broker.controller.local import ImageListener
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import (
+    ElectionResult,
+    ElectionType,
     IsrChange,
+    TopicPartitionKey,
     alter_partition,
     elect_leaderless,
+    elect_leaders,
     fence_broker,
+    rebalance_leaders,
     unclean_elections,
     unfence_broker,
 )
@@ -126,6 +137,9 @@ class QuorumController:
         session_timeout_ms: int = 9000,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 50,
+        auto_leader_rebalance: bool = True,
+        leader_imbalance_check_interval_ms: int = 300_000,
+        leader_imbalance_per_broker_percentage: int = 10,
         clock_ms: Callable[[], int] = _system_clock_ms,
     ) -> None:
         self._driver = driver
@@ -138,6 +152,10 @@ class QuorumController:
         self._session_timeout_ms = session_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
+        self._auto_leader_rebalance = auto_leader_rebalance
+        self._imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self._imbalance_percentage = leader_imbalance_per_broker_percentage
+        self._next_imbalance_check_ms: int | None = None
         self._clock_ms = clock_ms
         self._state = ClusterState()
         self._image = self._build()
@@ -306,6 +324,64 @@ class QuorumController:
                 await self._await_image(applied, f"configs of topic {name!r}")
 
         await self._execute(local, remote)
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, ElectionResult]:
+        """ElectLeaders (``partition_changes.elect_leaders``): run on the active controller, all
+        elections in one entry; answered once this node's image shows the elected leaders."""
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], dict[TopicPartitionKey, ElectionResult]]:
+            records, results = elect_leaders(state, election_type, wanted)
+            self._warn_unclean(records)
+            return records, results
+
+        def elected(key: TopicPartitionKey) -> bool:
+            topic = self._image.topics.get(key[0])
+            part = topic.partitions.get(key[1]) if topic is not None else None
+            if part is None:
+                return True
+            if election_type == ElectionType.PREFERRED:
+                return bool(part.replicas) and part.leader == part.replicas[0]
+            return part.leader >= 0
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> dict[TopicPartitionKey, ElectionResult]:
+            code, results = await forward_elect_leaders(channel, election_type, wanted, timeout_ms=timeout_ms)
+            _raise_for(Outcome(code))
+            done = [key for key, result in results.items() if result.error_code == ErrorCode.NONE]
+            await self._await_image(lambda: all(elected(key) for key in done), "the elected leaders")
+            return results
+
+        return await self._execute(local, remote)
+
+    async def rebalance_leaders(self) -> int:
+        """On the active controller: preferred elections where leadership drifted (one entry);
+        returns how many partitions moved."""
+        if not self._driver.is_leader:
+            return 0
+        try:
+            async with self._op_lock():
+                await self._ensure_caught_up()
+                records = rebalance_leaders(self._state, self._imbalance_percentage)
+                if records:
+                    await self._append(records)
+                    log.info("leader imbalance: moved %d partition(s) back to their preferred leader", len(records))
+                return len(records)
+        except _NotActive:
+            return 0
+
+    async def _check_imbalance(self) -> None:
+        """The periodic part of ``_controller_loop``: every check interval while active."""
+        if not self._auto_leader_rebalance or not self._driver.is_leader:
+            self._next_imbalance_check_ms = None
+            return
+        now = self._clock_ms()
+        if self._next_imbalance_check_ms is None:
+            self._next_imbalance_check_ms = now + self._imbalance_check_interval_ms
+        elif now >= self._next_imbalance_check_ms:
+            self._next_imbalance_check_ms = now + self._imbalance_check_interval_ms
+            await self.rebalance_leaders()
 
     async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
         if not await self.wait_until(predicate, self._request_timeout_ms):
@@ -629,7 +705,8 @@ class QuorumController:
             await asyncio.sleep(delay_ms / 1000)
 
     async def _controller_loop(self) -> None:
-        """Leader duties: catch up once per epoch (commits the cluster id) and fence silent brokers."""
+        """Leader duties: catch up once per epoch (commits the cluster id), fence silent brokers,
+        and rebalance leadership every ``leader_imbalance_check_interval_ms``."""
         interval_s = min(self._heartbeat_interval_ms, 500) / 1000
         while True:
             try:
@@ -637,6 +714,7 @@ class QuorumController:
                     async with self._op_lock():
                         await self._ensure_caught_up()
                     await self.fence_expired_brokers()
+                await self._check_imbalance()
             except _NotActive:
                 pass
             except Exception:
@@ -691,6 +769,9 @@ def from_config(
         session_timeout_ms=int(config["broker.session.timeout.ms"]),
         request_timeout_ms=max(30_000, int(config["quorum.request.timeout.ms"])),
         retry_backoff_ms=max(10, int(config["quorum.retry.backoff.ms"])),
+        auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
+        leader_imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000,
+        leader_imbalance_per_broker_percentage=int(config["leader.imbalance.per.broker.percentage"]),
     )
 
 

@@ -2,9 +2,9 @@
 
 Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups``, ``cluster``)
 registers its sub-parser and a handler ``(args, ctx) -> exit code``; ``metadata-quorum``
-(``metadata_quorum``) too. The options every command shares (``--bootstrap-server``,
-``--command-config``, ``--output``, ``--debug``) are accepted before the command or after it, as
-Kafka's tools take them after.
+(``metadata_quorum``) and ``leader-election`` (``leader_election``) too. The options every
+command shares (``--bootstrap-server``, ``--command-config``, ``--output``, ``--debug``) are
+accepted before the command or after it, as Kafka's tools take them after.
 
 Exit codes: 0 done, 1 the operation failed, 2 the command line (or a config file) is wrong,
 130 interrupted. A failure prints exactly one line on stderr, ``pylog: <what> (<KAFKA_ERROR>)``;
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from pyspark_log import __version__
-from pyspark_log.cli import cluster, consume, groups, metadata_quorum, offsets, produce, topics
+from pyspark_log.cli import cluster, consume, groups, leader_election, metadata_quorum, offsets, produce, topics
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
     EXIT_ERROR,
@@ -37,7 +37,7 @@ from pyspark_log.cli.errors import (
 from pyspark_log.cli.output import MODES, Output, resolve_mode
 from pyspark_log.client.errors import ConfigError, KafkaError
 
-COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum)
+COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election)
 
 _LOGGERS = ("pyspark_log", "asyncio")
 

@@ -25,6 +25,7 @@ from pyspark_log.client.admin import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
+    ElectionType,
     NewTopic,
     ResourceType,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DeliveryFuture",
+    "ElectionType",
     "ErrorCode",
     "IllegalTransactionStateError",
     "IsolationLevel",

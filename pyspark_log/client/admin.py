@@ -29,6 +29,7 @@ from pyspark_log.client.errors import (
     ClientClosedError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
+    UnsupportedFeatureError,
     error_for,
 )
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
@@ -49,6 +50,24 @@ class NewTopic:
     replication_factor: int = -1
     replica_assignment: Mapping[int, list[int]] | None = None
     config: Mapping[str, str] = field(default_factory=dict)
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election type (Kafka's ``ElectionType``): PREFERRED moves leadership to each
+    partition's first replica; UNCLEAN gives a partition without a live leader one, possibly out
+    of sync (records only the old ISR had are lost)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+    @classmethod
+    def parse(cls, value: ElectionType | int | str) -> ElectionType:
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                raise ValueError(f"election type must be PREFERRED or UNCLEAN, got {value!r}") from None
+        return cls(value)
 
 
 class ResourceType(IntEnum):
@@ -356,6 +375,65 @@ class AsyncAdmin:
         return ClusterDescription(
             meta.cluster_id, meta.controller_id, sorted(meta.brokers.values(), key=lambda b: b.node_id)
         )
+
+    # -- leader elections ----------------------------------------------------------------------
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | int | str,
+        partitions: Iterable[TopicPartition] | None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders on the controller (Kafka Admin's ``electLeaders``): each partition's
+        outcome, None for an elected leader, else a ``KafkaError`` whose ``code`` says why:
+        ELECTION_NOT_NEEDED when the wanted leader already leads, PREFERRED_LEADER_NOT_AVAILABLE,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. ``partitions``
+        None asks for every partition of the cluster; then, as in Kafka, partitions that need no
+        election are left out. A request-level error is raised (retriable ones retried)."""
+        kind = ElectionType.parse(election_type)
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        budget = timeout_ms or self.default_api_timeout_ms
+        named = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        body = {
+            "election_type": int(kind),
+            "topic_partitions": None if wanted is None else named,
+            "timeout_ms": int(budget),
+        }
+
+        async def attempt() -> dict[TopicPartition, KafkaError | None]:
+            node = self._controller()
+            if node is None:
+                node = min(self.cluster.metadata.brokers, default=None)
+            if node is None:
+                raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, context="elect leaders: no broker is known")
+            conn = await self.cluster.connection(node)
+            version = conn.version_for(ApiKey.ELECT_LEADERS)
+            if version < 1 and kind != ElectionType.PREFERRED:
+                raise UnsupportedFeatureError("the broker supports only preferred elections (ElectLeaders v0)")
+            resp = await conn.request(ApiKey.ELECT_LEADERS, body, timeout_ms=budget + 5000, version=version)
+            assert resp is not None
+            if resp.error_code != ErrorCode.NONE:
+                raise error_for(resp.error_code, context="elect leaders")
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for topic in resp.replica_election_results:
+                for part in topic.partition_result:
+                    tp = TopicPartition(topic.topic, part.partition_id)
+                    if part.error_code == ErrorCode.NONE:
+                        out[tp] = None
+                        continue
+                    exc = error_for(part.error_code, part.error_message, context=f"elect leader of {tp}")
+                    if exc.code in _ITEM_RETRIABLE:
+                        raise exc
+                    out[tp] = exc
+            return out
+
+        results = await self._retrying("ElectLeaders", timeout_ms, attempt)
+        self.cluster.request_update()
+        return results
 
     # -- configs -------------------------------------------------------------------------------
 

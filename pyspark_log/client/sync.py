@@ -31,10 +31,11 @@ from pyspark_log.client.admin import (
     ConfigResource,
     ConsumerGroupDescription,
     ConsumerGroupListing,
+    ElectionType,
     NewTopic,
 )
 from pyspark_log.client.cluster import TopicMetadata
-from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError
+from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
@@ -217,6 +218,18 @@ class AdminClient(_SyncClient):
 
     def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
         return self._run(self._core.describe_cluster(timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int | str,
+        partitions: Iterable[TopicPartition] | None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        coro = self._core.elect_leaders(
+            election_type, None if partitions is None else list(partitions), timeout_ms=timeout_ms
+        )
+        return self._run(coro, self._w(timeout_ms))
 
     def describe_configs(
         self, resources: Iterable[ConfigResource], *, timeout_ms: float | None = None

@@ -10,6 +10,7 @@ from pyspark_log.wire.schema import Api
 from pyspark_log.wire.schemas import (
     admin,
     broker_registration,
+    elections,
     fetch,
     groups,
     metadata,
@@ -31,4 +32,5 @@ ALL_APIS: tuple[Api, ...] = (
     *raft.APIS,
     *broker_registration.APIS,
     *replication.APIS,
+    *elections.APIS,
 )

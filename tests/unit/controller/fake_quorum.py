@@ -152,7 +152,17 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
         calls.append(f"heartbeat->{channel.port}")
         return await controllers[channel.port].handle_heartbeat(broker_id, epoch, want_shut_down=want_shut_down)
 
+    async def elect(channel, election_type, partitions, *, timeout_ms):
+        async def elect_leaders(target):
+            try:
+                return 0, await target.elect_leaders(election_type, partitions)
+            except MetadataError as exc:
+                return exc.code, {}
+
+        return await as_forwarded(channel, elect_leaders)
+
     monkeypatch.setattr(quorum_module, "forward_create_topic", create)
+    monkeypatch.setattr(quorum_module, "forward_elect_leaders", elect)
     monkeypatch.setattr(quorum_module, "forward_delete_topic", delete)
     monkeypatch.setattr(quorum_module, "forward_create_partitions", partitions)
     monkeypatch.setattr(quorum_module, "forward_alter_topic_configs", alter)

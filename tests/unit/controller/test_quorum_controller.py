@@ -228,3 +228,46 @@ def test_silent_broker_is_fenced_and_unfenced_by_its_next_heartbeat(monkeypatch)
         await stopped(leader)
 
     asyncio.run(run())
+
+
+def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_on_its_interval(monkeypatch):
+    """Seed 000 §4.7 "balance of leadership": ElectLeaders from any node, and the active
+    controller's periodic check (``leader.imbalance.check.interval.seconds``)."""
+    from broker.controller.partition_changes import ElectionType
+    from broker.controller.records import PartitionChangeRecord, encode_records
+
+    async def run():
+        now = [0]
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(
+            quorum, 1, broker=False, clock_ms=lambda: now[0], leader_imbalance_check_interval_ms=5000
+        )
+        nodes = {1: leader, 2: controller(quorum, 2), 3: controller(quorum, 3)}
+        calls = route_forwarding(monkeypatch, nodes)
+        await started(*nodes.values())
+        topic = await nodes[2].create_topic("t", 2, 2, {})
+        assert [p.replicas[0] for p in topic.partitions.values()] == [2, 3]
+        moved = PartitionChangeRecord(topic.topic_id, 0, leader=3)
+        await quorum.drivers[1].append([encode_records([moved, PartitionChangeRecord(topic.topic_id, 1, leader=2)])])
+        assert await nodes[3].wait_until(lambda: nodes[3].image().topics["t"].partitions[0].leader == 3, 1000)
+
+        results = await nodes[3].elect_leaders(ElectionType.PREFERRED, [("t", 0), ("t", 5)])
+        assert "elect_leaders->1" in calls
+        assert {k: r.error_code for k, r in results.items()} == {
+            ("t", 0): ErrorCode.NONE,
+            ("t", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        assert nodes[3].image().topics["t"].partitions[0].leader == 2  # shown on the caller's image
+
+        await leader._check_imbalance()  # first call while active: schedules the first check
+        assert nodes[2].image().topics["t"].partitions[1].leader == 2
+        now[0] = 4999
+        await leader._check_imbalance()
+        assert nodes[2].image().topics["t"].partitions[1].leader == 2
+        now[0] = 5000
+        await leader._check_imbalance()
+        assert await nodes[2].wait_until(lambda: nodes[2].image().topics["t"].partitions[1].leader == 3, 1000)
+        await stopped(*nodes.values())
+
+    asyncio.run(run())
