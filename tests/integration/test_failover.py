@@ -258,3 +258,42 @@ def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(c
     assert len(committed) >= 40  # at least the first round
     assert sorted(read("read_committed", len(committed))) == sorted(committed)
     assert sorted(read("read_uncommitted", len(committed) + len(aborted))) == sorted(committed + aborted)
+
+
+def test_seed_002_5_4_4_a_deposed_leader_drops_the_acks_1_record_it_alone_had(tmp_path):
+    """Seed 002 §5.4.4, both failure scenarios: (1) a record acknowledged with acks=1 by a leader
+    that dies before any follower fetched it is lost — allowed, and the reason acks=all exists;
+    (2) that leader, back as a follower after another record took the same offset, ends with the
+    new leader's record at that offset, never its own ("no data that appears")."""
+    overrides = {**OVERRIDES, "replica.lag.time.max.ms": "30000"}  # the followers stay in the ISR
+    cluster = EmbeddedCluster(tmp_path / "5.4.4", brokers=NODES, combined=True, overrides=overrides)
+    try:
+        cluster.start()
+        topic = "five-four-four"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
+        wait_for(
+            lambda: 0 in cluster.partitions(topic) and set(cluster.partitions(topic)[0].isr) == set(NODES), "the ISR"
+        )
+        _produce(cluster.bootstrap(), topic, [f"m{i}".encode() for i in range(6)], "all")  # offsets 0-5
+        old = cluster.partitions(topic)[0].leader
+        followers = tuple(n for n in NODES if n != old)
+        for n in followers:
+            cluster.pause(n)
+        _produce(cluster.address(old), topic, [b"m6-old-leader-only"], "1")  # offset 6, acks=1
+        cluster.kill(old)
+        for n in followers:
+            cluster.resume(n)
+        wait_for(lambda: cluster.partitions(topic, via=followers[0])[0].leader in followers, "a new leader")
+        _produce(cluster.bootstrap(followers), topic, [b"m6-new-leader"], "all")  # offset 6 again
+        cluster.restart(old)
+        wait_for(lambda: set(cluster.partitions(topic)[0].isr) == set(NODES), "the old leader back in the ISR")
+        got = _read(cluster.bootstrap(), topic, 7)
+        assert got == [*(f"m{i}".encode() for i in range(6)), b"m6-new-leader"]
+        wait_for(
+            lambda: len({cluster.segment_bytes(n, topic, 0) for n in NODES}) == 1,
+            "the old leader's log identical to the new leader's",
+        )
+        assert b"m6-old-leader-only" not in cluster.segment_bytes(old, topic, 0)
+    finally:
+        cluster.close()
