@@ -28,9 +28,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from broker.controller.errors import MetadataError
 from broker.controller.partition_changes import ElectionResult, ElectionType, IsrChange, TopicPartitionKey
 from pyspark_log.wire.api_keys import ApiKey
-from pyspark_log.wire.errors import KafkaError
+from pyspark_log.wire.errors import ErrorCode, KafkaError
 from pyspark_log.wire.headers import decode_response, encode_request
 from pyspark_log.wire.message import Message
 from pyspark_log.wire.types import INT32
@@ -46,6 +47,10 @@ forwarded_request: ContextVar[bool] = ContextVar("pylog_forwarded_request", defa
 
 class ControllerUnavailable(Exception):
     """The controller could not be reached or did not answer in time."""
+
+
+class NotActive(Exception):
+    """This node, or the one asked, stopped being the active controller during an operation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,3 +303,11 @@ async def send_alter_partition(
     )
     codes = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
     return response.error_code, [(c, codes.get((c.topic_id, c.partition), response.error_code)) for c in changes]
+
+
+def raise_for(outcome: Outcome) -> None:
+    """NotActive for NOT_CONTROLLER (the caller retries elsewhere), MetadataError for other errors."""
+    if outcome.error_code == ErrorCode.NOT_CONTROLLER:
+        raise NotActive
+    if outcome.error_code != ErrorCode.NONE:
+        raise MetadataError(outcome.error_code, outcome.error_message or f"error {outcome.error_code}")

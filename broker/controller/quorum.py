@@ -17,15 +17,13 @@ It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.p
 * **Brokers** (``broker`` given) register with the active controller at ``start`` (the broker
   epoch is the offset of its ``RegisterBrokerRecord``), wait until their own image shows the
   registration, then heartbeat every ``heartbeat_interval_ms``. The active controller fences a
-  broker whose heartbeats stop for ``session_timeout_ms`` (out of Metadata, its partitions show
-  leader -1) and unfences it on its next heartbeat. A registration whose cluster id differs from
+  broker whose heartbeats stop for ``session_timeout_ms`` (out of Metadata, out of every ISR that
+  has another member, its leaderships moved to live ISR members: ``partition_changes.fence_broker``)
+  and unfences it on its next heartbeat. A registration whose cluster id differs from
   the quorum's is refused with INCONSISTENT_CLUSTER_ID, which ``start`` raises as
   ``ClusterIdMismatchError``.
-* **Leader elections** an admin asks for (ElectLeaders) run on the active controller like the
-  admin operations (``elect_leaders``); with ``auto_leader_rebalance`` the active controller also
-  checks every ``leader_imbalance_check_interval_ms`` whether leadership has drifted from the
-  preferred replicas and moves it back (``partition_changes.rebalance_leaders``; seed 000 §4.7
-  "balance of leadership").
+* **Partition leadership** — ISR changes (AlterPartition), ElectLeaders, preferred-leader
+  rebalancing, unclean election — is the ``ReplicaLeadership`` part (``broker.controller.leadership``).
 """
 
 from __future__ import annotations
@@ -44,33 +42,25 @@ from broker.controller.forwarding import (
     ControllerChannel,
     ControllerChannels,
     ControllerUnavailable,
-    Outcome,
+    NotActive,
     Registration,
     forward_alter_topic_configs,
     forward_create_partitions,
     forward_create_topic,
     forward_delete_topic,
-    forward_elect_leaders,
     forwarded_request,
-    send_alter_partition,
+    raise_for,
     send_heartbeat,
     send_registration,
 )
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
+from broker.controller.leadership import ReplicaLeadership
 from broker.controller.local import ImageListener
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import (
-    ElectionResult,
-    ElectionType,
-    IsrChange,
-    TopicPartitionKey,
-    alter_partition,
     elect_leaderless,
-    elect_leaders,
     fence_broker,
-    rebalance_leaders,
-    unclean_elections,
     unfence_broker,
 )
 from broker.controller.records import (
@@ -113,16 +103,14 @@ class ClusterIdMismatchError(RuntimeError):
     """The quorum belongs to another cluster than this node's ``meta.properties``."""
 
 
-class _NotActive(Exception):
-    """This node stopped being the active controller during an operation."""
-
-
 def _system_clock_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class QuorumController:
+class QuorumController(ReplicaLeadership):
     """``MetadataController`` on the metadata quorum; see the module docstring."""
+
+    _driver: RaftDriverLike
 
     def __init__(
         self,
@@ -250,7 +238,7 @@ class QuorumController:
                 channel, name, num_partitions, replication_factor, configs,
                 validate_only=validate_only, timeout_ms=timeout_ms, assignments=assignments,
             )  # fmt: skip
-            _raise_for(outcome)
+            raise_for(outcome)
             if validate_only:
                 wanted = num_partitions if assignments is None else len(assignments)
                 count = outcome.num_partitions if outcome.num_partitions > 0 else wanted
@@ -276,7 +264,7 @@ class QuorumController:
             return operations.delete_topic(state, name, deletion_enabled=self._deletion_enabled), None
 
         async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
-            _raise_for(await forward_delete_topic(channel, name, timeout_ms=timeout_ms))
+            raise_for(await forward_delete_topic(channel, name, timeout_ms=timeout_ms))
             await self._await_image(
                 lambda: name not in self._image.topics or self._image.topics[name].topic_id != gone_id,
                 f"deletion of topic {name!r}",
@@ -295,7 +283,7 @@ class QuorumController:
             outcome = await forward_create_partitions(
                 channel, name, total_count, validate_only=validate_only, timeout_ms=timeout_ms, assignments=assignments
             )
-            _raise_for(outcome)
+            raise_for(outcome)
             if not validate_only:
                 await self._await_image(
                     lambda: name in self._image.topics and len(self._image.topics[name].partitions) >= total_count,
@@ -319,69 +307,11 @@ class QuorumController:
             outcome = await forward_alter_topic_configs(
                 channel, name, changes, validate_only=validate_only, timeout_ms=timeout_ms
             )
-            _raise_for(outcome)
+            raise_for(outcome)
             if not validate_only:
                 await self._await_image(applied, f"configs of topic {name!r}")
 
         await self._execute(local, remote)
-
-    async def elect_leaders(
-        self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
-    ) -> dict[TopicPartitionKey, ElectionResult]:
-        """ElectLeaders (``partition_changes.elect_leaders``): run on the active controller, all
-        elections in one entry; answered once this node's image shows the elected leaders."""
-        wanted = None if partitions is None else list(dict.fromkeys(partitions))
-
-        def local(state: ClusterState) -> tuple[list[MetadataRecord], dict[TopicPartitionKey, ElectionResult]]:
-            records, results = elect_leaders(state, election_type, wanted)
-            self._warn_unclean(records)
-            return records, results
-
-        def elected(key: TopicPartitionKey) -> bool:
-            topic = self._image.topics.get(key[0])
-            part = topic.partitions.get(key[1]) if topic is not None else None
-            if part is None:
-                return True
-            if election_type == ElectionType.PREFERRED:
-                return bool(part.replicas) and part.leader == part.replicas[0]
-            return part.leader >= 0
-
-        async def remote(channel: ControllerChannel, timeout_ms: int) -> dict[TopicPartitionKey, ElectionResult]:
-            code, results = await forward_elect_leaders(channel, election_type, wanted, timeout_ms=timeout_ms)
-            _raise_for(Outcome(code))
-            done = [key for key, result in results.items() if result.error_code == ErrorCode.NONE]
-            await self._await_image(lambda: all(elected(key) for key in done), "the elected leaders")
-            return results
-
-        return await self._execute(local, remote)
-
-    async def rebalance_leaders(self) -> int:
-        """On the active controller: preferred elections where leadership drifted (one entry);
-        returns how many partitions moved."""
-        if not self._driver.is_leader:
-            return 0
-        try:
-            async with self._op_lock():
-                await self._ensure_caught_up()
-                records = rebalance_leaders(self._state, self._imbalance_percentage)
-                if records:
-                    await self._append(records)
-                    log.info("leader imbalance: moved %d partition(s) back to their preferred leader", len(records))
-                return len(records)
-        except _NotActive:
-            return 0
-
-    async def _check_imbalance(self) -> None:
-        """The periodic part of ``_controller_loop``: every check interval while active."""
-        if not self._auto_leader_rebalance or not self._driver.is_leader:
-            self._next_imbalance_check_ms = None
-            return
-        now = self._clock_ms()
-        if self._next_imbalance_check_ms is None:
-            self._next_imbalance_check_ms = now + self._imbalance_check_interval_ms
-        elif now >= self._next_imbalance_check_ms:
-            self._next_imbalance_check_ms = now + self._imbalance_check_interval_ms
-            await self.rebalance_leaders()
 
     async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
         if not await self.wait_until(predicate, self._request_timeout_ms):
@@ -403,7 +333,7 @@ class QuorumController:
             if self._driver.is_leader:
                 try:
                     return await self._run_locally(local)
-                except _NotActive:
+                except NotActive:
                     last_problem = "this node lost the leadership during the operation"
             elif forwarded_request.get():
                 raise MetadataError(ErrorCode.NOT_CONTROLLER, f"node {self._node_id} is not the active controller")
@@ -413,7 +343,7 @@ class QuorumController:
                     remaining = max(1, deadline - self._clock_ms())
                     try:
                         return await remote(channel, remaining)
-                    except _NotActive:
+                    except NotActive:
                         last_problem = f"controller {channel.host}:{channel.port} is not the active controller"
                     except ControllerUnavailable as exc:
                         last_problem = str(exc)
@@ -453,7 +383,7 @@ class QuorumController:
         try:
             return await self._driver.append([encode_records(records)])
         except NotLeaderError as exc:
-            raise _NotActive from exc
+            raise NotActive from exc
 
     async def _ensure_caught_up(self) -> None:
         """First call of a leader epoch: commit a no-op so that every earlier entry is applied
@@ -491,7 +421,7 @@ class QuorumController:
                     log.info("registered broker %d at %s:%d, epoch %d", reg.broker_id, reg.host, reg.port, epoch)
                 self._last_heartbeat_ms[reg.broker_id] = self._clock_ms()
                 return ErrorCode.NONE, epoch
-        except _NotActive:
+        except NotActive:
             return ErrorCode.NOT_CONTROLLER, -1
 
     async def handle_heartbeat(self, broker_id: int, broker_epoch: int, *, want_shut_down: bool) -> tuple[int, bool]:
@@ -516,7 +446,7 @@ class QuorumController:
                     await self._append(records)
                     log.info("broker %d heartbeats again: unfenced, %d leader(s) elected", broker_id, len(records) - 1)
                 return ErrorCode.NONE, want_shut_down
-        except _NotActive:
+        except NotActive:
             return ErrorCode.NOT_CONTROLLER, True
 
     async def fence_expired_brokers(self) -> list[int]:
@@ -539,77 +469,9 @@ class QuorumController:
                             broker_id, now - last, len(records) - 1,
                         )  # fmt: skip
                         fenced.append(broker_id)
-        except _NotActive:
+        except NotActive:
             pass
         return fenced
-
-    def _unclean(self, topic: str) -> bool:
-        """``unclean.leader.election.enable`` of ``topic``: its override, else the broker default."""
-        found = self._state.topics.get(topic)
-        value = found.configs.get("unclean.leader.election.enable") if found is not None else None
-        return self._unclean_default if value is None else value.strip().lower() == "true"
-
-    def _warn_unclean(self, records: Sequence[MetadataRecord]) -> None:
-        for name in unclean_elections(records, self._state):
-            log.warning("unclean leader election for %s: records only the old ISR had are lost", name)
-
-    # -- ISR changes (AlterPartition, KIP-497) --------------------------------------------------------
-    async def handle_alter_partition(
-        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
-    ) -> tuple[int, list[tuple[IsrChange, int]]]:
-        """On the active controller: ``(error_code, [(change, partition error code)])``; the
-        changes that pass ``alter_partition`` are written in one entry and answered once committed."""
-        if not self._driver.is_leader:
-            return ErrorCode.NOT_CONTROLLER, []
-        try:
-            async with self._op_lock():
-                await self._ensure_caught_up()
-                reg = self._state.registrations.get(broker_id)
-                if reg is None or reg.epoch != broker_epoch:
-                    return ErrorCode.STALE_BROKER_EPOCH, []
-                records: list[MetadataRecord] = []
-                results: list[tuple[IsrChange, int]] = []
-                for change in changes:
-                    try:
-                        records.extend(alter_partition(self._state, broker_id, change))
-                        results.append((change, ErrorCode.NONE))
-                    except MetadataError as exc:
-                        results.append((change, exc.code))
-                if records:
-                    await self._append(records)
-                return ErrorCode.NONE, results
-        except _NotActive:
-            return ErrorCode.NOT_CONTROLLER, []
-
-    async def alter_partition(self, changes: Sequence[IsrChange]) -> dict[tuple[uuid.UUID, int], int]:
-        """A partition leader's AlterPartition: sent to the active controller (or handled here when
-        this node is it); returns each partition's error code once this node's image shows the
-        change. Raises MetadataError when no controller answered."""
-        assert self._broker is not None, "only a broker leads partitions"
-        broker_id = self._broker.node_id
-        if self._driver.is_leader:
-            code, results = await self.handle_alter_partition(broker_id, self._broker_epoch, changes)
-        else:
-            channel = self._leader_channel()
-            if channel is None:
-                raise MetadataError(ErrorCode.NOT_CONTROLLER, "no active controller is known")
-            try:
-                code, results = await send_alter_partition(
-                    channel, broker_id, self._broker_epoch, changes, timeout_ms=self._request_timeout_ms
-                )
-            except ControllerUnavailable as exc:
-                raise MetadataError(ErrorCode.NOT_CONTROLLER, str(exc)) from exc
-        if code != ErrorCode.NONE:
-            raise MetadataError(code, f"AlterPartition refused: error {code}")
-        accepted = [c for c, err in results if err == ErrorCode.NONE]
-        await self._await_image(lambda: all(self._isr_applied(c) for c in accepted), "the ISR change")
-        return {(c.topic_id, c.partition): err for c, err in results}
-
-    def _isr_applied(self, change: IsrChange) -> bool:
-        name = self._image.topic_ids.get(change.topic_id)
-        topic = self._image.topics.get(name) if name is not None else None
-        part = topic.partitions.get(change.partition) if topic is not None else None
-        return part is None or part.partition_epoch > change.partition_epoch or set(part.isr) == set(change.new_isr)
 
     def _leads_nothing(self) -> bool:
         assert self._broker is not None
@@ -715,7 +577,7 @@ class QuorumController:
                         await self._ensure_caught_up()
                     await self.fence_expired_brokers()
                 await self._check_imbalance()
-            except _NotActive:
+            except NotActive:
                 pass
             except Exception:
                 log.exception("controller duties failed")
@@ -773,10 +635,3 @@ def from_config(
         leader_imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000,
         leader_imbalance_per_broker_percentage=int(config["leader.imbalance.per.broker.percentage"]),
     )
-
-
-def _raise_for(outcome: Outcome) -> None:
-    if outcome.error_code == ErrorCode.NOT_CONTROLLER:
-        raise _NotActive
-    if outcome.error_code != ErrorCode.NONE:
-        raise MetadataError(outcome.error_code, outcome.error_message or f"error {outcome.error_code}")

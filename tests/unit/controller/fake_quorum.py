@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from broker.controller import leadership as leadership_module
 from broker.controller import quorum as quorum_module
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Outcome, forwarded_request
@@ -162,7 +163,7 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
         return await as_forwarded(channel, elect_leaders)
 
     monkeypatch.setattr(quorum_module, "forward_create_topic", create)
-    monkeypatch.setattr(quorum_module, "forward_elect_leaders", elect)
+    monkeypatch.setattr(leadership_module, "forward_elect_leaders", elect)
     monkeypatch.setattr(quorum_module, "forward_delete_topic", delete)
     monkeypatch.setattr(quorum_module, "forward_create_partitions", partitions)
     monkeypatch.setattr(quorum_module, "forward_alter_topic_configs", alter)
