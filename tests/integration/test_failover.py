@@ -19,7 +19,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pyspark_log.embedded_cluster import EmbeddedCluster
+from pyspark_log.embedded_cluster import EmbeddedCluster, request
+from pyspark_log.wire import ApiKey
 from tests.integration.cluster_harness import wait_for
 
 NODES = (1, 2, 3)
@@ -88,6 +89,20 @@ def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_re
     assert moved.leader in survivors
     assert victim not in moved.isr
     assert moved.leader_epoch > first.leader_epoch
+
+    # OffsetForLeaderEpoch (KIP-101/320), as librdkafka asks it after a leader change: the old
+    # epoch ends where the new one began; the current one ends at the log end
+    def epoch_end(epoch: int) -> tuple[int, int]:
+        body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": moved.leader_epoch, "leader_epoch": epoch}]}]}  # fmt: skip
+        part = request(cluster.address(moved.leader), ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
+        assert part.error_code == 0
+        return part.leader_epoch, part.end_offset
+
+    old_epoch, old_end = epoch_end(first.leader_epoch)
+    assert old_epoch == first.leader_epoch
+    assert 1000 <= old_end <= len(acked)
+    assert epoch_end(moved.leader_epoch) == (moved.leader_epoch, len(acked))
 
     cluster.restart(victim)
     wait_for(lambda: set(cluster.partitions(topic)[0].isr) == set(NODES), "the restarted broker back in the ISR")
