@@ -1,7 +1,9 @@
 """The single-node metadata controller: a ``MetadataImage`` persisted as a JSON snapshot.
 
 It implements ``MetadataController`` for a broker that is its own controller with no quorum.
-Every change is validated, written to ``pylog-metadata.json`` in the first log dir (temp file,
+Changes are decided by the quorum controller's pure operations (``operations``: the same
+validation, placement and errors) and applied as their metadata records would be
+(``image_builder.apply_record``); every change is written to ``pylog-metadata.json`` in the first log dir (temp file,
 fsync, rename) and only then published to the in-memory image and to listeners — a change a
 client was told succeeded survives a crash. The Raft issue replaces this with the KIP-595 quorum
 behind the same interface.
@@ -13,14 +15,16 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from broker.controller.errors import MetadataError
+from broker.controller import operations
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.operations import Assignments, check_assignments, check_new_partitions
+from broker.controller.image_builder import BrokerRegistration, ClusterState, apply_record
+from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
-from broker.controller.topics import validate_topic_config, validate_topic_name
+from broker.controller.records import MetadataRecord
 from pyspark_log.wire.errors import ErrorCode
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -76,67 +80,50 @@ class LocalController:
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
         *, validate_only: bool = False, assignments: Assignments | None = None,
     ) -> TopicImage:  # fmt: skip
-        validate_topic_name(name)
-        if name in self._image.topics:
-            raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if assignments is not None:  # every replica list can only name this broker
-            num_partitions = len(assignments)
-            replication_factor = check_assignments(assignments, self._image.brokers)
-        if num_partitions < 1:
-            raise MetadataError(
-                ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {num_partitions}"
-            )
-        brokers = len(self._image.brokers)
-        if replication_factor < 1 or replication_factor > brokers:
-            raise MetadataError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {replication_factor} must be between 1 and {brokers} (live brokers)",
-            )
-        for key, value in configs.items():
-            validate_topic_config(key, value)
-        topic = TopicImage(
-            name, uuid.uuid4(), {p: self._new_partition(p) for p in range(num_partitions)}, dict(configs)
-        )
-        if not validate_only:
-            self._publish(self._image.with_topic(topic))
-        return topic
+        records, topic = operations.create_topic(
+            self._state(), name, num_partitions, replication_factor, configs,
+            topic_id=uuid.uuid4(), assignments=assignments,
+        )  # fmt: skip
+        if validate_only:
+            return topic
+        self._apply(records)
+        return self._image.topics[name]
 
     async def delete_topic(self, name: str) -> None:
-        if not self._deletion_enabled:
-            raise MetadataError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
-        if name not in self._image.topics:
-            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        self._publish(self._image.without_topic(name))
+        self._apply(operations.delete_topic(self._state(), name, deletion_enabled=self._deletion_enabled))
 
     async def create_partitions(
         self, name: str, total_count: int, *, validate_only: bool = False, assignments: Assignments | None = None
     ) -> None:
-        topic = self._image.topics.get(name)
-        if topic is None:
-            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        current = len(topic.partitions)
-        check_new_partitions(name, current, total_count, assignments, self._image.brokers)
-        partitions = dict(topic.partitions)
-        for p in range(current, total_count):
-            partitions[p] = self._new_partition(p)
+        records = operations.create_partitions(self._state(), name, total_count, assignments)
         if not validate_only:
-            self._publish(self._image.with_topic(TopicImage(name, topic.topic_id, partitions, topic.configs)))
+            self._apply(records)
 
     async def alter_topic_configs(
         self, name: str, changes: dict[str, str | None], *, validate_only: bool = False
     ) -> None:
-        topic = self._image.topics.get(name)
-        if topic is None:
-            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        configs = dict(topic.configs)
-        for key, value in changes.items():
-            validate_topic_config(key, value)
-            if value is None:
-                configs.pop(key, None)
-            else:
-                configs[key] = value
+        records = operations.alter_topic_configs(self._state(), name, changes)
         if not validate_only:
-            self._publish(self._image.with_topic(TopicImage(name, topic.topic_id, topic.partitions, configs)))
+            self._apply(records)
+
+    def _state(self) -> ClusterState:
+        """The image as the quorum controller's operations see a cluster: this one broker, live."""
+        b = self._broker
+        registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack)
+        return ClusterState(
+            self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids
+        )
+
+    def _apply(self, records: Sequence[MetadataRecord]) -> None:
+        """Apply an operation's records as every quorum node would, persist, then publish."""
+        state = self._state()
+        for record in records:
+            state = apply_record(state, state.applied_offset, record)
+        self._publish(
+            replace(
+                self._image, topics=dict(state.topics), topic_ids=dict(state.topic_ids), epoch=self._image.epoch + 1
+            )
+        )
 
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
@@ -156,10 +143,6 @@ class LocalController:
                     ErrorCode.ELECTION_NOT_NEEDED, f"broker {self._broker.node_id} already leads"
                 )
         return results
-
-    def _new_partition(self, partition: int) -> PartitionImage:
-        node = self._broker.node_id
-        return PartitionImage(partition, leader=node, leader_epoch=0, replicas=(node,), isr=(node,))
 
     def _publish(self, new: MetadataImage) -> None:
         self._persist(new)
