@@ -35,11 +35,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark_log.embedded_cluster import EmbeddedCluster
 from tests.integration.cluster_harness import wait_for
 
-pytestmark = pytest.mark.soak
-
 NODES = (1, 2, 3)
 PARTITIONS = 3
 SOAK_CYCLES_CI = 3
+CYCLES = int(os.environ.get("PYLOG_SOAK_CYCLES", SOAK_CYCLES_CI))
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(300 + 90 * CYCLES)]  # a cycle takes ~10-20 s
 OVERRIDES = {
     "broker.session.timeout.ms": "4000",
     "broker.heartbeat.interval.ms": "1000",
@@ -222,7 +222,7 @@ def test_a_rolling_restart_under_acks_all_load_fails_no_delivery(cluster: Embedd
 
 
 def test_failover_soak_loses_and_duplicates_nothing(cluster: EmbeddedCluster):
-    cycles = int(os.environ.get("PYLOG_SOAK_CYCLES", SOAK_CYCLES_CI))
+    cycles = CYCLES
     rng = random.Random(int(os.environ.get("PYLOG_SOAK_SEED", "7")))
     topic = _soak_topic(cluster)
     writer = Writer(cluster.bootstrap(), topic)
