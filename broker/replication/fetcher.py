@@ -90,10 +90,10 @@ class ReplicaFetchers:
         wanted: dict[tuple[int, int], dict[TopicPartition, int]] = {}
         for hosted in self._replicas.partitions():
             role = hosted.role
-            if role is None or hosted.is_leader or role.leader_id < 0 or role.leader_id not in brokers:
+            if role is None or hosted.is_leader or role.leader < 0 or role.leader not in brokers:
                 continue
             index = hash((hosted.topic, hosted.partition)) % self._config.num_fetchers
-            wanted.setdefault((role.leader_id, index), {})[(hosted.topic, hosted.partition)] = role.leader_epoch
+            wanted.setdefault((role.leader, index), {})[(hosted.topic, hosted.partition)] = role.leader_epoch
         for key, fetcher in list(self._fetchers.items()):
             endpoint = brokers.get(key[0])
             if key not in wanted or endpoint is None or (endpoint.host, endpoint.port) != (fetcher.host, fetcher.port):

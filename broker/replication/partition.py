@@ -27,7 +27,6 @@ import asyncio
 import logging
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from broker.controller.image import PartitionImage
 from broker.log.log import Log, LogAppendInfo
@@ -51,15 +50,6 @@ class PartitionError(Exception):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True)
-class Role:
-    leader_id: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
 class Partition:
     """A replica of ``topic``-``partition`` on broker ``node_id`` (see the module docstring)."""
 
@@ -70,7 +60,7 @@ class Partition:
         self.log = target
         self.epochs: LeaderEpochCache = _load_epochs(target)
         self.high_watermark = max(min(high_watermark_hint, target.log_end_offset), target.log_start_offset)
-        self.role: Role | None = None  # None until the image names this broker a replica
+        self.role: PartitionImage | None = None  # the metadata's view; None until it names this broker a replica
         self.pending_isr: tuple[int, ...] | None = None  # asked of the controller, not yet confirmed
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
@@ -83,7 +73,7 @@ class Partition:
     # -- role ----------------------------------------------------------------------------------
     @property
     def is_leader(self) -> bool:
-        return self.role is not None and self.role.leader_id == self.node_id
+        return self.role is not None and self.role.leader == self.node_id
 
     @property
     def leader_epoch(self) -> int:
@@ -104,7 +94,7 @@ class Partition:
         if self.is_leader and self.role is not None and self.role.leader_epoch == image.leader_epoch:
             self.update_from_image(image)
             return False
-        self.role = _role(image)
+        self.role = image
         self.pending_isr = None
         end = self.log.log_end_offset
         self.epochs.assign(image.leader_epoch, end)
@@ -123,11 +113,11 @@ class Partition:
         """Follow ``image.leader`` (-1: no leader for now). Produces waiting here fail with
         NOT_LEADER_OR_FOLLOWER. Returns False when nothing about the leadership changed."""
         was = self.role
-        self.role = _role(image)
+        self.role = image
         self.pending_isr = None
         self.followers = {}
         self.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} no longer leads")
-        changed = was is None or was.leader_id != image.leader or was.leader_epoch != image.leader_epoch
+        changed = was is None or was.leader != image.leader or was.leader_epoch != image.leader_epoch
         if changed:
             log.info("%s-%s: follower of %d at epoch %d", self.topic, self.partition, image.leader, image.leader_epoch)
         return changed
@@ -139,7 +129,7 @@ class Partition:
             return
         if image.partition_epoch > self.role.partition_epoch:
             self.pending_isr = None  # the controller decided on what was proposed
-        self.role = _role(image)
+        self.role = image
         if self.is_leader:
             self.maybe_advance_high_watermark()
             self._complete_waiters()
@@ -253,10 +243,6 @@ class Partition:
             raise PartitionError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self.topic}-{self.partition}"
             )
-
-
-def _role(image: PartitionImage) -> Role:
-    return Role(image.leader, image.leader_epoch, image.partition_epoch, tuple(image.replicas), tuple(image.isr))
 
 
 def _load_epochs(target: Log) -> LeaderEpochCache:

@@ -16,12 +16,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
-from tests.integration.cluster_harness import wait_for
+from tests.integration.cluster_harness import consume, wait_for
 
 NODES = (1, 2, 3)
 OVERRIDES = {
@@ -107,20 +107,7 @@ def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_re
     cluster.restart(victim)
     wait_for(lambda: set(cluster.partitions(topic)[0].isr) == set(NODES), "the restarted broker back in the ISR")
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    seen: list[int] = []
-    try:
-
-        def drained() -> bool:
-            for msg in consumer.consume(500, timeout=0.5):
-                if msg.error() is None:
-                    seen.append(int(msg.value()))
-            return len(seen) >= len(acked)
-
-        wait_for(drained, "every acknowledged record")
-    finally:
-        consumer.close()
+    seen = [int(value) for _, value in consume(cluster.bootstrap(), topic, 1, len(acked))]
     assert len(seen) == len(set(seen)), "a record was stored twice"
     assert seen == sorted(seen), "records out of order"
     assert set(acked) <= set(seen), f"{len(set(acked) - set(seen))} acknowledged records lost"
@@ -142,19 +129,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None
 
 
 def _read(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    seen: list[bytes] = []
-    try:
-
-        def drained() -> bool:
-            seen.extend(m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None)
-            return len(seen) >= expected
-
-        wait_for(drained, f"{expected} records of {topic}")
-    finally:
-        consumer.close()
-    return seen
+    return [value for _, value in consume(bootstrap, topic, 1, expected)]
 
 
 def test_with_every_isr_member_down_a_partition_waits_unless_unclean_election_is_enabled(tmp_path):
@@ -255,20 +230,7 @@ def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(c
     wait_for(lambda: all(set(p.isr) == set(NODES) for p in cluster.partitions(topic).values()), "the ISR whole")
 
     def read(isolation: str, expected: int) -> list[bytes]:
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": f"r-{isolation}",
-                             "enable.auto.commit": False, "isolation.level": isolation})  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
-        seen: list[bytes] = []
-        try:
-
-            def drained() -> bool:
-                seen.extend(m.value() for m in consumer.consume(500, timeout=0.5) if m.error() is None)
-                return len(seen) >= expected
-
-            wait_for(drained, f"{expected} records ({isolation})")
-        finally:
-            consumer.close()
-        return seen
+        return [value for _, value in consume(cluster.bootstrap(), topic, 2, expected, isolation=isolation)]
 
     assert len(committed) >= 40  # at least the first round
     assert sorted(read("read_committed", len(committed))) == sorted(committed)

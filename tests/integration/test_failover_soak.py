@@ -29,11 +29,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded_cluster import EmbeddedCluster
-from tests.integration.cluster_harness import wait_for
+from tests.integration.cluster_harness import consume, wait_for
 
 NODES = (1, 2, 3)
 PARTITIONS = 3
@@ -121,24 +121,9 @@ def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
 
 
 def _read_all(bootstrap: str, topic: str, isolation: str, wanted: dict[int, int]) -> dict[int, list[int]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"soak-{isolation}", "enable.auto.commit": False,
-         "isolation.level": isolation}
-    )  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-    try:
-
-        def drained() -> bool:
-            for msg in consumer.consume(1000, timeout=0.5):
-                if msg.error() is None:
-                    partition, seq = (int(x) for x in msg.value().split(b":"))
-                    seen[partition].append(seq)
-            return all(len(seen[p]) >= wanted[p] for p in range(PARTITIONS))
-
-        wait_for(drained, f"every acknowledged record ({isolation})", timeout_s=180)
-    finally:
-        consumer.close()
+    for partition, value in consume(bootstrap, topic, PARTITIONS, sum(wanted.values()), isolation=isolation):
+        seen[partition].append(int(value.split(b":")[1]))
     return seen
 
 

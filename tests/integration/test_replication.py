@@ -27,13 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
-from tests.integration.cluster_harness import wait_for
+from tests.integration.cluster_harness import consume, wait_for
 
 LAG_MS = 4000
 OVERRIDES = {
@@ -86,21 +86,7 @@ def wait_identical_replicas(cluster: EmbeddedCluster, topic: str) -> None:
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: list[bytes] = []
-    try:
-
-        def drained() -> bool:
-            for msg in consumer.consume(500, timeout=0.5):
-                if msg.error() is None:
-                    values.append(msg.value())
-            return len(values) >= expected
-
-        wait_for(drained, f"{expected} records of {topic}")
-    finally:
-        consumer.close()
-    return values
+    return [value for _, value in consume(bootstrap, topic, partitions, expected)]
 
 
 def produce_confluent(bootstrap: str, topic: str, values: list[bytes], **config: object) -> list[KafkaError]:
