@@ -55,12 +55,13 @@ from enum import IntEnum
 
 from broker.controller.errors import MetadataError
 from broker.controller.image import PartitionImage
-from broker.controller.image_builder import NO_LEADER, ClusterState
+from broker.controller.image_builder import NO_LEADER, ClusterState, apply_record
 from broker.controller.records import (
     NO_CHANGE,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
+    RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
 from pyspark_log.wire.errors import ErrorCode
@@ -136,6 +137,28 @@ def fence_broker(state: ClusterState, broker_id: int, unclean: Unclean = _never)
                 isr = (leader,) if leader != NO_LEADER else isr
         if isr != part.isr or leader != part.leader:
             records.append(_change(topic_id, part, isr, leader))
+    return records
+
+
+def register_broker(
+    state: ClusterState, record: RegisterBrokerRecord, unclean: Unclean = _never
+) -> list[MetadataRecord]:
+    """A broker's registration, with what it changes: when an earlier incarnation of it is still
+    registered and unfenced (a crash and a restart within ``broker.session.timeout.ms``), that
+    incarnation is fenced first — its leaderships move to other ISR members and it leaves every ISR
+    that has another member — since the new process may have lost records the old one
+    acknowledged (a machine crash loses the unflushed tail); it catches up as a follower and rejoins.
+    Then every leaderless partition it can lead gets it as leader (``elect_leaderless``). Kafka
+    answers DUPLICATE_BROKER_REGISTRATION until the old session expires, to the same end."""
+    current = state.registrations.get(record.broker_id)
+    records: list[MetadataRecord] = []
+    after = state
+    if current is not None and not current.fenced:
+        records.extend(fence_broker(state, record.broker_id, unclean))
+        for fenced in records:
+            after = apply_record(after, after.applied_offset, fenced)
+    records.append(record)
+    records.extend(elect_leaderless(after, record.broker_id, unclean))
     return records
 
 

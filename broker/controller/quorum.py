@@ -59,8 +59,8 @@ from broker.controller.leadership import ReplicaLeadership
 from broker.controller.local import ImageListener
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import (
-    elect_leaderless,
     fence_broker,
+    register_broker,
     unfence_broker,
 )
 from broker.controller.records import (
@@ -415,10 +415,13 @@ class QuorumController(ReplicaLeadership):
                     epoch = current.epoch  # a retried registration of the same process
                 else:
                     record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
-                    elections = elect_leaderless(self._state, reg.broker_id, self._unclean)
-                    self._warn_unclean(elections)
-                    epoch = await self._append([record, *elections])
-                    log.info("registered broker %d at %s:%d, epoch %d", reg.broker_id, reg.host, reg.port, epoch)
+                    records = register_broker(self._state, record, self._unclean)
+                    self._warn_unclean(records)
+                    epoch = await self._append(records)
+                    log.info(
+                        "registered broker %d at %s:%d, epoch %d (%d partition change(s))",
+                        reg.broker_id, reg.host, reg.port, epoch, len(records) - 1,
+                    )  # fmt: skip
                 self._last_heartbeat_ms[reg.broker_id] = self._clock_ms()
                 return ErrorCode.NONE, epoch
         except NotActive:

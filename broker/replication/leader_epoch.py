@@ -84,19 +84,19 @@ class LeaderEpochCache:
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(epoch, end offset)`` for a follower or client that last saw ``requested_epoch``
-        (Kafka ``LeaderEpochFileCache.endOffsetFor``): for the latest epoch the log end offset; for
-        an older one the start offset of the next epoch the cache holds, with the largest epoch
-        not above the requested one; ``(-1, -1)`` when the cache knows no epoch at or below it."""
+        (Kafka ``LeaderEpochFileCache.endOffsetFor``): for the latest epoch (or a later one) the log
+        end offset; for an older one the start offset of the next epoch the cache holds, with the
+        largest epoch not above the requested one — or the requested epoch itself when the cache
+        holds none that old (everything before the first epoch here is gone); ``(-1, -1)`` for an
+        undefined epoch or an empty cache."""
         if requested_epoch == UNDEFINED_EPOCH or not self._entries:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if requested_epoch == self.latest_epoch:
-            return requested_epoch, log_end_offset
+        if requested_epoch >= self.latest_epoch:
+            return self.latest_epoch, log_end_offset
         epochs = [e.epoch for e in self._entries]
         after = bisect_right(epochs, requested_epoch)  # first entry with an epoch above the requested
         if after == 0:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if after == len(self._entries):
-            return self._entries[-1].epoch, log_end_offset
+            return requested_epoch, self._entries[0].start_offset
         return self._entries[after - 1].epoch, self._entries[after].start_offset
 
     def epoch_for_offset(self, offset: int) -> int:
@@ -142,6 +142,8 @@ def diverging_epoch(
     if last_fetched_epoch < 0:
         return None
     epoch, end = leader.end_offset_for(last_fetched_epoch, leader_end_offset)
+    if end < 0:
+        return None  # the leader knows no epochs (records from before leader epochs): nothing to compare
     if epoch < last_fetched_epoch or end < fetch_offset:
         return epoch, end
     return None
@@ -157,8 +159,8 @@ def truncation_offset(
     below it, the start of its first epoch (none of its epochs is the leader's); when the leader
     knows no epoch at all, the follower's high watermark (everything below it is committed). The
     follower fetches again with its new last epoch, so the cut converges to where the logs agree."""
-    if leader_epoch < 0:
-        return min(follower_high_watermark, leader_end_offset, follower_end_offset)
+    if leader_epoch < 0 or leader_end_offset < 0:
+        return min(follower_high_watermark, follower_end_offset)
     own_epoch, own_end = follower.end_offset_for(leader_epoch, follower_end_offset)
     if own_epoch < 0:
         entries = follower.entries

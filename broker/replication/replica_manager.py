@@ -57,6 +57,15 @@ TopicPartition = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]
 AlterIsr = Callable[[Sequence[IsrChange]], Awaitable[dict[tuple[uuid.UUID, int], int]]]
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+# AlterPartition answers that settle a proposal as not applied (the others leave its outcome open)
+_ISR_REFUSED = frozenset(
+    {
+        ErrorCode.INELIGIBLE_REPLICA,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
 
 __all__ = ["PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
 
@@ -405,12 +414,17 @@ class ReplicaManager:
         self._propose_isr(hosted, (*hosted.isr, replica_id), "expand")
 
     def check_isr(self) -> int:
-        """Shrink the ISR of every led partition by its out-of-sync followers; returns how many
-        AlterPartition proposals were started."""
+        """Shrink the ISR of every led partition by its out-of-sync followers, and propose again
+        a change whose outcome is unknown; returns how many AlterPartition proposals were started."""
         now = self._clock_ms()
         started = 0
         for hosted in list(self._partitions.values()):
-            if not hosted.is_leader or hosted.pending_isr is not None:
+            if not hosted.is_leader:
+                continue
+            if hosted.pending_isr is not None:
+                if self._isr_retry_at.get((hosted.topic, hosted.partition), 0) <= now:
+                    self._propose_isr(hosted, hosted.pending_isr, "retry")
+                    started += 1
                 continue
             slow = out_of_sync(
                 hosted.isr, self._node_id, hosted.log.log_end_offset, hosted.followers,
@@ -449,13 +463,17 @@ class ReplicaManager:
             log.info("%s-%s: ISR %s not applied: %s", hosted.topic, hosted.partition, kind, exc)
         finally:
             self._isr_in_flight.discard(key)
-        if hosted.pending_isr == change.new_isr:
-            hosted.pending_isr = None
-        if code != ErrorCode.NONE:  # the controller is away or refused: propose again later
+        if code in _ISR_REFUSED and hosted.pending_isr == change.new_isr:
+            hosted.pending_isr = None  # refused for good: the ISR stays what the metadata says
+        elif code != ErrorCode.NONE:
+            # Unknown outcome (no controller, a timeout, a lost answer) or a stale view: the
+            # controller may have applied it, so the high watermark keeps counting the proposed
+            # members (the maximal ISR) until the metadata shows a newer partition epoch
+            # (``Partition.update_from_image``); ``check_isr`` proposes it again meanwhile.
             self._isr_retry_at[key] = self._clock_ms() + self.config.fetch_backoff_ms
         else:
             self._isr_retry_at.pop(key, None)
-            if kind == "shrink":
+            if len(change.new_isr) < len(hosted.isr) or kind == "shrink":
                 self.isr_shrinks += 1
             else:
                 self.isr_expands += 1

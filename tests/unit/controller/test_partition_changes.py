@@ -18,6 +18,7 @@ from broker.controller.partition_changes import (
     IsrChange,
     alter_partition,
     fence_broker,
+    register_broker,
     unclean_elections,
     unfence_broker,
 )
@@ -149,3 +150,25 @@ def test_unclean_election_when_a_replica_outside_the_isr_returns_first():
     assert unfence_broker(state, 2)[1:] == []  # clean: broker 2 is not in the ISR, wait for broker 1
     state = apply(state, unfence_broker(state, 2, unclean=lambda _: True))
     assert (part(state).leader, part(state).isr) == (2, (2,))
+
+
+def test_a_broker_restarted_before_its_session_expired_gives_up_its_leaderships_first():
+    """The sim's defect 1: a leader that crashed (losing its unflushed tail) and registered again
+    within the session timeout must not lead on at the same epoch; its old incarnation is fenced in
+    the same entry, so it follows, truncates where it diverges, and rejoins the ISR."""
+    state, _ = with_topic(cluster(1, 2, 3), [[1, 2, 3], [2, 1, 3]])
+    again = RegisterBrokerRecord(1, "i1-restarted", "127.0.0.1", 9001)
+    records = register_broker(state, again)
+    state = apply(state, records)
+    assert (part(state, 0).leader, part(state, 0).isr, part(state, 0).leader_epoch) == (2, (2, 3), 1)
+    assert part(state, 1).isr == (2, 3)
+    assert not state.registrations[1].fenced  # the new incarnation is live
+    assert state.registrations[1].incarnation_id == "i1-restarted"
+
+
+def test_a_restarted_sole_isr_member_leads_again_at_a_new_epoch():
+    state, _ = with_topic(cluster(1, 2), [[1, 2]])
+    state = apply(state, fence_broker(state, 2))  # broker 2 gone: broker 1 alone in the ISR
+    state = apply(state, register_broker(state, RegisterBrokerRecord(1, "again", "127.0.0.1", 9001)))
+    assert (part(state).leader, part(state).isr) == (1, (1,))
+    assert part(state).leader_epoch == 2  # offline at 1, elected again at 2: nobody mistakes the epoch

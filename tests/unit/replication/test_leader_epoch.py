@@ -37,7 +37,7 @@ def test_end_offset_for_an_epoch_is_the_next_epochs_start_or_the_log_end():
     assert c.end_offset_for(3, 25) == (3, 20)
     assert c.end_offset_for(4, 25) == (3, 20)  # unknown epoch: the largest below it
     assert c.end_offset_for(1, 25) == (1, 10)
-    assert c.end_offset_for(0, 25) == (-1, -1)
+    assert c.end_offset_for(0, 25) == (0, 0)  # older than every epoch here: it ends where epoch 1 starts
     assert c.end_offset_for(9, 25) == (5, 25)
     assert cache().end_offset_for(1, 5) == (-1, -1)
 
@@ -69,9 +69,20 @@ def test_the_follower_truncates_to_the_smaller_end_of_the_epoch_and_converges():
     follower = cache((1, 0), (2, 7))  # it holds 0-6 of epoch 1 and 7-8 of epoch 2
     assert truncation_offset(follower, 9, 5, leader_epoch=1, leader_end_offset=6) == 6
     assert truncation_offset(follower, 9, 5, leader_epoch=2, leader_end_offset=8) == 8
-    assert truncation_offset(follower, 9, 5, leader_epoch=-1, leader_end_offset=100) == 5  # the high watermark
+    assert truncation_offset(follower, 9, 5, leader_epoch=-1, leader_end_offset=-1) == 5  # the high watermark
     newer_only = cache((4, 3))
     assert truncation_offset(newer_only, 9, 2, leader_epoch=1, leader_end_offset=6) == 3  # its first epoch start
+
+
+def test_a_follower_of_a_leader_whose_epochs_all_came_later_truncates_everything_of_its_own_epoch():
+    """The sim's defect 3: the first leader wrote records nobody fetched and died; the new leader's
+    cache starts at epoch 1 with an empty log. A returning follower with last epoch 0 is told epoch
+    0 ends at offset 0 (Kafka's ``endOffsetFor`` for an epoch older than every entry) and cuts its
+    unreplicated records instead of keeping them below the high watermark."""
+    leader = cache((1, 0))
+    assert diverging_epoch(leader, 0, last_fetched_epoch=0, fetch_offset=4) == (0, 0)
+    follower = cache((0, 0))
+    assert truncation_offset(follower, 4, 0, leader_epoch=0, leader_end_offset=0) == 0
 
 
 def test_checkpoint_file_round_trips_and_drops_entries_past_the_log_end(tmp_path: Path):

@@ -42,6 +42,8 @@ class Node:
         self.logs.startup()
         self.current: MetadataImage | None = None
         self.proposals: list[IsrChange] = []
+        self.alter_fails: Exception | None = None
+        self.alter_code = ErrorCode.NONE
         self.replicas = ReplicaManager(
             node_id, self.logs, lambda: self.current, lambda _: LogConfig(min_insync_replicas=min_isr),
             clock_ms=clock, config=ReplicationConfig(lag_time_max_ms=1000), alter_isr=self._alter,
@@ -49,7 +51,9 @@ class Node:
 
     async def _alter(self, changes: Sequence[IsrChange]) -> dict[tuple[uuid.UUID, int], int]:
         self.proposals.extend(changes)
-        return {(c.topic_id, c.partition): ErrorCode.NONE for c in changes}
+        if self.alter_fails is not None:
+            raise self.alter_fails
+        return {(c.topic_id, c.partition): self.alter_code for c in changes}
 
     def set_image(self, new: MetadataImage) -> None:
         old, self.current = self.current, new
@@ -171,6 +175,48 @@ def test_a_lagging_follower_is_proposed_out_and_a_caught_up_one_back_in(leader: 
         follower_fetch(leader, 3, 5)  # caught up: proposed back in
         await asyncio.sleep(0)
         assert leader.proposals[-1].new_isr == (1, 2, 3)
+
+    asyncio.run(scenario())
+
+
+def test_an_isr_expansion_whose_outcome_is_unknown_stays_counted_until_the_metadata_decides(
+    leader: Node, clock: FakeClock
+):
+    """The sim's defect 4: the controller may have applied an expansion whose answer was lost; the
+    leader must keep the proposed member in its maximal ISR (Kafka's rule), or it acknowledges
+    records that member — maybe the next leader — does not have."""
+    from broker.controller.errors import MetadataError
+
+    async def scenario() -> None:
+        leader.set_image(image(1, isr=(1, 2), partition_epoch=1))
+        leader.replicas.append(TOPIC, 0, batch(4))
+        follower_fetch(leader, 2, 4)
+        leader.alter_fails = MetadataError(ErrorCode.REQUEST_TIMED_OUT, "no answer")
+        follower_fetch(leader, 3, 4)  # caught up: proposed back in; the answer never comes
+        await asyncio.sleep(0)
+        assert leader.partition.pending_isr == (1, 2, 3)
+        leader.replicas.append(TOPIC, 0, batch(2))
+        follower_fetch(leader, 2, 6)
+        assert leader.partition.high_watermark == 4  # broker 3 may be in the ISR: wait for it
+        clock.advance(2000)
+        leader.alter_fails = None
+        assert leader.replicas.check_isr() == 1  # the same proposal again
+        assert leader.proposals[-1].new_isr == (1, 2, 3)
+        leader.set_image(image(1, isr=(1, 2, 3), partition_epoch=2))
+        assert leader.partition.pending_isr is None
+
+    asyncio.run(scenario())
+
+
+def test_an_isr_expansion_the_controller_refuses_is_dropped(leader: Node):
+    async def scenario() -> None:
+        leader.set_image(image(1, isr=(1, 2), partition_epoch=1))
+        leader.replicas.append(TOPIC, 0, batch(1))
+        leader.alter_code = ErrorCode.INELIGIBLE_REPLICA
+        follower_fetch(leader, 2, 1)
+        follower_fetch(leader, 3, 1)
+        await asyncio.sleep(0)
+        assert leader.partition.pending_isr is None
 
     asyncio.run(scenario())
 
