@@ -483,15 +483,22 @@ class QuorumController(ReplicaLeadership):
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the controller duties; on a broker, register and wait until the own image shows
-        the registration (raises ``ClusterIdMismatchError`` when the quorum refuses the cluster id)."""
+        """Start the controller duties; on a broker, register, start heartbeating at once (a
+        registered broker that replays a long metadata log must not miss its session meanwhile),
+        and wait until the own image shows the registration (raises ``ClusterIdMismatchError``
+        when the quorum refuses the cluster id)."""
         self._tasks.append(asyncio.create_task(self._controller_loop(), name="quorum-controller"))
         if self._broker is None:
             return
-        await self._register()
+        await self._send_until_registered()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="broker-heartbeat"))
+        await self._wait_registration_applied()
 
     async def _register(self) -> None:
+        await self._send_until_registered()
+        await self._wait_registration_applied()
+
+    async def _send_until_registered(self) -> None:
         assert self._broker is not None
         broker = self._broker
         reg = Registration(
@@ -515,6 +522,11 @@ class QuorumController(ReplicaLeadership):
             if attempts % 40 == 0:
                 log.warning("broker %d still waiting to register (last error %s)", broker.node_id, code)
             await asyncio.sleep(self._retry_backoff_ms * 4 / 1000)
+
+    async def _wait_registration_applied(self) -> None:
+        assert self._broker is not None
+        broker = self._broker
+        epoch = self._broker_epoch
         while not await self.wait_until(self._own_registration_applied, self._request_timeout_ms):
             log.warning("broker %d: waiting for the metadata log to catch up to epoch %d", broker.node_id, epoch)
         log.info("broker %d registered with broker epoch %d", broker.node_id, self._broker_epoch)

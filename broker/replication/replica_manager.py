@@ -211,7 +211,7 @@ class ReplicaManager:
                     if hosted.become_follower(part):
                         followers_changed = True
                     self._wake((topic.name, part.partition))
-        if old is None:
+        if old is None and new.epoch > 0:  # a KRaft node starts from an empty image: nothing to judge yet
             for existing in self._logs.logs():
                 if existing.topic not in new.topics:
                     log.warning("log %s has no topic in the cluster metadata; keeping it", existing.name)
