@@ -88,8 +88,9 @@ class ReplicationInvariants:
         acked = self.acked.get(partition, {})
         for index, (_, record_id) in enumerate(lost):
             offset = keep + index
-            if offset >= len(committed) and offset not in acked:
-                continue
+            was_committed = offset < len(committed) and committed[offset] == record_id
+            if not was_committed and acked.get(offset, (None,))[0] != record_id:
+                continue  # this replica's record there was never committed: nothing lost
             if not self._held_by(self.sim.brokers, partition, offset, record_id):
                 self._allow_loss(partition, offset, "every replica that held it lost it in machine crashes")
                 break
@@ -191,12 +192,13 @@ class ReplicationInvariants:
                 return
             superseded = self.superseded.get(partition, {})
             floor = superseded.get(broker.node_id)
+            agreed_below = hw
             if floor is not None:
                 if changed_from.get(broker.node_id, _INFINITY) <= floor or hosted.log.end <= floor:
                     del superseded[broker.node_id]  # cut back to where the lost history began
                 else:
-                    hw = min(hw, floor)
-            for offset in range(start, hw):
+                    agreed_below = min(hw, floor)
+            for offset in range(start, agreed_below):
                 record_id = entries[offset][1]
                 if offset < len(committed):
                     if committed[offset] != record_id:
@@ -208,7 +210,7 @@ class ReplicationInvariants:
                         return
                 else:
                     committed.append(record_id)
-            self.verified[key] = max(start, hw)
+            self.verified[key] = max(start, agreed_below)
             if self._leads(broker, partition, leader, leader_epoch):
                 # hw_never_decreases_within_epoch
                 epoch_key = (partition, hosted.leader_epoch)

@@ -369,3 +369,13 @@ def test_defect_leader_forgets_an_isr_expansion_whose_answer_was_lost() -> None:
     its session expires the controller elects broker 1 (first live ISR member in replica order),
     which never had them, and broker 2 truncates them: acknowledged acks=all records are lost."""
     _reproduces("acks_all_on_isr_and_later_leaders", lambda: _expand_answer_lost(1))
+
+
+@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 4 with no broker fault: one lost answer")
+def test_defect_isr_expansion_forgotten_after_one_lost_answer() -> None:
+    """``test_replication_over_a_lossy_network`` seed 1259, no broker fault at all: the leader asks to
+    add broker 1; the controller commits ISR [0, 1, 2]; the answer and the metadata push are both
+    dropped, the leader notices the broken connection, drops ``pending_isr`` and moves its high
+    watermark over the ISR [0, 2] of its image, acknowledging acks=all records broker 1 (in the
+    committed ISR, first in replica order after the leader) does not have."""
+    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _run(1259, Faults(), brokers=(2, 5), duration_ms=3000))
