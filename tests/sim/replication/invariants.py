@@ -18,16 +18,18 @@ Each is named after the seed sentence it checks:
   its high watermark every replica holds the same record at every offset as every other replica
   (checked against the prefix that any replica's high watermark has covered).
 
-Faults these invariants assume (what the simulation injects): any network delay, reordering
-across connections, loss, duplicated controller requests and cut links; any number of pauses and
-process crashes (a process crash keeps the page cache); ``unclean.leader.election.enable=false``
-(the controller's rules). Machine crashes lose the unflushed tail of a log: a broker that lost
-records that way is exempt from the ISR checks until it leaves the ISR (the seed's guarantee is
-about replicas that still have the data), and an acknowledged record that every replica holding
-it lost in machine crashes is dropped from the checks and counted in ``allowed_losses`` ("not all
-in sync replicas lost it" is the seed's condition). The leader checks have no such exemption:
-electing, or resuming leadership on, a replica that lost an acknowledged record while another
-replica still holds it is a violation.
+Faults these invariants assume (what the simulation injects): any network delay, loss and cut
+link, with FIFO order per connection (TCP); heartbeats and registrations delivered twice; any number
+of pauses and process crashes (a process crash keeps the page cache);
+``unclean.leader.election.enable=false`` (the controller's rules). Machine crashes lose the
+unflushed tail of a log: a broker that lost records that way is exempt from the ISR checks until it
+leaves the ISR (the seed's guarantee is about replicas that still have the data; the exemption also
+covers a crashed broker the leader adds to the ISR on a fetch sent before the crash, until the
+broker runs again). A committed or acknowledged record is an allowed loss, dropped from the checks
+and counted in ``allowed_losses``, when every replica holding it lost it in machine crashes or when
+every member of the controller's ISR lost it that way ("at least one in sync replica alive" is the
+seed's condition). The leader checks have no exemption: electing, or resuming leadership on, a
+replica that lost an acknowledged record while an ISR member still holds it is a violation.
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ class ReplicationInvariants:
             return
         for broker, partition in list(self.lost_in_isr):
             part = topic.partitions.get(partition)
-            if part is None or broker not in part.isr:
+            # still down: the leader may add it on a fetch sent before the crash (the leader cannot
+            # know; Kafka has the same window), so the exemption lasts until it runs again
+            if (part is None or broker not in part.isr) and self.sim.brokers[broker].running:
                 self.lost_in_isr.discard((broker, partition))
         for partition in topic.partitions:
             self._maybe_all_isr_lost(partition, state)

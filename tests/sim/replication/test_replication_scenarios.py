@@ -379,3 +379,16 @@ def test_defect_isr_expansion_forgotten_after_one_lost_answer() -> None:
     watermark over the ISR [0, 2] of its image, acknowledging acks=all records broker 1 (in the
     committed ISR, first in replica order after the leader) does not have."""
     _reproduces("acks_all_on_isr_and_later_leaders", lambda: _run(1259, Faults(), brokers=(2, 5), duration_ms=3000))
+
+
+@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 2: a stale leader acknowledges acks=all")
+def test_defect_stale_leader_acknowledges_acks_all_under_a_superseded_epoch() -> None:
+    """``test_two_faults_at_once`` seed 1130 (two brokers, RF 2, min.insync.replicas 1): broker 1,
+    sole ISR member of p1, machine-crashes (an allowed loss from offset 127); on its restart its
+    registration makes it leader again (``elect_leaderless``, a new epoch), but it acts on its local
+    metadata log first: leader at the old epoch 2 with ISR [1]. Producers, told it leads, write to
+    it; it appends under epoch 2 at offset 127 and acknowledges acks=all (its stale ISR is itself),
+    while broker 0 holds another epoch-2 record at offset 127. Same offset, same epoch, different
+    records: no divergence check can see it, and the acknowledged record is not on ISR member 0."""
+    faults = Faults(pause=True, process_crash=True, machine_crash=True, isolate=True, max_faulty=2)
+    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _run(1130, faults, brokers=(2, 5)))
