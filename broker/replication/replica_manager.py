@@ -58,7 +58,7 @@ MarkerListener = Callable[[str, int, int, bool], None]
 AlterIsr = Callable[[Sequence[IsrChange]], Awaitable[dict[tuple[uuid.UUID, int], int]]]
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 # AlterPartition answers that settle a proposal as not applied (the others leave its outcome open)
-_ISR_REFUSED = frozenset(
+ISR_REFUSED = frozenset(
     {
         ErrorCode.INELIGIBLE_REPLICA,
         ErrorCode.INVALID_REQUEST,
@@ -463,7 +463,7 @@ class ReplicaManager:
             log.info("%s-%s: ISR %s not applied: %s", hosted.topic, hosted.partition, kind, exc)
         finally:
             self._isr_in_flight.discard(key)
-        if code in _ISR_REFUSED and hosted.pending_isr == change.new_isr:
+        if code in ISR_REFUSED and hosted.pending_isr == change.new_isr:
             hosted.pending_isr = None  # refused for good: the ISR stays what the metadata says
         elif code != ErrorCode.NONE:
             # Unknown outcome (no controller, a timeout, a lost answer) or a stale view: the

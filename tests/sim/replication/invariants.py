@@ -167,9 +167,10 @@ class ReplicationInvariants:
     def _leads(self, broker: SimBroker, partition: int, leader: int, leader_epoch: int) -> bool:
         """Whether ``broker`` acts as the leader of ``partition`` (see ``stale_leaders``): by default only
         the controller's current leader at the current leader epoch counts; a broker that leads by an
-        older image (restarted from its local metadata log, not yet caught up) does not."""
+        older image (restarted from its local metadata log, not yet caught up) does not. Neither does
+        one that does not serve yet (``ReplicaManager.serving``): it answers no produce and no read."""
         hosted = broker.partitions.get(partition) if broker.running else None
-        if hosted is None or not hosted.is_leader:
+        if hosted is None or not hosted.is_leader or not broker.serving:
             return False
         return self.stale_leaders or (broker.node_id == leader and hosted.leader_epoch == leader_epoch)
 
@@ -236,6 +237,8 @@ class ReplicationInvariants:
                         continue
                     if (member, partition) in self.lost_in_isr:
                         continue
+                    if member not in isr:
+                        continue  # it already left the controller's ISR; the leader's view lags
                     if state.log_end_offset < hw:
                         self._fail(
                             f"hw_within_isr_end_offsets (seed 000 §4.7): leader {broker.node_id} of p{partition} "

@@ -9,7 +9,7 @@ What is real and what is simulated:
   (``broker.replication.isr``), the leader-epoch cache, the leader's divergence answer and the
   follower's truncation point (``broker.replication.leader_epoch``), the controller's partition
   changes (``broker.controller.partition_changes``: ``alter_partition``, ``fence_broker``,
-  ``unfence_broker``, ``elect_leaderless``), and the metadata records applied with
+  ``unfence_broker``, ``register_broker``), and the metadata records applied with
   ``image_builder.apply_payload`` and read through ``build_image`` on every broker.
 * **Mirrored (the broker's glue, line for line, over an in-memory log):** ``SimPartition`` follows
   ``broker/replication/partition.py`` (``Partition``); ``SimBroker`` follows ``replica_manager.py``
@@ -50,8 +50,8 @@ from broker.controller.image_builder import ClusterState, apply_payload, build_i
 from broker.controller.partition_changes import (
     IsrChange,
     alter_partition,
-    elect_leaderless,
     fence_broker,
+    register_broker,
     unfence_broker,
 )
 from broker.controller.records import (
@@ -71,7 +71,7 @@ from broker.replication.isr import (
     out_of_sync,
 )
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache, diverging_epoch, truncation_offset
-from broker.replication.partition import Role
+from broker.replication.replica_manager import ISR_REFUSED
 from pyspark_log.wire.errors import ErrorCode
 
 CLUSTER_ID = "sim-replication-01"
@@ -187,10 +187,6 @@ class SimDisk:
 Waiter = Callable[[int], None]  # called with an error code (NONE: the high watermark reached it)
 
 
-def _role(image: PartitionImage) -> Role:
-    return Role(image.leader, image.leader_epoch, image.partition_epoch, tuple(image.replicas), tuple(image.isr))
-
-
 def load_epochs(disk: SimDisk, partition: int) -> LeaderEpochCache:
     """``partition._load_epochs`` + ``LeaderEpochFile.load``: the checkpoint's entries below the log
     end, then the epochs of the batches from the recovery point (the flushed offset) on."""
@@ -219,7 +215,7 @@ class SimPartition:
         self.log = disk.log(partition)
         self.epochs = load_epochs(disk, partition)
         self.high_watermark = max(min(disk.hw_checkpoint.get(partition, 0), self.log.end), 0)
-        self.role: Role | None = None
+        self.role: PartitionImage | None = None
         self.pending_isr: tuple[int, ...] | None = None
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
@@ -227,7 +223,7 @@ class SimPartition:
 
     @property
     def is_leader(self) -> bool:
-        return self.role is not None and self.role.leader_id == self.node_id
+        return self.role is not None and self.role.leader == self.node_id
 
     @property
     def leader_epoch(self) -> int:
@@ -245,7 +241,7 @@ class SimPartition:
         if self.is_leader and self.role is not None and self.role.leader_epoch == image.leader_epoch:
             self.update_from_image(image)
             return False
-        self.role = _role(image)
+        self.role = image
         self.pending_isr = None
         end = self.log.end
         self.epochs.assign(image.leader_epoch, end)
@@ -260,18 +256,18 @@ class SimPartition:
 
     def become_follower(self, image: PartitionImage) -> bool:
         was = self.role
-        self.role = _role(image)
+        self.role = image
         self.pending_isr = None
         self.followers = {}
         self.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return was is None or was.leader_id != image.leader or was.leader_epoch != image.leader_epoch
+        return was is None or was.leader != image.leader or was.leader_epoch != image.leader_epoch
 
     def update_from_image(self, image: PartitionImage) -> None:
         if self.role is None or image.partition_epoch < self.role.partition_epoch:
             return
-        self.role = _role(image)
-        if self.pending_isr is not None and image.partition_epoch > 0:
+        if image.partition_epoch > self.role.partition_epoch:
             self.pending_isr = None
+        self.role = image
         if self.is_leader:
             self.maybe_advance_high_watermark()
             self._complete_waiters()
@@ -365,10 +361,12 @@ class SimBroker:
         self.meta_applied = -1
         self.image: MetadataImage | None = None
         self.broker_epoch = -1
+        self.serving = False  # ``ReplicaManager.serving``: False until the own registration is applied
         self.partitions: dict[int, SimPartition] = {}
         self.fetching: dict[int, _Fetching] = {}
         self.fetch_generation = 0
         self.isr_in_flight: set[int] = set()
+        self.isr_retry_at: dict[int, int] = {}
         self.data_waiters: dict[int, list[Callable[[], None]]] = {}
         self.image_waiters: list[Callable[[], bool]] = []
         self.lost_tail: dict[int, int] = {}  # partition -> records lost in the last machine crash
@@ -389,9 +387,11 @@ class SimBroker:
         self.partitions = {}
         self.fetching = {}
         self.isr_in_flight = set()
+        self.isr_retry_at = {}
         self.data_waiters = {}
         self.image_waiters = []
         self.broker_epoch = -1
+        self.serving = False
         self.image = None
         sim.after(self, 0, self._follow_metadata)  # roles from the local metadata log (before registering)
         self._register()
@@ -447,6 +447,9 @@ class SimBroker:
             self.meta_applied = offset
 
     def _follow_metadata(self) -> None:
+        reg = self.meta_state.registrations.get(self.node_id)
+        if self.broker_epoch >= 0 and reg is not None and reg.epoch >= self.broker_epoch:
+            self.serving = True  # ``QuorumController._wait_registration_applied`` returned
         new = build_image(self.meta_state, cluster_id=CLUSTER_ID, local_broker_id=self.node_id)
         old, self.image = self.image, new
         self.on_image_change(old, new)
@@ -500,6 +503,7 @@ class SimBroker:
                 return
             self.broker_epoch = epoch
             sim.after(self, sim.config.heartbeat_interval_ms, self._heartbeat)
+            self._follow_metadata()  # the registration may already be applied here
 
         def failed() -> None:
             sim.after(self, sim.config.retry_backoff_ms * 4, self._register)
@@ -528,7 +532,7 @@ class SimBroker:
     # -- produce (ReplicaManager.append / wait_for_acks) -------------------------------------------------
     def handle_produce(self, partition: int, record_ids: list[int], acks: int, respond: Callable[[Any], None]) -> None:
         hosted = self.partitions.get(partition)
-        if hosted is None or not hosted.is_leader:
+        if hosted is None or not hosted.is_leader or not self.serving:
             respond((ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
             return
         min_isr = self.sim.config.min_insync_replicas
@@ -587,7 +591,7 @@ class SimBroker:
         fetch_offset = request["fetch_offset"]
         hosted = self.partitions.get(partition)
         out: dict[str, Any] = {"partition": partition, "records": [], "base_offset": fetch_offset}
-        if hosted is None or not hosted.is_leader:
+        if hosted is None or not hosted.is_leader or not self.serving:
             return {**out, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}
         current = request["current_leader_epoch"]
         if current >= 0 and current < hosted.leader_epoch:
@@ -631,7 +635,11 @@ class SimBroker:
     def check_isr(self) -> None:
         now = self.sim.now_ms
         for hosted in list(self.partitions.values()):
-            if not hosted.is_leader or hosted.pending_isr is not None:
+            if not hosted.is_leader:
+                continue
+            if hosted.pending_isr is not None:
+                if self.isr_retry_at.get(hosted.partition, 0) <= now:
+                    self._propose_isr(hosted, hosted.pending_isr, "retry")
                 continue
             slow = out_of_sync(
                 hosted.isr, self.node_id, hosted.log.end, hosted.followers,
@@ -645,6 +653,8 @@ class SimBroker:
         image = self.image
         if image is None or TOPIC not in image.topics or hosted.role is None or key in self.isr_in_flight:
             return
+        if self.isr_retry_at.get(key, 0) > self.sim.now_ms:
+            return
         change = IsrChange(TOPIC_ID, key, hosted.leader_epoch, new_isr, hosted.role.partition_epoch)
         hosted.pending_isr = new_isr
         self.isr_in_flight.add(key)
@@ -654,8 +664,12 @@ class SimBroker:
     def _isr_change_done(self, hosted: SimPartition, change: IsrChange, code: int) -> None:
         """The end of ``_send_isr_change``."""
         self.isr_in_flight.discard(change.partition)
-        if hosted.pending_isr == change.new_isr:
+        if code in ISR_REFUSED and hosted.pending_isr == change.new_isr:
             hosted.pending_isr = None
+        elif code != ErrorCode.NONE:  # unknown outcome: stays in the maximal ISR, proposed again
+            self.isr_retry_at[change.partition] = self.sim.now_ms + self.sim.config.fetch_backoff_ms
+        else:
+            self.isr_retry_at.pop(change.partition, None)
         self.sim.trace(f"{self} ISR change {list(change.new_isr)} for p{change.partition}: code {code}")
         hosted.maybe_advance_high_watermark()
 
@@ -717,18 +731,18 @@ class SimBroker:
         for partition, hosted in sorted(self.partitions.items()):
             role = hosted.role
             current = self.fetching.get(partition)
-            if role is None or hosted.is_leader or role.leader_id < 0 or role.leader_id not in brokers:
+            if role is None or hosted.is_leader or role.leader < 0 or role.leader not in brokers:
                 if current is not None:
                     del self.fetching[partition]
                 continue
-            if current is not None and current.leader_id == role.leader_id:
+            if current is not None and current.leader_id == role.leader:
                 if current.leader_epoch != role.leader_epoch:
                     current.leader_epoch = role.leader_epoch
                     if not current.in_flight:
                         self._fetch(partition, current)
                 continue
             self.fetch_generation += 1
-            state = self.fetching[partition] = _Fetching(role.leader_id, role.leader_epoch, self.fetch_generation)
+            state = self.fetching[partition] = _Fetching(role.leader, role.leader_epoch, self.fetch_generation)
             self._fetch(partition, state)
 
     def _fetch(self, partition: int, state: _Fetching) -> None:
@@ -843,7 +857,7 @@ class SimController:
             epoch = current.epoch
         else:
             record = RegisterBrokerRecord(broker_id, incarnation_id, "sim", 9092 + broker_id)
-            epoch = self.append([record, *elect_leaderless(self.state, broker_id)])
+            epoch = self.append(register_broker(self.state, record))
         self.last_heartbeat_ms[broker_id] = self.sim.now_ms
         return ErrorCode.NONE, epoch
 

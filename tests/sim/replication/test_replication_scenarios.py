@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from broker.controller.partition_changes import IsrChange
-from tests.sim.replication.model import CONTROLLER, TOPIC, SimConfig, Simulation, SimulationFailure
+from tests.sim.replication.model import CONTROLLER, TOPIC, SimConfig, Simulation
 from tests.sim.seeds import ci_seeds, run_seeds
 
 pytestmark = pytest.mark.sim
@@ -175,6 +175,18 @@ def test_leader_failover_with_crashes(seeds: list[int]) -> None:
 
 
 @ci_seeds(40)
+def test_leaders_restart_within_their_session_after_crashes(seeds: list[int]) -> None:
+    """Any broker, leaders included, crashes (process or machine crash) and its new process
+    registers before the old session expired: the controller fences the old incarnation in the same
+    entry (``register_broker``), so a leader that lost its unflushed tail follows, truncates and
+    rejoins instead of leading on at its old epoch (defect 1 above, now in random scenarios)."""
+    faults = Faults(
+        pause=True, process_crash=True, machine_crash=True, max_faulty=1, restart_after_session_timeout=False
+    )
+    run_seeds(seeds, lambda seed: _run(seed, faults, brokers=(2, 5)))
+
+
+@ci_seeds(40)
 def test_network_partitions(seeds: list[int]) -> None:
     """A broker is cut off from the controller, from its peers, or from both (a zombie leader
     keeps running until the metadata reaches it); links heal later."""
@@ -192,21 +204,12 @@ def test_two_faults_at_once(seeds: list[int]) -> None:
     run_seeds(seeds, lambda seed: _run(seed, faults, brokers=(2, 5)))
 
 
-# -- defects found by this simulation -------------------------------------------------------------------
-# Each reproduces one defect of the broker's replication (not of the simulation) with a fixed seed,
-# as a strict xfail: once the broker is fixed the test passes, strict xfail turns that into a
-# failure, and the marker goes. The random scenarios above avoid these fault patterns (crashed
-# brokers restart only after their session expired; see ``Faults.restart_after_session_timeout``).
-
-
-def _reproduces(invariant: str, scenario: Callable[[], object]) -> None:
-    """Run ``scenario``, which must fail on ``invariant`` (any other failure is an error)."""
-    try:
-        scenario()
-    except SimulationFailure as exc:
-        if invariant not in str(exc).split("\n", 1)[0]:
-            raise AssertionError(f"expected a violation of {invariant}, got: {exc}") from None
-        raise
+# -- defects this simulation found, now fixed: each scenario failed on the named invariant ---------------
+# (1: a leader restarted within its session led on at its old epoch — fixed by
+# ``partition_changes.register_broker``; 2: a restarted broker acted on its stale local metadata —
+# fixed by ``ReplicaManager.serving``; 3: ``LeaderEpochCache.end_offset_for`` answered (-1, -1) for
+# an epoch older than every entry — now Kafka's answer; 4: a pending ISR change was forgotten on an
+# unknown outcome — now kept in the maximal ISR and proposed again). They stay as regression tests.
 
 
 def _config(seed: int, **overrides: object) -> SimConfig:
@@ -235,8 +238,7 @@ def _fast_restart_of_the_leader(seed: int, *, machine: bool) -> None:
     _converge(sim)
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 1: a restarted leader resumes its old epoch")
-def test_defect_machine_crash_and_fast_restart_of_the_leader_loses_acks_all_records() -> None:
+def test_fixed_defect_machine_crash_and_fast_restart_of_the_leader_loses_acks_all_records() -> None:
     """A leader that lost its unflushed tail (machine crash) and restarts within the session timeout
     is still the leader at the same epoch: the registration of its new incarnation neither fences the
     old one nor moves its leaderships or ISR memberships (``QuorumController.handle_registration``,
@@ -245,15 +247,14 @@ def test_defect_machine_crash_and_fast_restart_of_the_leader_loses_acks_all_reco
     then appends new records at the offsets of acknowledged ones, under the same leader epoch, so the
     followers' divergence check (which compares epochs) cannot see the difference: acks=all records
     are lost and the replicas disagree below the high watermark for good."""
-    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _fast_restart_of_the_leader(6, machine=True))
+    _fast_restart_of_the_leader(6, machine=True)
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 1b: HW moves back within an epoch")
-def test_defect_process_crash_and_fast_restart_of_the_leader_moves_hw_back() -> None:
+def test_fixed_defect_process_crash_and_fast_restart_of_the_leader_moves_hw_back() -> None:
     """The same path after a process crash (no data lost): the restarted leader resumes its epoch
     with the high watermark of its last ``replication-offset-checkpoint``, below the one it had
     reached and answered (acks=all, consumers) in that epoch."""
-    _reproduces("hw_never_decreases_within_epoch", lambda: _fast_restart_of_the_leader(3, machine=False))
+    _fast_restart_of_the_leader(3, machine=False)
 
 
 def test_slow_restart_of_the_leader_is_safe() -> None:
@@ -270,14 +271,13 @@ def test_slow_restart_of_the_leader_is_safe() -> None:
     _converge(sim)
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 2: stale metadata after a restart")
-def test_defect_restarted_broker_leads_by_its_stale_metadata_log() -> None:
+def test_fixed_defect_restarted_broker_leads_by_its_stale_metadata_log() -> None:
     """Even after the session expired (a new leader was elected), the restarted broker first applies
     its local metadata log, where it still leads at the old epoch, and acts as that epoch's leader
     (high watermark from its checkpoint, below what that epoch reached) until it catches up with the
     quorum. Kafka's broker waits for the metadata catch-up before it applies roles. Checked with
     ``stale_leaders``: brokers leading by an outdated image are held to the leader rules."""
-    _reproduces("hw_never_decreases_within_epoch", lambda: _restart_with_stale_metadata(9))
+    _restart_with_stale_metadata(9)
 
 
 def _restart_with_stale_metadata(seed: int) -> None:
@@ -296,10 +296,7 @@ def _restart_with_stale_metadata(seed: int) -> None:
     _converge(sim)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=SimulationFailure, reason="defect 3: follower stuck when the leader has no older epoch"
-)
-def test_defect_follower_never_truncates_when_the_leader_knows_no_older_epoch() -> None:
+def test_fixed_defect_follower_never_truncates_when_the_leader_knows_no_older_epoch() -> None:
     """The first leader appends records no follower fetched (it is cut off from its peers), then
     crashes; a follower with an empty log is elected (nothing was committed: legitimate). The old
     leader returns as a follower with last fetched epoch 0; the new leader's epoch cache starts at
@@ -308,7 +305,7 @@ def test_defect_follower_never_truncates_when_the_leader_knows_no_older_epoch() 
     and ``ReplicaFetchers._apply`` ignores a diverging epoch whose end offset is negative: no
     truncation, no records, no backoff. ``follower_learns`` then raises the follower's high watermark
     over its own divergent records (replicas disagree below the HW), and it never rejoins the ISR."""
-    _reproduces("replicas_agree_below_hw", lambda: _election_of_an_empty_follower(2))
+    _election_of_an_empty_follower(2)
 
 
 def _election_of_an_empty_follower(seed: int) -> None:
@@ -357,8 +354,7 @@ def _expand_answer_lost(seed: int) -> Simulation:
     return sim
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 4: pending ISR dropped on a timeout")
-def test_defect_leader_forgets_an_isr_expansion_whose_answer_was_lost() -> None:
+def test_fixed_defect_leader_forgets_an_isr_expansion_whose_answer_was_lost() -> None:
     """``ReplicaManager._send_isr_change`` clears ``pending_isr`` when AlterPartition fails with an
     unknown outcome (request timeout, or the own image not showing the change in time), although the
     controller may have committed the expansion. The leader's high watermark then counts only the
@@ -368,21 +364,19 @@ def test_defect_leader_forgets_an_isr_expansion_whose_answer_was_lost() -> None:
     acknowledges records with ISR {0, 2} in its view while the controller's ISR is {0, 1, 2}; once
     its session expires the controller elects broker 1 (first live ISR member in replica order),
     which never had them, and broker 2 truncates them: acknowledged acks=all records are lost."""
-    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _expand_answer_lost(1))
+    _expand_answer_lost(1)
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 4 with no broker fault: one lost answer")
-def test_defect_isr_expansion_forgotten_after_one_lost_answer() -> None:
+def test_fixed_defect_isr_expansion_forgotten_after_one_lost_answer() -> None:
     """``test_replication_over_a_lossy_network`` seed 1259, no broker fault at all: the leader asks to
     add broker 1; the controller commits ISR [0, 1, 2]; the answer and the metadata push are both
     dropped, the leader notices the broken connection, drops ``pending_isr`` and moves its high
     watermark over the ISR [0, 2] of its image, acknowledging acks=all records broker 1 (in the
     committed ISR, first in replica order after the leader) does not have."""
-    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _run(1259, Faults(), brokers=(2, 5), duration_ms=3000))
+    _run(1259, Faults(), brokers=(2, 5), duration_ms=3000)
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason="defect 2: a stale leader acknowledges acks=all")
-def test_defect_stale_leader_acknowledges_acks_all_under_a_superseded_epoch() -> None:
+def test_fixed_defect_stale_leader_acknowledges_acks_all_under_a_superseded_epoch() -> None:
     """``test_two_faults_at_once`` seed 1130 (two brokers, RF 2, min.insync.replicas 1): broker 1,
     sole ISR member of p1, machine-crashes (an allowed loss from offset 127); on its restart its
     registration makes it leader again (``elect_leaderless``, a new epoch), but it acts on its local
@@ -391,4 +385,4 @@ def test_defect_stale_leader_acknowledges_acks_all_under_a_superseded_epoch() ->
     while broker 0 holds another epoch-2 record at offset 127. Same offset, same epoch, different
     records: no divergence check can see it, and the acknowledged record is not on ISR member 0."""
     faults = Faults(pause=True, process_crash=True, machine_crash=True, isolate=True, max_faulty=2)
-    _reproduces("acks_all_on_isr_and_later_leaders", lambda: _run(1130, faults, brokers=(2, 5)))
+    _run(1130, faults, brokers=(2, 5))
