@@ -237,12 +237,15 @@ def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(c
     assert sorted(read("read_uncommitted", len(committed) + len(aborted))) == sorted(committed + aborted)
 
 
-def test_seed_002_5_4_4_a_deposed_leader_drops_the_acks_1_record_it_alone_had(tmp_path):
-    """Seed 002 §5.4.4, both failure scenarios: (1) a record acknowledged with acks=1 by a leader
-    that dies before any follower fetched it is lost — allowed, and the reason acks=all exists;
-    (2) that leader, back as a follower after another record took the same offset, ends with the
-    new leader's record at that offset, never its own ("no data that appears")."""
-    overrides = {**OVERRIDES, "replica.lag.time.max.ms": "30000"}  # the followers stay in the ISR
+def test_seed_002_5_4_4_a_deposed_leader_ends_with_the_new_leaders_record_at_its_offset(tmp_path):
+    """Seed 002 §5.4.4, both failure scenarios. (1) A record acknowledged with acks=1 by a leader
+    that dies before its followers have it may be lost — allowed, and the reason acks=all exists.
+    Whether it is depends on a race the test cannot steer: a follower's fetch parked at the leader
+    when the follower was paused carries the record into that follower's socket, and it lands when
+    the follower resumes. (2) Either way, the old leader, back as a follower after another record
+    took the next offset, ends with exactly the new leader's log, never its own history. (The
+    unclean-election test above shows the truncation of a deposed leader's record deterministically.)"""
+    overrides = {**OVERRIDES, "replica.lag.time.max.ms": "30000"}  # the paused followers stay in the ISR
     cluster = EmbeddedCluster(tmp_path / "5.4.4", brokers=NODES, combined=True, overrides=overrides)
     try:
         cluster.start()
@@ -262,15 +265,22 @@ def test_seed_002_5_4_4_a_deposed_leader_drops_the_acks_1_record_it_alone_had(tm
         for n in followers:
             cluster.resume(n)
         wait_for(lambda: cluster.partitions(topic, via=followers[0])[0].leader in followers, "a new leader")
-        _produce(cluster.bootstrap(followers), topic, [b"m6-new-leader"], "all")  # offset 6 again
+        _produce(cluster.bootstrap(followers), topic, [b"m6-new-leader"], "all")
         cluster.restart(old)
         wait_for(lambda: set(cluster.partitions(topic)[0].isr) == set(NODES), "the old leader back in the ISR")
-        got = _read(cluster.bootstrap(), topic, 7)
-        assert got == [*(f"m{i}".encode() for i in range(6)), b"m6-new-leader"]
+        # (2) the old leader ends with what the new leader has at offset 6, never its own history
         wait_for(
             lambda: len({cluster.segment_bytes(n, topic, 0) for n in NODES}) == 1,
             "the old leader's log identical to the new leader's",
         )
-        assert b"m6-old-leader-only" not in cluster.segment_bytes(old, topic, 0)
+        got = _read(cluster.bootstrap(), topic, 7)
+        first_six = [f"m{i}".encode() for i in range(6)]
+        # (1) the acks=1 record is lost — unless a follower's fetch, parked at the leader when it was
+        # paused, carried it off and that follower was elected: then it survives, on every replica
+        if got[6] == b"m6-old-leader-only":
+            got = _read(cluster.bootstrap(), topic, 8)
+            assert got == [*first_six, b"m6-old-leader-only", b"m6-new-leader"]
+        else:
+            assert got == [*first_six, b"m6-new-leader"]
     finally:
         cluster.close()
