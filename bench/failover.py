@@ -75,7 +75,10 @@ def one_round(cluster: EmbeddedCluster, topic: str, brokers: tuple[int, ...], si
     producer.flush(30)
     started = time.monotonic()
     assert node.pid is not None
-    os.kill(node.pid, sig)
+    if sig == signal.SIGKILL:
+        os.killpg(node.pid, sig)  # the broker and its helper processes: a crash
+    else:
+        os.kill(node.pid, sig)
     elapsed = first_ack_after(producer, topic, started)
     if sig == signal.SIGKILL:
         node.kill()  # reap it

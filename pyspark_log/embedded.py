@@ -87,9 +87,12 @@ class EmbeddedBroker:
             args += ["--override", f"{key}={value}"]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._ready.clear()
+        # its own process group: ``kill`` takes the broker's helper processes (log cleaner workers)
+        # down with it, as a machine crash would, instead of leaving them orphaned
         self._proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
-        )
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1,
+            start_new_session=True,
+        )  # fmt: skip
         self._pump = threading.Thread(target=self._pump_output, args=(self._proc,), daemon=True)
         self._pump.start()
         self._started_at = time.monotonic()
@@ -129,15 +132,17 @@ class EmbeddedBroker:
             try:
                 self._proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                self.kill()
         self._join_pump()
         return self._proc.returncode
 
     def kill(self) -> None:
-        """SIGKILL: no flush, no checkpoint — a crash."""
+        """SIGKILL to the broker and its helper processes: no flush, no checkpoint — a crash."""
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self._proc.wait()
         self._join_pump()
 
