@@ -113,6 +113,15 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.send.buffer.bytes", int, -1, "SO_SNDBUF (-1: OS default)"),
     ConfigKey("socket.receive.buffer.bytes", int, -1, "SO_RCVBUF (-1: OS default)"),
     ConfigKey("connections.max.idle.ms", int, 600000, "close connections idle this long"),
+    ConfigKey(
+        "socket.request.frame.timeout.ms", int, 30000, "close a connection whose request frame takes longer (pylog)"
+    ),
+    ConfigKey("max.connections", int, 2147483647, "connections across all listeners (KIP-402)"),
+    ConfigKey("max.connections.per.ip", int, 2147483647, "connections from one address (KIP-306)"),
+    ConfigKey("max.connections.per.ip.overrides", str, "", "ip:count,... per-address limits (KIP-306)"),
+    ConfigKey("max.connection.creation.rate", int, 2147483647, "new connections per second, broker-wide (KIP-612)"),
+    ConfigKey("quota.window.num", int, 11, "samples a client quota rate is measured over"),
+    ConfigKey("quota.window.size.seconds", int, 1, "length of one client quota sample"),
     ConfigKey("num.network.threads", int, 3, "accepted for compatibility; pylog uses one event loop"),
     ConfigKey("num.io.threads", int, 8, "accepted for compatibility; pylog uses one event loop"),
     ConfigKey("replica.fetch.max.bytes", int, 1048576, "bytes a follower asks per partition"),
@@ -261,6 +270,12 @@ class BrokerConfig:
             raise ConfigError("message.max.bytes must be positive")
         if self.values["socket.request.max.bytes"] < 1024:
             raise ConfigError("socket.request.max.bytes must be at least 1024")
+        for key in ("quota.window.num", "quota.window.size.seconds", "socket.request.frame.timeout.ms"):
+            if self.values[key] < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.values[key]}")
+        for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+            if self.values[key] < 0:
+                raise ConfigError(f"{key} must be >= 0, got {self.values[key]}")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not self.log_dirs:

@@ -38,10 +38,12 @@ from broker.api.list_offsets import handle_list_offsets
 from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
+from broker.api.quota_enforcement import QuotaEnforcer
+from broker.api.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.api.raft import raft_handlers
 from broker.api.txn import txn_handlers
 from broker.api.txn_markers import handle_write_txn_markers
-from broker.config import BrokerConfig, Listener, parse_listener
+from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
 from broker.controller.quorum import QuorumController
@@ -55,7 +57,12 @@ from broker.log.manager import LogManager
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
+from broker.network.fd_limit import raise_open_file_limit
 from broker.network.listener import Listener as SocketListener
+from broker.quota.connections import ConnectionConfigError, ConnectionLimitsConfig, ConnectionQuotas, parse_overrides
+from broker.quota.entity import IP, QuotaTable
+from broker.quota.manager import ClientQuotas, QuotaConfig
+from broker.quota.metrics import render_quotas
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
@@ -81,6 +88,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
 }
@@ -121,10 +130,26 @@ class BrokerServer:
         config = self.config
         check_cluster_id(config)
         cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, str(config["cluster.id"]))
+        raise_open_file_limit()
         limits = ConnectionLimits(
             request_max_bytes=int(config["socket.request.max.bytes"]),
             idle_ms=int(config["connections.max.idle.ms"]),
+            frame_timeout_ms=int(config["socket.request.frame.timeout.ms"]),
         )
+        quota_config = QuotaConfig(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000)
+        quota_table: list[Callable[[], QuotaTable]] = [dict]  # the metadata image's, once it is loaded
+        try:
+            overrides = parse_overrides(str(config["max.connections.per.ip.overrides"]))
+        except ConnectionConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        connection_quotas = ConnectionQuotas(
+            ConnectionLimitsConfig(
+                int(config["max.connections"]), int(config["max.connections.per.ip"]), overrides,
+                int(config["max.connection.creation.rate"]),
+            ),
+            quota_config,
+            ip_rate=lambda ip: _ip_connection_rate(quota_table[0](), ip),
+        )  # fmt: skip
         advertised_by_name = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
         for uri in config["listeners"]:
             spec = parse_listener(uri)
@@ -133,6 +158,7 @@ class BrokerServer:
                     spec.name, spec.host, spec.port, limits,
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
+                    quotas=connection_quotas,
                 )
             )  # fmt: skip
         first = self._listeners[0]
@@ -155,6 +181,8 @@ class BrokerServer:
                 deletion_enabled=bool(config["delete.topic.enable"]),
             )
         image = controller.image()
+        quota_table[0] = lambda: controller.image().client_quotas
+        client_quotas = ClientQuotas(quota_table[0], quota_config)
         logs = LogManager(
             LogManagerConfig.from_properties({**config.raw, "log.dirs": ",".join(config.log_dirs)}),
             default_log_config,
@@ -202,13 +230,15 @@ class BrokerServer:
         if self.raft is not None:
             await self.raft.start()
         broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn)
-        dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
+        handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
+        dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
         for sl in self._listeners:
             sl.start(dispatcher)
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(
                 first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: render_replication(replicas, controller.image()),
+                extra=lambda: render_replication(replicas, controller.image())
+                + render_quotas(client_quotas, connection_quotas, self._clock_ms()),
             )  # fmt: skip
             await self._metrics.start()
         self._start_background(logs, replicas)
@@ -298,6 +328,15 @@ class BrokerServer:
             self._logs.shutdown()
             self._logs = None
         log.info("shut down cleanly")
+
+
+def _ip_connection_rate(table: QuotaTable, ip: str) -> float | None:
+    """KIP-612: the ``connection_creation_rate`` of the ``ip`` entity ``ip``, else of the default ip."""
+    for entity in (((IP, ip),), ((IP, None),)):
+        values = table.get(entity)
+        if values and "connection_creation_rate" in values:
+            return values["connection_creation_rate"]
+    return None
 
 
 async def _every(name: str, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:

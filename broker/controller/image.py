@@ -48,6 +48,8 @@ class MetadataImage:
     topics: dict[str, TopicImage]
     topic_ids: dict[uuid.UUID, str]
     epoch: int = 0
+    # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

@@ -57,6 +57,10 @@ class MetadataController(Protocol):
         self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, ElectionResult]: ...
 
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None: ...
+
 
 class LocalController:
     """Single-node ``MetadataController``; see the module docstring for durability."""
@@ -106,23 +110,32 @@ class LocalController:
         if not validate_only:
             self._apply(records)
 
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None:
+        """Set (value) or remove (None) quotas of one entity; persisted like topic configs."""
+        records = operations.alter_client_quotas(entity, changes)
+        if not validate_only:
+            self._apply(records)
+
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
         registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack)
         return ClusterState(
-            self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids
-        )
+            self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids,
+            client_quotas=self._image.client_quotas,
+        )  # fmt: skip
 
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
         """Apply an operation's records as every quorum node would, persist, then publish."""
         state = self._state()
         for record in records:
             state = apply_record(state, state.applied_offset, record)
+        quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
+        topics, topic_ids = dict(state.topics), dict(state.topic_ids)
         self._publish(
-            replace(
-                self._image, topics=dict(state.topics), topic_ids=dict(state.topic_ids), epoch=self._image.epoch + 1
-            )
+            replace(self._image, topics=topics, topic_ids=topic_ids, epoch=self._image.epoch + 1, client_quotas=quotas)
         )
 
     async def elect_leaders(
@@ -164,6 +177,10 @@ class LocalController:
                 }
                 for t in image.topics.values()
             ],
+            "client_quotas": [
+                {"entity": [list(pair) for pair in entity], "values": values}
+                for entity, values in image.client_quotas.items()
+            ],
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -187,4 +204,8 @@ class LocalController:
                 for p in range(t["partitions"])
             }
             image = image.with_topic(TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"])))
-        return image
+        quotas = {
+            tuple((str(kind), name) for kind, name in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+            for q in doc.get("client_quotas", [])
+        }
+        return replace(image, client_quotas=quotas)

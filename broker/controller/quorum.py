@@ -44,6 +44,7 @@ from broker.controller.forwarding import (
     ControllerUnavailable,
     NotActive,
     Registration,
+    forward_alter_client_quotas,
     forward_alter_topic_configs,
     forward_create_partitions,
     forward_create_topic,
@@ -310,6 +311,29 @@ class QuorumController(ReplicaLeadership):
             raise_for(outcome)
             if not validate_only:
                 await self._await_image(applied, f"configs of topic {name!r}")
+
+        await self._execute(local, remote)
+
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None:
+        """ClientQuotaRecords through the metadata log: every broker applies them in log order."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            records = operations.alter_client_quotas(entity, changes)
+            return ([] if validate_only else records), None
+
+        def applied() -> bool:
+            values = self._image.client_quotas.get(tuple(sorted(entity, key=lambda p: p[0])), {})
+            return all(values.get(k) == v for k, v in changes.items())
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            outcome = await forward_alter_client_quotas(
+                channel, entity, changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            raise_for(outcome)
+            if not validate_only:
+                await self._await_image(applied, "the client quota change")
 
         await self._execute(local, remote)
 

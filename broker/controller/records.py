@@ -19,6 +19,8 @@ record                     effect on the image
                            leader changes (KIP-497, KIP-631)
 ``ConfigRecord``           a topic config override is set (value) or removed (value None)
 ``RemoveTopicRecord``      the topic and its partitions are gone
+``ClientQuotaRecord``      a client quota of an entity is set (``remove`` false) or removed
+                           (seed 000 §4.9; Kafka's ClientQuotaRecord: entity, key, value, remove)
 =========================  ==================================================================
 
 Encoding (one Raft entry = one controller operation, applied atomically)::
@@ -119,6 +121,17 @@ class RemoveTopicRecord:
     topic_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """``entity``: ``(entity_type, entity_name)`` pairs sorted by type, name None for the default
+    entity (``broker.quota.entity``)."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     ClusterIdRecord
     | RegisterBrokerRecord
@@ -129,6 +142,7 @@ MetadataRecord = (
     | PartitionChangeRecord
     | ConfigRecord
     | RemoveTopicRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -143,6 +157,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         PartitionChangeRecord,
         ConfigRecord,
         RemoveTopicRecord,
+        ClientQuotaRecord,
     )
 }
 _UUID_FIELDS = frozenset({"topic_id"})
@@ -156,6 +171,8 @@ def _to_json(record: MetadataRecord) -> dict[str, Any]:
             value = str(value)
         elif key in _TUPLE_FIELDS and value is not None:
             value = list(value)
+        elif key == "entity":
+            value = [list(pair) for pair in value]
         doc[key] = value
     return doc
 
@@ -176,6 +193,8 @@ def _from_json(doc: Any) -> MetadataRecord:
                 value = uuid.UUID(value)
             elif f.name in _TUPLE_FIELDS and value is not None:
                 value = tuple(int(v) for v in value)
+            elif f.name == "entity":
+                value = tuple((str(t), None if n is None else str(n)) for t, n in value)
             kwargs[f.name] = value
         record: MetadataRecord = cls(**kwargs)
     except (TypeError, ValueError, AttributeError) as exc:

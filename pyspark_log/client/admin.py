@@ -34,6 +34,9 @@ from pyspark_log.client.errors import (
 )
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
 from pyspark_log.client.offsets import list_offsets
+from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
+from pyspark_log.client.quotas import alter_client_quotas as _alter_quotas
+from pyspark_log.client.quotas import describe_client_quotas as _describe_quotas
 from pyspark_log.client.types import IsolationLevel, OffsetAndTimestamp, TopicPartition
 from pyspark_log.wire import ApiKey, DecodeError, ErrorCode, KafkaError, Message
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE, decode_assignment
@@ -508,6 +511,42 @@ class AsyncAdmin:
             return self._item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
         _raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+
+    # -- client quotas (pyspark_log.client.quotas) ----------------------------------------------
+
+    async def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), *, strict: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[EntityKey, dict[str, float]]:  # fmt: skip
+        budget = timeout_ms or self.default_api_timeout_ms
+        comps = list(components)
+
+        async def attempt() -> dict[EntityKey, dict[str, float]]:
+            return await _describe_quotas(self._send_any, comps, strict=strict, timeout_ms=budget)
+
+        return await self._retrying("DescribeClientQuotas", timeout_ms, attempt)
+
+    async def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:  # fmt: skip
+        budget = timeout_ms or self.default_api_timeout_ms
+        items = list(alterations)
+
+        async def attempt() -> dict[Any, KafkaError]:
+            errors = await _alter_quotas(self._send_controller, items, validate_only=validate_only, timeout_ms=budget)
+            for exc in errors.values():
+                if exc.code in _ITEM_RETRIABLE:
+                    raise exc
+            return dict(errors)
+
+        _raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
+
+    async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
+        return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
+
+    async def _send_controller(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
+        return await self._to_controller(api_key, body, timeout_ms)
 
     # -- offsets -------------------------------------------------------------------------------
 

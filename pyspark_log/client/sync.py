@@ -40,6 +40,7 @@ from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
+from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
 from pyspark_log.client.types import (
@@ -235,6 +236,20 @@ class AdminClient(_SyncClient):
         self, resources: Iterable[ConfigResource], *, timeout_ms: float | None = None
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         return self._run(self._core.describe_configs(list(resources), timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), *, strict: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[EntityKey, dict[str, float]]:  # fmt: skip
+        coro = self._core.describe_client_quotas(list(components), strict=strict, timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:  # fmt: skip
+        coro = self._core.alter_client_quotas(list(alterations), validate_only=validate_only, timeout_ms=timeout_ms)
+        self._run(coro, self._w(timeout_ms))
 
     def incremental_alter_configs(
         self,

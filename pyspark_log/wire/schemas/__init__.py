@@ -16,6 +16,7 @@ from pyspark_log.wire.schemas import (
     metadata,
     offsets,
     produce,
+    quotas,
     raft,
     replication,
     txn,
@@ -33,4 +34,5 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *quotas.APIS,
 )
