@@ -382,6 +382,10 @@ class Cluster:
             raise BrokerConnectionError(f"broker {node_id} is not in the cluster metadata")
         return node.host, node.port
 
+    def throttle_time_ms_total(self) -> int:
+        """Sum of the ``throttle_time_ms`` the open connections' brokers asked for (KIP-219)."""
+        return sum(conn.throttle_time_ms_total for conn in list(self._conns.values()))
+
     def connection_if_ready(self, node_id: int) -> BrokerConnection | None:
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.ready else None
