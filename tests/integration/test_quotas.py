@@ -20,8 +20,9 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 
-from pyspark_log.client import AdminClient, ClientQuotaAlteration, ClientQuotaFilterComponent, Producer
+from pyspark_log.client import AdminClient, ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic, Producer
 from pyspark_log.embedded import EmbeddedBroker
+from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from tests.integration.test_cli import ok, pylog
 
 MB = 1_000_000
@@ -292,3 +293,35 @@ def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addr
         for s in flood:
             s.close()
         broker.close()
+
+
+def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
+    """ "모든 브로커는 이 재정의 정보를 읽어가 즉시 시행한다": an AlterClientQuotas sent to broker 4 is
+    forwarded to the active controller as ClientQuotaRecords; broker 5 describes and enforces it."""
+    with EmbeddedCluster(
+        tmp_path / "kraft", controllers=(1,), brokers=(4, 5), overrides={"quota.window.num": "3"}
+    ) as cluster:
+        set_quota(cluster.address(4), {"client-id": "kraft-slow"}, producer_byte_rate=50_000)
+        describe = {
+            "components": [{"entity_type": "client-id", "match_type": 0, "match": "kraft-slow"}],
+            "strict": True,
+        }
+        deadline = time.monotonic() + 30
+        while True:
+            entries = request(cluster.address(5), 48, 1, describe).entries
+            if entries or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert [(v.key, v.value) for v in entries[0].quota_values] == [("producer_byte_rate", 50_000.0)]
+        admin = AdminClient({"bootstrap.servers": cluster.address(5)})
+        try:
+            admin.create_topics([NewTopic(topic_name, num_partitions=2, replication_factor=1)])
+        finally:
+            admin.close()
+        producer = Producer({"bootstrap.servers": cluster.address(5), "client.id": "kraft-slow", "linger.ms": 1})
+        try:
+            for i in range(40):
+                producer.send(topic_name, PAYLOAD, partition=i % 2).result(timeout=60)
+            assert producer._core.cluster.throttle_time_ms_total() > 0
+        finally:
+            producer.close()
