@@ -217,6 +217,7 @@ class Connection:
             if large_size:
                 frame = await self._receive_frame(loop, view[large_start:end], large_size)
                 self.frame_started = None
+                await self._wait_unmuted()  # an earlier frame of this chunk may have been throttled
                 await self._dispatch(loop, frame)
             elif end == len(chunk):
                 await asyncio.sleep(0)
