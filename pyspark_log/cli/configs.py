@@ -31,7 +31,7 @@ from pyspark_log.client.quotas import (
 )
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
-_WHAT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+_WHAT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}  # in kafka-configs' order
 
 
 class _Ordered(argparse.Action):
@@ -97,8 +97,10 @@ def parse_quota_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> 
 
 
 def describe_entity(entity: Sequence[tuple[str, str | None]]) -> str:
-    """kafka-configs' wording: ``client-id 'loader'``, ``the default client-id``."""
-    return ", ".join(f"the default {_WHAT[t]}" if n is None else f"{_WHAT[t]} '{n}'" for t, n in entity)
+    """kafka-configs' wording, user first: ``user-principal 'alice', client-id 'loader'``,
+    ``the default client-id``."""
+    ordered = sorted(entity, key=lambda pair: list(_WHAT).index(pair[0]) if pair[0] in _WHAT else len(_WHAT))
+    return ", ".join(f"the default {_WHAT[t]}" if n is None else f"{_WHAT[t]} '{n}'" for t, n in ordered)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
