@@ -98,9 +98,19 @@ class ClientQuotaManager:
     quota_type: QuotaType
     config: QuotaConfig = field(default_factory=QuotaConfig)
     _groups: dict[QuotaGroup, _GroupStats] = field(default_factory=dict)
+    # resolve() per (user, client id), valid while the quota table is the same object (a metadata
+    # image's table is replaced, never changed in place)
+    _matches: dict[tuple[str, str], QuotaMatch] = field(default_factory=dict)
+    _matches_of: object = None
 
     def match(self, table: QuotaTable, user: str, client_id: str) -> QuotaMatch:
-        return resolve(table, self.quota_type.key, user, client_id)
+        if table is not self._matches_of or len(self._matches) >= MAX_GROUPS:
+            self._matches = {}
+            self._matches_of = table
+        found = self._matches.get((user, client_id))
+        if found is None:
+            found = self._matches[(user, client_id)] = resolve(table, self.quota_type.key, user, client_id)
+        return found
 
     def record(self, match: QuotaMatch, value: float, now_ms: int) -> int:
         """Record ``value`` for the matched group; the throttle time if its rate now exceeds its
