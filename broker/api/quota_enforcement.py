@@ -19,8 +19,8 @@ For every request of a client (not a replica, controller or broker-lifecycle req
 
 A Fetch's ``max_bytes`` is first capped at what the quota allows in a whole window (Kafka's
 ``getMaxValueInQuotaWindow``), so one response never owes more than one window of delay.
-The user principal is ``ANONYMOUS`` until authentication exists (``ctx.attributes["principal"]``
-will carry the authenticated user name).
+The user principal is ``ANONYMOUS`` until authentication exists; then ``ctx.attributes["principal"]``
+(``User:name`` or an object with a ``name``) names the user (``_principal``).
 """
 
 from __future__ import annotations
@@ -127,5 +127,10 @@ class QuotaEnforcer:
 
 
 def _principal(ctx: ConnectionContext) -> str:
+    """The user name of the connection's principal (``ctx.attributes["principal"]``: a
+    ``User:name`` string or an object with a ``name``), ``ANONYMOUS`` without one."""
     principal = ctx.attributes.get("principal")
-    return principal if isinstance(principal, str) else ANONYMOUS
+    if isinstance(principal, str):
+        return principal.removeprefix("User:")
+    name = getattr(principal, "name", None)
+    return name if isinstance(name, str) else ANONYMOUS

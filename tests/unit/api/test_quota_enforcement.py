@@ -109,3 +109,16 @@ def test_fetch_max_bytes_is_capped_at_one_quota_window():
     d = Dispatcher(SimpleNamespace(api_versions=[]), {ApiKey.FETCH: recording}, QuotaEnforcer(quotas, lambda: 0))  # type: ignore[arg-type]
     call(d, ApiKey.FETCH, 12, FETCH)
     assert seen == [3000]
+
+
+def test_user_quotas_match_the_connections_principal_once_there_is_one():
+    """Until authentication exists every connection is ``ANONYMOUS``; a principal set on the
+    connection (``User:alice``) selects the user entities of the precedence list."""
+    d, _ = setup({(("user", "alice"),): {"producer_byte_rate": 10.0}})
+    produce = {"acks": 1, "timeout_ms": 1000, "topic_data": []}
+    body, _ = call(d, ApiKey.PRODUCE, 9, produce)
+    assert body.throttle_time_ms == 0  # ANONYMOUS: alice's quota does not apply
+    ctx = ConnectionContext("127.0.0.1:1", "PLAINTEXT", 2, attributes={"principal": "User:alice"})
+    response = d.handle(encode_request(ApiKey.PRODUCE, 9, 7, "c", produce)[4:], ctx)
+    assert isinstance(response, Response)
+    assert decode_response(ApiKey.PRODUCE, 9, response.to_bytes())[1].throttle_time_ms > 0

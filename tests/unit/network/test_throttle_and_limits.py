@@ -163,3 +163,31 @@ def test_accept_errors_back_off_and_are_logged_once_per_interval(
     backoffs = [s for s in sleeps if s in (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)]
     assert backoffs[:7] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     assert len([r for r in caplog.records if "accept failed" in r.getMessage()]) == 1
+
+
+def test_kip402_at_max_connections_the_listener_waits_for_a_free_slot() -> None:
+    async def scenario() -> tuple[bool, bytes]:
+        quotas = ConnectionQuotas(ConnectionLimitsConfig(max_connections=1))
+        listener = await _listener(ConnectionLimits(), quotas)
+        loop = asyncio.get_running_loop()
+        first, second = socket.socket(), socket.socket()
+        try:
+            for s in (first, second):
+                s.setblocking(False)
+            await loop.sock_connect(first, ("127.0.0.1", listener.port))
+            await loop.sock_sendall(first, frame(b"one"))
+            assert await loop.sock_recv(first, 64) == frame(b"one")
+            await loop.sock_connect(second, ("127.0.0.1", listener.port))  # completes in the backlog
+            await loop.sock_sendall(second, frame(b"two"))
+            waiting = listener.connection_count == 1
+            first.close()
+            answer = await asyncio.wait_for(loop.sock_recv(second, 64), 10)
+        finally:
+            first.close()
+            second.close()
+            await listener.close()
+        return waiting, answer
+
+    waiting, answer = asyncio.run(scenario())
+    assert waiting
+    assert answer == frame(b"two")
