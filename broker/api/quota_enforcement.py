@@ -52,6 +52,7 @@ EXEMPT_APIS = frozenset(
         ApiKey.API_VERSIONS,
     }
 )
+INT32_MAX = 2**31 - 1
 _INTERNAL_CLIENT_IDS = frozenset({FORWARD_CLIENT_ID, REGISTRATION_CLIENT_ID})
 
 
@@ -105,6 +106,7 @@ class QuotaEnforcer:
         throttle_ms = max(throttle_ms, self.quotas.request.record(request_match, spent_percent, now_ms))
         if throttle_ms <= 0:
             return response
+        throttle_ms = min(throttle_ms, INT32_MAX)  # the response field is an int32
         if fetch_match is not None:
             self.quotas.fetch.unrecord(fetch_match, fetch_bytes, now_ms)
             body = {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
