@@ -131,6 +131,9 @@ def test_seed_4_9_producer_byte_rate_throttles_its_client_id_only(quota_broker, 
     assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
 
 
+RECORDS = 1200  # 12 MB: at 1 MB/s after a burst of two windows, far more than 4 s of reading
+
+
 def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, topic_name):
     """The same for consumers: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled
     Fetch is answered at once without data; the consumer under consumer_byte_rate=1 MB/s reads
@@ -139,7 +142,7 @@ def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, 
     bootstrap = broker.bootstrap_servers
     filler = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 5})
     try:
-        for _ in range(800):  # 8 MB
+        for _ in range(RECORDS):
             filler.send(topic_name, PAYLOAD)
         filler.flush()
     finally:
@@ -163,7 +166,7 @@ def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, 
         got = 0
         start = time.monotonic()
         try:
-            while time.monotonic() - start < seconds and got < 800 * len(PAYLOAD):
+            while time.monotonic() - start < seconds and got < RECORDS * len(PAYLOAD):
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error() is None:
                     got += len(msg.value() or b"")
@@ -174,8 +177,8 @@ def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, 
         return got, elapsed, stats.throttle_max_ms
 
     fast_bytes, fast_elapsed, _ = consume_for("fast-consumer", 30)
-    slow_bytes, slow_elapsed, slow_throttle = consume_for("slow-consumer", 5)
-    assert fast_bytes == 800 * len(PAYLOAD)
+    slow_bytes, slow_elapsed, slow_throttle = consume_for("slow-consumer", 4)
+    assert fast_bytes == RECORDS * len(PAYLOAD)
     assert slow_throttle > 0
     assert slow_bytes < fast_bytes
     assert slow_bytes / slow_elapsed < 2.5 * MB
