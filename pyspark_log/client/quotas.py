@@ -87,5 +87,6 @@ async def alter_client_quotas(
     for entry in resp.entries:
         if entry.error_code != ErrorCode.NONE:
             key = tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity))
-            errors[key] = error_for(entry.error_code, entry.error_message, context=f"alter client quotas {key}")
+            what = ", ".join(f"{t} {'<default>' if n is None else repr(n)}" for t, n in key)
+            errors[key] = error_for(entry.error_code, entry.error_message, context=f"alter client quotas of {what}")
     return errors
