@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -59,7 +60,13 @@ from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
 from broker.network.fd_limit import raise_open_file_limit
 from broker.network.listener import Listener as SocketListener
-from broker.quota.connections import ConnectionConfigError, ConnectionLimitsConfig, ConnectionQuotas, parse_overrides
+from broker.quota.connections import (
+    ConnectionConfigError,
+    ConnectionLimitsConfig,
+    ConnectionQuotas,
+    descriptor_caps,
+    parse_overrides,
+)
 from broker.quota.entity import IP, QuotaTable
 from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import render_quotas
@@ -130,7 +137,7 @@ class BrokerServer:
         config = self.config
         check_cluster_id(config)
         cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, str(config["cluster.id"]))
-        raise_open_file_limit()
+        fd_soft, _ = raise_open_file_limit()
         limits = ConnectionLimits(
             request_max_bytes=int(config["socket.request.max.bytes"]),
             idle_ms=int(config["connections.max.idle.ms"]),
@@ -142,11 +149,9 @@ class BrokerServer:
             overrides = parse_overrides(str(config["max.connections.per.ip.overrides"]))
         except ConnectionConfigError as exc:
             raise ConfigError(str(exc)) from None
+        max_connections, max_per_ip = _connection_caps(config, fd_soft)
         connection_quotas = ConnectionQuotas(
-            ConnectionLimitsConfig(
-                int(config["max.connections"]), int(config["max.connections.per.ip"]), overrides,
-                int(config["max.connection.creation.rate"]),
-            ),
+            ConnectionLimitsConfig(max_connections, max_per_ip, overrides, int(config["max.connection.creation.rate"])),
             quota_config,
             ip_rate=lambda ip: _ip_connection_rate(quota_table[0](), ip),
         )  # fmt: skip
@@ -328,6 +333,20 @@ class BrokerServer:
             self._logs.shutdown()
             self._logs = None
         log.info("shut down cleanly")
+
+
+def _connection_caps(config: BrokerConfig, fd_soft: int) -> tuple[int, int]:
+    """``max.connections`` and ``max.connections.per.ip`` as configured, else derived from the
+    open-file limit (``descriptor_caps``), logged."""
+    derived_total, derived_per_ip = descriptor_caps(fd_soft if fd_soft != resource.RLIM_INFINITY else -1)
+    total = int(config["max.connections"]) if "max.connections" in config.raw else derived_total
+    per_ip = int(config["max.connections.per.ip"]) if "max.connections.per.ip" in config.raw else derived_per_ip
+    log.info(
+        "connection limits: max.connections=%d%s, max.connections.per.ip=%d%s",
+        total, "" if "max.connections" in config.raw else " (from the open-file limit)",
+        per_ip, "" if "max.connections.per.ip" in config.raw else " (from the open-file limit)",
+    )  # fmt: skip
+    return total, per_ip
 
 
 def _ip_connection_rate(table: QuotaTable, ip: str) -> float | None:

@@ -13,6 +13,11 @@ Pure accounting; ``broker.network.listener`` asks before and after each accept a
   window), as Kafka's acceptor does.
 - IP quotas (``connection_creation_rate`` on an ``ip`` entity, KIP-612): a connection from an
   address over its rate is closed at once and not counted.
+
+``descriptor_caps``: when ``max.connections`` / ``max.connections.per.ip`` are not configured
+(Kafka: unlimited), pylog derives them from the open-file limit, so that connections run out
+before descriptors do and no single address can take them all (issue 16: 1,500 half-open
+connections from one address exhausted a broker with 1,024 descriptors).
 """
 
 from __future__ import annotations
@@ -29,6 +34,17 @@ INT_MAX = 2**31 - 1
 
 class ConnectionConfigError(ValueError):
     """A connection-limit setting that cannot be used; the message names the key and the fix."""
+
+
+def descriptor_caps(open_file_limit: int) -> tuple[int, int]:
+    """``(max.connections, max.connections.per.ip)`` for a process allowed ``open_file_limit``
+    descriptors: a quarter (at least 128) is kept for log segments, indexes and the rest, and one
+    address may hold half of the connections. ``open_file_limit`` < 0 (unknown): no caps."""
+    if open_file_limit < 0:
+        return INT_MAX, INT_MAX
+    reserve = max(128, open_file_limit // 4)
+    total = max(1, min(INT_MAX, open_file_limit - reserve))
+    return total, max(1, total // 2)
 
 
 def parse_overrides(text: str) -> dict[str, int]:

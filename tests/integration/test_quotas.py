@@ -9,6 +9,7 @@ below the unthrottled one, librdkafka's statistics showing throttle time), never
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import sys
 import time
@@ -328,3 +329,46 @@ def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_pat
             assert producer._core.cluster.throttle_time_ms_total() > 0
         finally:
             producer.close()
+
+
+def test_issue_16_flood_of_half_open_connections_under_a_1024_descriptor_limit(tmp_path, topic_name):
+    """Issue 16, measured before: 1,500 connections from one address that each sent a partial
+    frame exhausted a broker with 1,024 descriptors; a producer delivered 0 of 1,000 records in
+    15 s and the listener logged "Too many open files" every 50 ms. With no connection settings
+    given, the broker now derives its caps from the descriptor limit: the flood is cut at its
+    address's share and another address's producer delivers everything."""
+    wrapper = tmp_path / "python-nofile-1024"
+    wrapper.write_text(f'#!/bin/sh\nulimit -n 1024\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1500 + 256
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"this test process may open only {hard} files; the flood needs {wanted}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    broker = EmbeddedBroker(tmp_path / "b", python=str(wrapper)).start()
+    port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+    flood: list[socket.socket] = []
+    try:
+        for _ in range(1500):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.settimeout(10)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"\x00\x00\x01\x00partial")
+            flood.append(s)
+        producer = CKProducer({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "victim", "linger.ms": 5})
+        delivered: list[bool] = []
+        for i in range(1000):
+            producer.produce(topic_name, f"r{i}".encode(), on_delivery=lambda err, _m: delivered.append(err is None))
+            producer.poll(0)
+        producer.flush(30)
+        assert delivered.count(True) == 1000
+        out = broker.output()
+        assert "open-file limit: soft 1024, hard 1024" in out
+        assert "max.connections.per.ip=384 (from the open-file limit)" in out
+        assert out.count("accept failed") <= 3
+    finally:
+        for s in flood:
+            s.close()
+        broker.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

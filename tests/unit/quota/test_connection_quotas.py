@@ -8,6 +8,7 @@ from broker.quota.connections import (
     ConnectionConfigError,
     ConnectionLimitsConfig,
     ConnectionQuotas,
+    descriptor_caps,
     parse_overrides,
 )
 
@@ -64,3 +65,13 @@ def test_parse_overrides():
         parse_overrides("localhost:5")
     with pytest.raises(ConnectionConfigError, match="ip:count"):
         parse_overrides("127.0.0.1")
+
+
+def test_caps_derived_from_the_descriptor_limit():
+    """Issue 16: connections run out before descriptors, and one address gets at most half."""
+    assert descriptor_caps(1024) == (768, 384)
+    assert descriptor_caps(100) == (1, 1)  # tiny limits still serve someone
+    total, per_ip = descriptor_caps(1_048_576)
+    assert total == 786_432
+    assert per_ip == 393_216
+    assert descriptor_caps(-1) == (2**31 - 1, 2**31 - 1)
