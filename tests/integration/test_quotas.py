@@ -197,17 +197,20 @@ def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_res
     described = ok(pylog(broker, "configs", "--describe", "--entity-type", "clients", "--entity-name", "pylog-slow"))
     assert described.strip() == "Quota configs for client-id 'pylog-slow' are producer_byte_rate=100000.0"
 
+    seen: list[str] = []
+
     def send(n: int) -> int:
         producer = Producer({"bootstrap.servers": bootstrap, "client.id": "pylog-slow", "linger.ms": 1})
         try:
             for _ in range(n):
                 producer.send(topic_name, PAYLOAD).result(timeout=60)
+            seen.append(metrics(metrics_port))  # rates over the last windows: read them while sending
             return producer._core.cluster.throttle_time_ms_total()
         finally:
             producer.close()
 
     assert send(40) > 0  # 400 kB against 100 kB/s over a 2 s window: throttled
-    text = metrics(metrics_port)
+    text = seen[0]
     assert (metric_value(text, "kafka_server_produce_throttle_time", "pylog-slow") or 0) > 0
     assert (metric_value(text, "kafka_server_produce_byte_rate", "pylog-slow") or 0) > 0
     assert metric_value(text, "kafka_server_request_request_time", "pylog-slow") is not None
@@ -215,6 +218,26 @@ def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_res
              "--delete-config", "producer_byte_rate"))  # fmt: skip
     assert ok(pylog(broker, "configs", "--describe", "--entity-type", "clients")).count("pylog-slow") == 0
     assert send(40) == 0  # same usage, no quota: not throttled, without a restart
+
+
+def test_seed_4_9_request_percentage_throttles_a_busy_client(quota_broker):
+    """ "요청 속도 할당량은 클라이언트가 quota 윈도우 시간 내에서 … 이용할 수 있는 시간 백분율로 정의한다":
+    request_percentage is the share of the event loop a group may use (pylog has one loop; see
+    docs/compatibility.md). A client allowed 0.001 % is throttled after a few requests."""
+    broker, metrics_port = quota_broker
+    set_quota(broker.bootstrap_servers, {"client-id": "busy-admin"}, request_percentage=0.001)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "client.id": "busy-admin"})
+    try:
+        for _ in range(20):
+            admin.list_topics()
+            if admin._core.cluster.throttle_time_ms_total() > 0:
+                break
+        assert admin._core.cluster.throttle_time_ms_total() > 0
+        text = metrics(metrics_port)  # a rate over the last windows: read it while the client is busy
+    finally:
+        admin.close()
+    assert (metric_value(text, "kafka_server_request_request_time", "busy-admin") or 0) > 0
+    assert (metric_value(text, "kafka_server_request_throttle_time", "busy-admin") or 0) > 0
 
 
 def test_seed_4_9_default_quota_and_specific_override_follow_the_precedence_list(tmp_path, topic_name):
