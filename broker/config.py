@@ -107,6 +107,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.message.timestamp.difference.max.ms", int, None, "legacy: sets both bounds above"),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", int, 60000, "how often recovery points are written"),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "how often log start offsets are written"),
+    ConfigKey(
+        "log.dir.failure.probe.interval.ms", int, 10000, "pylog: how often an offline log dir is probed for recovery"
+    ),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     # Kafka's default is 102400; -1 keeps the kernel's autotuned buffers, which measured 2-3x
     # faster on produce and fetch (bench/broker_throughput.py; docs/compatibility.md).
