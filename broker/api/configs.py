@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.api.context import Broker
 from broker.config import KNOWN_KEYS
+from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
 
 TOPIC_CONFIG = 1
@@ -47,12 +48,14 @@ TOPIC_CONFIG_TYPES = {
     "segment.jitter.ms": LONG,
     "segment.ms": LONG,
     "unclean.leader.election.enable": BOOLEAN,
+    **{name: ignored.config_type for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
 }
 
 # Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads
 # unclean.leader.election.enable from the topic's overrides).
 _STORED_ONLY_DEFAULTS = {
     "unclean.leader.election.enable": "false",
+    **{name: ignored.default for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
 }
 
 
