@@ -16,6 +16,7 @@ wheel's (asserted through ``__file__``) and only third-party packages come from 
 from __future__ import annotations
 
 import email.parser
+import os
 import subprocess
 import sys
 import sysconfig
@@ -30,7 +31,12 @@ DIST_NAME = "pyspark-pylog"
 
 
 def run(*argv: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=600, cwd=cwd, check=False)
+    """Run a command; in the fresh venv from a directory without a checkout in it (``python -c``
+    puts the working directory first on sys.path) and without PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, timeout=600, cwd=cwd, env=env, check=False
+    )
     assert done.returncode == 0, f"{argv}: {done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -80,17 +86,20 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel: Path, tmp_path: Path) ->
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel)
-    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    away = tmp_path  # holds no pyspark_log/ or broker/
+    run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel, cwd=away)
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=away).strip())
 
-    where = run(python, "-c", "import pyspark_log, sys; print(pyspark_log.__file__); print(sorted(sys.modules))")
+    where = run(
+        python, "-c", "import pyspark_log, sys; print(pyspark_log.__file__); print(sorted(sys.modules))", cwd=away
+    )
     assert where.splitlines()[0].startswith(str(site)), "the wheel's own copy is imported"
     assert "pyspark'" not in where, "importing pyspark_log does not import pyspark"
 
     # the runtime dependencies of the console scripts, from this test venv, after the wheel's code
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    assert run(env_dir / "bin" / "pylog", "--version").strip() == "pylog 0.1.0"
-    assert "--data-dir" in run(env_dir / "bin" / "pylog-broker", "--help")
-    origin = run(python, "-c", "import broker.__main__, pyspark_log.cli; print(broker.__main__.__file__)")
+    assert run(env_dir / "bin" / "pylog", "--version", cwd=away).strip() == "pylog 0.1.0"
+    assert "--data-dir" in run(env_dir / "bin" / "pylog-broker", "--help", cwd=away)
+    origin = run(python, "-c", "import broker.__main__, pyspark_log.cli; print(broker.__main__.__file__)", cwd=away)
     assert origin.strip().startswith(str(site))
-    assert run(python, "-m", "pip", "show", DIST_NAME).startswith(f"Name: {DIST_NAME}")
+    assert run(python, "-m", "pip", "show", DIST_NAME, cwd=away).startswith(f"Name: {DIST_NAME}")
