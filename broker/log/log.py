@@ -711,14 +711,6 @@ class Log:
         if self.dir_state is not None:
             self.dir_state.fail(what, exc, self._clock())
 
-    def is_consistent_on_disk(self) -> bool:
-        """Whether the active segment's file holds exactly what memory says (after a failed
-        append truncated it back); a longer file is cut back to it. Blocking I/O: called while the
-        dir is offline (no appends), from the dir probe's worker thread."""
-        if self.failure is not None or self.closed:
-            return False
-        return self._segments[-1].trim_to_size()
-
     def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
         """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
         self.failure = f"{what}: {exc}"

@@ -378,4 +378,11 @@ def _probe_and_check(directory: Path, members: list[Log]) -> tuple[OSError | Non
     error = probe_dir(directory)
     if error is not None:
         return error, []
-    return None, [lg for lg in members if not lg.is_consistent_on_disk()]
+    return None, [lg for lg in members if not _consistent_on_disk(lg)]
+
+
+def _consistent_on_disk(current: Log) -> bool:
+    """Whether the log's active segment file holds exactly what memory says (a failed append
+    truncated it back; a longer file is cut back here). Blocking: the dir is offline meanwhile, so
+    no append changes the log."""
+    return current.failure is None and not current.closed and current.active_segment.trim_to_size()
