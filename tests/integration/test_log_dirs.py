@@ -72,8 +72,17 @@ def test_describe_log_dirs_sizes_match_files_kafka_python(
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     try:
         answers = admin.describe_log_dirs()
+        filtered = admin.describe_log_dirs(topic_partitions={topic_name: [1, 3]})
     finally:
         admin.close()
+    named = {
+        (t["name"], p["partition_index"])
+        for a in filtered
+        for r in a["log_dirs"]
+        for t in r["topics"]
+        for p in t["partitions"]
+    }
+    assert named == {(topic_name, 1), (topic_name, 3)}, "a request naming partitions gets only those"
     seen = {}
     assert [a["broker"] for a in answers] == [1]
     for answer in answers:
