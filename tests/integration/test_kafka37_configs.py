@@ -64,6 +64,15 @@ def test_broker_warns_once_per_ignored_key_and_starts(broker: EmbeddedBroker) ->
     assert not any("unknown config key 'inter.broker.protocol.version'" in line for line in lines)
 
 
+def test_ignored_broker_key_is_described_read_only(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+    assert configs["log.message.format.version"].value == "2.8"
+    assert configs["log.message.format.version"].is_read_only
+    assert configs["log.message.format.version"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+
+
 def test_confluent_create_describe_alter_ignored_topic_configs(broker: EmbeddedBroker, topic_name: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     config = {
