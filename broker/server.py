@@ -35,6 +35,7 @@ from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
+from broker.api.log_dirs import handle_describe_log_dirs
 from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
@@ -52,6 +53,7 @@ from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
+from broker.log.metrics import render_log_dirs
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
@@ -81,6 +83,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
 }
@@ -208,7 +211,7 @@ class BrokerServer:
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(
                 first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: render_replication(replicas, controller.image()),
+                extra=lambda: render_replication(replicas, controller.image()) + render_log_dirs(logs),
             )  # fmt: skip
             await self._metrics.start()
         self._start_background(logs, replicas)
@@ -233,6 +236,7 @@ class BrokerServer:
             ("retention", mc.retention_check_interval_ms, logs.run_retention_once),
             ("file-deletion", mc.file_deletion_check_interval_ms, logs.run_file_deletion_once),
             ("checkpoints", mc.flush_offset_checkpoint_interval_ms, logs.run_checkpoints_once),
+            ("log-dir-probe", mc.dir_failure_probe_interval_ms, logs.run_dir_probe_once),
             ("high-watermark-checkpoint", rc.hw_checkpoint_interval_ms, replicas.run_checkpoint_once),
             ("isr-expiration", max(rc.lag_time_max_ms // 2, 1), check_isr),  # Kafka's cadence
         ]

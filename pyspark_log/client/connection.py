@@ -69,6 +69,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),

@@ -38,6 +38,7 @@ from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
@@ -218,6 +219,12 @@ class AdminClient(_SyncClient):
 
     def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
         return self._run(self._core.describe_cluster(timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        ids = None if broker_ids is None else list(broker_ids)
+        return self._run(self._core.describe_log_dirs(ids, timeout_ms=timeout_ms), self._w(timeout_ms))
 
     def elect_leaders(
         self,

@@ -13,6 +13,7 @@ from pyspark_log.wire.schemas import (
     elections,
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -33,4 +34,5 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *log_dirs.APIS,
 )
