@@ -35,12 +35,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
         "offsets.topic.num.partitions": "3",
         "transaction.state.log.num.partitions": "3",
     }
-    c = EmbeddedCluster(tmp_path_factory.mktemp("spark-failover"), brokers=NODES, combined=True, overrides=overrides)
-    try:
-        c.start()
+    with EmbeddedCluster(
+        tmp_path_factory.mktemp("spark-failover"), brokers=NODES, combined=True, overrides=overrides
+    ) as c:
         yield c
-    finally:
-        c.close()
 
 
 def produce(bootstrap: str, topic: str, tag: str, count: int) -> None:

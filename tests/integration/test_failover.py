@@ -38,12 +38,8 @@ OVERRIDES = {
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "failover", brokers=NODES, combined=True, overrides=OVERRIDES)
-    try:
-        c.start()
+    with EmbeddedCluster(tmp_path / "failover", brokers=NODES, combined=True, overrides=OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
 
 
 def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_record(cluster: EmbeddedCluster):
