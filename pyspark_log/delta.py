@@ -91,6 +91,8 @@ META_APP_ID = "pylog.appId"
 META_LOAD_NUMBER = "pylog.loadNumber"
 META_END_OFFSETS = "pylog.endOffsets"
 _DELTA_CLASS = "org.apache.spark.sql.delta.DeltaLog"
+# How delta-spark says a path holds no table (DESCRIBE DETAIL / HISTORY on it).
+_NO_TABLE = ("not a Delta table", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +215,7 @@ class _Target:
             spark.sql(f"DESCRIBE DETAIL {self.spark_history_name()}").collect()
         except Exception as exc:
             text = str(exc)
-            if "not a Delta table" in text or "DELTA_MISSING_DELTA_TABLE" in text or "PATH_NOT_FOUND" in text:
+            if any(sign in text for sign in _NO_TABLE):
                 return False
             raise
         return True
