@@ -19,7 +19,8 @@ from deltalake import DeltaTable
 
 from pyspark_log.delta import delta_sink, load_to_delta
 from pyspark_log.embedded import EmbeddedBroker
-from spark_tests.helpers import Kafka, batch_sizes, read, stream, wait_until
+from spark_tests.helpers import Kafka, batch_sizes, read, recent_ms, stream, wait_until
+from tests.integration.compat import disk_batches
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("stop_queries")]
 
@@ -195,39 +196,50 @@ def test_bad_upsert_options_name_the_fix(spark, tmp_path: Path) -> None:
         sink.write(df, 0)
 
 
-def test_batch_read_of_a_compacted_topic_counts_the_surviving_records(spark, kafka: Kafka, topic: str) -> None:
+def test_batch_read_of_a_compacted_topic_counts_the_surviving_records(
+    spark, broker: EmbeddedBroker, kafka: Kafka, topic: str
+) -> None:
     """§4.8 "메세지의 오프셋은 절대 변경되지 않는다": after the cleaner ran, a batch read sees the
-    latest record of every key at its original offset; the gaps the cleaner left are not data
-    loss (failOnDataLoss stays true)."""
+    latest record of every key at its original offset and timestamp — a tombstone too, whose
+    batch the clean stamped with a delete horizon (KIP-534); the gaps the cleaner left are not
+    data loss (failOnDataLoss stays true)."""
     kafka.create(
         topic, 1, **{"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
     )
-    latest: dict[str, int] = {}
+    base_ms = recent_ms()
+    latest: dict[str, tuple[int, bool, int]] = {}  # key -> (offset, is a tombstone, timestamp)
     for round_ in range(8):
-        sent = [
-            kafka.producer.send(topic, f"{round_}-{k}-{'x' * 60}".encode(), key=f"k{k}".encode()) for k in range(10)
-        ]
+        keys = [k for k in range(10) if not (k == 9 and round_ > 2)]  # k9 is deleted in round 2
+        sent = []
+        for k in keys:
+            tombstone = k == 9 and round_ == 2
+            value = None if tombstone else f"{round_}-{k}-{'x' * 60}".encode()
+            ts = base_ms + round_ * 100 + k
+            sent.append((k, tombstone, ts, kafka.producer.send(topic, value, key=f"k{k}".encode(), timestamp_ms=ts)))
         kafka.producer.flush(30_000)
-        for k, fut in enumerate(sent):
-            latest[f"k{k}"] = fut.result(30).offset
+        for k, tombstone, ts, fut in sent:
+            latest[f"k{k}"] = (fut.result(30).offset, tombstone, ts)
     end = kafka.latest(topic)
-    assert end == 80
+    assert end == 75  # 8 rounds of 10 keys, but k9 only in rounds 0-2
 
     def surviving() -> int:
         return read(spark, kafka.servers, subscribe=topic).count()
 
-    # The active segment is never cleaned, so "cleaned" is when the count stops at the keys of
-    # the closed segments plus the records of the active one; poll the records until it shrank.
+    # The active segment is never cleaned, so the count never falls to the number of keys; poll
+    # until the cleaner removed most overwritten records.
     wait_until(lambda: surviving() < 40, 90, "the cleaner to remove overwritten records")
-    rows = read(spark, kafka.servers, subscribe=topic).select("key", "value", "offset").collect()
+    rows = read(spark, kafka.servers, subscribe=topic).select("key", "value", "offset", "timestamp").collect()
     offsets = [r["offset"] for r in rows]
     assert offsets == sorted(offsets)
     assert len(rows) == surviving()
-    by_key: dict[str, int] = {}
-    for r in rows:
-        by_key[bytes(r["key"]).decode()] = r["offset"]
-    assert by_key == latest  # the latest record of every key, at its original offset
+    by_key = {
+        bytes(r["key"]).decode(): (r["offset"], r["value"] is None, round(r["timestamp"].timestamp() * 1000))
+        for r in rows
+    }
+    assert by_key == latest  # the latest record of every key, at its original offset and timestamp
     assert offsets[-1] == end - 1
+    tombstone_batches = [h for h, recs in disk_batches(broker, topic) if any(r.value is None for r in recs)]
+    assert [h.has_delete_horizon for h in tombstone_batches] == [True]
 
 
 def test_stream_over_a_cleaned_topic_finishes_ranges_the_cleaner_emptied(spark, kafka: Kafka, topic: str, chk) -> None:
