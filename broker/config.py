@@ -136,6 +136,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.max.size", int, 2147483647, "most members of one consumer group"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets (capped to live brokers)"),
+    ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets (at creation)"),
     ConfigKey("offsets.commit.required.acks", int, -1, "accepted; an offset commit always waits for the ISR"),
     ConfigKey("offsets.commit.timeout.ms", int, 5000, "longest an offset commit waits for the ISR"),
     ConfigKey("offsets.retention.minutes", int, 10080, "offset expiry for empty groups"),
@@ -147,6 +148,9 @@ _KEYS: list[ConfigKey] = [
         int,
         3,
         "replication of __transaction_state (capped to live brokers)",
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes", int, 104857600, "segment.bytes of __transaction_state (at creation)"
     ),
     ConfigKey("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state"),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),

@@ -51,6 +51,7 @@ from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
+from broker.log.cleaner.metrics import render_cleaner
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.log.metrics import render_log_dirs
@@ -208,13 +209,16 @@ class BrokerServer:
         dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
         for sl in self._listeners:
             sl.start(dispatcher)
+        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(
                 first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: render_replication(replicas, controller.image()) + render_log_dirs(logs),
+                extra=lambda: (
+                    render_replication(replicas, controller.image()) + render_log_dirs(logs) + render_cleaner(cleaner)
+                ),
             )  # fmt: skip
             await self._metrics.start()
-        self._start_background(logs, replicas)
+        self._start_background(logs, replicas, cleaner)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
             replicas.serving = True
@@ -225,7 +229,7 @@ class BrokerServer:
             flush=True,
         )
 
-    def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:
+    def _start_background(self, logs: LogManager, replicas: ReplicaManager, cleaner: LogCleaner) -> None:
         mc = logs.config
         rc = replicas.config
 
@@ -244,7 +248,6 @@ class BrokerServer:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
-        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # seed 000 §4.8
 
     def _raft_metrics(self) -> dict[str, float | int | str] | None:
