@@ -15,6 +15,7 @@ from pyspark_log.wire.schemas import (
     groups,
     metadata,
     offsets,
+    operations,
     produce,
     raft,
     replication,
@@ -33,4 +34,5 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *operations.APIS,
 )
