@@ -2,7 +2,8 @@
 
 Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups``, ``cluster``)
 registers its sub-parser and a handler ``(args, ctx) -> exit code``; ``metadata-quorum``
-(``metadata_quorum``) and ``leader-election`` (``leader_election``) too. The options every
+(``metadata_quorum``), ``leader-election`` (``leader_election``), ``transactions`` and
+``delete-records`` too. The options every
 command shares (``--bootstrap-server``, ``--command-config``, ``--output``, ``--debug``) are
 accepted before the command or after it, as Kafka's tools take them after.
 
@@ -22,7 +23,18 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from pyspark_log import __version__
-from pyspark_log.cli import cluster, consume, groups, leader_election, metadata_quorum, offsets, produce, topics
+from pyspark_log.cli import (
+    cluster,
+    consume,
+    delete_records,
+    groups,
+    leader_election,
+    metadata_quorum,
+    offsets,
+    produce,
+    topics,
+    transactions,
+)
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
     EXIT_ERROR,
@@ -37,7 +49,18 @@ from pyspark_log.cli.errors import (
 from pyspark_log.cli.output import MODES, Output, resolve_mode
 from pyspark_log.client.errors import ConfigError, KafkaError
 
-COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election)
+COMMANDS = (
+    topics,
+    produce,
+    consume,
+    offsets,
+    groups,
+    cluster,
+    metadata_quorum,
+    leader_election,
+    transactions,
+    delete_records,
+)
 
 _LOGGERS = ("pyspark_log", "asyncio")
 
