@@ -10,7 +10,9 @@ ListTransactions keeps a transaction when it matches every filter given, as Kafk
   ``PrepareCommit``, ...; case-sensitive). Names Kafka does not know are returned as
   ``unknown_state_filters``; a non-empty filter of only unknown names matches nothing;
 * ``duration_filter_ms`` ≥ 0 (ListTransactions v1, KIP-994): it started more than that many
-  milliseconds ago (``now - start > duration``); < 0: any.
+  milliseconds ago (``now - start > duration``); < 0: any. An id that never started one (start
+  -1, e.g. Empty after InitProducerId) passes, as in Kafka; add ``Ongoing`` to the state filter
+  for open transactions only.
 
 DescribeTransactions answers TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator does not have
 or has in ``Dead``, INVALID_REQUEST for the empty id.
