@@ -1,0 +1,83 @@
+"""What Spark's pylog source sees of the operator tools: DeleteRecords and aborting a hanging
+transaction.
+
+* DeleteRecords moves a partition's log start offset inside a segment; a query asked to read
+  below it meets data loss as after retention (failOnDataLoss=true fails naming the partition,
+  false reads from the new start), and ``earliest`` means the new start.
+* A transaction left open by a SIGKILLed producer process holds the LSO at its first record, so
+  a read_committed batch query (the source's default) sees nothing written after it; once
+  ``abort`` writes the ABORT marker the same query reads the committed records and none of the
+  aborted ones.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from pyspark_log.client import TopicPartition
+from pyspark_log.client.operations import AbortTransactionSpec
+from spark_tests.helpers import Kafka, read, values_of, wait_until
+from tests.integration.test_hanging_transactions import PRODUCER_CHILD
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+
+
+def test_delete_records_is_data_loss_below_the_new_start(spark, kafka: Kafka, topic: str) -> None:
+    kafka.create(topic, 1)
+    kafka.produce(topic, [f"v{i}" for i in range(30)])
+    tp = TopicPartition(topic, 0)
+    assert kafka.admin.delete_records({tp: 20}) == {tp: 20}
+    assert kafka.earliest(topic) == 20
+
+    from_zero = json.dumps({topic: {"0": 0}})
+    with pytest.raises(Exception, match="data loss") as err:
+        read(spark, kafka.servers, subscribe=topic, startingOffsets=from_zero).collect()
+    assert f"{topic}-0" in str(err.value)
+    rows = read(spark, kafka.servers, subscribe=topic, startingOffsets=from_zero, failOnDataLoss="false")
+    assert values_of(rows) == sorted(f"v{i}" for i in range(20, 30))
+    earliest = read(spark, kafka.servers, subscribe=topic).select("offset").collect()
+    assert sorted(r["offset"] for r in earliest) == list(range(20, 30))
+
+
+def test_a_read_committed_query_passes_an_aborted_hanging_transaction(spark, kafka: Kafka, topic: str) -> None:
+    kafka.create(topic, 1)
+    kafka.produce(topic, ["before"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER_CHILD, kafka.servers, topic, "spark-killed", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "IN-TRANSACTION"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    kafka.produce(topic, ["after-0", "after-1"])
+
+    # The open transaction starts at offset 1: read_committed stops there.
+    assert values_of(read(spark, kafka.servers, subscribe=topic)) == ["before"]
+    uncommitted = read(spark, kafka.servers, subscribe=topic, isolationLevel="read_uncommitted")
+    assert len(values_of(uncommitted)) == 7
+
+    tp = TopicPartition(topic, 0)
+    (open_one,) = [p for p in kafka.admin.describe_producers([tp])[tp] if p.current_transaction_start_offset >= 0]
+    assert open_one.current_transaction_start_offset == 1
+    spec = AbortTransactionSpec(tp, open_one.producer_id, open_one.producer_epoch, max(open_one.coordinator_epoch, 0))
+    kafka.admin.abort_transaction(spec)
+
+    def passed() -> list[str] | None:
+        values = values_of(read(spark, kafka.servers, subscribe=topic))
+        return values if len(values) == 3 else None
+
+    assert wait_until(passed, 60, "the read_committed query to pass the aborted transaction") == [
+        "after-0",
+        "after-1",
+        "before",
+    ]
