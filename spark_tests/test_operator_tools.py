@@ -6,7 +6,7 @@ transaction.
   false reads from the new start), and ``earliest`` means the new start.
 * A transaction left open by a SIGKILLed producer process holds the LSO at its first record, so
   a read_committed batch query (the source's default) sees nothing written after it; once
-  ``abort`` writes the ABORT marker the same query reads the committed records and none of the
+  ``pylog transactions abort`` writes the ABORT marker the same query reads the committed records and none of the
   aborted ones.
 """
 
@@ -20,7 +20,6 @@ import sys
 import pytest
 
 from pyspark_log.client import TopicPartition
-from pyspark_log.client.operations import AbortTransactionSpec
 from spark_tests.helpers import Kafka, read, values_of, wait_until
 from tests.integration.test_hanging_transactions import PRODUCER_CHILD
 
@@ -69,8 +68,10 @@ def test_a_read_committed_query_passes_an_aborted_hanging_transaction(spark, kaf
     tp = TopicPartition(topic, 0)
     (open_one,) = [p for p in kafka.admin.describe_producers([tp])[tp] if p.current_transaction_start_offset >= 0]
     assert open_one.current_transaction_start_offset == 1
-    spec = AbortTransactionSpec(tp, open_one.producer_id, open_one.producer_epoch, max(open_one.coordinator_epoch, 0))
-    kafka.admin.abort_transaction(spec)
+    abort = [sys.executable, "-m", "pyspark_log.cli", "transactions", "abort", "--bootstrap-server", kafka.servers,
+             "--topic", topic, "--partition", "0", "--start-offset", "1"]  # fmt: skip
+    done = subprocess.run(abort, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
 
     def passed() -> list[str] | None:
         values = values_of(read(spark, kafka.servers, subscribe=topic))

@@ -165,10 +165,10 @@ def run_describe(args: argparse.Namespace, ctx: Context) -> int:
         try:
             found = admin.describe_transactions([args.transactional_id])
         except KafkaError as exc:
-            raise CliError(
-                f"failed to describe transaction state of transactional-id `{args.transactional_id}`: "
-                f"{exc.message or exc.code.name} ({exc.code.name})"
-            ) from None
+            what = f"transactional-id `{args.transactional_id}`"
+            if exc.code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                raise CliError(f"{what} is not known to its coordinator ({exc.code.name})") from None
+            raise CliError(f"failed to describe the transaction state of {what}: {exc}") from None
     d = found[args.transactional_id]
     started = d.transaction_start_time_ms >= 0
     row = (
