@@ -13,7 +13,6 @@ transaction.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 
@@ -21,7 +20,7 @@ import pytest
 
 from pyspark_log.client import TopicPartition
 from spark_tests.helpers import Kafka, read, values_of, wait_until
-from tests.integration.test_hanging_transactions import PRODUCER_CHILD
+from tests.integration.killed_producer import leave_open_transaction
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -46,18 +45,7 @@ def test_delete_records_is_data_loss_below_the_new_start(spark, kafka: Kafka, to
 def test_a_read_committed_query_passes_an_aborted_hanging_transaction(spark, kafka: Kafka, topic: str) -> None:
     kafka.create(topic, 1)
     kafka.produce(topic, ["before"])
-    child = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER_CHILD, kafka.servers, topic, "spark-killed", "4"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "IN-TRANSACTION"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
+    leave_open_transaction(kafka.servers, topic, "spark-killed", 4)
     kafka.produce(topic, ["after-0", "after-1"])
 
     # The open transaction starts at offset 1: read_committed stops there.

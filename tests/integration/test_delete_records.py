@@ -2,12 +2,13 @@
 
 A partition's log start offset moves to the requested offset (-1: the high watermark) and
 everything below it is gone: confluent-kafka's ``AdminClient.delete_records``, kafka-python's
-``KafkaAdminClient.delete_records``, pylog's ``AdminClient.delete_records`` and ``pylog
-delete-records --offset-json-file`` do it; ListOffsets(earliest) from confluent-kafka and pylog
-and consumers (a committed offset below the new start resets by ``auto.offset.reset``) see the
-new start; it survives a restart (``log-start-offset-checkpoint``). Kafka's refusals: an offset
-above the high watermark (OFFSET_OUT_OF_RANGE), a compacted topic (POLICY_VIOLATION), an
-internal topic (INVALID_TOPIC_EXCEPTION).
+``KafkaAdminClient.delete_records``, aiokafka's ``AIOKafkaAdminClient.delete_records``, pylog's
+``AdminClient.delete_records`` and ``pylog delete-records --offset-json-file`` do it;
+ListOffsets(earliest) from confluent-kafka and pylog and consumers (a committed offset below the
+new start resets by ``auto.offset.reset``) see the new start; it survives a restart
+(``log-start-offset-checkpoint``). Kafka's refusals: an offset above the high watermark
+(OFFSET_OUT_OF_RANGE), a compacted topic (POLICY_VIOLATION), an internal topic
+(INVALID_TOPIC_EXCEPTION).
 """
 
 from __future__ import annotations
@@ -165,6 +166,27 @@ def test_kafka_python_delete_records(broker: EmbeddedBroker) -> None:
         admin.close()
     assert result[KpTopicPartition(topic, 0)]["low_watermark"] == 5
     assert ck_offsets(bootstrap, topic, 1, OffsetSpec.earliest()) == [5]
+
+
+def test_aiokafka_delete_records(broker: EmbeddedBroker) -> None:
+    import asyncio
+
+    from aiokafka import TopicPartition as AioTopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+    bootstrap = broker.bootstrap_servers
+    topic = make_topic(bootstrap, [9])
+
+    async def run() -> dict:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            return await admin.delete_records({AioTopicPartition(topic, 0): RecordsToDelete(before_offset=6)})
+        finally:
+            await admin.close()
+
+    assert asyncio.run(run()) == {AioTopicPartition(topic, 0): 6}
+    assert ck_offsets(bootstrap, topic, 1, OffsetSpec.earliest()) == [6]
 
 
 def test_pylog_client_delete_records_and_kafka_refusals(broker: EmbeddedBroker) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from confluent_kafka import IsolationLevel as CkIsolation
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.integration.killed_producer import TXN_TIMEOUT_MS, leave_open_transaction
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,22 +40,6 @@ OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
 }
 WAIT_S = 60.0
-TXN_TIMEOUT_MS = 600_000  # the coordinator would abort it only after 10 minutes
-
-PRODUCER_CHILD = f"""
-import sys, time
-from confluent_kafka import Producer
-bootstrap, topic, txn_id, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-p = Producer({{"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-              "transaction.timeout.ms": {TXN_TIMEOUT_MS}, "linger.ms": 0}})
-p.init_transactions(30)
-p.begin_transaction()
-for i in range(count):
-    p.produce(topic, value=f"open-{{i}}".encode(), partition=0)
-assert p.flush(30) == 0
-print("IN-TRANSACTION", flush=True)
-time.sleep(3600)
-"""
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
@@ -127,21 +111,7 @@ def hanging(broker: EmbeddedBroker) -> tuple[str, str]:
     topic, txn_id = f"hang-{uuid.uuid4().hex[:8]}", f"killed-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    child = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER_CHILD, broker.bootstrap_servers, topic, txn_id, "5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "IN-TRANSACTION"
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(30)
+    leave_open_transaction(broker.bootstrap_servers, topic, txn_id, 5)
     plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for i in range(3):
         plain.produce(topic, value=f"after-{i}".encode(), partition=0)
