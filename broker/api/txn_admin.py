@@ -5,7 +5,7 @@ DescribeTransactions (65) and ListTransactions (66, with KIP-994's duration filt
   every producer id it keeps (idempotent and transactional), with its epoch, last sequence, last
   batch timestamp, the coordinator epoch of its last marker and the first offset of its open
   transaction (-1: none). A partition the metadata does not have is UNKNOWN_TOPIC_OR_PARTITION,
-  one not hosted here NOT_LEADER_OR_FOLLOWER.
+  one not hosted here NOT_LEADER_OR_FOLLOWER, one whose log failed KAFKA_STORAGE_ERROR.
 * DescribeTransactions and ListTransactions are answered by the transaction coordinator
   (``TransactionCoordinator.describe_transaction`` / ``list_transactions``, filters in
   ``broker.coordinator.txn.listing``); ListTransactions covers only the transactional ids this
@@ -35,6 +35,8 @@ def handle_describe_producers(broker: Broker, request: Request) -> Any:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif hosted is None or hosted.role is None or hosted.log.closed:
                 entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif hosted.log.failure is not None:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             else:
                 entry["active_producers"] = [
                     {
