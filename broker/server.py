@@ -30,6 +30,7 @@ from broker.api.api_versions import handle_api_versions
 from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
+from broker.api.delete_records import handle_delete_records
 from broker.api.dispatch import Dispatcher
 from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
@@ -41,6 +42,7 @@ from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
 from broker.api.raft import raft_handlers
 from broker.api.txn import txn_handlers
+from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
 from broker.config import BrokerConfig, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
@@ -85,8 +87,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
+    **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
 }
 
 

@@ -16,6 +16,7 @@ from pyspark_log.wire.schemas import (
     log_dirs,
     metadata,
     offsets,
+    operations,
     produce,
     raft,
     replication,
@@ -35,4 +36,5 @@ ALL_APIS: tuple[Api, ...] = (
     *replication.APIS,
     *elections.APIS,
     *log_dirs.APIS,
+    *operations.APIS,
 )
