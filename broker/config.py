@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.properties import load_properties
 from broker.raft.config import RaftConfigError, validate_quorum_config
 
@@ -107,6 +108,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.message.timestamp.difference.max.ms", int, None, "legacy: sets both bounds above"),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", int, 60000, "how often recovery points are written"),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "how often log start offsets are written"),
+    ConfigKey(
+        "log.dir.failure.probe.interval.ms", int, 10000, "pylog: how often an offline log dir is probed for recovery"
+    ),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     # Kafka's default is 102400; -1 keeps the kernel's autotuned buffers, which measured 2-3x
     # faster on produce and fetch (bench/broker_throughput.py; docs/compatibility.md).
@@ -141,6 +145,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.max.size", int, 2147483647, "most members of one consumer group"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets (capped to live brokers)"),
+    ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets (at creation)"),
     ConfigKey("offsets.commit.required.acks", int, -1, "accepted; an offset commit always waits for the ISR"),
     ConfigKey("offsets.commit.timeout.ms", int, 5000, "longest an offset commit waits for the ISR"),
     ConfigKey("offsets.retention.minutes", int, 10080, "offset expiry for empty groups"),
@@ -152,6 +157,9 @@ _KEYS: list[ConfigKey] = [
         int,
         3,
         "replication of __transaction_state (capped to live brokers)",
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes", int, 104857600, "segment.bytes of __transaction_state (at creation)"
     ),
     ConfigKey("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state"),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),
@@ -234,7 +242,7 @@ class BrokerConfig:
             spec = KNOWN_KEYS.get(name)
             if spec is None:
                 if warn_unknown:
-                    log.warning("unknown config key %r ignored (value %r)", name, text)
+                    _warn_not_read(name, text)
                 extra[name] = text
                 continue
             try:
@@ -291,6 +299,18 @@ class BrokerConfig:
     def kraft_enabled(self) -> bool:
         """KIP-595 mode: ``process.roles`` was given (``broker.raft.bootstrap``)."""
         return "process.roles" in self.raw
+
+
+def _warn_not_read(name: str, text: str) -> None:
+    """One warning for a key pylog does not read: a Kafka 3.7 key it ignores (with why), a
+    topic-level key (passed to the logs), or a key Kafka 3.7 does not know either."""
+    reason = IGNORED_BROKER_CONFIGS.get(name)
+    if reason is not None:
+        log.warning("Kafka config %s=%r is accepted and ignored by pylog: %s", name, text, reason)
+    elif name in IGNORED_TOPIC_CONFIGS:
+        log.warning("Kafka topic config %s=%r is accepted and ignored by pylog", name, text)
+    else:
+        log.warning("unknown config key %r ignored (value %r)", name, text)
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,13 @@ from broker.api.api_versions import handle_api_versions
 from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
+from broker.api.delete_records import handle_delete_records
 from broker.api.dispatch import Dispatcher
 from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
+from broker.api.log_dirs import handle_describe_log_dirs
 from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
@@ -43,6 +45,7 @@ from broker.api.quota_enforcement import QuotaEnforcer
 from broker.api.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.api.raft import raft_handlers
 from broker.api.txn import txn_handlers
+from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
@@ -53,8 +56,10 @@ from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
+from broker.log.cleaner.metrics import render_cleaner
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
+from broker.log.metrics import render_log_dirs
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
@@ -95,10 +100,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
+    **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
 }
 
 
@@ -239,14 +247,17 @@ class BrokerServer:
         dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
         for sl in self._listeners:
             sl.start(dispatcher)
+        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(
                 first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: render_replication(replicas, controller.image())
-                + render_quotas(client_quotas, connection_quotas, self._clock_ms()),
+                extra=lambda: (
+                    render_replication(replicas, controller.image()) + render_log_dirs(logs) + render_cleaner(cleaner)
+                    + render_quotas(client_quotas, connection_quotas, self._clock_ms())
+                ),
             )  # fmt: skip
             await self._metrics.start()
-        self._start_background(logs, replicas)
+        self._start_background(logs, replicas, cleaner)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
             replicas.serving = True
@@ -257,7 +268,7 @@ class BrokerServer:
             flush=True,
         )
 
-    def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:
+    def _start_background(self, logs: LogManager, replicas: ReplicaManager, cleaner: LogCleaner) -> None:
         mc = logs.config
         rc = replicas.config
 
@@ -268,6 +279,7 @@ class BrokerServer:
             ("retention", mc.retention_check_interval_ms, logs.run_retention_once),
             ("file-deletion", mc.file_deletion_check_interval_ms, logs.run_file_deletion_once),
             ("checkpoints", mc.flush_offset_checkpoint_interval_ms, logs.run_checkpoints_once),
+            ("log-dir-probe", mc.dir_failure_probe_interval_ms, logs.run_dir_probe_once),
             ("high-watermark-checkpoint", rc.hw_checkpoint_interval_ms, replicas.run_checkpoint_once),
             ("isr-expiration", max(rc.lag_time_max_ms // 2, 1), check_isr),  # Kafka's cadence
         ]
@@ -275,7 +287,6 @@ class BrokerServer:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
-        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # seed 000 §4.8
 
     def _raft_metrics(self) -> dict[str, float | int | str] | None:

@@ -608,7 +608,9 @@ class QuorumController(ReplicaLeadership):
     async def _controller_loop(self) -> None:
         """Leader duties: catch up once per epoch (commits the cluster id), fence silent brokers,
         and rebalance leadership every ``leader_imbalance_check_interval_ms``."""
-        interval_s = min(self._heartbeat_interval_ms, 500) / 1000
+        # Fencing is late by at most one interval, and the issue's target for a SIGKILLed leader is
+        # broker.session.timeout.ms + 1 s end to end (clients still have to learn the new leader).
+        interval_s = min(self._heartbeat_interval_ms, 100) / 1000
         while True:
             try:
                 if self._driver.is_leader:

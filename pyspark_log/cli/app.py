@@ -3,7 +3,8 @@
 Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups``, ``cluster``,
 ``configs``)
 registers its sub-parser and a handler ``(args, ctx) -> exit code``; ``metadata-quorum``
-(``metadata_quorum``) and ``leader-election`` (``leader_election``) too. The options every
+(``metadata_quorum``), ``leader-election`` (``leader_election``), ``log-dirs`` (``log_dirs``),
+``transactions`` and ``delete-records`` too. The options every
 command shares (``--bootstrap-server``, ``--command-config``, ``--output``, ``--debug``) are
 accepted before the command or after it, as Kafka's tools take them after.
 
@@ -27,12 +28,15 @@ from pyspark_log.cli import (
     cluster,
     configs,
     consume,
+    delete_records,
     groups,
     leader_election,
+    log_dirs,
     metadata_quorum,
     offsets,
     produce,
     topics,
+    transactions,
 )
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
@@ -48,7 +52,20 @@ from pyspark_log.cli.errors import (
 from pyspark_log.cli.output import MODES, Output, resolve_mode
 from pyspark_log.client.errors import ConfigError, KafkaError
 
-COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election, configs)
+COMMANDS = (
+    topics,
+    produce,
+    consume,
+    offsets,
+    groups,
+    cluster,
+    metadata_quorum,
+    leader_election,
+    log_dirs,
+    transactions,
+    delete_records,
+    configs,
+)
 
 _LOGGERS = ("pyspark_log", "asyncio")
 

@@ -33,6 +33,7 @@ from pyspark_log.client.errors import (
     error_for,
 )
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
+from pyspark_log.client.log_dirs import LogDirDescription, describe_log_dirs
 from pyspark_log.client.offsets import list_offsets
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.quotas import alter_client_quotas as _alter_quotas
@@ -378,6 +379,13 @@ class AsyncAdmin:
         return ClusterDescription(
             meta.cluster_id, meta.controller_id, sorted(meta.brokers.values(), key=lambda b: b.node_id)
         )
+
+    async def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Every log dir of each broker (all brokers when None) with its replicas (``log_dirs.py``)."""
+        budget = timeout_ms or self.default_api_timeout_ms
+        return await describe_log_dirs(self.cluster, self._retrying, broker_ids, budget)
 
     # -- leader elections ----------------------------------------------------------------------
 

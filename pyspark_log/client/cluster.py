@@ -12,8 +12,8 @@ without a lock (the sync facade does, to avoid a round trip per ``send``).
 * the bootstrap: ``bootstrap.servers`` are tried in order until one answers Metadata; their
   connections use ids -1, -2, ... and are closed once real broker ids are known;
 * one metadata task that refreshes when asked (``request_update``: after NOT_LEADER_OR_FOLLOWER,
-  UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a broken connection) and at the latest every
-  ``metadata.max.age.ms``, never twice within ``retry.backoff.ms``. Failed refreshes back off
+  UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a broken connection, a failed connect) and
+  at the latest every ``metadata.max.age.ms``, never twice within ``retry.backoff.ms``. Failed refreshes back off
   (``retry.backoff.ms`` doubling). If the task dies, every ``refresh`` waiter fails with its
   error and later calls raise it.
 """
@@ -445,6 +445,11 @@ class Cluster:
             failures, _ = self._failures.get(node_id, (0, 0.0))
             retry_at = self._clock.monotonic_ms() + self._reconnect.backoff_ms(failures)
             self._failures[node_id] = (failures + 1, retry_at)
+            if not self._closed:
+                # A broker we cannot reach may have been replaced as leader since our last
+                # metadata (it was SIGKILLed before the controller fenced it): without a refresh
+                # here, requests would go on failing against it until metadata.max.age.ms.
+                self.request_update()
             raise
         finally:
             self._connecting.pop(node_id, None)

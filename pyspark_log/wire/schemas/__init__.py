@@ -13,8 +13,10 @@ from pyspark_log.wire.schemas import (
     elections,
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
+    operations,
     produce,
     quotas,
     raft,
@@ -34,5 +36,7 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *log_dirs.APIS,
+    *operations.APIS,
     *quotas.APIS,
 )
