@@ -39,7 +39,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_log.client import config as cfg
-from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, RecordAccumulator, Thunk, estimate_record_bytes
+from pyspark_log.client.accumulator import (
+    BATCH_OVERHEAD_BYTES,
+    ProducerBatch,
+    RecordAccumulator,
+    Thunk,
+    estimate_record_bytes,
+)
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
@@ -147,12 +153,17 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        self._handoff: deque[tuple[str, int | None, ProducerRecord, int, Thunk]] = deque()
+        # A columnar item is ``(topic, None, None, 0, batches)`` (the batch API's encoded batches).
+        self._handoff: deque[tuple[str, int | None, ProducerRecord | None, int, Any]] = deque()
         self._handoff_lock = threading.Lock()
         self._handoff_scheduled = False
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
 
     async def start(self) -> AsyncProducer:
         if self._started:
@@ -271,6 +282,17 @@ class AsyncProducer:
 
     # -- send ----------------------------------------------------------------------------------
 
+    def check_record_size(self, size: int) -> None:
+        """``RecordTooLargeError`` for a record whose size estimate exceeds the limits."""
+        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
+            )
+        if size > self.pool.total_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
+            )
+
     def prepare(
         self,
         topic: str,
@@ -291,14 +313,7 @@ class AsyncProducer:
             raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
         record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
         size = estimate_record_bytes(record)
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
-            )
-        if size > self.pool.total_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
-            )
+        self.check_record_size(size)
         return record, size
 
     def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
@@ -422,6 +437,30 @@ class AsyncProducer:
             self._abort_handoff(ClientClosedError())
             raise ClientClosedError() from None
 
+    def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
+        ``buffer.memory`` already reserved), in order with records from ``send()``."""
+        self.check_send()
+        assert self._loop is not None
+        with self._handoff_lock:
+            self._handoff.append((tp.topic, tp.partition, None, 0, batches))
+            if self._handoff_scheduled:
+                return
+            self._handoff_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain_handoff)
+        except RuntimeError:  # the loop is closed
+            self._abort_handoff(ClientClosedError())
+            raise ClientClosedError() from None
+
+    def _append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        """Queue columnar batches (on the loop): the transaction hears of the partition first."""
+        self.accumulator.append_columns(tp, batches)
+        if self._txns is not None:
+            self._txns.on_append(tp)
+        if self.sender is not None:
+            self.sender.wakeup()
+
     def _drain_handoff(self) -> None:
         with self._handoff_lock:
             self._handoff_scheduled = False
@@ -430,17 +469,27 @@ class AsyncProducer:
             return
         while True:
             try:
-                item = self._handoff.popleft()
+                topic, partition, record, reserved, thunk = self._handoff.popleft()
             except IndexError:
                 return
-            self._append(*item)
+            if record is None:
+                assert partition is not None
+                self._append_columns(TopicPartition(topic, partition), thunk)
+            else:
+                self._append(topic, partition, record, reserved, thunk)
 
     def _abort_handoff(self, exc: BaseException) -> None:
         while True:
             try:
-                _topic, _partition, _record, reserved, thunk = self._handoff.popleft()
+                _topic, _partition, record, reserved, thunk = self._handoff.popleft()
             except IndexError:
                 return
+            if record is None:
+                for batch in thunk:
+                    self.pool.release(batch.reserved_bytes)
+                    batch.reserved_bytes = 0
+                    batch.fail(exc)
+                continue
             self.pool.release(reserved)
             thunk(None, exc)
 
