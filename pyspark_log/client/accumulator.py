@@ -207,8 +207,6 @@ class ProducerBatch:
         if self.done:
             return
         self.done = True
-        if self.delivery is not None:
-            self.delivery.batch_done(self, None)
         topic, partition = self.tp.topic, self.tp.partition
         for i, (record, thunk) in enumerate(zip(self.records, self.thunks, strict=True)):
             if thunk is None:
@@ -222,17 +220,17 @@ class ProducerBatch:
         if self.done:
             return
         self.done = True
-        if self.delivery is not None:
-            self.delivery.batch_done(self, exc)
         for thunk in self.thunks:
             if thunk is not None:
                 _call(thunk, None, exc)
-        self._finish()
+        self._finish(exc)
 
-    def _finish(self) -> None:
+    def _finish(self, exc: BaseException | None = None) -> None:
         callbacks, self._done_callbacks = self._done_callbacks, []
         for fn in callbacks:
             fn(self)
+        if self.delivery is not None:  # after the callbacks: buffer.memory is released first
+            self.delivery.batch_done(self, exc)
 
 
 @dataclass(frozen=True, slots=True)
