@@ -41,6 +41,7 @@ _EMPTY = pa.scalar(b"", _BINARY)
 RECORD_OVERHEAD_BYTES = 36
 HEADER_OVERHEAD_BYTES = 10
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_PER_MS = {"us": 1000, "ns": 1_000_000}
 _VARINT_LIMITS = [np.uint64(1) << np.uint64(7 * k) for k in range(1, 10)]
 _Ints = Any  # numpy int64 arrays
 
@@ -78,9 +79,12 @@ def _as_timestamps_ms(array: pa.Array | pa.ChunkedArray | np.ndarray | int, n: i
             array = array.combine_chunks()
         if array.null_count:
             raise ValueError("timestamps must not be null")
+        unit = array.type.unit if pa.types.is_timestamp(array.type) else "ms"
         if pa.types.is_timestamp(array.type):
-            array = array.cast(pa.timestamp("ms", array.type.tz)).cast(pa.int64())
+            array = array.cast(pa.int64())
         out = array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        if unit != "ms":  # floor to whole milliseconds, as the row path does
+            out = out * 1000 if unit == "s" else out // _PER_MS[unit]
     if len(out) != n:
         raise ValueError(f"timestamps have {len(out)} values, expected {n}")
     if n and out.min() < 0:
