@@ -21,18 +21,22 @@ they take sequence numbers, join transactions, linger and retry like ``send()``'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ColumnarSection, ProducerBatch
+from pyspark_log.client.errors import UnknownTopicOrPartitionError
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records import columnar_encode
 from pyspark_log.records.columnar_encode import ArrowRecords
+
+if TYPE_CHECKING:
+    from pyspark_log.client.producer import AsyncProducer
 
 COLUMNS = ("value", "key", "headers", "partition", "timestamp")
 _Ints = Any
@@ -199,3 +203,57 @@ def reservation_groups(batches: Sequence[ProducerBatch], limit_bytes: int) -> li
             groups.append([batch])
             size = batch.reserved_bytes
     return groups
+
+
+def prepare(
+    core: AsyncProducer, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
+) -> tuple[ArrowRecords, _Ints | None, _Ints]:
+    """The records of ``data``, their explicit partitions and size estimates; raises for bad
+    columns and for records above ``max.request.size`` / ``buffer.memory``. Thread-safe."""
+    if not isinstance(topic, str) or not topic:
+        raise TypeError("topic must be a non-empty str")
+    records, explicit = records_of(data, partition=partition, timestamp_ms=timestamp_ms, now_ms=core.clock.wall_ms())
+    estimates = columnar_encode.estimate_bytes(records)
+    if len(records):
+        core.check_record_size(int(estimates.max()))
+    return records, explicit, estimates
+
+
+def groups(
+    core: AsyncProducer,
+    topic: str,
+    records: ArrowRecords,
+    explicit: _Ints | None,
+    estimates: _Ints,
+    *,
+    delivery: ColumnarDelivery,
+) -> Iterator[tuple[TopicPartition, list[ProducerBatch]]]:
+    """Partition and encode the records (the topic's metadata must be known) and yield them as
+    runs of batches per partition, each run reserving at most a quarter of ``buffer.memory``.
+    CPU-heavy: run it off the producer's loop. Thread-safe."""
+    count = core.cluster.metadata.partition_count(topic)
+    if count is None:
+        raise UnknownTopicOrPartitionError(f"the metadata of topic {topic!r} is gone")
+    batch_size = core.accumulator.batch_size_bytes
+    parts = assign_partitions(
+        records,
+        explicit,
+        count,
+        ignore_keys=core.config["partitioner.ignore.keys"],
+        estimates=estimates,
+        batch_size_bytes=batch_size,
+        sticky=lambda previous: core.batch_sticky(topic, count, previous),
+    )
+    chunks = encode_partitions(
+        topic,
+        records,
+        parts,
+        estimates,
+        batch_size_bytes=batch_size,
+        created_ms=core.clock.monotonic_ms(),
+        delivery=delivery,
+    )
+    limit = max(core.pool.total_bytes // 4, 1)
+    for chunk in chunks:
+        for group in reservation_groups(chunk.batches, limit):
+            yield chunk.tp, group

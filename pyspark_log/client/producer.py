@@ -35,12 +35,14 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from pyspark_log.client import columnar_send
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
     BATCH_OVERHEAD_BYTES,
+    ColumnarDelivery,
     ProducerBatch,
     RecordAccumulator,
     Thunk,
@@ -67,6 +69,7 @@ from pyspark_log.client.transactions import ProducerTransactions, TransactionHan
 from pyspark_log.client.txn_manager import TransactionManager, TxnState
 from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord
+from pyspark_log.records.columnar_encode import ArrowRecords
 from pyspark_log.records.compression import CODEC_BY_NAME
 from pyspark_log.wire import ApiKey, KafkaError
 
@@ -138,6 +141,10 @@ class AsyncProducer:
             guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
         )
         self._sticky = StickyPartitioner(self._rng)
+        # The batch API's sticky partitions: chosen off the loop (the caller's thread or an
+        # executor), so they have their own state and lock.
+        self._batch_sticky = StickyPartitioner(self._rng)
+        self._batch_sticky_lock = threading.Lock()
         self.sender: Sender | None = None
         self._backoff = ExponentialBackoff(c["retry.backoff.ms"], c["retry.backoff.max.ms"], rng=self._rng)
         self.txn: TransactionManager | None = None
@@ -370,6 +377,84 @@ class AsyncProducer:
 
         self._append(topic, partition, record, size, thunk)
         return fut
+
+    async def send_batch(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callable[[int | None, BaseException | None], None] | None = None,
+    ) -> asyncio.Future[int]:
+        """Queue many records at once (see the sync ``Producer.send_batch`` for the columns and
+        the semantics); returns a future of the record count. Partitioning and encoding run in
+        the loop's default executor, so the loop keeps serving I/O meanwhile."""
+        self.check_send()
+        loop = asyncio.get_running_loop()
+        records, explicit, estimates = await loop.run_in_executor(
+            None, self.batch_records, topic, data, partition, timestamp_ms
+        )
+        fut: asyncio.Future[int] = loop.create_future()
+        if len(records) == 0:
+            fut.set_result(0)
+            return fut
+        deadline = self._clock.monotonic_ms() + self.max_block_ms
+        if self.cluster.metadata.partition_count(topic) is None:
+            await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        highest = int(explicit.max()) if explicit is not None else None
+        if self.partition_maybe_new(topic, highest):
+            await self.cluster.refresh(self.max_block_ms)
+        self.check_partition(topic, highest)
+
+        def done(n: int | None, exc: BaseException | None) -> None:
+            if not fut.done():
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(n)  # type: ignore[arg-type]
+            if on_delivery is not None:
+                on_delivery(n, exc)
+
+        delivery = ColumnarDelivery(len(records), done)
+        groups = await loop.run_in_executor(
+            None, lambda: list(self.batch_groups(topic, records, explicit, estimates, delivery))
+        )
+        try:
+            for tp, group in groups:
+                size = sum(b.reserved_bytes for b in group)
+                await self._reserve_until(size, deadline)
+                self._check_open()
+                self._append_columns(tp, group)
+        except BaseException as exc:
+            delivery.fail(exc)
+            raise
+        return fut
+
+    async def _reserve_until(self, size: int, deadline_ms: float) -> None:
+        remaining = max(deadline_ms - self._clock.monotonic_ms(), 0.0)
+        if not await self.pool.reserve(size, remaining / 1000.0):
+            raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={self.max_block_ms:.0f}")
+
+    def batch_records(
+        self, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
+    ) -> tuple[ArrowRecords, Any, Any]:
+        """The batch API's records, explicit partitions and size estimates (``columnar_send``)."""
+        return columnar_send.prepare(self, topic, data, partition, timestamp_ms)
+
+    def batch_groups(
+        self, topic: str, records: ArrowRecords, explicit: Any, estimates: Any, delivery: ColumnarDelivery
+    ) -> Iterator[tuple[TopicPartition, list[ProducerBatch]]]:
+        """The batch API's encoded batches in runs per partition (``columnar_send.groups``)."""
+        return columnar_send.groups(self, topic, records, explicit, estimates, delivery=delivery)
+
+    def batch_sticky(self, topic: str, count: int, previous: int | None) -> int:
+        """The batch API's sticky partition of ``topic`` (``previous``: move on from it). Thread-safe."""
+        with self._batch_sticky_lock:
+            available = self.cluster.metadata.available_partitions(topic)
+            if previous is None:
+                return self._batch_sticky.partition(topic, count, available)
+            return self._batch_sticky.on_new_batch(topic, count, available, previous)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> RecordMetadata:
         fut = await self.send(topic, value, key, **kwargs)

@@ -20,11 +20,9 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pyspark_log.client import columnar_send
 from pyspark_log.client.accumulator import ColumnarDelivery
 from pyspark_log.client.admin import (
     AlterConfigOp,
@@ -42,7 +40,6 @@ from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, K
 from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
-from pyspark_log.client.partitioner import StickyPartitioner
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
@@ -52,7 +49,6 @@ from pyspark_log.client.types import (
     RecordMetadata,
     TopicPartition,
 )
-from pyspark_log.records import columnar_encode
 
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
@@ -64,8 +60,6 @@ class Producer(_SyncClient):
 
     def __init__(self, config: Mapping[str, Any], **core_kwargs: Any) -> None:
         super().__init__("pylog-producer")
-        self._sticky = StickyPartitioner()  # the batch API's sticky partitions (its own state)
-        self._sticky_lock = threading.Lock()
         try:
             self._core = AsyncProducer(config, **core_kwargs)
             self._run(self._core.start(), _wait_s(self._core.max_block_ms, 0))
@@ -144,50 +138,23 @@ class Producer(_SyncClient):
         keys), idempotence and transactions, compression, ``batch.size`` (batches are cut at it)
         and ``linger.ms`` (a partition's last, unfull batch lingers), ``max.request.size``, and
         back-pressure (``buffer.memory`` is reserved a few batches at a time, blocking up to
-        ``max.block.ms``). Encoding happens on the calling thread, in bulk. If reserving memory
+        ``max.block.ms``). Partitioning and encoding happen on the calling thread, in bulk. If reserving memory
         times out part-way, the batches queued before stay queued and the future fails."""
         core = self._core
         if self._closed:
             raise ClientClosedError("the producer is closed")
         core.check_send()
-        if not isinstance(topic, str) or not topic:
-            raise TypeError("topic must be a non-empty str")
-        records, explicit = columnar_send.records_of(
-            data, partition=partition, timestamp_ms=timestamp_ms, now_ms=core.clock.wall_ms()
-        )
+        records, explicit, estimates = core.batch_records(topic, data, partition, timestamp_ms)
         fut: DeliveryFuture[int] = DeliveryFuture()
         if len(records) == 0:
             fut.set_result(0)
             return fut
-        estimates = columnar_encode.estimate_bytes(records)
-        core.check_record_size(int(estimates.max()))
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
         highest = int(explicit.max()) if explicit is not None else None
         if core.partition_maybe_new(topic, highest):
             self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
         core.check_partition(topic, highest)
-        count = core.cluster.metadata.partition_count(topic)
-        if count is None:
-            raise ClientClosedError(f"the metadata of topic {topic!r} vanished")
-        batch_size = core.accumulator.batch_size_bytes
-
-        def sticky(previous: int | None) -> int:
-            with self._sticky_lock:
-                available = core.cluster.metadata.available_partitions(topic)
-                if previous is None:
-                    return self._sticky.partition(topic, count, available)
-                return self._sticky.on_new_batch(topic, count, available, previous)
-
-        parts = columnar_send.assign_partitions(
-            records,
-            explicit,
-            count,
-            ignore_keys=core.config["partitioner.ignore.keys"],
-            estimates=estimates,
-            batch_size_bytes=batch_size,
-            sticky=sticky,
-        )
 
         def done(n: int | None, exc: BaseException | None) -> None:
             if exc is not None:
@@ -198,26 +165,15 @@ class Producer(_SyncClient):
                 on_delivery(n, exc)
 
         delivery = ColumnarDelivery(len(records), done)
-        by_partition = columnar_send.encode_partitions(
-            topic,
-            records,
-            parts,
-            estimates,
-            batch_size_bytes=batch_size,
-            created_ms=core.clock.monotonic_ms(),
-            delivery=delivery,
-        )
-        limit = max(core.pool.total_bytes // 4, 1)
         try:
-            for chunk in by_partition:
-                for group in columnar_send.reservation_groups(chunk.batches, limit):
-                    size = sum(b.reserved_bytes for b in group)
-                    self._reserve(size)
-                    try:
-                        core.enqueue_columns_threadsafe(chunk.tp, group)
-                    except BaseException:
-                        core.pool.release(size)
-                        raise
+            for tp, group in core.batch_groups(topic, records, explicit, estimates, delivery):
+                size = sum(b.reserved_bytes for b in group)
+                self._reserve(size)
+                try:
+                    core.enqueue_columns_threadsafe(tp, group)
+                except BaseException:
+                    core.pool.release(size)
+                    raise
         except BaseException as exc:
             delivery.fail(exc)
             raise
