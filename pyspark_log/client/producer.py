@@ -506,10 +506,19 @@ class AsyncProducer:
     # -- the sync facade's path: records from other threads ------------------------------------
 
     def enqueue_threadsafe(
-        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+        self,
+        topic: str,
+        partition: int | None,
+        record: ProducerRecord,
+        reserved: int,
+        thunk: Thunk,
+        *,
+        checked: bool = False,
     ) -> None:
-        """Queue a record from a non-loop thread (memory already reserved); drained in order."""
-        self.check_send()
+        """Queue a record from a non-loop thread (memory already reserved); drained in order.
+        ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
+        if not checked:
+            self.check_send()
         assert self._loop is not None
         with self._handoff_lock:
             self._handoff.append((topic, partition, record, reserved, thunk))

@@ -92,9 +92,10 @@ class Producer(_SyncClient):
         )
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
-        if core.partition_maybe_new(topic, partition):
-            self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
-        core.check_partition(topic, partition)
+        if partition is not None:
+            if core.partition_maybe_new(topic, partition):
+                self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
+            core.check_partition(topic, partition)
         if not core.pool.try_reserve(size):
             if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
                 raise BufferExhaustedError("buffer.memory is full and send() ran on the I/O thread")
@@ -113,7 +114,7 @@ class Producer(_SyncClient):
                 on_delivery(meta, exc)
 
         try:
-            core.enqueue_threadsafe(topic, partition, record, size, thunk)
+            core.enqueue_threadsafe(topic, partition, record, size, thunk, checked=True)
         except BaseException:
             core.pool.release(size)
             raise
