@@ -36,9 +36,8 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark_log.client import columnar_send
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
     BATCH_OVERHEAD_BYTES,
@@ -69,9 +68,11 @@ from pyspark_log.client.transactions import ProducerTransactions, TransactionHan
 from pyspark_log.client.txn_manager import TransactionManager, TxnState
 from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord
-from pyspark_log.records.columnar_encode import ArrowRecords
 from pyspark_log.records.compression import CODEC_BY_NAME
 from pyspark_log.wire import ApiKey, KafkaError
+
+if TYPE_CHECKING:
+    from pyspark_log.records.columnar_encode import ArrowRecords
 
 log = logging.getLogger(__name__)
 
@@ -440,12 +441,16 @@ class AsyncProducer:
         self, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
     ) -> tuple[ArrowRecords, Any, Any]:
         """The batch API's records, explicit partitions and size estimates (``columnar_send``)."""
+        from pyspark_log.client import columnar_send  # pyarrow: imported on first use
+
         return columnar_send.prepare(self, topic, data, partition, timestamp_ms)
 
     def batch_groups(
         self, topic: str, records: ArrowRecords, explicit: Any, estimates: Any, delivery: ColumnarDelivery
     ) -> Iterator[tuple[TopicPartition, list[ProducerBatch]]]:
         """The batch API's encoded batches in runs per partition (``columnar_send.groups``)."""
+        from pyspark_log.client import columnar_send
+
         return columnar_send.groups(self, topic, records, explicit, estimates, delivery=delivery)
 
     def batch_sticky(self, topic: str, count: int, previous: int | None) -> int:
