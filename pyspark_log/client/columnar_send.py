@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,27 @@ from pyspark_log.records import columnar_encode
 from pyspark_log.records.columnar_encode import ArrowRecords
 
 if TYPE_CHECKING:
-    from pyspark_log.client.producer import AsyncProducer
+    from pyspark_log.client.bufferpool import BufferPool
+    from pyspark_log.client.clock import Clock
+    from pyspark_log.client.cluster import Cluster
+
+
+class ProducerCore(Protocol):
+    """What the batch API needs of ``AsyncProducer`` (a protocol: no import cycle)."""
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def pool(self) -> BufferPool: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def batch_size_bytes(self) -> int: ...
+    def check_record_size(self, size: int) -> None: ...
+    def batch_sticky(self, topic: str, count: int, previous: int | None) -> int: ...
+
 
 COLUMNS = ("value", "key", "headers", "partition", "timestamp")
 _Ints = Any
@@ -206,7 +226,7 @@ def reservation_groups(batches: Sequence[ProducerBatch], limit_bytes: int) -> li
 
 
 def prepare(
-    core: AsyncProducer, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
+    core: ProducerCore, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
 ) -> tuple[ArrowRecords, _Ints | None, _Ints]:
     """The records of ``data``, their explicit partitions and size estimates; raises for bad
     columns and for records above ``max.request.size`` / ``buffer.memory``. Thread-safe."""
@@ -220,7 +240,7 @@ def prepare(
 
 
 def groups(
-    core: AsyncProducer,
+    core: ProducerCore,
     topic: str,
     records: ArrowRecords,
     explicit: _Ints | None,
@@ -234,7 +254,7 @@ def groups(
     count = core.cluster.metadata.partition_count(topic)
     if count is None:
         raise UnknownTopicOrPartitionError(f"the metadata of topic {topic!r} is gone")
-    batch_size = core.accumulator.batch_size_bytes
+    batch_size = core.batch_size_bytes
     parts = assign_partitions(
         records,
         explicit,

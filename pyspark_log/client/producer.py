@@ -173,6 +173,10 @@ class AsyncProducer:
     def clock(self) -> Clock:
         return self._clock
 
+    @property
+    def batch_size_bytes(self) -> int:
+        return self.accumulator.batch_size_bytes
+
     async def start(self) -> AsyncProducer:
         if self._started:
             return self
