@@ -12,9 +12,12 @@ For each value size a broker is filled through Spark and read back, in a local S
 * ``stream write``  ``readStream.format("pylog")`` of that topic → ``writeStream.format("pylog")``
                     into another topic with Trigger.AvailableNow (a topic → topic pipeline: its
                     time includes reading);
-* ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``.
+* ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``;
+* ``generate``      the batch write's DataFrame → ``write.format("noop")``: what Spark alone costs
+                    to make the rows (for context; not part of the ratios).
 
-Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and the
+A warm-up round of 20,000 rows runs first (JVM, Python workers, the transaction coordinator's
+topic). Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and the
 ratios batch write / read and stream write / read. Which writer ran (Arrow or rows) is printed
 too. ``BENCH_EXTRA="k=v,..."`` adds sink options (e.g. ``kafka.linger.ms=20``). Figures only.
 """
@@ -28,6 +31,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -47,10 +51,21 @@ def create(servers: str, partitions: int) -> str:
     return name
 
 
-def batch_write(spark: SparkSession, servers: str, topic: str, rows: int, size: int) -> float:
-    df = spark.range(0, rows, 1, 2).selectExpr(
+def rows_df(spark: SparkSession, rows: int, size: int) -> Any:
+    return spark.range(0, rows, 1, 2).selectExpr(
         "CAST(id AS STRING) AS key", f"CAST(rpad(CAST(id AS STRING), {size}, 'x') AS BINARY) AS value"
     )
+
+
+def generate(spark: SparkSession, rows: int, size: int) -> float:
+    df = rows_df(spark, rows, size)
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def batch_write(spark: SparkSession, servers: str, topic: str, rows: int, size: int) -> float:
+    df = rows_df(spark, rows, size)
     start = time.perf_counter()
     df.write.format("pylog").mode("append").option("bootstrap.servers", servers).option("topic", topic).options(
         **EXTRA
@@ -126,6 +141,10 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pylog-bench-write-"))
     with EmbeddedBroker(work / "broker") as broker:
         servers = broker.bootstrap_servers
+        warm = create(servers, args.partitions)
+        batch_write(spark, servers, warm, 20_000, 100)
+        stream_write(spark, servers, warm, create(servers, args.partitions), work / "chk-warm-up")
+        read(spark, servers, warm)
         for size in (int(s) for s in args.sizes.split(",")):
             best: dict[str, float] = {}
             for i in range(args.repeat):
@@ -135,12 +154,13 @@ def main() -> None:
                 second = create(servers, args.partitions)
                 timings["stream write"] = stream_write(spark, servers, first, second, work / f"chk-{size}-{i}")
                 timings["read"] = read(spark, servers, first)
+                timings["generate"] = generate(spark, args.rows, size)
                 for label, seconds in timings.items():
                     best[label] = min(best.get(label, float("inf")), seconds)
             read_rate = args.rows / best["read"]
             for label, seconds in best.items():
                 rate = args.rows / seconds
-                ratio = "" if label == "read" else f"{rate / read_rate:7.2f}"
+                ratio = "" if label in {"read", "generate"} else f"{rate / read_rate:7.2f}"
                 print(
                     f"{size:>5}B {label:>13} {rate:>12,.0f} {rate * size / 1e6:>8.1f} {seconds:>8.2f} {ratio:>7}",
                     flush=True,
