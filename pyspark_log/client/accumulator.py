@@ -307,6 +307,10 @@ class AppendResult:
     new_batch_created: bool
 
 
+_APPENDED = AppendResult(True, False, False)
+_APPENDED_FULL = AppendResult(True, True, False)
+
+
 @dataclass(frozen=True, slots=True)
 class ReadyCheck:
     ready_nodes: frozenset[int]
@@ -355,13 +359,16 @@ class RecordAccumulator:
         *,
         reserved_bytes: int = 0,
         abort_on_new_batch: bool = False,
+        size_bytes: int | None = None,
     ) -> AppendResult:
-        size = estimate_record_bytes(record)
+        """Append ``record`` to ``tp``'s open batch or a new one. ``size_bytes`` is the record's
+        ``estimate_record_bytes`` when the caller has it already."""
+        size = estimate_record_bytes(record) if size_bytes is None else size_bytes
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         if queue and queue[-1].try_append(record, size, reserved_bytes, thunk):
-            return AppendResult(True, len(queue) > 1 or queue[-1].is_full, False)
+            return _APPENDED_FULL if len(queue) > 1 or queue[-1].is_full else _APPENDED
         if abort_on_new_batch:
             return AppendResult(False, False, False)
         batch = ProducerBatch(tp, now_ms, self.batch_size_bytes)

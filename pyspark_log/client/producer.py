@@ -481,18 +481,20 @@ class AsyncProducer:
         now = self._clock.monotonic_ms()
         if partition is not None:
             tp = TopicPartition(topic, partition)
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         elif record.key is not None and not self._ignore_keys:
             tp = TopicPartition(topic, partition_for_key(record.key, count))
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         else:
             p = self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
             tp = TopicPartition(topic, p)
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True)
+            result = self.accumulator.append(
+                tp, record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True, size_bytes=reserved
+            )
             if not result.appended:
                 p = self._sticky.on_new_batch(topic, count, meta.available_partitions(topic), p)
                 tp = TopicPartition(topic, p)
-                result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+                result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         if self._txns is not None:
             self._txns.on_append(tp)
         if (result.batch_is_full or result.new_batch_created) and self.sender is not None:
