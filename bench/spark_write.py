@@ -19,8 +19,9 @@ For each value size a broker is filled through Spark and read back, in a local S
 A warm-up round of 20,000 rows runs first (JVM, Python workers, the transaction coordinator's
 topic). Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and the
 ratios batch write / read and stream write / read, and for the batch write the ratio without
-Spark's cost of making the rows (``net``: rows / (write - generate) seconds, over read). Which writer ran (Arrow or rows) is printed
-too. ``BENCH_EXTRA="k=v,..."`` adds sink options (e.g. ``kafka.linger.ms=20``). Figures only.
+Spark's cost of making the rows (``net``: rows / (write - generate) seconds, over read). Which
+writer ran (Arrow or rows) is printed too. ``BENCH_EXTRA="k=v,..."`` adds sink options (e.g.
+``kafka.linger.ms=20``). Figures only.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def main() -> None:
                 net = ""
                 if label == "batch write" and seconds > best["generate"]:
                     net = f"{args.rows / (seconds - best['generate']) / read_rate:9.2f}"
+                mb_s = rate * size / 1e6
                 print(
-                    f"{size:>5}B {label:>13} {rate:>12,.0f} {rate * size / 1e6:>8.1f} {seconds:>8.2f} {ratio:>7} {net:>9}",
+                    f"{size:>5}B {label:>13} {rate:>12,.0f} {mb_s:>8.1f} {seconds:>8.2f} {ratio:>7} {net:>9}",
                     flush=True,
                 )
     spark.stop()
