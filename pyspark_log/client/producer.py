@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
     BATCH_OVERHEAD_BYTES,
+    RECORD_OVERHEAD_BYTES,
     ColumnarDelivery,
     ProducerBatch,
     RecordAccumulator,
@@ -323,9 +324,17 @@ class AsyncProducer:
         ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
         if ts < 0:
             raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
-        record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
-        size = estimate_record_bytes(record)
-        self.check_record_size(size)
+        if not headers and (value is None or type(value) is bytes) and (key is None or type(key) is bytes):
+            # the common case, without the conversions (same record and size as below)
+            size = (
+                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            )
+            record = ProducerRecord(key, value, ts)
+        else:
+            record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
+            size = estimate_record_bytes(record)
+        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes or size > self.pool.total_bytes:
+            self.check_record_size(size)
         return record, size
 
     def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
