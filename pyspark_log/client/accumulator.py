@@ -22,6 +22,12 @@ head of its queue and is not sendable before its backoff (``retry.backoff.ms`` d
 
 Memory: each record reserves its size estimate from the producer's buffer pool before it is
 appended; a batch gives its reservation back (``release``) when it completes or fails.
+
+Columnar batches (``append_columns``, the producer's batch API): batches whose records section
+was encoded from Arrow columns before it reached the loop (``columnar_encode.py``). They queue,
+linger, drain, take sequence numbers, retry, split and expire like any other batch; only their
+bytes are made differently (header, compression and CRC at drain time, as for the others) and
+their completion goes to one ``ColumnarDelivery`` per batch-API call instead of per-record thunks.
 """
 
 from __future__ import annotations
@@ -30,13 +36,16 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
-from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_section
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+
+if TYPE_CHECKING:
+    from pyspark_log.records.columnar_encode import ArrowRecords
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +77,9 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "closed",
+        "columns",
         "created_ms",
+        "delivery",
         "done",
         "encoded",
         "last_attempt_ms",
@@ -78,6 +89,7 @@ class ProducerBatch:
         "records",
         "reserved_bytes",
         "retry_at_ms",
+        "section",
         "sequence_reset",
         "size_bytes",
         "thunks",
@@ -105,9 +117,41 @@ class ProducerBatch:
         self.transactional = False
         self.sequence_reset = False
         self._done_callbacks: list[Callable[[ProducerBatch], None]] = []
+        # Columnar batches only: the encoded records section, its rows (kept for a split) and
+        # where its completion goes.
+        self.section: ColumnarSection | None = None
+        self.columns: ArrowRecords | None = None
+        self.delivery: ColumnarDelivery | None = None
+
+    @classmethod
+    def columnar(
+        cls,
+        tp: TopicPartition,
+        created_ms: float,
+        max_bytes: int,
+        *,
+        section: ColumnarSection,
+        columns: ArrowRecords,
+        size_bytes: int,
+        delivery: ColumnarDelivery,
+    ) -> ProducerBatch:
+        """A closed batch of already encoded records (``send()`` records never join it). It
+        holds ``size_bytes`` (the records' estimates) of ``buffer.memory``, reserved by the caller."""
+        batch = cls(tp, created_ms, max_bytes)
+        batch.section = section
+        batch.columns = columns
+        batch.delivery = delivery
+        batch.size_bytes = BATCH_OVERHEAD_BYTES + size_bytes
+        batch.reserved_bytes = size_bytes
+        batch.closed = True
+        return batch
 
     def __repr__(self) -> str:
-        return f"ProducerBatch({self.tp}, records={len(self.records)}, attempts={self.attempts})"
+        return f"ProducerBatch({self.tp}, records={self.record_count}, attempts={self.attempts})"
+
+    @property
+    def record_count(self) -> int:
+        return self.section.count if self.section is not None else len(self.records)
 
     @property
     def is_full(self) -> bool:
@@ -128,6 +172,19 @@ class ProducerBatch:
 
     def encode(self, codec: int) -> bytes:
         """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across retries."""
+        if self.encoded is None and self.section is not None:
+            sec = self.section
+            self.encoded = encode_batch_section(
+                sec.data,
+                sec.count,
+                base_timestamp=sec.base_timestamp,
+                max_timestamp=sec.max_timestamp,
+                codec=codec,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+                transactional=self.transactional,
+            )
         if self.encoded is None:
             self.encoded = encode_batch(
                 self.records,
@@ -166,15 +223,59 @@ class ProducerBatch:
         for thunk in self.thunks:
             if thunk is not None:
                 _call(thunk, None, exc)
-        self._finish()
+        self._finish(exc)
 
-    def _finish(self) -> None:
+    def _finish(self, exc: BaseException | None = None) -> None:
         callbacks, self._done_callbacks = self._done_callbacks, []
         for fn in callbacks:
             fn(self)
+        if self.delivery is not None:  # after the callbacks: buffer.memory is released first
+            self.delivery.batch_done(self, exc)
 
 
-def _call(thunk: Thunk, metadata: RecordMetadata | None, exc: BaseException | None) -> None:
+@dataclass(frozen=True, slots=True)
+class ColumnarSection:
+    """An encoded records section (offset deltas from 0) and what its batch header needs."""
+
+    data: bytes | memoryview
+    count: int
+    base_timestamp: int
+    max_timestamp: int
+
+
+class ColumnarDelivery:
+    """The completion of one batch-API call: ``callback(records, None)`` once every record it
+    queued is acknowledged, or ``callback(None, exc)`` at the first failed batch. Runs on the
+    producer's loop; a split batch's halves count their own records."""
+
+    __slots__ = ("_callback", "_done", "_pending", "records")
+
+    def __init__(self, records: int, callback: Callable[[int | None, BaseException | None], None]) -> None:
+        self.records = records
+        self._pending = records
+        self._callback = callback
+        self._done = False
+
+    def batch_done(self, batch: ProducerBatch, exc: BaseException | None) -> None:
+        if self._done:
+            return
+        if exc is not None:
+            self._done = True
+            _call(self._callback, None, exc)
+            return
+        self._pending -= batch.record_count
+        if self._pending <= 0:
+            self._done = True
+            _call(self._callback, self.records, None)
+
+    def fail(self, exc: BaseException) -> None:
+        """Fail before any batch was queued (or for records that never were)."""
+        if not self._done:
+            self._done = True
+            _call(self._callback, None, exc)
+
+
+def _call(thunk: Callable[[Any, BaseException | None], None], metadata: Any, exc: BaseException | None) -> None:
     try:
         thunk(metadata, exc)
     except Exception:
@@ -204,6 +305,10 @@ class AppendResult:
     appended: bool
     batch_is_full: bool
     new_batch_created: bool
+
+
+_APPENDED = AppendResult(True, False, False)
+_APPENDED_FULL = AppendResult(True, True, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,13 +359,16 @@ class RecordAccumulator:
         *,
         reserved_bytes: int = 0,
         abort_on_new_batch: bool = False,
+        size_bytes: int | None = None,
     ) -> AppendResult:
-        size = estimate_record_bytes(record)
+        """Append ``record`` to ``tp``'s open batch or a new one. ``size_bytes`` is the record's
+        ``estimate_record_bytes`` when the caller has it already."""
+        size = estimate_record_bytes(record) if size_bytes is None else size_bytes
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         if queue and queue[-1].try_append(record, size, reserved_bytes, thunk):
-            return AppendResult(True, len(queue) > 1 or queue[-1].is_full, False)
+            return _APPENDED_FULL if len(queue) > 1 or queue[-1].is_full else _APPENDED
         if abort_on_new_batch:
             return AppendResult(False, False, False)
         batch = ProducerBatch(tp, now_ms, self.batch_size_bytes)
@@ -269,6 +377,17 @@ class RecordAccumulator:
         queue.append(batch)
         self._incomplete.add(batch)
         return AppendResult(True, len(queue) > 1 or batch.is_full, True)
+
+    def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        """Queue columnar batches (``ProducerBatch.columnar``) of ``tp`` behind what is queued.
+        Each holds its own ``reserved_bytes`` of ``buffer.memory``, released when it completes."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        for batch in batches:
+            batch.add_done_callback(self._on_batch_done)
+            queue.append(batch)
+            self._incomplete.add(batch)
 
     def _on_batch_done(self, batch: ProducerBatch) -> None:
         self._incomplete.discard(batch)
@@ -373,22 +492,13 @@ class RecordAccumulator:
     def split_and_reenqueue(self, batch: ProducerBatch, now_ms: float) -> int:
         """Split a batch the broker found too large into halves, queued at the head; returns how
         many batches it became (1 = could not split)."""
-        if len(batch.records) < 2:
+        if batch.record_count < 2:
             return 1
-        half = len(batch.records) // 2
-        parts = []
-        for lo, hi in ((0, half), (half, len(batch.records))):
-            part = ProducerBatch(batch.tp, batch.created_ms, batch.max_bytes)
-            for record, thunk in zip(batch.records[lo:hi], batch.thunks[lo:hi], strict=True):
-                part.records.append(record)
-                part.thunks.append(thunk)
-                part.size_bytes += estimate_record_bytes(record)
-            part.attempts = batch.attempts
-            part.add_done_callback(self._on_batch_done)
-            parts.append(part)
+        parts = self._split_columnar(batch) if batch.columns is not None else self._split_records(batch)
         parts[0].reserved_bytes = batch.reserved_bytes
         batch.reserved_bytes = 0
         batch.thunks = [None] * len(batch.records)
+        batch.delivery = None  # the parts deliver its records
         if self.sequencer is not None:
             self.sequencer.on_split(batch, parts)
         batch.fail(RuntimeError("split"))  # no callbacks left: only marks it done
@@ -400,6 +510,49 @@ class RecordAccumulator:
         if self._guarantee_order:
             self._muted.discard(batch.tp)
         return 2
+
+    def _split_columnar(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        from pyspark_log.records import columnar_encode
+
+        assert batch.columns is not None
+        assert batch.delivery is not None
+        parts = []
+        half = batch.record_count // 2
+        for lo, hi in ((0, half), (half, batch.record_count)):
+            rows = batch.columns.slice(lo, hi)
+            sections = columnar_encode.encode_sections(rows, [0, hi - lo])
+            section = ColumnarSection(
+                sections.section(0), hi - lo, int(sections.base_timestamp[0]), int(sections.max_timestamp[0])
+            )
+            size = int(columnar_encode.estimate_bytes(rows).sum())
+            part = ProducerBatch.columnar(
+                batch.tp,
+                batch.created_ms,
+                batch.max_bytes,
+                section=section,
+                columns=rows,
+                size_bytes=size,
+                delivery=batch.delivery,
+            )
+            part.reserved_bytes = 0  # the parent's reservation moves to the first part
+            part.attempts = batch.attempts
+            part.add_done_callback(self._on_batch_done)
+            parts.append(part)
+        return parts
+
+    def _split_records(self, batch: ProducerBatch) -> list[ProducerBatch]:
+        half = len(batch.records) // 2
+        parts = []
+        for lo, hi in ((0, half), (half, len(batch.records))):
+            part = ProducerBatch(batch.tp, batch.created_ms, batch.max_bytes)
+            for record, thunk in zip(batch.records[lo:hi], batch.thunks[lo:hi], strict=True):
+                part.records.append(record)
+                part.thunks.append(thunk)
+                part.size_bytes += estimate_record_bytes(record)
+            part.attempts = batch.attempts
+            part.add_done_callback(self._on_batch_done)
+            parts.append(part)
+        return parts
 
     def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
         """Remove and return queued (not in-flight) batches older than ``delivery.timeout.ms``."""

@@ -23,7 +23,8 @@ class BufferPool:
     def __init__(self, total_bytes: int) -> None:
         self.total_bytes = total_bytes
         self._available = total_bytes
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._thread_waiters = 0
         self._loop_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
@@ -35,7 +36,7 @@ class BufferPool:
         return self._thread_waiters > 0 or bool(self._loop_waiters)
 
     def try_reserve(self, n: int) -> bool:
-        with self._cond:
+        with self._lock:  # the condition's lock, entered without Condition's Python-level wrapper
             if self._available >= n:
                 self._available -= n
                 return True

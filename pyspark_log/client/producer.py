@@ -35,11 +35,19 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client import config as cfg
-from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, RecordAccumulator, Thunk, estimate_record_bytes
+from pyspark_log.client.accumulator import (
+    BATCH_OVERHEAD_BYTES,
+    RECORD_OVERHEAD_BYTES,
+    ColumnarDelivery,
+    ProducerBatch,
+    RecordAccumulator,
+    Thunk,
+    estimate_record_bytes,
+)
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
@@ -63,6 +71,9 @@ from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord
 from pyspark_log.records.compression import CODEC_BY_NAME
 from pyspark_log.wire import ApiKey, KafkaError
+
+if TYPE_CHECKING:
+    from pyspark_log.records.columnar_encode import ArrowRecords
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +143,10 @@ class AsyncProducer:
             guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
         )
         self._sticky = StickyPartitioner(self._rng)
+        # The batch API's sticky partitions: chosen off the loop (the caller's thread or an
+        # executor), so they have their own state and lock.
+        self._batch_sticky = StickyPartitioner(self._rng)
+        self._batch_sticky_lock = threading.Lock()
         self.sender: Sender | None = None
         self._backoff = ExponentialBackoff(c["retry.backoff.ms"], c["retry.backoff.max.ms"], rng=self._rng)
         self.txn: TransactionManager | None = None
@@ -147,12 +162,21 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        self._handoff: deque[tuple[str, int | None, ProducerRecord, int, Thunk]] = deque()
+        # A columnar item is ``(topic, None, None, 0, batches)`` (the batch API's encoded batches).
+        self._handoff: deque[tuple[str, int | None, ProducerRecord | None, int, Any]] = deque()
         self._handoff_lock = threading.Lock()
         self._handoff_scheduled = False
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def batch_size_bytes(self) -> int:
+        return self.accumulator.batch_size_bytes
 
     async def start(self) -> AsyncProducer:
         if self._started:
@@ -271,6 +295,17 @@ class AsyncProducer:
 
     # -- send ----------------------------------------------------------------------------------
 
+    def check_record_size(self, size: int) -> None:
+        """``RecordTooLargeError`` for a record whose size estimate exceeds the limits."""
+        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
+            )
+        if size > self.pool.total_bytes:
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
+            )
+
     def prepare(
         self,
         topic: str,
@@ -289,16 +324,17 @@ class AsyncProducer:
         ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
         if ts < 0:
             raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
-        record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
-        size = estimate_record_bytes(record)
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
+        if not headers and (value is None or type(value) is bytes) and (key is None or type(key) is bytes):
+            # the common case, without the conversions (same record and size as below)
+            size = (
+                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
-        if size > self.pool.total_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
-            )
+            record = ProducerRecord(key, value, ts)
+        else:
+            record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
+            size = estimate_record_bytes(record)
+        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes or size > self.pool.total_bytes:
+            self.check_record_size(size)
         return record, size
 
     def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
@@ -356,6 +392,88 @@ class AsyncProducer:
         self._append(topic, partition, record, size, thunk)
         return fut
 
+    async def send_batch(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callable[[int | None, BaseException | None], None] | None = None,
+    ) -> asyncio.Future[int]:
+        """Queue many records at once (see the sync ``Producer.send_batch`` for the columns and
+        the semantics); returns a future of the record count. Partitioning and encoding run in
+        the loop's default executor, so the loop keeps serving I/O meanwhile."""
+        self.check_send()
+        loop = asyncio.get_running_loop()
+        records, explicit, estimates = await loop.run_in_executor(
+            None, self.batch_records, topic, data, partition, timestamp_ms
+        )
+        fut: asyncio.Future[int] = loop.create_future()
+        if len(records) == 0:
+            fut.set_result(0)
+            return fut
+        deadline = self._clock.monotonic_ms() + self.max_block_ms
+        if self.cluster.metadata.partition_count(topic) is None:
+            await self.cluster.wait_for_topic(topic, self.max_block_ms)
+        highest = int(explicit.max()) if explicit is not None else None
+        if self.partition_maybe_new(topic, highest):
+            await self.cluster.refresh(self.max_block_ms)
+        self.check_partition(topic, highest)
+
+        def done(n: int | None, exc: BaseException | None) -> None:
+            if not fut.done():
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(n)  # type: ignore[arg-type]
+            if on_delivery is not None:
+                on_delivery(n, exc)
+
+        delivery = ColumnarDelivery(len(records), done)
+        groups = await loop.run_in_executor(
+            None, lambda: list(self.batch_groups(topic, records, explicit, estimates, delivery))
+        )
+        try:
+            for tp, group in groups:
+                size = sum(b.reserved_bytes for b in group)
+                await self._reserve_until(size, deadline)
+                self._check_open()
+                self._append_columns(tp, group)
+        except BaseException as exc:
+            delivery.fail(exc)
+            raise
+        return fut
+
+    async def _reserve_until(self, size: int, deadline_ms: float) -> None:
+        remaining = max(deadline_ms - self._clock.monotonic_ms(), 0.0)
+        if not await self.pool.reserve(size, remaining / 1000.0):
+            raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={self.max_block_ms:.0f}")
+
+    def batch_records(
+        self, topic: str, data: Any, partition: int | None, timestamp_ms: int | None
+    ) -> tuple[ArrowRecords, Any, Any]:
+        """The batch API's records, explicit partitions and size estimates (``columnar_send``)."""
+        from pyspark_log.client import columnar_send  # pyarrow: imported on first use
+
+        return columnar_send.prepare(self, topic, data, partition, timestamp_ms)
+
+    def batch_groups(
+        self, topic: str, records: ArrowRecords, explicit: Any, estimates: Any, delivery: ColumnarDelivery
+    ) -> Iterator[tuple[TopicPartition, list[ProducerBatch]]]:
+        """The batch API's encoded batches in runs per partition (``columnar_send.groups``)."""
+        from pyspark_log.client import columnar_send
+
+        return columnar_send.groups(self, topic, records, explicit, estimates, delivery=delivery)
+
+    def batch_sticky(self, topic: str, count: int, previous: int | None) -> int:
+        """The batch API's sticky partition of ``topic`` (``previous``: move on from it). Thread-safe."""
+        with self._batch_sticky_lock:
+            available = self.cluster.metadata.available_partitions(topic)
+            if previous is None:
+                return self._batch_sticky.partition(topic, count, available)
+            return self._batch_sticky.on_new_batch(topic, count, available, previous)
+
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> RecordMetadata:
         fut = await self.send(topic, value, key, **kwargs)
         return await fut
@@ -372,18 +490,20 @@ class AsyncProducer:
         now = self._clock.monotonic_ms()
         if partition is not None:
             tp = TopicPartition(topic, partition)
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         elif record.key is not None and not self._ignore_keys:
             tp = TopicPartition(topic, partition_for_key(record.key, count))
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         else:
             p = self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
             tp = TopicPartition(topic, p)
-            result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True)
+            result = self.accumulator.append(
+                tp, record, thunk, now, reserved_bytes=reserved, abort_on_new_batch=True, size_bytes=reserved
+            )
             if not result.appended:
                 p = self._sticky.on_new_batch(topic, count, meta.available_partitions(topic), p)
                 tp = TopicPartition(topic, p)
-                result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved)
+                result = self.accumulator.append(tp, record, thunk, now, reserved_bytes=reserved, size_bytes=reserved)
         if self._txns is not None:
             self._txns.on_append(tp)
         if (result.batch_is_full or result.new_batch_created) and self.sender is not None:
@@ -406,10 +526,19 @@ class AsyncProducer:
     # -- the sync facade's path: records from other threads ------------------------------------
 
     def enqueue_threadsafe(
-        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+        self,
+        topic: str,
+        partition: int | None,
+        record: ProducerRecord,
+        reserved: int,
+        thunk: Thunk,
+        *,
+        checked: bool = False,
     ) -> None:
-        """Queue a record from a non-loop thread (memory already reserved); drained in order."""
-        self.check_send()
+        """Queue a record from a non-loop thread (memory already reserved); drained in order.
+        ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
+        if not checked:
+            self.check_send()
         assert self._loop is not None
         with self._handoff_lock:
             self._handoff.append((topic, partition, record, reserved, thunk))
@@ -422,6 +551,30 @@ class AsyncProducer:
             self._abort_handoff(ClientClosedError())
             raise ClientClosedError() from None
 
+    def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
+        ``buffer.memory`` already reserved), in order with records from ``send()``."""
+        self.check_send()
+        assert self._loop is not None
+        with self._handoff_lock:
+            self._handoff.append((tp.topic, tp.partition, None, 0, batches))
+            if self._handoff_scheduled:
+                return
+            self._handoff_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain_handoff)
+        except RuntimeError:  # the loop is closed
+            self._abort_handoff(ClientClosedError())
+            raise ClientClosedError() from None
+
+    def _append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        """Queue columnar batches (on the loop): the transaction hears of the partition first."""
+        self.accumulator.append_columns(tp, batches)
+        if self._txns is not None:
+            self._txns.on_append(tp)
+        if self.sender is not None:
+            self.sender.wakeup()
+
     def _drain_handoff(self) -> None:
         with self._handoff_lock:
             self._handoff_scheduled = False
@@ -430,17 +583,27 @@ class AsyncProducer:
             return
         while True:
             try:
-                item = self._handoff.popleft()
+                topic, partition, record, reserved, thunk = self._handoff.popleft()
             except IndexError:
                 return
-            self._append(*item)
+            if record is None:
+                assert partition is not None
+                self._append_columns(TopicPartition(topic, partition), thunk)
+            else:
+                self._append(topic, partition, record, reserved, thunk)
 
     def _abort_handoff(self, exc: BaseException) -> None:
         while True:
             try:
-                _topic, _partition, _record, reserved, thunk = self._handoff.popleft()
+                _topic, _partition, record, reserved, thunk = self._handoff.popleft()
             except IndexError:
                 return
+            if record is None:
+                for batch in thunk:
+                    self.pool.release(batch.reserved_bytes)
+                    batch.reserved_bytes = 0
+                    batch.fail(exc)
+                continue
             self.pool.release(reserved)
             thunk(None, exc)
 

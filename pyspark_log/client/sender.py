@@ -134,7 +134,7 @@ class Sender:
             self._fail(
                 batch,
                 KafkaTimeoutError(
-                    f"expiring {len(batch.records)} record(s) for {batch.tp}: "
+                    f"expiring {batch.record_count} record(s) for {batch.tp}: "
                     f"{now - batch.created_ms:.0f} ms has passed since batch creation (delivery.timeout.ms)"
                 ),
                 rejected=False,
@@ -229,7 +229,7 @@ class Sender:
                 part.record_errors[0].batch_index_error_message if part.record_errors else None
             )
             exc = error_for(code, detail, context=f"produce to {batch.tp}")
-            if code == ErrorCode.MESSAGE_TOO_LARGE and len(batch.records) > 1:
+            if code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
                 self._acc.split_and_reenqueue(batch, now)
                 continue
             if code in STALE_METADATA_ERRORS:

@@ -20,10 +20,11 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_log.client import operations
+from pyspark_log.client.accumulator import ColumnarDelivery
 from pyspark_log.client.admin import (
     AlterConfigOp,
     AsyncAdmin,
@@ -94,9 +95,10 @@ class Producer(_SyncClient):
         )
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
-        if core.partition_maybe_new(topic, partition):
-            self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
-        core.check_partition(topic, partition)
+        if partition is not None:
+            if core.partition_maybe_new(topic, partition):
+                self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
+            core.check_partition(topic, partition)
         if not core.pool.try_reserve(size):
             if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
                 raise BufferExhaustedError("buffer.memory is full and send() ran on the I/O thread")
@@ -115,11 +117,80 @@ class Producer(_SyncClient):
                 on_delivery(meta, exc)
 
         try:
-            core.enqueue_threadsafe(topic, partition, record, size, thunk)
+            core.enqueue_threadsafe(topic, partition, record, size, thunk, checked=True)
         except BaseException:
             core.pool.release(size)
             raise
         return fut
+
+    def send_batch(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callable[[int | None, BaseException | None], None] | None = None,
+    ) -> DeliveryFuture[int]:
+        """Queue many records at once: a ``pyarrow.Table`` / ``RecordBatch`` (or a mapping of
+        columns) with ``value`` and optionally ``key``, ``headers``, ``partition``, ``timestamp``
+        columns (``columnar_send.py``). Returns a future of the number of records, set when all of
+        them are acknowledged, or failed with the first error; ``on_delivery(count, exc)`` runs
+        once, on the I/O thread.
+
+        Same semantics as ``send`` per record: partitioning (murmur2 of the key, sticky for null
+        keys), idempotence and transactions, compression, ``batch.size`` (batches are cut at it)
+        and ``linger.ms`` (a partition's last, unfull batch lingers), ``max.request.size``, and
+        back-pressure (``buffer.memory`` is reserved a few batches at a time, blocking up to
+        ``max.block.ms``). Partitioning and encoding happen on the calling thread, in bulk. If reserving memory
+        times out part-way, the batches queued before stay queued and the future fails."""
+        core = self._core
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        core.check_send()
+        records, explicit, estimates = core.batch_records(topic, data, partition, timestamp_ms)
+        fut: DeliveryFuture[int] = DeliveryFuture()
+        if len(records) == 0:
+            fut.set_result(0)
+            return fut
+        if core.cluster.metadata.partition_count(topic) is None:
+            self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
+        highest = int(explicit.max()) if explicit is not None else None
+        if core.partition_maybe_new(topic, highest):
+            self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
+        core.check_partition(topic, highest)
+
+        def done(n: int | None, exc: BaseException | None) -> None:
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(n)  # type: ignore[arg-type]
+            if on_delivery is not None:
+                on_delivery(n, exc)
+
+        delivery = ColumnarDelivery(len(records), done)
+        try:
+            for tp, group in core.batch_groups(topic, records, explicit, estimates, delivery):
+                size = sum(b.reserved_bytes for b in group)
+                self._reserve(size)
+                try:
+                    core.enqueue_columns_threadsafe(tp, group)
+                except BaseException:
+                    core.pool.release(size)
+                    raise
+        except BaseException as exc:
+            delivery.fail(exc)
+            raise
+        return fut
+
+    def _reserve(self, size: int) -> None:
+        core = self._core
+        if core.pool.try_reserve(size):
+            return
+        if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
+            raise BufferExhaustedError("buffer.memory is full and the send ran on the I/O thread")
+        if not core.pool.reserve_blocking(size, core.max_block_ms / 1000.0):
+            raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={core.max_block_ms:.0f}")
 
     def flush(self, timeout_ms: float | None = None) -> None:
         """Wait until every record sent so far is acknowledged or failed."""

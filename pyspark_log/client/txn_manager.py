@@ -135,7 +135,7 @@ class PartitionSequences:
 
 
 def last_sequence(batch: ProducerBatch) -> int:
-    return (batch.base_sequence + len(batch.records) - 1) % (MAX_SEQUENCE + 1)
+    return (batch.base_sequence + batch.record_count - 1) % (MAX_SEQUENCE + 1)
 
 
 class TransactionManager:
@@ -314,7 +314,7 @@ class TransactionManager:
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = entry.next_sequence
         batch.transactional = self.transactional
-        entry.next_sequence = (entry.next_sequence + len(batch.records)) % (MAX_SEQUENCE + 1)
+        entry.next_sequence = (entry.next_sequence + batch.record_count) % (MAX_SEQUENCE + 1)
         entry.add(batch)
 
     def on_split(self, batch: ProducerBatch, parts: list[ProducerBatch]) -> None:
@@ -327,7 +327,7 @@ class TransactionManager:
         for part in parts:
             part.producer_id, part.producer_epoch = batch.producer_id, batch.producer_epoch
             part.base_sequence, part.transactional = seq, batch.transactional
-            seq += len(part.records)
+            seq += part.record_count
             entry.add(part)
 
     # -- produce responses -----------------------------------------------------------------------
@@ -382,7 +382,7 @@ class TransactionManager:
         if batch.base_sequence != NO_SEQUENCE and not self._stale(entry) and self.batch_is_current(batch):
             entry.last_acked_sequence = max(entry.last_acked_sequence, last_sequence(batch))
             if base_offset >= 0:
-                entry.last_acked_offset = max(entry.last_acked_offset, base_offset + len(batch.records) - 1)
+                entry.last_acked_offset = max(entry.last_acked_offset, base_offset + batch.record_count - 1)
 
     def on_failed(self, batch: ProducerBatch, exc: KafkaError, *, rejected: bool) -> None:
         """A batch failed for good. ``rejected``: the broker refused it (it was not written);
@@ -437,7 +437,7 @@ class TransactionManager:
             batch.base_sequence = seq
             batch.sequence_reset = True
             batch.encoded = None
-            seq += len(batch.records)
+            seq += batch.record_count
         entry.producer_id, entry.producer_epoch = self.producer_id, self.producer_epoch
         entry.next_sequence = seq
         entry.last_acked_sequence = -1

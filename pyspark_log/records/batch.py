@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyspark_log.records import compression
 from pyspark_log.records.errors import CorruptRecordError, UnsupportedCompressionError
@@ -49,9 +49,11 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 _UINT32 = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerRecord:
-    """What a producer hands to ``encode_batch``: timestamp in ms, nullable key/value, headers."""
+class ProducerRecord(NamedTuple):
+    """What a producer hands to ``encode_batch``: timestamp in ms, nullable key/value, headers.
+
+    A named tuple (immutable, compared by value) rather than a frozen dataclass: the producer
+    makes one per ``send()``, and a tuple is several times cheaper to build."""
 
     key: bytes | None
     value: bytes | None
@@ -91,7 +93,49 @@ def encode_batch(
         ts = rec.timestamp
         max_timestamp = max(max_timestamp, ts)
         write_record(body, i, ts - base_timestamp, rec.key, rec.value, rec.headers)
-    payload = compression.compress(codec, body, compression_level) if codec != compression.NONE else body
+    return encode_batch_section(
+        body,
+        len(records),
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        base_offset=base_offset,
+        codec=codec,
+        log_append_time=log_append_time,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        control=control,
+        partition_leader_epoch=partition_leader_epoch,
+        compression_level=compression_level,
+    )
+
+
+def encode_batch_section(
+    section: bytes | bytearray | memoryview,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    codec: int = compression.NONE,
+    log_append_time: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression_level: int | None = None,
+) -> bytes:
+    """Build one batch around ``count`` already encoded records (an uncompressed records
+    section, offset deltas from 0): header, compression, CRC. ``encode_batch`` and the columnar
+    encoder (``columnar_encode.py``) both end here."""
+    if count <= 0:
+        raise ValueError("a batch needs at least one record")
+    if codec & ~COMPRESSION_MASK or codec not in compression.CODEC_NAMES:
+        raise UnsupportedCompressionError(f"compression codec {codec}")
+    payload = compression.compress(codec, section, compression_level) if codec != compression.NONE else section
     attributes = codec & COMPRESSION_MASK
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -110,13 +154,13 @@ def encode_batch(
         MAGIC_V2,
         0,
         attributes,
-        len(records) - 1,
+        count - 1,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        count,
     )
     out += payload
     _UINT32.pack_into(out, CRC_POS, crc32c(memoryview(out)[ATTRIBUTES_POS:]))

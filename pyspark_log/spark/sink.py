@@ -35,6 +35,7 @@ attempt whose result Spark keeps, and the commit fails).
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import json
 import logging
 import threading
@@ -58,6 +59,7 @@ __all__ = [
     "fence",
     "last_committed_batch",
     "resolve_prefix",
+    "run_task",
     "transactional_id",
     "write_task",
 ]
@@ -81,6 +83,7 @@ class Columns:
     topic: int | None = None
     partition: int | None = None
     headers: int | None = None
+    timestamp: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,15 @@ class TxnProducer(Protocol):
         group_id: str,
         timeout_ms: float | None = None,
     ) -> None: ...
+    def send_batch(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: Callable[[int | None, BaseException | None], None] | None = None,
+    ) -> Any: ...
     def prepare_transaction(self, timeout_ms: float | None = None) -> TransactionHandle: ...
     def abort_transaction(self, timeout_ms: float | None = None) -> None: ...
     def close(self, timeout_ms: float | None = None) -> None: ...
@@ -273,10 +285,25 @@ class _Sender:
                 row[c.key] if c.key is not None else None,
                 headers or None,
                 row[c.partition] if c.partition is not None else None,
+                _timestamp_ms(row[c.timestamp]) if c.timestamp is not None else None,
                 on_delivery=self._delivered,
             )
             if self.failure is not None:
                 raise self.failure
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def _timestamp_ms(value: datetime.datetime | None) -> int | None:
+    """A Spark timestamp as epoch milliseconds (floored, as the Arrow path does); a naive datetime
+    is local time, which is how PySpark hands TimestampType values to Python."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return (value - _EPOCH) // _MS
 
 
 def _committed_batch(options: SinkOptions, clients: Clients, txn_id: str, task: TaskInfo) -> int | None:
@@ -295,6 +322,17 @@ def _abort_quietly(producer: TxnProducer, txn_id: str) -> None:
         log.warning("pylog sink: could not abort the transaction of %s after a failure: %s", txn_id, exc)
 
 
+class TaskSender(Protocol):
+    """Sends one task's input (rows or Arrow record batches) with a producer; ``failure`` is the
+    first delivery failure, ``first_topic`` where the batch mark goes, ``rows`` the rows sent."""
+
+    failure: BaseException | None
+    first_topic: str | None
+    rows: int
+
+    def send_all(self, items: Iterable[Any]) -> None: ...
+
+
 def write_task(
     options: SinkOptions,
     columns: Columns,
@@ -304,21 +342,42 @@ def write_task(
 ) -> TaskResult:
     """Write one task's rows in a transaction and prepare it (the driver commits); see the module
     docstring. On failure the transaction is aborted (best effort) and the error re-raised."""
+    return run_task(
+        options,
+        task,
+        rows,
+        lambda producer: _Sender(producer, columns, options.topic),
+        lambda first, rest: 1 + sum(1 for _ in rest),
+        clients,
+    )
+
+
+def run_task(  # noqa: PLR0917 - the protocol's inputs
+    options: SinkOptions,
+    task: TaskInfo,
+    items: Iterable[Any],
+    make_sender: Callable[[TxnProducer], TaskSender],
+    count_rows: Callable[[Any, Iterator[Any]], int],
+    clients: Clients = DEFAULT_CLIENTS,
+) -> TaskResult:
+    """The task protocol of ``write_task`` for any input shape: ``items`` are what
+    ``make_sender(producer).send_all`` takes (rows, or Arrow record batches in ``sink_arrow``);
+    ``count_rows(first, rest)`` counts the rows of the input a skipped task consumes."""
     prefix = resolve_prefix(options, task)
     txn_id = transactional_id(prefix, task.partition_id)
-    it: Iterator[Sequence[Any]] = iter(rows)
+    it: Iterator[Any] = iter(items)
     first = next(it, None)
     if first is None:
         return TaskResult(prefix, task.partition_id, 0)
     producer = clients.producer(options.producer_config(txn_id))
-    sender = _Sender(producer, columns, options.topic)
+    sender = make_sender(producer)
     begun = False
     try:
         producer.init_transactions()
         if task.batch_id is not None:
             done = _committed_batch(options, clients, txn_id, task)
             if done is not None and done >= task.batch_id:
-                count = 1 + sum(1 for _ in it)  # Spark expects the input consumed
+                count = count_rows(first, it)  # Spark expects the input consumed
                 log.info(
                     "pylog sink: %s already committed batch %d (up to %d); skipped %d rows",
                     txn_id,

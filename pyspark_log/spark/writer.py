@@ -6,6 +6,15 @@ the ``topic`` option overrides it, as in Spark), ``partition`` (int; null or abs
 producer's partitioner). Other columns are ignored, as Spark does. A missing or mistyped column
 raises ``PylogOptionError`` naming it and the fix when the write starts.
 
+``timestamp`` (timestamp), when present, is each record's CreateTime (pylog's addition; Spark's
+Kafka sink ignores it, see docs/compatibility.md); without it records get the send time.
+
+Where PySpark has ``DataSourceArrowWriter`` (4.0+) and ``DataSourceStreamArrowWriter`` (4.1+)
+the writers are Arrow writers: a task receives ``pyarrow.RecordBatch`` es and writes them through
+the producer's batch API (``sink_arrow.py``) instead of one ``send`` per row; otherwise they are
+row writers (``PylogBatchRowWriter`` / ``PylogStreamRowWriter``, always available). Both write
+the same records under the same protocol.
+
 Each task writes its rows in one Kafka transaction and reports a ``PylogCommitMessage`` holding
 its ``TransactionHandle``; the driver commits them all in ``commit`` and aborts them in
 ``abort``. ``sink.py`` has the protocol, its guarantee and its preconditions. The micro-batch id
@@ -17,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark import TaskContext
+from pyspark.sql import datasource as _ds
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import DataType, StructType
 
@@ -32,10 +43,27 @@ from pyspark_log.spark.sink import (
     transactional_id,
     write_task,
 )
+from pyspark_log.spark.sink_arrow import write_task_arrow
 from pyspark_log.spark.sink_options import SinkOptions, parse_sink_options
 from pyspark_log.spark.specs import PylogOptionError
 
-__all__ = ["PylogBatchWriter", "PylogCommitMessage", "PylogStreamWriter", "sink_columns"]
+__all__ = [
+    "HAS_ARROW_BATCH_WRITER",
+    "HAS_ARROW_STREAM_WRITER",
+    "PylogBatchRowWriter",
+    "PylogBatchWriter",
+    "PylogCommitMessage",
+    "PylogStreamRowWriter",
+    "PylogStreamWriter",
+    "sink_columns",
+]
+
+# Detected by attribute, not version, so back-ports count (DataSourceArrowWriter: 4.0,
+# DataSourceStreamArrowWriter: 4.1).
+_ArrowBatchBase: Any = getattr(_ds, "DataSourceArrowWriter", None)
+_ArrowStreamBase: Any = getattr(_ds, "DataSourceStreamArrowWriter", None)
+HAS_ARROW_BATCH_WRITER = _ArrowBatchBase is not None
+HAS_ARROW_STREAM_WRITER = _ArrowStreamBase is not None
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY
@@ -86,6 +114,7 @@ def sink_columns(schema: StructType, options: SinkOptions) -> Columns:
         topic=None if options.topic is not None else topic,
         partition=check("partition", ("int",), "CAST(p AS INT) AS partition"),
         headers=check("headers", (_HEADERS,), "array(struct('h' AS key, CAST('v' AS BINARY) AS value)) AS headers"),
+        timestamp=check("timestamp", ("timestamp",), "CAST(t AS TIMESTAMP) AS timestamp"),
     )
 
 
@@ -119,18 +148,18 @@ def _fence_missing(options: SinkOptions, messages: Sequence[WriterCommitMessage 
         fence(options, [transactional_id(prefix, p) for p in missing])
 
 
-class PylogBatchWriter(DataSourceWriter):
-    """``df.write.format("pylog")``: one transaction per task, all committed at job commit or
+class _BatchCommit:
+    """Driver side of a batch write: one transaction per task, all committed at job commit or
     all aborted. Only append (the default save mode) is supported, as in Spark's Kafka sink."""
 
     def __init__(self, options: SinkOptions, columns: Columns) -> None:
         self.options = options
         self.columns = columns
 
-    def write(self, iterator: Iterator[Sequence[object]]) -> PylogCommitMessage:
+    @staticmethod
+    def _task() -> TaskInfo:
         ctx = _task_context()
-        task = TaskInfo(ctx.partitionId(), ctx.attemptNumber())
-        return PylogCommitMessage(task.partition_id, write_task(self.options, self.columns, iterator, task))
+        return TaskInfo(ctx.partitionId(), ctx.attemptNumber())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         complete_all(self.options, _results(messages), commit=True, what="batch write")
@@ -140,20 +169,20 @@ class PylogBatchWriter(DataSourceWriter):
         _fence_missing(self.options, messages)
 
 
-class PylogStreamWriter(DataSourceStreamWriter):
-    """``df.writeStream.format("pylog")``: exactly-once micro-batches (see ``sink.py``)."""
+class _StreamCommit:
+    """Driver side of a streaming write: exactly-once micro-batches (see ``sink.py``)."""
 
     def __init__(self, options: SinkOptions, columns: Columns) -> None:
         self.options = options
         self.columns = columns
 
-    def write(self, iterator: Iterator[Sequence[object]]) -> PylogCommitMessage:
+    @staticmethod
+    def _task() -> TaskInfo:
         ctx = _task_context()
         batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
         if batch is None:
             raise PylogSinkError(f"Spark gave this streaming write task no micro-batch id ({BATCH_ID_PROPERTY})")
-        task = TaskInfo(ctx.partitionId(), ctx.attemptNumber(), int(batch), ctx.getLocalProperty(QUERY_ID_PROPERTY))
-        return PylogCommitMessage(task.partition_id, write_task(self.options, self.columns, iterator, task))
+        return TaskInfo(ctx.partitionId(), ctx.attemptNumber(), int(batch), ctx.getLocalProperty(QUERY_ID_PROPERTY))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         complete_all(self.options, _results(messages), commit=True, what=f"micro-batch {batchId}")
@@ -163,7 +192,50 @@ class PylogStreamWriter(DataSourceStreamWriter):
         _fence_missing(self.options, messages)
 
 
-def batch_writer(raw_options: object, schema: StructType, overwrite: bool) -> PylogBatchWriter:
+class PylogBatchRowWriter(_BatchCommit, DataSourceWriter):
+    """``df.write.format("pylog")`` row by row (PySpark without ``DataSourceArrowWriter``)."""
+
+    def write(self, iterator: Iterator[Sequence[object]]) -> PylogCommitMessage:
+        task = self._task()
+        return PylogCommitMessage(task.partition_id, write_task(self.options, self.columns, iterator, task))
+
+
+class PylogStreamRowWriter(_StreamCommit, DataSourceStreamWriter):
+    """``df.writeStream.format("pylog")`` row by row (PySpark without ``DataSourceStreamArrowWriter``)."""
+
+    def write(self, iterator: Iterator[Sequence[object]]) -> PylogCommitMessage:
+        task = self._task()
+        return PylogCommitMessage(task.partition_id, write_task(self.options, self.columns, iterator, task))
+
+
+if HAS_ARROW_BATCH_WRITER:
+
+    class PylogBatchArrowWriter(_BatchCommit, _ArrowBatchBase):
+        """``df.write.format("pylog")`` on Arrow record batches (``sink_arrow.py``)."""
+
+        def write(self, iterator: Iterator[Any]) -> PylogCommitMessage:
+            task = self._task()
+            return PylogCommitMessage(task.partition_id, write_task_arrow(self.options, self.columns, iterator, task))
+
+    PylogBatchWriter: type[_BatchCommit] = PylogBatchArrowWriter
+else:
+    PylogBatchWriter = PylogBatchRowWriter
+
+if HAS_ARROW_STREAM_WRITER:
+
+    class PylogStreamArrowWriter(_StreamCommit, _ArrowStreamBase):
+        """``df.writeStream.format("pylog")`` on Arrow record batches (``sink_arrow.py``)."""
+
+        def write(self, iterator: Iterator[Any]) -> PylogCommitMessage:
+            task = self._task()
+            return PylogCommitMessage(task.partition_id, write_task_arrow(self.options, self.columns, iterator, task))
+
+    PylogStreamWriter: type[_StreamCommit] = PylogStreamArrowWriter
+else:
+    PylogStreamWriter = PylogStreamRowWriter
+
+
+def batch_writer(raw_options: object, schema: StructType, overwrite: bool) -> Any:
     """The ``DataSource.writer`` of ``format("pylog")``."""
     if overwrite:
         raise PylogOptionError(
@@ -173,7 +245,7 @@ def batch_writer(raw_options: object, schema: StructType, overwrite: bool) -> Py
     return PylogBatchWriter(options, sink_columns(schema, options))
 
 
-def stream_writer(raw_options: object, schema: StructType) -> PylogStreamWriter:
+def stream_writer(raw_options: object, schema: StructType) -> Any:
     """The ``DataSource.streamWriter`` of ``format("pylog")`` (every output mode appends)."""
     options = parse_sink_options(raw_options, "stream")  # type: ignore[arg-type]
     return PylogStreamWriter(options, sink_columns(schema, options))

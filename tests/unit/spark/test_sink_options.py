@@ -14,6 +14,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from pyspark_log.spark.sink import Columns
@@ -73,6 +74,9 @@ def test_producer_settings_pass_through_and_the_sink_keeps_its_own() -> None:
     assert config["transaction.timeout.ms"] == "60000"
     assert (config["enable.idempotence"], config["acks"]) == ("true", "all")
     assert config["bootstrap.servers"] == "localhost:9092"
+    assert config["batch.size"] == "1048576"  # the sink's default (rows go to the producer in bulk)
+    own = parse_sink_options({**BASE, "kafka.batch.size": "65536"}, "stream").producer_config("x")
+    assert own["batch.size"] == "65536"
     assert "transactional.id" not in options.admin_config()
 
 
@@ -138,6 +142,13 @@ def test_all_columns_are_found_and_extra_ones_ignored() -> None:
     assert sink_columns(s, no_topic_option) == Columns(value=2, key=1, topic=3, partition=4, headers=5)
     # The topic option overrides the topic column, as in Spark's Kafka sink.
     assert sink_columns(s, parse_sink_options(BASE, "stream")).topic is None
+
+
+def test_a_timestamp_column_is_the_records_create_time() -> None:
+    s = schema(("value", BinaryType()), ("timestamp", TimestampType()))
+    assert sink_columns(s, parse_sink_options(BASE, "stream")) == Columns(value=0, timestamp=1)
+    with pytest.raises(PylogOptionError, match="column timestamp is bigint"):
+        sink_columns(schema(("value", BinaryType()), ("timestamp", LongType())), parse_sink_options(BASE, "stream"))
 
 
 def test_headers_with_non_nullable_fields_are_accepted() -> None:

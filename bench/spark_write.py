@@ -1,0 +1,184 @@
+"""Spark write throughput of the pylog sink beside Spark read throughput of the same topic, in one
+run (issue #14: target write >= 0.5x read).
+
+    .venv/bin/python bench/spark_write.py [--rows 1000000] [--sizes 100,1024] [--partitions 4]
+        [--repeat 1] [--master local[2]]
+
+For each value size a broker is filled through Spark and read back, in a local Spark session
+(``--master``, default ``local[2]``):
+
+* ``batch write``   ``spark.range(rows, 2 partitions).selectExpr(key, value).write.format("pylog")``
+                    into a fresh topic (keys ``CAST(id AS STRING)``, values of exactly the size);
+* ``stream write``  ``readStream.format("pylog")`` of that topic → ``writeStream.format("pylog")``
+                    into another topic with Trigger.AvailableNow (a topic → topic pipeline: its
+                    time includes reading), from ``start()`` to the end of the run; ``stream
+                    batches`` is the same rows over the time inside its micro-batches (Spark's
+                    ``triggerExecution``: without the query's start and stop, ~1-2 s);
+* ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``;
+* ``generate``      the batch write's DataFrame → ``write.format("noop")``: what Spark alone costs
+                    to make the rows (for context; not part of the ratios).
+
+A warm-up round of 20,000 rows runs first (JVM, Python workers, the transaction coordinator's
+topic). Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and the
+ratios batch write / read and stream write / read, and for the batch write the ratio without
+Spark's cost of making the rows (``net``: rows / (write - generate) seconds, over read). Which
+writer ran (Arrow or rows) is printed too. ``BENCH_EXTRA="k=v,..."`` adds sink options (e.g.
+``kafka.linger.ms=20``). Figures only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession
+
+from pyspark_log.client import AdminClient, NewTopic
+from pyspark_log.embedded import EmbeddedBroker
+
+EXTRA = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_EXTRA", "").split(",") if kv)
+
+
+def create(servers: str, partitions: int) -> str:
+    name = f"bench-write-{uuid.uuid4().hex[:8]}"
+    with AdminClient({"bootstrap.servers": servers}) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    return name
+
+
+def rows_df(spark: SparkSession, rows: int, size: int) -> Any:
+    return spark.range(0, rows, 1, 2).selectExpr(
+        "CAST(id AS STRING) AS key", f"CAST(rpad(CAST(id AS STRING), {size}, 'x') AS BINARY) AS value"
+    )
+
+
+def generate(spark: SparkSession, rows: int, size: int) -> float:
+    df = rows_df(spark, rows, size)
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def batch_write(spark: SparkSession, servers: str, topic: str, rows: int, size: int) -> float:
+    df = rows_df(spark, rows, size)
+    start = time.perf_counter()
+    df.write.format("pylog").mode("append").option("bootstrap.servers", servers).option("topic", topic).options(
+        **EXTRA
+    ).save()
+    return time.perf_counter() - start
+
+
+def stream_write(spark: SparkSession, servers: str, source: str, sink: str, checkpoint: Path) -> tuple[float, float]:
+    """(seconds from start() to the end of the AvailableNow run, seconds inside its micro-batches)."""
+    df = (
+        spark.readStream.format("pylog")
+        .option("bootstrap.servers", servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("key", "value")
+    )
+    start = time.perf_counter()
+    query = (
+        df.writeStream.format("pylog")
+        .option("bootstrap.servers", servers)
+        .option("topic", sink)
+        .option("checkpointLocation", str(checkpoint))
+        .options(**EXTRA)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - start
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming write failed: {query.exception()}")
+    in_batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+    return elapsed, in_batches
+
+
+def read(spark: SparkSession, servers: str, topic: str) -> float:
+    df = spark.read.format("pylog").option("bootstrap.servers", servers).option("subscribe", topic).load()
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def count(spark: SparkSession, servers: str, topic: str) -> int:
+    return spark.read.format("pylog").option("bootstrap.servers", servers).option("subscribe", topic).load().count()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    import pyspark_log.spark as pylog_spark
+    from pyspark_log.spark import writer
+
+    pylog_spark.register(spark)
+    print(
+        f"Spark {spark.version} {args.master}, {args.rows:,} rows, {args.partitions} partitions, "
+        f"best of {args.repeat}; writers: batch {writer.PylogBatchWriter.__name__}, "
+        f"stream {writer.PylogStreamWriter.__name__}"
+    )
+    print(f"{'value':>6} {'path':>13} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'x read':>7} {'net x read':>9}")
+    work = Path(tempfile.mkdtemp(prefix="pylog-bench-write-"))
+    with EmbeddedBroker(work / "broker") as broker:
+        servers = broker.bootstrap_servers
+        warm = create(servers, args.partitions)
+        batch_write(spark, servers, warm, 20_000, 100)
+        stream_write(spark, servers, warm, create(servers, args.partitions), work / "chk-warm-up")
+        read(spark, servers, warm)
+        for size in (int(s) for s in args.sizes.split(",")):
+            best: dict[str, float] = {}
+            for i in range(args.repeat):
+                first = create(servers, args.partitions)
+                timings = {"batch write": batch_write(spark, servers, first, args.rows, size)}
+                assert count(spark, servers, first) == args.rows
+                second = create(servers, args.partitions)
+                whole, in_batches = stream_write(spark, servers, first, second, work / f"chk-{size}-{i}")
+                timings["stream write"] = whole
+                timings["stream batches"] = in_batches
+                timings["read"] = read(spark, servers, first)
+                timings["generate"] = generate(spark, args.rows, size)
+                for label, seconds in timings.items():
+                    best[label] = min(best.get(label, float("inf")), seconds)
+            read_rate = args.rows / best["read"]
+            for label, seconds in best.items():
+                rate = args.rows / seconds
+                ratio = "" if label in {"read", "generate"} else f"{rate / read_rate:7.2f}"
+                net = ""
+                if label == "batch write" and seconds > best["generate"]:
+                    net = f"{args.rows / (seconds - best['generate']) / read_rate:9.2f}"
+                mb_s = rate * size / 1e6
+                print(
+                    f"{size:>5}B {label:>13} {rate:>12,.0f} {mb_s:>8.1f} {seconds:>8.2f} {ratio:>7} {net:>9}",
+                    flush=True,
+                )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
