@@ -38,6 +38,7 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
@@ -136,6 +137,7 @@ class Log:
         self.closed = False
         self._flusher = FlushScheduler(self._build_flush_job, self._finish_flush_job)
         self._unsynced_files: list[Path] = []  # replaced without fsync: the next flush syncs them
+        self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, produce waiting)
 
     @classmethod
     def create(
@@ -386,6 +388,48 @@ class Log:
         if self.failure is not None and not failed_before:
             raise KafkaStorageError(f"flush failed for {self.name}: {self.failure}")
 
+    def wait_durable(self, offset: int) -> asyncio.Future[None] | None:
+        """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
+        KafkaStorageError if the log fails or closes first), for a produce to answer only then, as
+        Kafka's append returns after its fsync; None when it is there already or no flush is
+        pending (``flush.messages`` not reached). Call on the event loop, after an append."""
+        if self._recovery_point >= offset or (not self.flush_in_flight and self._flusher.wanted is None):
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._durable_waiters.append((offset, future))
+        return future
+
+    def _settle_durable_waiters(self) -> None:
+        """Complete the waiters the recovery point (or a truncation below them) passed; fail them
+        all when the log failed or closed; keep a flush asked for the rest."""
+        if not self._durable_waiters:
+            return
+        error = None
+        if self.failure is not None or self.closed:
+            error = KafkaStorageError(f"the log of {self.name} failed or closed before its flush completed")
+        reached = min(self._recovery_point if error is None else 2**63, self.log_end_offset)
+        waiting = []
+        for offset, future in self._durable_waiters:
+            if error is None and offset > reached:
+                waiting.append((offset, future))
+            elif not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+        self._durable_waiters = waiting
+        if waiting and self._flusher.in_flight is None:
+            wanted = max(offset for offset, _ in waiting)
+            self._flusher.wanted = wanted if self._flusher.wanted is None else max(self._flusher.wanted, wanted)
+
+    def _release_truncated_waiters(self, end: int) -> None:
+        """A truncation cut the batches some produces wait on: answer them (as acks=1 answers a
+        write a later truncation removes); the others keep waiting for the recovery point."""
+        for offset, future in self._durable_waiters:
+            if offset > end and not future.done():
+                future.set_result(None)
+        self._durable_waiters = [(o, f) for o, f in self._durable_waiters if o <= end]
+
     def sync_before(self, path: Path, offset: int) -> None:
         """``path``, a file of this log's directory replaced without fsync (``files.write_replace``),
         must be durable before the recovery point exceeds ``offset``: the next flush fsyncs it and
@@ -435,6 +479,7 @@ class Log:
             return self._fail(f"fsync of {what}", exc)  # the page cache may have dropped the data
         if not self.closed:
             self._recovery_point = max(self._recovery_point, min(job.cap, self.log_end_offset))
+        self._settle_durable_waiters()
         return None
 
     def flush_if_due(self, now_ms: int) -> bool:
@@ -641,6 +686,7 @@ class Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._flusher.cap(offset)
+        self._release_truncated_waiters(offset)
         self._dir_dirty = True
         self._boundaries.clear()
         self.flush()  # blocking, but rare: a follower restarting below the leader's log start
@@ -649,6 +695,7 @@ class Log:
         end = self.log_end_offset
         self._recovery_point = min(self._recovery_point, end)
         self._flusher.cap(end)  # bytes appended after the cut are not in a flush in flight
+        self._release_truncated_waiters(end)
         self._log_start_offset = min(self._log_start_offset, end)
         self._boundaries.clear()
 
@@ -740,6 +787,7 @@ class Log:
             segment.close()
         self.delete_pending_files(2**63 - 1)
         self.closed = True
+        self._settle_durable_waiters()
 
     def _snapshot_on_close(self) -> None:
         """Snapshot the producer state at the log end, so that the next start-up replays nothing;
@@ -774,6 +822,7 @@ class Log:
     def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
         """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
         self.failure = f"{what}: {exc}"
+        self._settle_durable_waiters()
         self._report_io_error(f"{what} of {self.name}", exc)
         log.error("%s: %s failed; the log is offline until the broker restarts: %s", self.name, what, exc)
         return KafkaStorageError(f"{what} failed for {self.name}: {exc}")

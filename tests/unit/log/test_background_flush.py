@@ -347,3 +347,61 @@ def test_log_manager_runs_flushes_in_its_threads_and_waits_for_them_on_shutdown(
         assert not log.flush_in_flight
 
     run(body)
+
+
+def test_seed_002_flush_messages_a_produce_waits_for_its_flush_as_kafkas_append_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``flush.messages=1`` an acknowledged batch is fsynced (Kafka's append fsyncs before it
+    returns): the produce answers when ``wait_durable`` completes, and errors when the flush fails."""
+
+    async def body() -> None:
+        log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
+        info = log.append(batch(2))
+        durable = log.wait_durable(info.last_offset + 1)
+        assert durable is not None
+        log.append(batch(1))  # merged into the follow-up flush
+        second = log.wait_durable(3)
+        assert second is not None
+        await settle()
+        assert not durable.done()
+        executor.run_all()
+        await settle()
+        assert durable.done()
+        assert durable.result() is None
+        assert not second.done()
+        executor.run_all()
+        await settle()
+        assert second.done()
+        assert log.wait_durable(3) is None, "already durable"
+
+        log.append(batch(1))
+        failing = log.wait_durable(4)
+        assert failing is not None
+
+        def broken(_: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", broken)
+        executor.run_all()
+        await settle()
+        with pytest.raises(KafkaStorageError):
+            failing.result()
+
+    run(body)
+
+
+def test_a_produce_waiting_for_a_flush_is_answered_when_a_truncation_cuts_its_batch(tmp_path: Path) -> None:
+    async def body() -> None:
+        log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
+        log.append(batch(1))
+        log.append(batch(1))
+        cut = log.wait_durable(2)
+        assert cut is not None
+        log.truncate_to(1)
+        assert cut.done()
+        executor.run_all()
+        await settle()
+        assert log.recovery_point == 1
+
+    run(body)
