@@ -114,6 +114,48 @@ class FlushJob:
             self.error = (what, exc)
 
 
+class DurableWaiters:
+    """Produces waiting for the recovery point to reach an offset (``flush.messages``)."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def add(self, offset: int) -> asyncio.Future[None]:
+        """A future done when ``settle`` reaches ``offset`` (call on the running loop)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((offset, future))
+        return future
+
+    def highest(self) -> int | None:
+        return max((offset for offset, _ in self._waiting), default=None)
+
+    def settle(self, reached: int) -> None:
+        """Complete every waiter at or below ``reached``."""
+        self._complete(lambda offset: offset <= reached, None)
+
+    def release_above(self, end: int) -> None:
+        """Complete the waiters above ``end`` (a truncation removed their batches)."""
+        self._complete(lambda offset: offset > end, None)
+
+    def fail_all(self, error: Exception) -> None:
+        self._complete(lambda _: True, error)
+
+    def _complete(self, chosen: Callable[[int], bool], error: Exception | None) -> None:
+        keep = []
+        for offset, future in self._waiting:
+            if not chosen(offset):
+                keep.append((offset, future))
+            elif not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+        self._waiting = keep
+
+
 class FlushScheduler:
     """One log's flush jobs: at most one in flight; requests meanwhile merge into one follow-up.
 
@@ -128,6 +170,7 @@ class FlushScheduler:
         self.executor: Executor | None = None
         self.in_flight: FlushJob | None = None
         self.wanted: int | None = None  # the largest target asked for while a job was in flight
+        self.waiters = DurableWaiters()  # produces waiting for a flush (``flush.messages``)
         self._build = build
         self._finish = finish
 
@@ -157,6 +200,9 @@ class FlushScheduler:
         if job.handled:
             return  # ``wait`` applied it already
         self._apply(job, raise_error=False)
+        highest = self.waiters.highest()  # a capped job left produces waiting: flush for them too
+        if highest is not None:
+            self.wanted = highest if self.wanted is None else max(self.wanted, highest)
         if self.wanted is not None and self.in_flight is None:
             target, self.wanted = self.wanted, None
             try:

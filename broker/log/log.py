@@ -137,7 +137,6 @@ class Log:
         self.closed = False
         self._flusher = FlushScheduler(self._build_flush_job, self._finish_flush_job)
         self._unsynced_files: list[Path] = []  # replaced without fsync: the next flush syncs them
-        self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, produce waiting)
 
     @classmethod
     def create(
@@ -395,40 +394,15 @@ class Log:
         pending (``flush.messages`` not reached). Call on the event loop, after an append."""
         if self._recovery_point >= offset or (not self.flush_in_flight and self._flusher.wanted is None):
             return None
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._durable_waiters.append((offset, future))
-        return future
+        return self._flusher.waiters.add(offset)
 
     def _settle_durable_waiters(self) -> None:
-        """Complete the waiters the recovery point (or a truncation below them) passed; fail them
-        all when the log failed or closed; keep a flush asked for the rest."""
-        if not self._durable_waiters:
-            return
-        error = None
+        """Complete the waiters the recovery point passed, or fail them all (log failed or closed)."""
         if self.failure is not None or self.closed:
             error = KafkaStorageError(f"the log of {self.name} failed or closed before its flush completed")
-        reached = min(self._recovery_point if error is None else 2**63, self.log_end_offset)
-        waiting = []
-        for offset, future in self._durable_waiters:
-            if error is None and offset > reached:
-                waiting.append((offset, future))
-            elif not future.done():
-                if error is None:
-                    future.set_result(None)
-                else:
-                    future.set_exception(error)
-        self._durable_waiters = waiting
-        if waiting and self._flusher.in_flight is None:
-            wanted = max(offset for offset, _ in waiting)
-            self._flusher.wanted = wanted if self._flusher.wanted is None else max(self._flusher.wanted, wanted)
-
-    def _release_truncated_waiters(self, end: int) -> None:
-        """A truncation cut the batches some produces wait on: answer them (as acks=1 answers a
-        write a later truncation removes); the others keep waiting for the recovery point."""
-        for offset, future in self._durable_waiters:
-            if offset > end and not future.done():
-                future.set_result(None)
-        self._durable_waiters = [(o, f) for o, f in self._durable_waiters if o <= end]
+            self._flusher.waiters.fail_all(error)
+        else:
+            self._flusher.waiters.settle(min(self._recovery_point, self.log_end_offset))
 
     def sync_before(self, path: Path, offset: int) -> None:
         """``path``, a file of this log's directory replaced without fsync (``files.write_replace``),
@@ -686,7 +660,7 @@ class Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._flusher.cap(offset)
-        self._release_truncated_waiters(offset)
+        self._flusher.waiters.release_above(offset)
         self._dir_dirty = True
         self._boundaries.clear()
         self.flush()  # blocking, but rare: a follower restarting below the leader's log start
@@ -695,7 +669,7 @@ class Log:
         end = self.log_end_offset
         self._recovery_point = min(self._recovery_point, end)
         self._flusher.cap(end)  # bytes appended after the cut are not in a flush in flight
-        self._release_truncated_waiters(end)
+        self._flusher.waiters.release_above(end)  # their batches are gone: answered as acks=1 is
         self._log_start_offset = min(self._log_start_offset, end)
         self._boundaries.clear()
 
