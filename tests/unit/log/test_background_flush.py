@@ -405,3 +405,20 @@ def test_a_produce_waiting_for_a_flush_is_answered_when_a_truncation_cuts_its_ba
         assert log.recovery_point == 1
 
     run(body)
+
+
+def test_epoch_checkpoint_rewrite_names_the_smallest_changed_start_offset(tmp_path: Path) -> None:
+    """``durable_before`` gets the first offset the rewrite changed: an added entry's start, or a
+    removed one's (a truncation); an unchanged rewrite registers nothing new."""
+    calls: list[int] = []
+    file = LeaderEpochFile(tmp_path, lambda _path, offset: calls.append(offset))
+    cache = file.load(0, ())
+    cache.assign(1, 0)
+    cache.assign(3, 10)
+    cache.assign(4, 20)
+    cache.truncate_from_end(15)  # removes (4, 20)
+    cache.assign(5, 15)
+    assert calls == [0, 10, 20, 20, 15]
+    assert file.read() == [EpochEntry(1, 0), EpochEntry(3, 10), EpochEntry(5, 15)]
+    file.write(cache.entries)
+    assert calls == [0, 10, 20, 20, 15]
