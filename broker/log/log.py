@@ -391,8 +391,11 @@ class Log:
         """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
         KafkaStorageError if the log fails or closes first), for a produce to answer only then, as
         Kafka's append returns after its fsync; None when it is there already or no flush is
-        pending (``flush.messages`` not reached). Call on the event loop, after an append."""
-        if self._recovery_point >= offset or (not self.flush_in_flight and self._flusher.wanted is None):
+        pending for it (``flush.messages`` not reached: a roll's or ``flush.ms``'s flush is not
+        waited for, as Kafka's append does not). Call on the event loop, after an append."""
+        if self._recovery_point >= offset or self.unflushed_messages < self.config.flush_messages:
+            return None
+        if not self.flush_in_flight and self._flusher.wanted is None:
             return None
         return self._flusher.waiters.add(offset)
 

@@ -422,3 +422,18 @@ def test_epoch_checkpoint_rewrite_names_the_smallest_changed_start_offset(tmp_pa
     assert file.read() == [EpochEntry(1, 0), EpochEntry(3, 10), EpochEntry(5, 15)]
     file.write(cache.entries)
     assert calls == [0, 10, 20, 20, 15]
+
+
+def test_a_produce_does_not_wait_for_a_rolls_flush_without_flush_messages(tmp_path: Path) -> None:
+    """Kafka's append fsyncs only for ``flush.messages``; a roll's flush runs in the background."""
+
+    async def body() -> None:
+        log, executor = background_log(tmp_path, FakeClock(), segment_bytes=2 * ONE)
+        for _ in range(4):
+            info = log.append(batch(1, value_bytes=100))
+        assert log.flush_in_flight
+        assert log.wait_durable(info.last_offset + 1) is None
+        executor.run_all()
+        await settle()
+
+    run(body)
