@@ -201,6 +201,7 @@ class BrokerServer:
             default_log_config,
             self._clock_ms,
             producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
+            flush_in_background=True,  # fsyncs off the event loop (flush.py)
         )
         logs.startup({t.name: topic_log_config(config.raw, t.configs) for t in image.topics.values()})
         self._logs = logs

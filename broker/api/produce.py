@@ -27,7 +27,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.api.context import Broker, Request
@@ -88,12 +88,17 @@ def _produce(broker: Broker, request: Request) -> Any:
     acks = body["acks"]
     responses = []
     waiting: list[tuple[dict[str, Any], str, LogAppendInfo]] = []
+    flushing: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
         for part in topic["partition_data"]:
             entry, info = _append_one(broker, name, part["index"], part["records"], acks)
             partitions.append(entry)
+            if info is not None and acks != 0 and info.batches:
+                durable = _flush_waiter(broker, name, part["index"], info)
+                if durable is not None:
+                    flushing.append((entry, durable))
             if (
                 info is not None
                 and acks == -1
@@ -104,15 +109,36 @@ def _produce(broker: Broker, request: Request) -> Any:
     if acks == 0:
         return None
     response = {"responses": responses, "throttle_time_ms": 0}
-    if not waiting:
+    if not waiting and not flushing:
         return response
-    return _after_acks(broker, response, waiting, body["timeout_ms"])
+    return _after_acks(broker, response, waiting, body["timeout_ms"], flushing)
+
+
+def _flush_waiter(broker: Broker, topic: str, partition: int, info: LogAppendInfo) -> asyncio.Future[None] | None:
+    """``flush.messages`` reached by this append: the flush it started, which the answer waits for
+    (Kafka's append fsyncs before it returns; here the fsync runs off the event loop)."""
+    try:
+        target = broker.replicas.leader_log(topic, partition)
+    except PartitionError:
+        return None
+    return target.wait_durable(info.last_offset + 1)
 
 
 async def _after_acks(
-    broker: Broker, response: dict[str, Any], waiting: list[tuple[dict[str, Any], str, LogAppendInfo]], timeout_ms: int
+    broker: Broker,
+    response: dict[str, Any],
+    waiting: list[tuple[dict[str, Any], str, LogAppendInfo]],
+    timeout_ms: int,
+    flushing: Sequence[tuple[dict[str, Any], asyncio.Future[None]]] = (),
 ) -> Mapping[str, Any]:
-    """acks=all: every appended partition waits for its ISR, all within the request's timeout."""
+    """``flush.messages``: partitions whose append started a flush wait for it (a failed one
+    answers KAFKA_STORAGE_ERROR); acks=all: every appended partition waits for its ISR, all
+    within the request's timeout."""
+    for entry, durable in flushing:
+        try:
+            await durable
+        except LogError as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
     codes = await asyncio.gather(
         *(
             broker.replicas.wait_for_acks(topic, entry["index"], info.last_offset, timeout_ms)

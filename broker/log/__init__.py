@@ -8,7 +8,7 @@ Entry points for the rest of the broker:
   ``append_control_marker`` (transaction markers), ``read`` → ``file_slice.FileSlice``
   (sendfile-ready), ``first_unstable_offset`` / ``collect_aborted_transactions`` (read_committed),
   ``fetch_offset_by_timestamp``, ``truncate_to``, ``truncate_fully_and_start_at``,
-  ``delete_records_before``, ``flush``;
+  ``delete_records_before``, ``flush`` (blocking; rolls and ``flush.*`` flush in the background);
 * ``config.LogConfig`` / ``config.LogManagerConfig`` — Kafka's config names and defaults;
 * ``errors`` — ``LogError`` subclasses carrying Kafka error codes;
 * ``validate.validate_and_assign_offsets`` — the pure produce validation.
@@ -16,5 +16,5 @@ Entry points for the rest of the broker:
 Module map: validate (pure), producer_state (idempotence and transactions per partition, its
 snapshot files), segment (owns the files of a segment), offset_index / time_index / txn_index /
 index_file (index layouts), scan (batch walks), log, recovery (start-up), retention (pure policy),
-checkpoint, files, dir_lock, manager.
+checkpoint, files, flush (fsyncs in worker threads), dir_lock, manager.
 """

@@ -16,27 +16,46 @@ def fsync_dir(path: Path) -> None:
     """fsync a directory so that entries created, renamed or removed in it survive a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
-    except OSError as exc:  # some filesystems refuse fsync on directories
-        if exc.errno not in (errno.EINVAL, errno.EBADF):
-            raise
+        fsync_dir_fd(fd)
     finally:
         os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: write a temp file, fsync, rename over, fsync the dir."""
+    _write_replacing(path, data, sync=True)
+    fsync_dir(path.parent)
+
+
+def write_replace(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` without an fsync: write a temp file, rename it over. The
+    new content survives a process crash (it is in the page cache) and readers see the old or
+    the new file whole; a machine crash before someone fsyncs the file and its directory may
+    leave the old content, or a new file that is empty or damaged (readers must detect that)."""
+    _write_replacing(path, data, sync=False)
+
+
+def _write_replacing(path: Path, data: bytes, *, sync: bool) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+
+
+def fsync_dir_fd(fd: int) -> None:
+    """fsync an open directory (``fsync_dir`` without the open and close)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some filesystems refuse fsync on directories
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

@@ -122,19 +122,32 @@ class IndexFile(ABC):
 
     def flush(self) -> None:
         """Write entries not yet in the file, then fsync it. No-op when nothing is pending."""
+        fd = self.write_pending()
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def write_pending(self) -> int | None:
+        """``flush`` without the fsync (the cheap part, for the event loop): write entries not yet
+        in the file and return a descriptor of it that the caller must fsync and close (a
+        ``FlushJob`` does, in a thread); None when nothing is pending. The index counts as synced
+        from here on: a failed fsync fails the whole log."""
         if not self._loaded or (self._persisted == len(self._keys) and self._synced):
-            return
+            return None
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             if self._persisted < len(self._keys):
                 data = self._encode(self._persisted, len(self._keys))
                 _pwrite_all(fd, data, self._persisted * self.ENTRY_SIZE)
             os.ftruncate(fd, len(self._keys) * self.ENTRY_SIZE)
-            os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         self._persisted = len(self._keys)
         self._synced = True
+        return fd
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)

@@ -9,10 +9,15 @@ seconds of data" are lost on a system crash. A process crash (SIGKILL) loses not
 appended: the bytes are in the page cache, and recovery keeps every whole, valid batch.
 
 Threading: a ``Log`` is used from the broker's single asyncio loop (appends and reads of a
-partition never run concurrently); it takes no locks. Its file I/O runs on the loop; ``flush``
-is the only fsync and is kept separate from appends so that it can move to a thread later.
-Offsets are Kafka's: ``log_start_offset`` ≤ every readable offset < ``log_end_offset``;
-``recovery_point`` is the offset below which everything is fsynced.
+partition never run concurrently); it takes no locks. Its writes and reads run on the loop; its
+fsyncs do not (project rule: nothing over a millisecond on the loop): a roll, ``flush.messages``
+and ``flush.ms`` *request* a flush, which runs as a ``flush.FlushJob`` in the ``LogManager``'s
+worker threads, on duplicated descriptors, and completes asynchronously, as Kafka's "flush-log"
+task does. The recovery point advances on the loop only once the job's fsyncs succeeded, and
+never above the log end (a truncation meanwhile caps it). ``flush()`` is the blocking form
+(shutdown, tools, tests). Without a flush executor (``flush_executor`` None) every flush is
+synchronous. Offsets are Kafka's: ``log_start_offset`` ≤ every readable offset <
+``log_end_offset``; ``recovery_point`` is the offset below which everything is fsynced.
 
 Idempotence and transactions (seed 000 §4.6, seed 003 "중복 없는 전송" / "정확히 한 번 전송"): the log
 owns its partition's ``ProducerStateManager`` (``producer_state.py``). Appends of batches with a
@@ -33,9 +38,11 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -44,6 +51,7 @@ from broker.log.dir_health import LogDirState
 from broker.log.errors import InvalidRecordError, KafkaStorageError, LogError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.files import fsync_dir
+from broker.log.flush import FlushJob, FlushScheduler
 from broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -127,6 +135,8 @@ class Log:
         self.failure: str | None = None  # set by ``_fail``: the log is offline
         self.dir_state: LogDirState | None = None  # its log dir's health (set by the LogManager)
         self.closed = False
+        self._flusher = FlushScheduler(self._build_flush_job, self._finish_flush_job)
+        self._unsynced_files: list[Path] = []  # replaced without fsync: the next flush syncs them
 
     @classmethod
     def create(
@@ -307,7 +317,7 @@ class Log:
             raise
         self._remember(result.next_offset, segment, position + result.size_bytes)
         if self.unflushed_messages >= self.config.flush_messages:
-            self.flush()
+            self._flusher.request(self.log_end_offset)  # completes asynchronously (Kafka too)
         return LogAppendInfo(
             first_offset=result.first_offset,
             last_offset=result.last_offset,
@@ -321,9 +331,11 @@ class Log:
         )
 
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at ``new_base_offset`` (default: the log end offset) and
-        fsync the old one, then snapshot the producer state at the new base. An empty active
-        segment is replaced rather than kept."""
+        """Start a new active segment at ``new_base_offset`` (default: the log end offset),
+        snapshot the producer state at the new base, and request a flush up to that base (Kafka
+        schedules "flush-log" with ``flushUptoOffsetExclusive(newSegment.baseOffset)``): the old
+        segment, its indexes, the snapshot and the directory are fsynced by that flush, before
+        the recovery point reaches the base. An empty active segment is replaced, not kept."""
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         assert base >= self.log_end_offset, f"cannot roll to {base} below the log end {self.log_end_offset}"
         try:
@@ -343,48 +355,116 @@ class Log:
             self._producers.delete_snapshot(active.base_offset)
         else:
             active.on_become_inactive()
-            active.flush()
-            active.flush_indexes()
-        self._producers.take_snapshot(base)
+        self.sync_before(self._producers.take_snapshot(base, sync=False), base - 1)
         segment = LogSegment.create(self.directory, base, self.config, now)
         self._segments.append(segment)
         self._bases.append(base)
         self._dir_dirty = True
-        self.flush(base)
+        self._flusher.request(base)
         return segment
 
     # -- flush ---------------------------------------------------------------------------------
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync every segment holding offsets below ``up_to_offset`` (default: all) that has
-        unflushed bytes, then the directory if segments were created; advance the recovery point."""
-        offset = self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
-        if offset <= self._recovery_point and not self._dir_dirty:
-            return
-        try:
-            self._flush(offset)
-        except OSError as exc:  # after a failed fsync the page cache may have dropped the data
-            raise self._fail("fsync", exc) from exc
+    @property
+    def flush_executor(self) -> Executor | None:
+        """Where flush jobs run (the ``LogManager``'s threads); None: synchronously, inline."""
+        return self._flusher.executor
 
-    def _flush(self, offset: int) -> None:
-        first = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
-        active = self._segments[-1]
-        for segment in self._segments[first:]:
-            if segment.base_offset >= offset:
-                break
-            segment.flush()
-            if segment is not active:
-                segment.flush_indexes()
-        if self._dir_dirty:
-            fsync_dir(self.directory)
-            self._dir_dirty = False
-        self._recovery_point = max(self._recovery_point, offset)
+    @flush_executor.setter
+    def flush_executor(self, executor: Executor | None) -> None:
+        self._flusher.executor = executor
+
+    @property
+    def flush_in_flight(self) -> bool:
+        return self._flusher.in_flight is not None
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Blocking flush (close, tools, tests): wait for the flush in flight, then fsync every
+        segment holding offsets below ``up_to_offset`` (default: all) that has unflushed bytes,
+        the files ``sync_before`` named, then the directory if entries changed; advance the
+        recovery point. Raises KafkaStorageError when an fsync failed (the log is failed then)."""
+        failed_before = self.failure is not None
+        self._flusher.run_now(self.log_end_offset if up_to_offset is None else up_to_offset)
+        if self.failure is not None and not failed_before:
+            raise KafkaStorageError(f"flush failed for {self.name}: {self.failure}")
+
+    def wait_durable(self, offset: int) -> asyncio.Future[None] | None:
+        """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
+        KafkaStorageError if the log fails or closes first), for a produce to answer only then, as
+        Kafka's append returns after its fsync; None when it is there already or no flush is
+        pending for it (``flush.messages`` not reached: a roll's or ``flush.ms``'s flush is not
+        waited for, as Kafka's append does not). Call on the event loop, after an append."""
+        if self._recovery_point >= offset or self.unflushed_messages < self.config.flush_messages:
+            return None
+        if not self.flush_in_flight and self._flusher.wanted is None:
+            return None
+        return self._flusher.waiters.add(offset)
+
+    def _settle_durable_waiters(self) -> None:
+        """Complete the waiters the recovery point passed, or fail them all (log failed or closed)."""
+        if self.failure is not None or self.closed:
+            error = KafkaStorageError(f"the log of {self.name} failed or closed before its flush completed")
+            self._flusher.waiters.fail_all(error)
+        else:
+            self._flusher.waiters.settle(min(self._recovery_point, self.log_end_offset))
+
+    def sync_before(self, path: Path, offset: int) -> None:
+        """``path``, a file of this log's directory replaced without fsync (``files.write_replace``),
+        must be durable before the recovery point exceeds ``offset``: the next flush fsyncs it and
+        the directory first; a flush already in flight (which does not hold it) and the recovery
+        point itself are capped at ``offset`` meanwhile (lowering it only costs recovery work)."""
+        if path not in self._unsynced_files:
+            self._unsynced_files.append(path)
+        self._recovery_point = min(self._recovery_point, max(offset, 0))
+        self._flusher.cap(max(offset, 0))
+
+    def _build_flush_job(self, up_to_offset: int) -> FlushJob | None:
+        """The loop's part of a flush up to ``up_to_offset`` (see ``flush.py``); None when the
+        log is closed or failed, or nothing needs syncing. Raises KafkaStorageError on I/O."""
+        if self.closed or self.failure is not None:
+            return None
+        offset = min(up_to_offset, self.log_end_offset)
+        if offset <= self._recovery_point and not self._dir_dirty and not self._unsynced_files:
+            return None
+        job = FlushJob(offset)
+        try:
+            first = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
+            active = self._segments[-1]
+            for segment in self._segments[first:]:
+                if segment.base_offset >= offset:
+                    break
+                segment.add_to_flush(job, indexes=segment is not active)
+            for path in self._unsynced_files:
+                job.add_path(path, str(path))
+            if self._dir_dirty or self._unsynced_files:
+                job.add_dir(self.directory)
+        except OSError as exc:
+            job.discard()
+            raise self._fail("preparing a flush", exc) from exc
+        self._unsynced_files.clear()
+        self._dir_dirty = False
         self._last_flush_ms = self._clock()
+        return job
+
+    def _finish_flush_job(self, job: FlushJob) -> Exception | None:
+        """The loop's part after the fsyncs: advance the recovery point to the job's (capped)
+        target, never above the log end; or fail the log (returns the error to raise)."""
+        if job.error is not None:
+            what, exc = job.error
+            if self.closed or self.failure is not None:
+                log.warning("%s: fsync of %s failed after the log closed or failed: %s", self.name, what, exc)
+                return None
+            return self._fail(f"fsync of {what}", exc)  # the page cache may have dropped the data
+        if not self.closed:
+            self._recovery_point = max(self._recovery_point, min(job.cap, self.log_end_offset))
+        self._settle_durable_waiters()
+        return None
 
     def flush_if_due(self, now_ms: int) -> bool:
-        """``flush.ms``: flush when data is unflushed and the last flush is that old."""
+        """``flush.ms``: request a flush when data is unflushed and the last flush started that
+        long ago; it completes asynchronously (with a flush executor)."""
         due = self.unflushed_messages > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms
-        if due and self.failure is None:
-            self.flush()
+        if due and self.failure is None and not self.flush_in_flight:
+            self._flusher.request(self.log_end_offset)
             return True
         return False
 
@@ -582,13 +662,17 @@ class Log:
         self._bases = [offset]
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._flusher.cap(offset)
+        self._flusher.waiters.release_above(offset)
         self._dir_dirty = True
         self._boundaries.clear()
-        self.flush()
+        self.flush()  # blocking, but rare: a follower restarting below the leader's log start
 
     def _after_truncation(self) -> None:
         end = self.log_end_offset
         self._recovery_point = min(self._recovery_point, end)
+        self._flusher.cap(end)  # bytes appended after the cut are not in a flush in flight
+        self._flusher.waiters.release_above(end)  # their batches are gone: answered as acks=1 is
         self._log_start_offset = min(self._log_start_offset, end)
         self._boundaries.clear()
 
@@ -680,6 +764,7 @@ class Log:
             segment.close()
         self.delete_pending_files(2**63 - 1)
         self.closed = True
+        self._settle_durable_waiters()
 
     def _snapshot_on_close(self) -> None:
         """Snapshot the producer state at the log end, so that the next start-up replays nothing;
@@ -714,6 +799,7 @@ class Log:
     def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
         """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
         self.failure = f"{what}: {exc}"
+        self._settle_durable_waiters()
         self._report_io_error(f"{what} of {self.name}", exc)
         log.error("%s: %s failed; the log is offline until the broker restarts: %s", self.name, what, exc)
         return KafkaStorageError(f"{what} failed for {self.name}: {exc}")

@@ -18,7 +18,9 @@ New partitions go to online dirs only.
 
 Threading: one asyncio loop calls every method. The ``run_*_once`` coroutines are the bodies of
 the background tasks; the broker schedules them (intervals in ``LogManagerConfig``) and passes
-its clock's ``now_ms``. They yield to the loop between partitions.
+its clock's ``now_ms``. They yield to the loop between partitions. With ``flush_in_background``
+(the broker) the logs' fsyncs (rolls, ``flush.messages``, ``flush.ms``, leader-epoch checkpoints)
+run in ``FLUSH_THREADS`` worker threads owned here (``flush.py``); ``shutdown`` waits for them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from broker.log.checkpoint import (
@@ -53,6 +56,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 METADATA_DIR_NAME = "__cluster_metadata-0"  # the KRaft metadata log, owned by broker.raft
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+FLUSH_THREADS = 2  # fsyncs are I/O waits: two threads keep one slow file from delaying every log
 
 TopicPartition = tuple[str, int]
 
@@ -64,6 +68,8 @@ class LogManager:
     logs found there; ``shutdown()`` flushes, checkpoints, marks the dirs clean and unlocks.
     ``high_watermark(topic, partition)`` (optional) bounds retention to replicated data.
     ``producer_id_expiration_ms`` is ``producer.id.expiration.ms`` for every log's producer state.
+    ``flush_in_background``: the logs' flushes run in worker threads started by ``startup`` (the
+    broker; must then run on its event loop); otherwise synchronously (tools, tests).
     """
 
     def __init__(
@@ -75,8 +81,11 @@ class LogManager:
         high_watermark: Callable[[str, int], int | None] | None = None,
         ignored_dir_names: tuple[str, ...] = (METADATA_DIR_NAME,),
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        flush_in_background: bool = False,
     ) -> None:
         self.config = config
+        self.flush_in_background = flush_in_background
+        self._flush_executor: ThreadPoolExecutor | None = None
         self.default_log_config = default_log_config or LogConfig()
         self._clock = clock
         self._high_watermark = high_watermark
@@ -95,6 +104,8 @@ class LogManager:
     def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
         """Lock the dirs, then load every partition in them (recovering after a crash)."""
         self._topic_configs.update(topic_configs or {})
+        if self.flush_in_background:
+            self._flush_executor = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="log-flush")
         try:
             for directory in self.log_dirs:
                 directory.mkdir(parents=True, exist_ok=True)
@@ -106,6 +117,7 @@ class LogManager:
                 loaded.close(flush=False)
             self._logs.clear()
             self._release_locks()
+            self._stop_flush_threads()
             raise
         self.started = True
 
@@ -174,8 +186,15 @@ class LogManager:
                 log.warning("%s: cannot mark it clean: %s", directory, exc)
         self._logs.clear()
         self._dir_of.clear()
+        self._stop_flush_threads()
         self._release_locks()
         self.started = False
+
+    def _stop_flush_threads(self) -> None:
+        """Wait for the flushes in flight (of logs closed without a flush), stop the threads."""
+        if self._flush_executor is not None:
+            self._flush_executor.shutdown(wait=True)
+            self._flush_executor = None
 
     def _release_locks(self) -> None:
         for lock in self._locks:
@@ -260,6 +279,7 @@ class LogManager:
 
     def _adopt(self, tp: TopicPartition, current: Log, directory: Path) -> None:
         current.dir_state = self.dir_states[directory]
+        current.flush_executor = self._flush_executor
         self._logs[tp] = current
         self._dir_of[tp] = directory
 
@@ -324,7 +344,8 @@ class LogManager:
         return deleted
 
     async def run_flush_once(self, now_ms: int | None = None) -> int:
-        """``flush.ms`` for every log (``log.flush.scheduler.interval.ms``); returns logs flushed."""
+        """``flush.ms`` for every log (``log.flush.scheduler.interval.ms``); returns the logs whose
+        flush it started (they complete in the background with ``flush_in_background``)."""
         now = self._clock() if now_ms is None else now_ms
         flushed = 0
         for current in self.logs():

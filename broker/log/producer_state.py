@@ -54,7 +54,7 @@ from typing import NamedTuple
 import crc32c as _crc32c
 
 from broker.log.errors import LogError
-from broker.log.files import write_atomic
+from broker.log.files import write_atomic, write_replace
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin, BatchInfo
 from pyspark_log.records.control import ControlType, EndTxnMarker, decode_control_batch
@@ -419,12 +419,18 @@ class ProducerStateManager:
                 found.append(int(stem))
         return sorted(found)
 
-    def take_snapshot(self, offset: int) -> Path:
+    def take_snapshot(self, offset: int, *, sync: bool = True) -> Path:
         """Write the state, which covers every offset below ``offset`` (the log end), durably:
-        temp file, fsync, rename, directory fsync."""
+        temp file, fsync, rename, directory fsync. ``sync=False`` (a roll on the event loop; Kafka
+        ``takeSnapshot(false)``) leaves out both fsyncs: the caller makes the file durable before
+        the log's recovery point reaches ``offset`` (a damaged file is skipped at load anyway)."""
         self.map_end_offset = offset
         path = self.snapshot_path(offset)
-        write_atomic(path, encode_snapshot(self.producers.values()))
+        data = encode_snapshot(self.producers.values())
+        if sync:
+            write_atomic(path, data)
+        else:
+            write_replace(path, data)
         self.changed_since_snapshot = False
         return path
 

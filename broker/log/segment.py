@@ -8,7 +8,8 @@ segment holds an ABORT marker).
 
 ``LogSegment`` alone touches these files (DESIGN principle 6). It takes no lock: the
 broker calls it from one asyncio loop. Writes are ``pwrite`` at the in-memory size and reads are
-``pread``; nothing depends on mmap, so a log dir on NFS works. ``flush()`` is the only fsync.
+``pread``; nothing depends on mmap, so a log dir on NFS works. ``flush()`` is the only fsync;
+``add_to_flush`` hands the same work to a ``FlushJob`` that fsyncs in a worker thread.
 Raises: ``KafkaStorageError`` when the disk fails on append; ``CorruptMessageError`` when a
 file that passed recovery no longer parses; ``CorruptIndexError`` only from ``load_tail`` (the
 loader then calls ``recover``).
@@ -23,6 +24,7 @@ from pathlib import Path
 from broker.log.config import INT_MAX, LogConfig
 from broker.log.errors import CorruptMessageError, KafkaStorageError
 from broker.log.file_slice import FileSlice
+from broker.log.flush import FlushJob
 from broker.log.index_file import CorruptIndexError
 from broker.log.offset_index import OffsetIndex
 from broker.log.scan import ValidBatches, iter_headers, pread_exact
@@ -301,6 +303,22 @@ class LogSegment:
         if self.dirty:
             os.fsync(self.fd)
             self.dirty = False
+
+    def add_to_flush(self, job: FlushJob, *, indexes: bool) -> None:
+        """Hand the unsynced files of the segment to ``job`` (``flush``, and ``flush_indexes`` when
+        ``indexes``, without their fsyncs; index entries are written to the page cache here).
+        From here on the segment counts as synced: a failed job fails the log."""
+        if self.dirty:
+            job.add_dup(self.fd, str(self.log_path))
+            self.dirty = False
+        if indexes:
+            for index in (self.offset_index, self.time_index):
+                fd = index.write_pending()
+                if fd is not None:
+                    job.add_fd(fd, str(index.path))
+            txn_fd = self.txn_index.take_unsynced()
+            if txn_fd is not None:
+                job.add_dup(txn_fd, str(self.txn_index.path))
 
     def flush_indexes(self) -> None:
         """Write pending index entries and fsync the index files. The log calls it when the

@@ -135,6 +135,13 @@ class TransactionIndex:
             os.fsync(self._fd)
         self._dirty = False
 
+    def take_unsynced(self) -> int | None:
+        """The open descriptor to fsync when entries were written since the last flush (the
+        caller, a ``FlushJob``, duplicates it), else None; the index counts as synced from here."""
+        fd = self._fd if self._dirty and self._fd >= 0 else None
+        self._dirty = False
+        return fd
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

@@ -13,11 +13,18 @@ each appended batch whose epoch is new); ``truncate_from_end``/``truncate_from_s
 log's truncation and log-start moves.
 
 Persistence (``LeaderEpochFile``): Kafka's ``leader-epoch-checkpoint`` text file in the partition
-directory (version 0, count, then ``epoch start_offset`` lines), rewritten atomically with an fsync
-whenever the entries change. Changes are rare (a new leader epoch, a truncation), so the write is
-synchronous: an entry is durable before any batch of its epoch is acknowledged. ``load`` drops
-entries at or past the log end (a crash lost their batches) and ``LeaderEpochFile.recover`` adds
-epochs found in the unflushed tail that the file does not list.
+directory (version 0, count, then ``epoch start_offset`` lines), rewritten whenever the entries
+change. With a ``durable_before`` hook (the partition passes ``Log.sync_before``) the rewrite is
+temp file + rename without fsync, on the event loop (a failover changes hundreds of partitions'
+epochs at once: no fsync per partition on the loop): it survives a process crash (page cache),
+and the log's next background flush fsyncs file and directory before its recovery point passes
+the start offset of any entry that changed. That is the ordering start-up needs: ``load`` keeps
+the file's entries below the log end and adds the epochs of the batches from
+``max(last entry, recovery point)`` on, so an entry missing from the file after a machine crash
+is found again in the batches — as long as it does not start below a durable recovery point.
+A machine crash during a rewrite not yet fsynced can leave the file empty or damaged (KAFKA-16541):
+``read_checked`` reports that, and the partition then rebuilds every entry from the batches.
+Without the hook (tools, tests) the write is ``write_atomic`` (fsync file and directory).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.log.files import write_atomic
+from broker.log.files import write_atomic, write_replace
 
 log = logging.getLogger(__name__)
 
@@ -194,23 +201,45 @@ def parse_epoch_checkpoint(text: str) -> list[EpochEntry]:
 
 
 class LeaderEpochFile:
-    """``leader-epoch-checkpoint`` of one partition directory."""
+    """``leader-epoch-checkpoint`` of one partition directory. ``durable_before(path, offset)``
+    (optional) is told after each write without fsync that the file must be durable before the
+    log's recovery point exceeds ``offset``, the smallest start offset among the entries added
+    or removed by the write."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, durable_before: Callable[[Path, int], None] | None = None) -> None:
         self.path = directory / CHECKPOINT_NAME
+        self._durable_before = durable_before
+        self._written: list[EpochEntry] | None = None  # the file's entries as last read or written
 
     def write(self, entries: list[EpochEntry]) -> None:
-        write_atomic(self.path, format_epoch_checkpoint(entries))
+        data = format_epoch_checkpoint(entries)
+        if self._durable_before is None:
+            write_atomic(self.path, data)
+            self._written = list(entries)
+            return
+        previous = self._written if self._written is not None else (self.read_checked() or [])
+        write_replace(self.path, data)
+        self._written = list(entries)
+        changed = set(previous).symmetric_difference(entries)
+        if changed:  # else the previous write's registration covers this content too
+            self._durable_before(self.path, min(e.start_offset for e in changed))
 
     def read(self) -> list[EpochEntry]:
         """The file's entries; empty when missing or unreadable (logged)."""
+        return self.read_checked() or []
+
+    def read_checked(self) -> list[EpochEntry] | None:
+        """The file's entries (empty when missing); None when it exists but cannot be read or
+        parsed (logged): a machine crash hit a rewrite not yet fsynced."""
         try:
-            return parse_epoch_checkpoint(self.path.read_text(encoding="utf-8"))
+            entries = parse_epoch_checkpoint(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return []
+            entries = []
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             log.warning("ignoring unreadable leader-epoch checkpoint %s: %s", self.path, exc)
-            return []
+            return None
+        self._written = entries
+        return list(entries)
 
     def load(self, log_end_offset: int, tail_epochs: Iterable[tuple[int, int]]) -> LeaderEpochCache:
         """A cache persisted to this file: its entries below ``log_end_offset``, then the

@@ -301,10 +301,17 @@ class Partition:
 
 def _load_epochs(target: Log) -> LeaderEpochCache:
     """The partition's epoch cache from its checkpoint file, completed from the batches after the
-    last listed epoch that the last clean flush may not cover (from the recovery point on)."""
-    epoch_file = LeaderEpochFile(target.directory)
-    stored = epoch_file.read()
-    scan_from = max(stored[-1].start_offset if stored else target.log_start_offset, target.recovery_point)
+    last listed epoch that the last clean flush may not cover (from the recovery point on). The
+    file is rewritten without fsync; the log's next flush makes it durable before the recovery
+    point passes a changed entry (``Log.sync_before``), which is what makes scanning from the
+    recovery point enough. A damaged file (a machine crash during a rewrite) is rebuilt from
+    every batch from the log start."""
+    epoch_file = LeaderEpochFile(target.directory, target.sync_before)
+    stored = epoch_file.read_checked()
+    if stored is None:
+        scan_from = target.log_start_offset
+    else:
+        scan_from = max(stored[-1].start_offset if stored else target.log_start_offset, target.recovery_point)
     return epoch_file.load(target.log_end_offset, _batch_epochs(target, scan_from))
 
 

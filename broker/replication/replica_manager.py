@@ -281,12 +281,19 @@ class ReplicaManager:
         return hosted is not None and hosted.high_watermark > last_offset
 
     async def wait_for_acks(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> int:
-        """acks=all (DelayedProduce): wait until the high watermark passes ``last_offset``; the
-        error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        NOT_LEADER_OR_FOLLOWER)."""
+        """acks=all (DelayedProduce): wait until the high watermark passes ``last_offset`` — and
+        first, when the append reached ``flush.messages``, until its background fsync completed;
+        the error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR)."""
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        durable = hosted.log.wait_durable(last_offset + 1)  # flush.messages: fsynced here first
+        if durable is not None:
+            try:
+                await durable
+            except LogError as exc:
+                return exc.code
         waiter = hosted.wait_for_high_watermark(last_offset + 1)
         try:
             await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)

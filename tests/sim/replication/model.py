@@ -24,11 +24,14 @@ What is real and what is simulated:
 * **Simulated:** the network (per-connection FIFO delivery with random delays, drops that break
   the request, duplicated controller requests as a client retry would send, cut links), the disks
   (a log is a list of ``(leader epoch, record id)``; ``flushed`` is what survives a machine crash;
-  the leader-epoch checkpoint is durable when written, as ``LeaderEpochFile.write`` is; the
+  the leader-epoch checkpoint is rewritten without fsync, as ``LeaderEpochFile.write`` is, and
+  becomes durable with the log's next flush, which also raises the recovery point; a rewrite
+  lowers the recovery point to the first changed entry, as ``Log.sync_before`` does; the
   high-watermark checkpoint is written every ``hw_checkpoint_interval_ms``), and the faults:
   pauses (SIGSTOP: timers and inbound messages wait), process crashes (the page cache survives:
-  the whole log) and machine crashes (only a random prefix of the log above its flushed offset
-  survives, never less than the flushed offset).
+  the whole log, the last checkpoint written) and machine crashes (only a random prefix of the
+  log above its flushed offset survives, never less than the flushed offset; the epoch
+  checkpoint is its durable version, the last one written, or damaged).
 
 One record id per appended record (global counter) makes "the same record" exact: two replicas
 agree at an offset when they hold the same record id there (which implies the same epoch).
@@ -152,6 +155,7 @@ class SimLog:
     def __init__(self) -> None:
         self.entries: list[tuple[int, int]] = []
         self.flushed = 0
+        self.recovery_point = 0  # ≤ flushed: lowered by an epoch checkpoint rewrite (sync_before)
         self.changed_from = _INFINITY  # lowest offset changed since the invariants last looked
 
     @property
@@ -166,17 +170,19 @@ class SimLog:
             return False
         del self.entries[offset:]
         self.flushed = min(self.flushed, offset)
+        self.recovery_point = min(self.recovery_point, offset)
         self.changed_from = min(self.changed_from, offset)
         return True
 
     def flush(self) -> None:
-        self.flushed = len(self.entries)
+        self.flushed = self.recovery_point = len(self.entries)
 
 
 @dataclass
 class SimDisk:
     logs: dict[int, SimLog] = field(default_factory=dict)
-    epoch_checkpoints: dict[int, list[EpochEntry]] = field(default_factory=dict)  # leader-epoch-checkpoint
+    epoch_checkpoints: dict[int, list[EpochEntry] | None] = field(default_factory=dict)  # None: damaged
+    durable_epoch_checkpoints: dict[int, list[EpochEntry]] = field(default_factory=dict)  # as last fsynced
     hw_checkpoint: dict[int, int] = field(default_factory=dict)  # replication-offset-checkpoint
 
     def log(self, partition: int) -> SimLog:
@@ -191,14 +197,23 @@ def load_epochs(disk: SimDisk, partition: int) -> LeaderEpochCache:
     """``partition._load_epochs`` + ``LeaderEpochFile.load``: the checkpoint's entries below the log
     end, then the epochs of the batches from the recovery point (the flushed offset) on."""
     target = disk.log(partition)
-    stored = list(disk.epoch_checkpoints.get(partition, []))
-    scan_from = max(stored[-1].start_offset if stored else 0, target.flushed)
+    checked = disk.epoch_checkpoints.get(partition, [])
+    if checked is None:  # damaged: rebuilt from every batch (``read_checked`` returned None)
+        stored: list[EpochEntry] = []
+        scan_from = 0
+    else:
+        stored = list(checked)
+        scan_from = max(stored[-1].start_offset if stored else 0, target.recovery_point)
     cache = LeaderEpochCache(e for e in stored if e.start_offset < target.end)
     for offset in range(scan_from, target.end):
         cache.assign(target.entries[offset][0], offset)
 
     def write(entries: list[EpochEntry]) -> None:
+        previous = disk.epoch_checkpoints.get(partition) or []
         disk.epoch_checkpoints[partition] = list(entries)
+        changed = set(previous).symmetric_difference(entries)
+        if changed:  # Log.sync_before: durable before the recovery point passes the change
+            target.recovery_point = min(target.recovery_point, *(e.start_offset for e in changed))
 
     cache._on_change = write  # as LeaderEpochFile.load does
     if cache.entries != stored:
@@ -417,6 +432,11 @@ class SimBroker:
                     target.flushed = keep
                     self.lost_tail[partition] = len(lost)
                     self.sim.invariants.on_lost_tail(self, partition, keep, lost)
+            for partition in sorted(self.disk.epoch_checkpoints):
+                written = self.disk.epoch_checkpoints[partition]
+                durable = self.disk.durable_epoch_checkpoints.get(partition, [])
+                if written != durable:  # a rewrite not yet fsynced: old, new, or damaged
+                    self.disk.epoch_checkpoints[partition] = rng.choice((list(durable), written, None))
 
     def pause(self) -> None:
         self.paused = True
@@ -821,6 +841,10 @@ class SimBroker:
             self.disk.hw_checkpoint[partition] = hosted.high_watermark
 
     def _flush(self) -> None:
+        """The background flush: the epoch checkpoint and the log durable, then the recovery point."""
+        for partition, written in self.disk.epoch_checkpoints.items():
+            if written is not None:
+                self.disk.durable_epoch_checkpoints[partition] = list(written)
         for target in self.disk.logs.values():
             target.flush()
 

@@ -71,7 +71,7 @@ def test_failed_snapshot_when_a_segment_rolls_fails_the_append(tmp_path: Path, m
 
 def test_failed_fsync_fails_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = make_log(tmp_path, FakeClock(), flush_messages=1)
-    monkeypatch.setattr(log.active_segment, "flush", disk_error)
+    monkeypatch.setattr("broker.log.flush.os.fsync", disk_error)  # the flush job's fsync
     with pytest.raises(KafkaStorageError):
         log.append(batch(1))
     assert_offline(log)
