@@ -16,10 +16,14 @@ from typing import Any
 
 from broker.properties import load_properties
 from broker.raft.config import RaftConfigError, validate_quorum_config
+from broker.security.protocols import ProtocolMapError, listener_protocol, parse_protocol_map
+from broker.security.unsupported import is_security_key, refusals
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
+# Key name parts whose values are never logged (Kafka's PASSWORD-type configs).
+_SECRET_WORDS = frozenset({"password", "secret", "jaas", "key", "credentials"})
 
 
 class ConfigError(ValueError):
@@ -59,7 +63,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.dir", str, None, "single data directory (used when log.dirs is not set)"),
     ConfigKey("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "listener URIs"),
     ConfigKey("advertised.listeners", _list, [], "URIs given to clients (default: listeners)"),
-    ConfigKey("listener.security.protocol.map", str, "", "listener name to protocol (PLAINTEXT only)"),
+    ConfigKey("listener.security.protocol.map", str, "", "NAME:PROTOCOL,... (default: each protocol maps to itself)"),
+    ConfigKey("security.inter.broker.protocol", str, "PLAINTEXT", "protocol between brokers (PLAINTEXT only)"),
     ConfigKey("num.partitions", int, 1, "partitions of an auto-created topic"),
     ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
     ConfigKey("min.insync.replicas", int, 1, "acks=all needs this many in-sync replicas (topic default)"),
@@ -224,8 +229,9 @@ class BrokerConfig:
         for name, text in raw.items():
             spec = KNOWN_KEYS.get(name)
             if spec is None:
-                if warn_unknown:
-                    log.warning("unknown config key %r ignored (value %r)", name, text)
+                if warn_unknown and not is_security_key(name):  # those are refused, by name, in validate()
+                    shown = "[hidden]" if _SECRET_WORDS.intersection(name.split(".")) else repr(text)
+                    log.warning("unknown config key %r ignored (value %s)", name, shown)
                 extra[name] = text
                 continue
             try:
@@ -267,9 +273,22 @@ class BrokerConfig:
             raise ConfigError("log.dirs is empty: give at least one data directory (or --data-dir)")
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
+        refused = refusals(self.raw, self.listener_protocols)
+        if refused:
+            raise ConfigError("\n".join(refused))
         try:
             validate_quorum_config(self.values, self.raw)
         except RaftConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def listener_protocols(self) -> dict[str, str]:
+        """Each listener name of ``listeners`` → its security protocol (Kafka's map rule)."""
+        try:
+            protocol_map = parse_protocol_map(str(self.values["listener.security.protocol.map"]))
+            names = [parse_listener(uri).name for uri in self.values["listeners"]]
+            return {name: listener_protocol(name, protocol_map) for name in names}
+        except ProtocolMapError as exc:
             raise ConfigError(str(exc)) from None
 
     @property

@@ -1,0 +1,64 @@
+"""Issue #15, first step: a broker given security settings it cannot honour exits at start-up with a
+message naming each key, and never serves (plaintext, unauthenticated) on the configured port."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_broker(tmp_path: Path, properties: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "server.properties"
+    config.write_text(properties, encoding="utf-8")
+    argv = [sys.executable, "-m", "broker", "--config", str(config), "--data-dir", str(tmp_path / "logs")]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path: Path) -> None:
+    """The issue's reproduction: the broker used to print 'ready … listeners=SASL_SSL://…' and serve
+    plaintext with no authentication there."""
+    port = free_port()
+    done = run_broker(
+        tmp_path,
+        f"listeners=SASL_SSL://127.0.0.1:{port}\n"
+        "ssl.keystore.location=/etc/kafka/broker.keystore.p12\n"
+        "ssl.keystore.password=secret\n"
+        "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        "super.users=User:admin\n",
+    )
+    assert done.returncode != 0
+    assert "ready" not in done.stdout
+    for named in (
+        "listener SASL_SSL uses security protocol SASL_SSL",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "sasl.enabled.mechanisms",
+        "authorizer.class.name",
+        "super.users",
+    ):
+        assert named in done.stderr, done.stderr
+    assert "secret" not in done.stderr  # a refused key is named, its value (a password) is not
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass  # nothing listens on the port
+
+
+def test_mapped_listener_with_a_secure_protocol_refuses_to_start(tmp_path: Path) -> None:
+    done = run_broker(
+        tmp_path,
+        "listeners=CLIENT://127.0.0.1:0\nlistener.security.protocol.map=CLIENT:SSL\n",
+    )
+    assert done.returncode != 0
+    assert "listener CLIENT uses security protocol SSL" in done.stderr, done.stderr

@@ -1,0 +1,99 @@
+"""Issue #15: a security setting the broker cannot honour stops it at start-up, naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError
+from broker.security.protocols import ProtocolMapError, listener_protocol, parse_protocol_map
+
+pytestmark = pytest.mark.unit
+
+
+def load(raw: dict[str, str]) -> BrokerConfig:
+    return BrokerConfig.from_mapping({"log.dirs": "/nonexistent-unused", **raw}, warn_unknown=False)
+
+
+def test_default_map_is_the_identity_on_the_protocol_names() -> None:
+    protocol_map = parse_protocol_map("")
+    assert listener_protocol("SASL_SSL", protocol_map) == "SASL_SSL"
+    assert listener_protocol("plaintext", protocol_map) == "PLAINTEXT"
+    with pytest.raises(ProtocolMapError, match="CLIENT"):
+        listener_protocol("CLIENT", protocol_map)
+
+
+def test_map_entries_are_checked() -> None:
+    assert parse_protocol_map("client:plaintext, CONTROLLER:SASL_SSL") == {
+        "CLIENT": "PLAINTEXT",
+        "CONTROLLER": "SASL_SSL",
+    }
+    with pytest.raises(ProtocolMapError, match="TLS is not one of"):
+        parse_protocol_map("CLIENT:TLS")
+    with pytest.raises(ProtocolMapError, match="not NAME:PROTOCOL"):
+        parse_protocol_map("CLIENT")
+
+
+def test_plaintext_listeners_still_start() -> None:
+    config = load(
+        {
+            "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,SSL:SSL",
+            "security.inter.broker.protocol": "PLAINTEXT",
+            "authorizer.class.name": "",
+        }
+    )
+    assert config.listener_protocols == {"CLIENT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_listener_named_after_a_secure_protocol_is_refused(protocol: str) -> None:
+    """Never serve plaintext on a port configured as SASL_SSL (the issue's finding)."""
+    with pytest.raises(ConfigError, match=f"listener {protocol} uses security protocol {protocol}"):
+        load({"listeners": f"{protocol}://127.0.0.1:0"})
+
+
+def test_a_listener_mapped_to_a_secure_protocol_is_refused() -> None:
+    raw = {"listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SASL_SSL"}
+    with pytest.raises(ConfigError, match="listener CLIENT uses security protocol SASL_SSL"):
+        load(raw)
+
+
+def test_an_unmapped_listener_name_is_refused_as_kafka_does() -> None:
+    with pytest.raises(ConfigError, match="listener CLIENT: no security protocol defined"):
+        load({"listeners": "CLIENT://127.0.0.1:0"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("ssl.keystore.location", "/etc/kafka/broker.p12"),
+        ("ssl.client.auth", "required"),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+        ("listener.name.sasl_ssl.plain.sasl.jaas.config", "org.apache.kafka...PlainLoginModule required;"),
+        ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+        ("super.users", "User:admin"),
+        ("allow.everyone.if.no.acl.found", "false"),
+        ("security.inter.broker.protocol", "SASL_SSL"),
+        ("connections.max.reauth.ms", "3600000"),
+        ("principal.builder.class", "com.example.Builder"),
+    ],
+)
+def test_each_security_key_is_refused_by_name(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"config {key} cannot be honoured"):
+        load({key: value})
+
+
+def test_every_refused_key_is_named_at_once() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load({"listeners": "SASL_SSL://127.0.0.1:0", "ssl.truststore.location": "t", "super.users": "User:a"})
+    message = str(caught.value)
+    for name in ("listener SASL_SSL", "ssl.truststore.location", "super.users"):
+        assert name in message
+
+
+def test_unknown_key_warnings_never_print_a_secret_value(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING")
+    BrokerConfig.from_mapping({"log.dirs": "/nonexistent-unused", "password.encoder.secret": "hunter2"})
+    assert "password.encoder.secret" in caplog.text
+    assert "hunter2" not in caplog.text
