@@ -57,7 +57,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("process.roles", _list, ["broker", "controller"], "broker, controller, or both"),
     ConfigKey("controller.quorum.voters", str, "", "id@host:port,... of the metadata quorum"),
     ConfigKey("quorum.voters", str, "", "KIP-595 name of controller.quorum.voters"),
-    ConfigKey("controller.listener.names", str, "CONTROLLER", "listener name(s) the controllers use"),
+    ConfigKey("controller.listener.names", _list, ["CONTROLLER"], "listener name(s) the controllers use"),
+    ConfigKey("inter.broker.listener.name", str, None, "listener other brokers use (default: first non-controller)"),
     ConfigKey("cluster.id", str, "", "cluster id (generated and stored in meta.properties if empty)"),
     ConfigKey("log.dirs", _list, ["/tmp/pylog-logs"], "data directories"),  # noqa: S108 - Kafka-like default
     ConfigKey("log.dir", str, None, "single data directory (used when log.dirs is not set)"),
@@ -273,6 +274,7 @@ class BrokerConfig:
             raise ConfigError("log.dirs is empty: give at least one data directory (or --data-dir)")
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
+        self._validate_listener_roles()
         refused = refusals(self.raw, self.listener_protocols)
         if refused:
             raise ConfigError("\n".join(refused))
@@ -280,6 +282,57 @@ class BrokerConfig:
             validate_quorum_config(self.values, self.raw)
         except RaftConfigError as exc:
             raise ConfigError(str(exc)) from None
+
+    def _validate_listener_roles(self) -> None:
+        """Kafka's checks of ``listeners`` against ``advertised.listeners``,
+        ``controller.listener.names`` and ``inter.broker.listener.name``."""
+        names = self.listener_names
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners {','.join(self.values['listeners'])}: each listener name may appear once")
+        for uri in self.values["advertised.listeners"]:
+            if parse_listener(uri).name not in names:
+                raise ConfigError(f"advertised.listeners {uri!r} names a listener that is not in listeners")
+        controllers = self.controller_listeners
+        roles = set(self.values["process.roles"]) if self.kraft_enabled else set()
+        if controllers and self.kraft_enabled and "controller" not in roles:
+            raise ConfigError(
+                f"controller.listener.names ({','.join(sorted(controllers))}) must not appear in listeners "
+                "on a node without the controller role (process.roles=broker): remove that listener"
+            )
+        if "controller" in roles and "controller.listener.names" in self.raw and not controllers:
+            raise ConfigError(
+                "controller.listener.names must name at least one listener of listeners on a controller "
+                f"(listeners: {','.join(names)})"
+            )
+        inter = self.values["inter.broker.listener.name"]
+        if inter is not None:
+            if "security.inter.broker.protocol" in self.raw:
+                raise ConfigError("give only one of inter.broker.listener.name and security.inter.broker.protocol")
+            if inter.upper() not in names or inter.upper() in controllers:
+                raise ConfigError(
+                    f"inter.broker.listener.name={inter} must name a listener of listeners that is not "
+                    f"a controller listener (listeners: {','.join(names)})"
+                )
+
+    @property
+    def listener_names(self) -> list[str]:
+        return [parse_listener(uri).name for uri in self.values["listeners"]]
+
+    @property
+    def controller_listeners(self) -> frozenset[str]:
+        """The listeners of ``listeners`` named in ``controller.listener.names`` (empty: pylog's
+        single-listener mode, every listener serves the quorum's RPCs too)."""
+        wanted = {name.upper() for name in self.values["controller.listener.names"]}
+        return frozenset(name for name in self.listener_names if name in wanted)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers (and Metadata answers) use: ``inter.broker.listener.name``,
+        else the first listener that is not a controller listener, else the first listener."""
+        if self.values["inter.broker.listener.name"] is not None:
+            return str(self.values["inter.broker.listener.name"]).upper()
+        names = self.listener_names
+        return next((name for name in names if name not in self.controller_listeners), names[0])
 
     @property
     def listener_protocols(self) -> dict[str, str]:

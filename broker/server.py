@@ -61,6 +61,7 @@ from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
+from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -136,22 +137,34 @@ class BrokerServer:
                 )
             )  # fmt: skip
         first = self._listeners[0]
-        host, port = _advertised_address(first, advertised_by_name.get(first.name))
+        by_name = {sl.name: sl for sl in self._listeners}
+        # the address other brokers and clients reach this node's data at (registered with the controller)
+        inter_broker = by_name[config.inter_broker_listener]
+        host, port = _advertised_address(inter_broker, advertised_by_name.get(inter_broker.name))
+        # a one-voter quorum's own voter address: the controller listener when there is one
+        raft_listener = next((by_name[n] for n in config.listener_names if n in config.controller_listeners), first)
+        raft_address = _advertised_address(raft_listener, advertised_by_name.get(raft_listener.name))
         if config.kraft_enabled:  # committed-entry listeners go on self.raft before its start()
-            self.raft = create_driver(config, cluster_id, (host, port), on_fatal=self._on_raft_fatal)
+            self.raft = create_driver(config, cluster_id, raft_address, on_fatal=self._on_raft_fatal)
         self.advertised = [
             f"{sl.name}://{':'.join(map(str, _advertised_address(sl, advertised_by_name.get(sl.name))))}"
             for sl in self._listeners
         ]
         default_log_config = broker_log_config(config.raw)
         controller: LocalController | QuorumController
+        # every client listener (the inter-broker one first), as BrokerRegistration lists them
+        endpoints = tuple(
+            (sl.name, *_advertised_address(sl, advertised_by_name.get(sl.name)))
+            for sl in sorted(self._listeners, key=lambda sl: sl.name != inter_broker.name)
+            if sl.name not in config.controller_listeners
+        )
         if self.raft is not None:  # registers its committed-entry listener on the driver
-            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port))
+            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port), endpoints)
         else:
             controller = LocalController(
                 config.log_dirs[0],
                 cluster_id,
-                BrokerInfo(config.node_id, host, port),
+                BrokerInfo(config.node_id, host, port, endpoints=endpoints),
                 deletion_enabled=bool(config["delete.topic.enable"]),
             )
         image = controller.image()
@@ -201,7 +214,10 @@ class BrokerServer:
         self._tasks.append(self._watch(asyncio.create_task(txn.run(), name="transaction-coordinator")))
         if self.raft is not None:
             await self.raft.start()
-        broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn)
+        broker = Broker(
+            config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
+            listener_policy=ListenerPolicy(config.controller_listeners),
+        )  # fmt: skip
         dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
         for sl in self._listeners:
             sl.start(dispatcher)

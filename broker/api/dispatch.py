@@ -8,7 +8,10 @@ Contract (implements ``broker.network.connection.RequestHandler``):
   release in ``pyspark_log.wire.versions``;
 - a handler's synchronous part runs in request order; its awaitable part may overlap others;
 - a handler that raises an unexpected exception closes that connection only; the broker and
-  every other connection go on.
+  every other connection go on;
+- a controller-only request (Raft RPCs, broker registration and heartbeats, AlterPartition,
+  forwarded requests, Fetch of the metadata log) on a listener that is not the controller
+  listener closes the connection (``broker.security.listeners``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Handler, Request
+from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.log.file_slice import FileSlice
 from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
 from broker.network.response import FileRegion, Response
+from broker.raft.rpc import is_metadata_fetch
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode, KafkaError, UnsupportedVersionError
 from pyspark_log.wire.headers import (
@@ -69,6 +74,17 @@ class Dispatcher:
             raise CloseConnection(f"api key {header.api_key} is not served by this broker")
         if not lo_hi[0] <= header.api_version <= lo_hi[1]:
             raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
+        policy = self._broker.listener_policy
+        if not policy.is_controller(ctx.listener):
+            refused = policy.refusal(
+                ctx.listener,
+                header.api_key,
+                forwarded=header.client_id == FORWARD_CLIENT_ID,
+                metadata_fetch=header.api_key == ApiKey.FETCH and is_metadata_fetch(header.api_version, body),
+            )
+            if refused is not None:
+                log.warning("closing connection %s from %s: %s", ctx.connection_id, ctx.peer, refused)
+                raise CloseConnection(refused)
         request = Request(header, body, ctx)
         try:
             result = handler(self._broker, request)

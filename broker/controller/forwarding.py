@@ -232,6 +232,7 @@ class Registration:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # every client listener; host/port: inter-broker
 
 
 async def send_registration(channel: ControllerChannel, reg: Registration, *, timeout_ms: int) -> tuple[int, int]:
@@ -240,7 +241,10 @@ async def send_registration(channel: ControllerChannel, reg: Registration, *, ti
         "broker_id": reg.broker_id,
         "cluster_id": reg.cluster_id,
         "incarnation_id": reg.incarnation_id,
-        "listeners": [{"name": "PLAINTEXT", "host": reg.host, "port": reg.port, "security_protocol": 0}],
+        "listeners": [
+            {"name": name, "host": host, "port": port, "security_protocol": 0}
+            for name, host, port in reg.endpoints or (("PLAINTEXT", reg.host, reg.port),)
+        ],
         "features": [],
         "rack": reg.rack,
     }

@@ -54,6 +54,7 @@ class BrokerRegistration:
     port: int
     rack: str | None = None
     fenced: bool = False
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,14 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         return state if state.cluster_id is not None else replace(state, cluster_id=record.cluster_id)
     if isinstance(record, RegisterBrokerRecord):
         reg = BrokerRegistration(
-            record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack, fenced=False
+            record.broker_id,
+            offset,
+            record.incarnation_id,
+            record.host,
+            record.port,
+            record.rack,
+            fenced=False,
+            endpoints=record.endpoints,
         )
         return replace(state, registrations={**state.registrations, record.broker_id: reg})
     if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
@@ -182,7 +190,7 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
     brokers: dict[int, BrokerInfo] = {}
     for b in live:
         reg = state.registrations[b]
-        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack)
+        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack, reg.endpoints)
     fenced = {b for b, reg in state.registrations.items() if reg.fenced}
     topics = dict(state.topics)
     if fenced:

@@ -109,7 +109,7 @@ class LocalController:
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
-        registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack)
+        registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack, endpoints=b.endpoints)
         return ClusterState(
             self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids
         )

@@ -414,7 +414,9 @@ class QuorumController(ReplicaLeadership):
                 if current is not None and current.incarnation_id == str(reg.incarnation_id):
                     epoch = current.epoch  # a retried registration of the same process
                 else:
-                    record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
+                    record = RegisterBrokerRecord(
+                        reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack, reg.endpoints
+                    )
                     records = register_broker(self._state, record, self._unclean)
                     self._warn_unclean(records)
                     epoch = await self._append(records)
@@ -502,7 +504,13 @@ class QuorumController(ReplicaLeadership):
         assert self._broker is not None
         broker = self._broker
         reg = Registration(
-            broker.node_id, self._cluster_id, self._incarnation_id, broker.host, broker.port, broker.rack
+            broker.node_id,
+            self._cluster_id,
+            self._incarnation_id,
+            broker.host,
+            broker.port,
+            broker.rack,
+            broker.endpoints,
         )
         attempts = 0
         while True:
@@ -629,12 +637,16 @@ class QuorumController(ReplicaLeadership):
 
 
 def from_config(
-    driver: RaftDriverLike, config: BrokerConfig, cluster_id: str, address: tuple[str, int]
+    driver: RaftDriverLike,
+    config: BrokerConfig,
+    cluster_id: str,
+    address: tuple[str, int],
+    endpoints: tuple[tuple[str, str, int], ...] = (),
 ) -> QuorumController:
     """The controller of a node with ``process.roles``: it registers as a broker (at ``address``,
-    the advertised listener) only with the ``broker`` role."""
+    the inter-broker listener, with ``endpoints``, every client listener) only with the ``broker`` role."""
     roles = list(config["process.roles"])
-    broker = BrokerInfo(config.node_id, *address) if "broker" in roles else None
+    broker = BrokerInfo(config.node_id, *address, endpoints=endpoints) if "broker" in roles else None
     return QuorumController(
         driver,
         cluster_id=cluster_id,

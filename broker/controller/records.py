@@ -62,6 +62,7 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # every listener: (name, host, port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,10 @@ def _to_json(record: MetadataRecord) -> dict[str, Any]:
             value = str(value)
         elif key in _TUPLE_FIELDS and value is not None:
             value = list(value)
+        elif key == "endpoints":
+            if not value:
+                continue  # records without listeners keep their old bytes
+            value = [list(endpoint) for endpoint in value]
         doc[key] = value
     return doc
 
@@ -176,6 +181,8 @@ def _from_json(doc: Any) -> MetadataRecord:
                 value = uuid.UUID(value)
             elif f.name in _TUPLE_FIELDS and value is not None:
                 value = tuple(int(v) for v in value)
+            elif f.name == "endpoints":
+                value = tuple((str(name), str(host), int(port)) for name, host, port in value)
             kwargs[f.name] = value
         record: MetadataRecord = cls(**kwargs)
     except (TypeError, ValueError, AttributeError) as exc:
