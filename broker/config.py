@@ -275,7 +275,12 @@ class BrokerConfig:
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
         self._validate_listener_roles()
-        refused = refusals(self.raw, self.listener_protocols)
+        plaintext_only: dict[str, str] = {}
+        if self.kraft_enabled:  # the Raft transport, registration, forwarding and replication are plaintext
+            plaintext_only[self.inter_broker_listener] = "the inter-broker listener"
+            for name in self.controller_listeners:
+                plaintext_only[name] = "a controller listener"
+        refused = refusals(self.raw, self.listener_protocols, plaintext_only)
         if refused:
             raise ConfigError("\n".join(refused))
         try:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -41,7 +42,7 @@ from broker.api.produce import handle_produce
 from broker.api.raft import raft_handlers
 from broker.api.txn import txn_handlers
 from broker.api.txn_markers import handle_write_txn_markers
-from broker.config import BrokerConfig, Listener, parse_listener
+from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
 from broker.controller.quorum import QuorumController
@@ -62,6 +63,7 @@ from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.security.listeners import ListenerPolicy
+from broker.security.tls import TlsConfigError, listener_settings, server_context
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,7 @@ class BrokerServer:
             idle_ms=int(config["connections.max.idle.ms"]),
         )
         advertised_by_name = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
+        tls_contexts = self._tls_contexts()  # before binding: a bad keystore stops start-up here
         for uri in config["listeners"]:
             spec = parse_listener(uri)
             self._listeners.append(
@@ -134,6 +137,7 @@ class BrokerServer:
                     spec.name, spec.host, spec.port, limits,
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
+                    tls_context=tls_contexts.get(spec.name),
                 )
             )  # fmt: skip
         first = self._listeners[0]
@@ -238,6 +242,18 @@ class BrokerServer:
             flush=True,
         )
 
+    def _tls_contexts(self) -> dict[str, ssl.SSLContext]:
+        """A server TLS context per SSL listener (``broker.security.tls``); ConfigError names the key."""
+        out = {}
+        for name, protocol in self.config.listener_protocols.items():
+            if protocol in ("SSL", "SASL_SSL"):
+                try:
+                    out[name] = server_context(listener_settings(self.config.raw, name), name)
+                except TlsConfigError as exc:
+                    raise ConfigError(str(exc)) from None
+                log.info("listener %s serves TLS", name)
+        return out
+
     def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:
         mc = logs.config
         rc = replicas.config
@@ -331,6 +347,10 @@ async def run(config: BrokerConfig) -> int:
     server = BrokerServer(config)
     try:
         await server.start()
+    except ConfigError as exc:  # a setting found unusable at start-up (a TLS keystore): no traceback
+        print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)
+        await server.shutdown()
+        return 2
     except Exception as exc:
         log.exception("broker failed to start")
         print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)

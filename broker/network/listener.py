@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import time
 
 from broker.network.connection import Connection, ConnectionContext, ConnectionLimits, RequestHandler
@@ -32,8 +33,10 @@ class Listener:
         *,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         self.name = name
+        self._tls_context = tls_context  # an SSL listener: every connection starts with a TLS handshake
         self._handler: RequestHandler | None = None
         self._limits = limits
         self._send_buffer_bytes = send_buffer_bytes
@@ -77,7 +80,9 @@ class Listener:
             assert self._handler is not None
             conn_id = next(self._ids)
             peer = f"{addr[0]}:{addr[1]}"
-            conn = Connection(sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits)
+            conn = Connection(
+                sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits, self._tls_context
+            )
             self._connections[conn_id] = conn
             task = asyncio.create_task(self._serve(conn), name=f"conn-{conn_id}")
             self._tasks.add(task)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.security.tls import check_keys
+
 # Security protocols a listener may use today.
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 
 # Key prefixes and keys that configure TLS, SASL, authorization or principals (Kafka's names).
 REFUSED_PREFIXES = {
-    "ssl.": "TLS is not supported yet",
     "sasl.": "SASL is not supported yet",
-    "listener.name.": "per-listener security settings (TLS, SASL) are not supported yet",
+    "listener.name.": "per-listener settings other than ssl.* (SASL) are not supported yet",
     "delegation.token.": "delegation tokens are not supported",
 }
 REFUSED_KEYS = {
@@ -38,16 +39,35 @@ DOCS = "see docs/security.md"
 
 
 def is_security_key(key: str) -> bool:
-    """A key these tables refuse at some value: start-up names it, so no "unknown key" warning."""
-    return key in REFUSED_KEYS or key in HARMLESS_VALUES or key.startswith(tuple(REFUSED_PREFIXES))
+    """A key read or refused here: start-up names it if need be, so no "unknown key" warning."""
+    return key in REFUSED_KEYS or key in HARMLESS_VALUES or key.startswith((*REFUSED_PREFIXES, "ssl."))
 
 
-def refusals(raw: Mapping[str, str], listener_protocols: Mapping[str, str]) -> list[str]:
+def _is_listener_ssl_key(key: str) -> bool:
+    parts = key.split(".")
+    return len(parts) > 3 and parts[0] == "listener" and parts[1] == "name" and parts[3] == "ssl"
+
+
+def refusals(
+    raw: Mapping[str, str],
+    listener_protocols: Mapping[str, str],
+    plaintext_only: Mapping[str, str] | None = None,
+) -> list[str]:
     """Messages for every security setting in ``raw`` that cannot be honoured.
 
-    ``listener_protocols`` maps each configured listener name to its security protocol.
+    ``listener_protocols`` maps each configured listener name to its security protocol;
+    ``plaintext_only`` maps listeners that must stay PLAINTEXT (this broker's own connections to
+    them do not speak TLS yet) to the reason.
     """
-    out: list[str] = []
+    out: list[str] = list(check_keys(raw))
+    for name, why in (plaintext_only or {}).items():
+        protocol = listener_protocols.get(name, "PLAINTEXT")
+        if protocol != "PLAINTEXT" and protocol in SUPPORTED_PROTOCOLS:
+            out.append(
+                f"listener {name} is {why} and uses {protocol}: the broker's own connections to it do not "
+                f"speak {protocol} yet — map it to PLAINTEXT on a private network and serve clients "
+                f"{protocol} on another listener ({DOCS})"
+            )
     for name, protocol in listener_protocols.items():
         if protocol not in SUPPORTED_PROTOCOLS:
             out.append(
@@ -56,7 +76,7 @@ def refusals(raw: Mapping[str, str], listener_protocols: Mapping[str, str]) -> l
                 f"without {protocol} — change listeners / listener.security.protocol.map ({DOCS})"
             )
     for key, value in raw.items():
-        if value.strip() in HARMLESS_VALUES.get(key, set()):
+        if value.strip() in HARMLESS_VALUES.get(key, set()) or _is_listener_ssl_key(key):
             continue
         reason = REFUSED_KEYS.get(key)
         if reason is None and key == "security.inter.broker.protocol":

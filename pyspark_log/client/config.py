@@ -60,7 +60,12 @@ _COMMON = (
     _i("reconnect.backoff.max.ms", 1000),
     _i("socket.connection.setup.timeout.ms", 10000, 1),
     _i("connections.max.idle.ms", 540000, -1),
-    _s("security.protocol", "PLAINTEXT", ("PLAINTEXT",)),
+    _s("security.protocol", "PLAINTEXT", ("PLAINTEXT", "SSL")),
+    _s("ssl.ca.location", ""),
+    _s("ssl.certificate.location", ""),
+    _s("ssl.key.location", ""),
+    _s("ssl.key.password", ""),
+    _s("ssl.endpoint.identification.algorithm", "https", ("https", "none")),
     _s("client.rack", ""),
 )
 

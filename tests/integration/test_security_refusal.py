@@ -33,8 +33,8 @@ def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path:
     done = run_broker(
         tmp_path,
         f"listeners=SASL_SSL://127.0.0.1:{port}\n"
-        "ssl.keystore.location=/etc/kafka/broker.keystore.p12\n"
-        "ssl.keystore.password=secret\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required password=secret;\n"
+        "ssl.provider=SunJSSE\n"
         "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
         "super.users=User:admin\n",
@@ -43,8 +43,8 @@ def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path:
     assert "ready" not in done.stdout
     for named in (
         "listener SASL_SSL uses security protocol SASL_SSL",
-        "ssl.keystore.location",
-        "ssl.keystore.password",
+        "sasl.jaas.config",
+        "ssl.provider",
         "sasl.enabled.mechanisms",
         "authorizer.class.name",
         "super.users",
@@ -58,7 +58,19 @@ def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path:
 def test_mapped_listener_with_a_secure_protocol_refuses_to_start(tmp_path: Path) -> None:
     done = run_broker(
         tmp_path,
-        "listeners=CLIENT://127.0.0.1:0\nlistener.security.protocol.map=CLIENT:SSL\n",
+        "listeners=CLIENT://127.0.0.1:0\nlistener.security.protocol.map=CLIENT:SASL_PLAINTEXT\n",
     )
     assert done.returncode != 0
-    assert "listener CLIENT uses security protocol SSL" in done.stderr, done.stderr
+    assert "listener CLIENT uses security protocol SASL_PLAINTEXT" in done.stderr, done.stderr
+
+
+def test_ssl_listener_with_an_unreadable_keystore_refuses_to_start(tmp_path: Path) -> None:
+    """A TLS listener that cannot get its key never serves: start-up names the key."""
+    done = run_broker(
+        tmp_path,
+        "listeners=SSL://127.0.0.1:0\nssl.keystore.type=PEM\nssl.keystore.location=/nonexistent/broker.pem\n",
+    )
+    assert done.returncode != 0
+    assert "ssl.keystore.location (listener SSL): cannot read /nonexistent/broker.pem" in done.stderr, done.stderr
+    jks = run_broker(tmp_path, "listeners=SSL://127.0.0.1:0\nssl.keystore.location=/etc/kafka/broker.jks\n")
+    assert "ssl.keystore.type (listener SSL)=JKS is not supported: use PEM or PKCS12" in jks.stderr, jks.stderr

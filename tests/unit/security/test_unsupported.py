@@ -45,7 +45,7 @@ def test_plaintext_listeners_still_start() -> None:
     assert config.listener_protocols == {"CLIENT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"}
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_a_listener_named_after_a_secure_protocol_is_refused(protocol: str) -> None:
     """Never serve plaintext on a port configured as SASL_SSL (the issue's finding)."""
     with pytest.raises(ConfigError, match=f"listener {protocol} uses security protocol {protocol}"):
@@ -53,8 +53,8 @@ def test_a_listener_named_after_a_secure_protocol_is_refused(protocol: str) -> N
 
 
 def test_a_listener_mapped_to_a_secure_protocol_is_refused() -> None:
-    raw = {"listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SASL_SSL"}
-    with pytest.raises(ConfigError, match="listener CLIENT uses security protocol SASL_SSL"):
+    raw = {"listeners": "CLIENT://127.0.0.1:0", "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT"}
+    with pytest.raises(ConfigError, match="listener CLIENT uses security protocol SASL_PLAINTEXT"):
         load(raw)
 
 
@@ -66,8 +66,6 @@ def test_an_unmapped_listener_name_is_refused_as_kafka_does() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("ssl.keystore.location", "/etc/kafka/broker.p12"),
-        ("ssl.client.auth", "required"),
         ("sasl.enabled.mechanisms", "PLAIN"),
         ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
         ("listener.name.sasl_ssl.plain.sasl.jaas.config", "org.apache.kafka...PlainLoginModule required;"),
@@ -86,9 +84,9 @@ def test_each_security_key_is_refused_by_name(key: str, value: str) -> None:
 
 def test_every_refused_key_is_named_at_once() -> None:
     with pytest.raises(ConfigError) as caught:
-        load({"listeners": "SASL_SSL://127.0.0.1:0", "ssl.truststore.location": "t", "super.users": "User:a"})
+        load({"listeners": "SASL_SSL://127.0.0.1:0", "ssl.provider": "SunJSSE", "super.users": "User:a"})
     message = str(caught.value)
-    for name in ("listener SASL_SSL", "ssl.truststore.location", "super.users"):
+    for name in ("listener SASL_SSL", "ssl.provider", "super.users"):
         assert name in message
 
 
@@ -97,3 +95,34 @@ def test_unknown_key_warnings_never_print_a_secret_value(caplog: pytest.LogCaptu
     BrokerConfig.from_mapping({"log.dirs": "/nonexistent-unused", "password.encoder.secret": "hunter2"})
     assert "password.encoder.secret" in caplog.text
     assert "hunter2" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("ssl.engine.factory.class", "custom SSL engine factories"),
+        ("ssl.provider", "security providers"),
+        ("ssl.keystore.typo", "not a TLS setting this broker knows"),
+        ("listener.name.client.ssl.principal.mapping.rules", "only DEFAULT"),
+    ],
+)
+def test_ssl_keys_that_cannot_be_honoured_are_refused(key: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load({key: "RULE:^CN=(.*)$/$1/"})
+
+
+def test_tls_on_the_inter_broker_or_controller_listener_is_refused_in_kraft_mode() -> None:
+    """The broker's own connections (Raft, registration, replication) do not speak TLS yet."""
+    raw = {
+        "process.roles": "broker,controller",
+        "listeners": "SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "listener.security.protocol.map": "SSL:SSL,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+    }
+    with pytest.raises(ConfigError, match="listener SSL is the inter-broker listener and uses SSL"):
+        load(raw)
+    with pytest.raises(ConfigError, match="listener CONTROLLER is a controller listener and uses SSL"):
+        load({**raw, "listener.security.protocol.map": "SSL:PLAINTEXT,CONTROLLER:SSL"})
+    ok = {**raw, "listeners": "INTERNAL://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0"}
+    ok["listener.security.protocol.map"] = "INTERNAL:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT"
+    assert load(ok).listener_protocols["SSL"] == "SSL"
