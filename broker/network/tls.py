@@ -79,12 +79,14 @@ class TlsSession:
         return self._tls.version()
 
     async def recv_into(self, view: memoryview) -> int:
-        """Decrypted bytes into ``view``; 0 when the peer closed."""
+        """Decrypted bytes into ``view``; 0 when the peer closed. It waits only while nothing is
+        decryptable, then fills ``view`` with every record already received (one TLS record holds
+        at most 16 KiB: returning after each would cost a read-loop pass per record)."""
         loop = asyncio.get_running_loop()
         while True:
             try:
                 n: int = self._tls.read(len(view), view)  # type: ignore[assignment]  # with a buffer: a count
-                return n
+                break
             except ssl.SSLWantReadError:
                 if self._outgoing.pending:
                     await self._flush(loop)
@@ -92,6 +94,15 @@ class TlsSession:
                     return 0
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 return 0
+        while n < len(view):
+            try:
+                more: int = self._tls.read(len(view) - n, view[n:])  # type: ignore[assignment]
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+            if not more:
+                break
+            n += more
+        return n
 
     async def sendall(self, data: bytes | bytearray | memoryview) -> None:
         loop = asyncio.get_running_loop()
