@@ -40,6 +40,7 @@ from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
 from broker.api.raft import raft_handlers
+from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.api.txn import txn_handlers
 from broker.api.txn_markers import handle_write_txn_markers
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
@@ -63,6 +64,8 @@ from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.security.listeners import ListenerPolicy
+from broker.security.sasl.config import SaslConfigError, SaslListenerConfig
+from broker.security.sasl.config import listener_config as sasl_listener_config
 from broker.security.tls import TlsConfigError, listener_settings, server_context
 from pyspark_log.wire.api_keys import ApiKey
 
@@ -84,6 +87,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
 }
@@ -220,7 +225,7 @@ class BrokerServer:
             await self.raft.start()
         broker = Broker(
             config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
-            listener_policy=ListenerPolicy(config.controller_listeners),
+            listener_policy=ListenerPolicy(config.controller_listeners, self._sasl_configs()),
         )  # fmt: skip
         dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
         for sl in self._listeners:
@@ -252,6 +257,18 @@ class BrokerServer:
                 except TlsConfigError as exc:
                     raise ConfigError(str(exc)) from None
                 log.info("listener %s serves TLS", name)
+        return out
+
+    def _sasl_configs(self) -> dict[str, SaslListenerConfig]:
+        """The SASL settings of every SASL_PLAINTEXT / SASL_SSL listener; ConfigError names the key."""
+        out = {}
+        for name, protocol in self.config.listener_protocols.items():
+            if protocol.startswith("SASL_"):
+                try:
+                    out[name] = sasl_listener_config(self.config.raw, name)
+                except SaslConfigError as exc:
+                    raise ConfigError(str(exc)) from None
+                log.info("listener %s authenticates with SASL %s", name, ",".join(out[name].mechanisms))
         return out
 
     def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:

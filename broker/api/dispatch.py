@@ -23,11 +23,15 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Handler, Request
+from broker.api.sasl import CLOSE_AFTER_RESPONSE
+from broker.api.sasl import authenticate as sasl_authenticate
 from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.log.file_slice import FileSlice
 from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
 from broker.network.response import FileRegion, Response
 from broker.raft.rpc import is_metadata_fetch
+from broker.security.sasl.errors import SaslFailure
+from broker.security.sasl.session import IllegalSaslState, SaslSession
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode, KafkaError, UnsupportedVersionError
 from pyspark_log.wire.headers import (
@@ -62,6 +66,12 @@ class Dispatcher:
         """``frame``: one request without its size prefix (a bytearray for large frames, which
         the transport receives in place; it is not modified afterwards, so records stay views)."""
         buf = memoryview(frame) if isinstance(frame, bytearray) else frame
+        policy = self._broker.listener_policy
+        sasl: SaslSession | None = None
+        if policy.sasl:
+            sasl = self._sasl_session(ctx)
+            if sasl is not None and sasl.raw_tokens and sasl.state == "AUTHENTICATE":
+                return self._raw_sasl_token(bytes(buf), ctx, sasl)  # after a SaslHandshake v0
         try:
             header, body = decode_request(buf)
         except UnsupportedVersionError as exc:
@@ -74,7 +84,12 @@ class Dispatcher:
             raise CloseConnection(f"api key {header.api_key} is not served by this broker")
         if not lo_hi[0] <= header.api_version <= lo_hi[1]:
             raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
-        policy = self._broker.listener_policy
+        if sasl is not None and not sasl.allows(header.api_key):
+            log.warning(
+                "closing connection %s from %s: %s before SASL authentication on listener %s",
+                ctx.connection_id, ctx.peer, ApiKey(header.api_key).name, ctx.listener,
+            )  # fmt: skip
+            raise CloseConnection(f"api {header.api_key} before SASL authentication")
         if not policy.is_controller(ctx.listener):
             refused = policy.refusal(
                 ctx.listener,
@@ -97,7 +112,32 @@ class Dispatcher:
             return None
         if not isinstance(result, dict) and inspect.isawaitable(result):  # dict first: the common case
             return self._finish(header, result)
-        return _to_response(header, result)
+        response = _to_response(header, result)
+        if ctx.attributes.pop(CLOSE_AFTER_RESPONSE, False):
+            response.close_after = True
+        return response
+
+    def _sasl_session(self, ctx: ConnectionContext) -> SaslSession | None:
+        """The connection's SASL state on a SASL listener (created with its first request)."""
+        session = ctx.attributes.get("sasl")
+        if isinstance(session, SaslSession):
+            return session
+        config = self._broker.listener_policy.sasl.get(ctx.listener)
+        if config is None:
+            return None
+        session = ctx.attributes["sasl"] = SaslSession(config)
+        return session
+
+    def _raw_sasl_token(self, token: bytes, ctx: ConnectionContext, session: SaslSession) -> Response:
+        """SaslHandshake v0: the frame is a bare token and so is the answer; a refused login
+        closes the connection (v0 has no error response)."""
+        try:
+            answer = sasl_authenticate(session, token, ctx.peer, ctx.listener)
+        except (SaslFailure, IllegalSaslState) as exc:
+            raise CloseConnection(f"SASL authentication failed: {exc}") from None
+        if session.principal is not None:
+            ctx.attributes["principal"] = session.principal
+        return Response([answer])
 
     def _unsupported(self, frame: bytes | memoryview, exc: UnsupportedVersionError) -> Response:
         try:

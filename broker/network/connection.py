@@ -284,6 +284,7 @@ class Connection:
             parts: list[ResponsePart] = []
             nbytes = 0
             have_next = False
+            closing = False
             while True:
                 if isinstance(item, Response):
                     response: Response | None = item
@@ -305,7 +306,8 @@ class Connection:
                     parts.append(_SIZE.pack(size))
                     parts.extend(response.parts)
                     nbytes += size
-                if queue.empty() or nbytes >= COALESCE_MAX_BYTES:
+                    closing = response.close_after
+                if closing or queue.empty() or nbytes >= COALESCE_MAX_BYTES:
                     break
                 item = queue.get_nowait()
                 if item is None or not (isinstance(item, Response) or item.done()):
@@ -314,6 +316,10 @@ class Connection:
             if parts:
                 await self._send(loop, parts)
                 self.last_active = time.monotonic()
+            if closing:
+                log.info("closing connection %s from %s after its last response", self.ctx.connection_id, self.ctx.peer)
+                self.close()
+                return
             if not have_next:
                 item = await queue.get()
 

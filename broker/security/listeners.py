@@ -14,8 +14,10 @@ and ApiVersions on that listener leaves those APIs out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from broker.security.sasl.config import SaslListenerConfig
 from pyspark_log.wire.api_keys import ApiKey
 
 CONTROLLER_APIS = frozenset(
@@ -35,6 +37,7 @@ class ListenerPolicy:
     """Where the controller-only requests are served (see the module docstring)."""
 
     controller_listeners: frozenset[str] = frozenset()
+    sasl: Mapping[str, SaslListenerConfig] = field(default_factory=dict)  # SASL_* listeners by name
 
     def is_controller(self, listener: str) -> bool:
         return not self.controller_listeners or listener.upper() in self.controller_listeners

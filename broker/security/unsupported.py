@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.security.sasl.config import is_sasl_key_read_here
 from broker.security.tls import check_keys
 
 # Security protocols a listener may use today.
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
 # Key prefixes and keys that configure TLS, SASL, authorization or principals (Kafka's names).
 REFUSED_PREFIXES = {
-    "sasl.": "SASL is not supported yet",
-    "listener.name.": "per-listener settings other than ssl.* (SASL) are not supported yet",
+    "sasl.": "only sasl.enabled.mechanisms (PLAIN) is supported yet",
+    "listener.name.": "per-listener settings other than ssl.*, sasl.enabled.mechanisms and plain.sasl.jaas.config "
+    "are not supported yet",
     "delegation.token.": "delegation tokens are not supported",
 }
 REFUSED_KEYS = {
@@ -76,7 +78,7 @@ def refusals(
                 f"without {protocol} — change listeners / listener.security.protocol.map ({DOCS})"
             )
     for key, value in raw.items():
-        if value.strip() in HARMLESS_VALUES.get(key, set()) or _is_listener_ssl_key(key):
+        if value.strip() in HARMLESS_VALUES.get(key, set()) or _is_listener_ssl_key(key) or is_sasl_key_read_here(key):
             continue
         reason = REFUSED_KEYS.get(key)
         if reason is None and key == "security.inter.broker.protocol":

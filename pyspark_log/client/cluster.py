@@ -33,7 +33,7 @@ from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
 from pyspark_log.client.config import client_software, parse_host_port
 from pyspark_log.client.connection import BrokerConnection, Connector, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError, KafkaTimeoutError, error_for
-from pyspark_log.client.tls import connector_for
+from pyspark_log.client.security import connector_for
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
 
@@ -169,7 +169,7 @@ class Cluster:
         self._config = config
         self._clock = clock
         self._rng = rng or random.Random()
-        # PLAINTEXT, or TLS under librdkafka's ssl.* keys when security.protocol=SSL
+        # PLAINTEXT, or TLS / SASL under librdkafka's ssl.* / sasl.* keys (security.protocol)
         self._connector = connector = connector_for(config, connector) if connector is open_tcp else connector
         self._auto_create = allow_auto_topic_creation
         self._max_in_flight = max_in_flight

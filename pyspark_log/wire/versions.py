@@ -73,6 +73,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALTER_PARTITION: (0, 3),
+    # SASL: after SaslHandshake v0 the tokens follow as raw size-prefixed frames; from v1 inside
+    # SaslAuthenticate requests (KIP-152)
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).

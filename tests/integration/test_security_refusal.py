@@ -35,17 +35,16 @@ def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path:
         f"listeners=SASL_SSL://127.0.0.1:{port}\n"
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required password=secret;\n"
         "ssl.provider=SunJSSE\n"
-        "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+        "sasl.kerberos.service.name=kafka\n"
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
         "super.users=User:admin\n",
     )
     assert done.returncode != 0
     assert "ready" not in done.stdout
     for named in (
-        "listener SASL_SSL uses security protocol SASL_SSL",
         "sasl.jaas.config",
         "ssl.provider",
-        "sasl.enabled.mechanisms",
+        "sasl.kerberos.service.name",
         "authorizer.class.name",
         "super.users",
     ):
@@ -55,13 +54,18 @@ def test_sasl_ssl_listener_with_ssl_sasl_and_acl_keys_refuses_to_start(tmp_path:
         pass  # nothing listens on the port
 
 
-def test_mapped_listener_with_a_secure_protocol_refuses_to_start(tmp_path: Path) -> None:
+def test_sasl_listener_without_usable_mechanisms_refuses_to_start(tmp_path: Path) -> None:
+    """Never serve a SASL_* port without authentication: no mechanism, or one not served, stops start-up."""
     done = run_broker(
-        tmp_path,
-        "listeners=CLIENT://127.0.0.1:0\nlistener.security.protocol.map=CLIENT:SASL_PLAINTEXT\n",
+        tmp_path, "listeners=CLIENT://127.0.0.1:0\nlistener.security.protocol.map=CLIENT:SASL_PLAINTEXT\n"
     )
     assert done.returncode != 0
-    assert "listener CLIENT uses security protocol SASL_PLAINTEXT" in done.stderr, done.stderr
+    assert "listener CLIENT is a SASL listener: set sasl.enabled.mechanisms" in done.stderr, done.stderr
+    scram = run_broker(tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=SCRAM-SHA-512\n")
+    assert scram.returncode != 0
+    assert "sasl.enabled.mechanisms: SCRAM-SHA-512 cannot be served" in scram.stderr, scram.stderr
+    no_users = run_broker(tmp_path, "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN\n")
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config is required" in no_users.stderr, no_users.stderr
 
 
 def test_ssl_listener_with_an_unreadable_keystore_refuses_to_start(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pyspark_log.wire.schemas import (
     produce,
     raft,
     replication,
+    sasl,
     txn,
 )
 
@@ -33,4 +34,5 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *sasl.APIS,
 )

@@ -1,0 +1,121 @@
+"""TLS and SASL for pylog's client under librdkafka's key names: the connector that opens every
+connection of a client (bootstrap, brokers, group and transaction coordinators).
+
+``security.protocol`` ``SSL`` / ``SASL_SSL`` wrap connections in TLS: ``ssl.ca.location`` is the CA file that
+signs the brokers' certificates (the system's CAs when empty), ``ssl.certificate.location`` and
+``ssl.key.location`` (``ssl.key.password``) the client certificate for mTLS, and
+``ssl.endpoint.identification.algorithm`` ``https`` (librdkafka's default) checks the broker's
+host name against its certificate, ``none`` does not.
+
+``SASL_PLAINTEXT`` / ``SASL_SSL`` log in right after connecting, before the connection is
+handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mechanism`` PLAIN
+and ``sasl.username`` / ``sasl.password``. A refused login raises the broker's error
+(SASL_AUTHENTICATION_FAILED with its message); the password never appears in an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark_log.client.connection import Connector, Writer, open_tcp
+from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
+from pyspark_log.wire import ApiKey, decode_response, encode_request
+
+SASL_MECHANISMS = ("PLAIN",)
+
+
+def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
+    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys."""
+    ca = config.get("ssl.ca.location") or None
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.ca.location {ca!r} cannot be used as CA certificates: {exc}") from None
+    cert = config.get("ssl.certificate.location") or None
+    key = config.get("ssl.key.location") or None
+    if key and not cert:
+        raise ConfigError("ssl.key.location needs ssl.certificate.location (the client certificate)")
+    if cert:
+        try:
+            ctx.load_cert_chain(cert, key, config.get("ssl.key.password") or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"ssl.certificate.location / ssl.key.location cannot be loaded (or ssl.key.password is wrong): {exc}"
+            ) from None
+    ctx.check_hostname = str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "https"
+    return ctx
+
+
+def connector_for(config: Mapping[str, Any], default: Connector = open_tcp) -> Connector:
+    """``default`` for PLAINTEXT; otherwise a connector that adds TLS and/or the SASL login."""
+    protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol == "PLAINTEXT":
+        return default
+    ctx = client_context(config) if protocol in ("SSL", "SASL_SSL") else None
+    login = _sasl_login(config) if protocol.startswith("SASL_") else None
+    client_id = str(config.get("client.id", "pylog"))
+
+    async def open_secure(host: str, port: int) -> tuple[asyncio.StreamReader, Writer]:
+        if ctx is not None:
+            reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host, limit=1 << 20)
+        else:
+            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+        if login is not None:
+            try:
+                await _sasl_exchange(reader, writer, login, client_id, f"{host}:{port}")
+            except BaseException:
+                writer.close()
+                raise
+        return reader, writer
+
+    return open_secure
+
+
+def _sasl_login(config: Mapping[str, Any]) -> tuple[str, bytes]:
+    mechanism = str(config.get("sasl.mechanism") or "PLAIN").upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism {mechanism!r} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
+    user = str(config.get("sasl.username") or "")
+    password = str(config.get("sasl.password") or "")
+    if not user:
+        raise ConfigError("sasl.username is required with security.protocol SASL_PLAINTEXT or SASL_SSL")
+    return mechanism, b"\0" + user.encode() + b"\0" + password.encode()
+
+
+async def _sasl_exchange(
+    reader: asyncio.StreamReader, writer: Writer, login: tuple[str, bytes], client_id: str, where: str
+) -> None:
+    mechanism, token = login
+    handshake = await _call(
+        reader, writer, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, client_id=client_id, where=where
+    )
+    if handshake.error_code:
+        raise error_for(
+            handshake.error_code,
+            f"the broker offers {', '.join(handshake.mechanisms) or 'no mechanism'}",
+            context=f"SASL handshake with {where}",
+        )
+    answer = await _call(
+        reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
+    )
+    if answer.error_code:
+        raise error_for(answer.error_code, answer.error_message, context=f"SASL {mechanism} login at {where}")
+
+
+async def _call(
+    reader: asyncio.StreamReader, writer: Writer, api_key: int, version: int, body: Mapping[str, Any],
+    *, client_id: str, where: str,
+) -> Any:  # fmt: skip
+    writer.write(encode_request(api_key, version, 0, client_id, body))
+    await writer.drain()
+    try:
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        frame = await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        raise BrokerConnectionError(f"{where} closed the connection during SASL authentication") from None
+    _, response = decode_response(api_key, version, frame)
+    return response
