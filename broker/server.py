@@ -43,6 +43,7 @@ from broker.api.raft import raft_handlers
 from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.api.txn import txn_handlers
 from broker.api.txn_markers import handle_write_txn_markers
+from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
@@ -89,6 +90,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
 }

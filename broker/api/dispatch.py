@@ -31,6 +31,7 @@ from broker.network.connection import CloseConnection, ConnectionContext, Handle
 from broker.network.response import FileRegion, Response
 from broker.raft.rpc import is_metadata_fetch
 from broker.security.sasl.errors import SaslFailure
+from broker.security.sasl.scram import ScramCredential
 from broker.security.sasl.session import IllegalSaslState, SaslSession
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode, KafkaError, UnsupportedVersionError
@@ -125,7 +126,12 @@ class Dispatcher:
         config = self._broker.listener_policy.sasl.get(ctx.listener)
         if config is None:
             return None
-        session = ctx.attributes["sasl"] = SaslSession(config)
+        broker = self._broker
+
+        def scram(user: str, mechanism: str) -> ScramCredential | None:
+            return broker.image().scram.get((user, mechanism))
+
+        session = ctx.attributes["sasl"] = SaslSession(config, scram)
         return session
 
     def _raw_sasl_token(self, token: bytes, ctx: ConnectionContext, session: SaslSession) -> Response:

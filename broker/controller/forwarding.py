@@ -197,6 +197,28 @@ async def forward_alter_topic_configs(
 ELECT_LEADERS_VERSION = 2
 
 
+async def forward_alter_user_scram_credentials(
+    channel: ControllerChannel, deletions: Sequence[Any], upsertions: Sequence[Any], *, timeout_ms: int
+) -> dict[str, tuple[int, str | None]]:
+    """AlterUserScramCredentials v0 (KIP-554): ``{user: (error_code, message)}``; NotActive when
+    the receiver is not the active controller."""
+    body = {
+        "deletions": [{"name": d.name, "mechanism": d.mechanism} for d in deletions],
+        "upsertions": [
+            {"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
+             "salted_password": u.salted_password}
+            for u in upsertions
+        ],
+    }  # fmt: skip
+    response = await channel.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    results = {r.user: (int(r.error_code), r.error_message) for r in response.results}
+    if any(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()):
+        raise NotActive
+    return results
+
+
 async def forward_elect_leaders(
     channel: ControllerChannel, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None,
     *, timeout_ms: int,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 
+from broker.security.sasl.scram import ScramCredential
+
 Endpoint = tuple[str, str, int]  # (listener name, host, port), as BrokerRegistration lists them
 
 
@@ -64,6 +66,8 @@ class MetadataImage:
     topics: dict[str, TopicImage]
     topic_ids: dict[uuid.UUID, str]
     epoch: int = 0
+    # SCRAM credentials by (user, mechanism): salt, StoredKey, ServerKey, iterations (never a password)
+    scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

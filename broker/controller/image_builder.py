@@ -35,10 +35,13 @@ from broker.controller.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
     decode_records,
 )
+from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,7 @@ class ClusterState:
     topics: Mapping[str, TopicImage] = field(default_factory=dict)
     topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
     applied_offset: int = -1
+    scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
 
     def live_brokers(self) -> list[int]:
         """Registered, unfenced broker ids in ascending order."""
@@ -124,6 +128,15 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         topics = {n: t for n, t in state.topics.items() if n != name}
         topic_ids = {tid: n for tid, n in state.topic_ids.items() if tid != record.topic_id}
         return replace(state, topics=topics, topic_ids=topic_ids)
+    if isinstance(record, UserScramCredentialRecord):
+        credential = ScramCredential(
+            bytes.fromhex(record.salt), bytes.fromhex(record.stored_key), bytes.fromhex(record.server_key),
+            record.iterations,
+        )  # fmt: skip
+        return replace(state, scram={**state.scram, (record.name, record.mechanism): credential})
+    if isinstance(record, RemoveUserScramCredentialRecord):
+        scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
+        return replace(state, scram=scram)
     raise AssertionError(f"unhandled metadata record {record!r}")
 
 
@@ -211,4 +224,5 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         topics,
         dict(state.topic_ids),
         epoch=state.applied_offset + 1,
+        scram=dict(state.scram),
     )

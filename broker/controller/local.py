@@ -25,6 +25,9 @@ from broker.controller.image_builder import BrokerRegistration, ClusterState, ap
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
 from broker.controller.records import MetadataRecord
+from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
+from broker.controller.scram_credentials import Result as ScramResult
+from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -56,6 +59,10 @@ class MetadataController(Protocol):
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, ElectionResult]: ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]: ...
 
 
 class LocalController:
@@ -106,13 +113,22 @@ class LocalController:
         if not validate_only:
             self._apply(records)
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]:
+        records, results = alter_scram(self._state(), deletions, upsertions)
+        if records:
+            self._apply(records)
+        return results
+
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
         registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack, endpoints=b.endpoints)
         return ClusterState(
-            self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids
-        )
+            self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids,
+            scram=self._image.scram,
+        )  # fmt: skip
 
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
         """Apply an operation's records as every quorum node would, persist, then publish."""
@@ -121,7 +137,11 @@ class LocalController:
             state = apply_record(state, state.applied_offset, record)
         self._publish(
             replace(
-                self._image, topics=dict(state.topics), topic_ids=dict(state.topic_ids), epoch=self._image.epoch + 1
+                self._image,
+                topics=dict(state.topics),
+                topic_ids=dict(state.topic_ids),
+                epoch=self._image.epoch + 1,
+                scram=dict(state.scram),
             )
         )
 
@@ -164,7 +184,13 @@ class LocalController:
                 }
                 for t in image.topics.values()
             ],
-        }
+            # salted SCRAM credentials (salt, StoredKey, ServerKey; never a password)
+            "scram": [
+                {"user": user, "mechanism": mechanism, "salt": c.salt.hex(), "stored_key": c.stored_key.hex(),
+                 "server_key": c.server_key.hex(), "iterations": c.iterations}
+                for (user, mechanism), c in sorted(image.scram.items())
+            ],
+        }  # fmt: skip
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
@@ -187,4 +213,13 @@ class LocalController:
                 for p in range(t["partitions"])
             }
             image = image.with_topic(TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"])))
-        return image
+        scram = {
+            (c["user"], c["mechanism"]): ScramCredential(
+                bytes.fromhex(c["salt"]),
+                bytes.fromhex(c["stored_key"]),
+                bytes.fromhex(c["server_key"]),
+                c["iterations"],
+            )
+            for c in doc.get("scram", [])
+        }
+        return replace(image, scram=scram)

@@ -45,6 +45,7 @@ from broker.controller.forwarding import (
     NotActive,
     Registration,
     forward_alter_topic_configs,
+    forward_alter_user_scram_credentials,
     forward_create_partitions,
     forward_create_topic,
     forward_delete_topic,
@@ -69,6 +70,8 @@ from broker.controller.records import (
     RegisterBrokerRecord,
     encode_records,
 )
+from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
+from broker.controller.scram_credentials import Result as ScramResult
 from broker.raft.core import NotLeaderError
 from pyspark_log.wire.errors import ErrorCode
 
@@ -312,6 +315,32 @@ class QuorumController(ReplicaLeadership):
                 await self._await_image(applied, f"configs of topic {name!r}")
 
         await self._execute(local, remote)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]:
+        """KIP-554 on the active controller (forwarded there); returns once this node's image
+        shows every accepted change."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], dict[str, ScramResult]]:
+            return alter_scram(state, deletions, upsertions)
+
+        def applied(results: dict[str, ScramResult]) -> bool:
+            ok = {name for name, (code, _) in results.items() if code == ErrorCode.NONE}
+            gone = all(
+                (d.name, MECHANISM_NAMES[d.mechanism]) not in self._image.scram for d in deletions if d.name in ok
+            )
+            there = all((u.name, MECHANISM_NAMES[u.mechanism]) in self._image.scram for u in upsertions if u.name in ok)
+            return gone and there
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> dict[str, ScramResult]:
+            results = await forward_alter_user_scram_credentials(channel, deletions, upsertions, timeout_ms=timeout_ms)
+            await self._await_image(lambda: applied(results), "the SCRAM credentials")
+            return results
+
+        results = await self._execute(local, remote)
+        await self._await_image(lambda: applied(results), "the SCRAM credentials")
+        return results
 
     async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
         if not await self.wait_until(predicate, self._request_timeout_ms):

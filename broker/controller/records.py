@@ -120,6 +120,25 @@ class RemoveTopicRecord:
     topic_id: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's salted SCRAM credential (Kafka's UserScramCredentialRecord): hex salt and keys,
+    never the password."""
+
+    name: str
+    mechanism: str  # SCRAM-SHA-256 / SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: str
+
+
 MetadataRecord = (
     ClusterIdRecord
     | RegisterBrokerRecord
@@ -130,6 +149,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | ConfigRecord
     | RemoveTopicRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -144,6 +165,8 @@ RECORD_TYPES: dict[str, type[Any]] = {
         PartitionChangeRecord,
         ConfigRecord,
         RemoveTopicRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 _UUID_FIELDS = frozenset({"topic_id"})

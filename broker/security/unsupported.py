@@ -19,7 +19,7 @@ SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL
 
 # Key prefixes and keys that configure TLS, SASL, authorization or principals (Kafka's names).
 REFUSED_PREFIXES = {
-    "sasl.": "only sasl.enabled.mechanisms (PLAIN) is supported yet",
+    "sasl.": "only sasl.enabled.mechanisms is supported yet",
     "listener.name.": "per-listener settings other than ssl.*, sasl.enabled.mechanisms and plain.sasl.jaas.config "
     "are not supported yet",
     "delegation.token.": "delegation tokens are not supported",

@@ -61,7 +61,7 @@ _COMMON = (
     _i("socket.connection.setup.timeout.ms", 10000, 1),
     _i("connections.max.idle.ms", 540000, -1),
     _s("security.protocol", "PLAINTEXT", ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
-    _s("sasl.mechanism", "PLAIN", ("PLAIN",)),
+    _s("sasl.mechanism", "PLAIN", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
     _s("sasl.username", ""),
     _s("sasl.password", ""),
     _s("ssl.ca.location", ""),

@@ -9,13 +9,18 @@ host name against its certificate, ``none`` does not.
 
 ``SASL_PLAINTEXT`` / ``SASL_SSL`` log in right after connecting, before the connection is
 handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mechanism`` PLAIN
-and ``sasl.username`` / ``sasl.password``. A refused login raises the broker's error
+(or SCRAM-SHA-256 / SCRAM-SHA-512, RFC 5802 / 7677, checking the broker's signature) and
+``sasl.username`` / ``sasl.password``. A refused login raises the broker's error
 (SASL_AUTHENTICATION_FAILED with its message); the password never appears in an error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import secrets
 import ssl
 import struct
 from collections.abc import Mapping
@@ -25,7 +30,8 @@ from pyspark_log.client.connection import Connector, Writer, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 
-SASL_MECHANISMS = ("PLAIN",)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
@@ -75,7 +81,7 @@ def connector_for(config: Mapping[str, Any], default: Connector = open_tcp) -> C
     return open_secure
 
 
-def _sasl_login(config: Mapping[str, Any]) -> tuple[str, bytes]:
+def _sasl_login(config: Mapping[str, Any]) -> tuple[str, str, str]:
     mechanism = str(config.get("sasl.mechanism") or "PLAIN").upper()
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"sasl.mechanism {mechanism!r} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
@@ -83,13 +89,51 @@ def _sasl_login(config: Mapping[str, Any]) -> tuple[str, bytes]:
     password = str(config.get("sasl.password") or "")
     if not user:
         raise ConfigError("sasl.username is required with security.protocol SASL_PLAINTEXT or SASL_SSL")
-    return mechanism, b"\0" + user.encode() + b"\0" + password.encode()
+    return mechanism, user, password
+
+
+class ScramClient:
+    """The client side of SCRAM (RFC 5802 / 7677), no channel binding: ``first()``, then
+    ``final(server_first)``, then ``verify(server_final)``."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        self._digest = _SCRAM_DIGESTS[mechanism]
+        self._password = password
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attrs = dict(part.split("=", 1) for part in text.split(","))
+        nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        if not nonce.startswith(self._nonce):
+            raise BrokerConnectionError("SCRAM: the server's nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(self._digest, self._password.encode(), salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", self._digest).digest()
+        stored_key = hashlib.new(self._digest, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, self._digest).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.new(salted, b"Server Key", self._digest).digest()
+        self._server_signature = hmac.new(server_key, auth_message, self._digest).digest()
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not hmac.compare_digest(server_final, expected):
+            raise BrokerConnectionError("SCRAM: the server's signature is wrong (not the broker we trust?)")
 
 
 async def _sasl_exchange(
-    reader: asyncio.StreamReader, writer: Writer, login: tuple[str, bytes], client_id: str, where: str
+    reader: asyncio.StreamReader, writer: Writer, login: tuple[str, str, str], client_id: str, where: str
 ) -> None:
-    mechanism, token = login
+    mechanism, user, password = login
     handshake = await _call(
         reader, writer, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, client_id=client_id, where=where
     )
@@ -99,11 +143,23 @@ async def _sasl_exchange(
             f"the broker offers {', '.join(handshake.mechanisms) or 'no mechanism'}",
             context=f"SASL handshake with {where}",
         )
-    answer = await _call(
-        reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
-    )
-    if answer.error_code:
-        raise error_for(answer.error_code, answer.error_message, context=f"SASL {mechanism} login at {where}")
+
+    async def step(token: bytes) -> bytes:
+        answer = await _call(
+            reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
+        )
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message, context=f"SASL {mechanism} login at {where}")
+        return bytes(answer.auth_bytes)
+
+    if mechanism == "PLAIN":
+        await step(b"\0" + user.encode() + b"\0" + password.encode())
+        return
+    scram = ScramClient(mechanism, user, password)
+    server_first = await step(scram.first())
+    # PBKDF2 takes milliseconds: off the event loop
+    client_final = await asyncio.get_running_loop().run_in_executor(None, scram.final, server_first)
+    scram.verify(await step(client_final))
 
 
 async def _call(

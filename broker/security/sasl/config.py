@@ -1,8 +1,9 @@
 """Per-listener SASL settings under Kafka's names.
 
 ``sasl.enabled.mechanisms`` (overridden by ``listener.name.<listener>.sasl.enabled.mechanisms``)
-names the mechanisms a SASL listener offers; Kafka's default is GSSAPI, which pylog does not
-serve, so the key must be given. PLAIN reads its users from the listener's JAAS value
+names the mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; SCRAM users
+are the salted credentials in the cluster metadata, AlterUserScramCredentials); Kafka's default
+is GSSAPI, which pylog does not serve, so the key must be given. PLAIN reads its users from the listener's JAAS value
 ``listener.name.<listener lower-case>.plain.sasl.jaas.config`` (``PlainLoginModule required
 user_alice="alice-secret" ...;``), as Kafka's broker does. ``listener_config`` raises
 ``SaslConfigError`` naming the key; never a value.
@@ -16,8 +17,10 @@ from dataclasses import dataclass, field
 
 from broker.security.sasl.jaas import JaasError, parse_jaas, plain_users
 from broker.security.sasl.plain import PlainServer
+from broker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from broker.security.sasl.scram import CredentialLookup, ScramServer
 
-SUPPORTED_MECHANISMS = ("PLAIN",)
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # sasl keys read here (the rest of sasl.* is refused by broker.security.unsupported)
 _LISTENER_KEY = re.compile(r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
 
@@ -36,10 +39,13 @@ class SaslListenerConfig:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
 
-    def server(self, mechanism: str) -> PlainServer:
-        """A fresh server of an enabled ``mechanism`` for one authentication."""
+    def server(self, mechanism: str, scram: CredentialLookup) -> PlainServer | ScramServer:
+        """A fresh server of an enabled ``mechanism`` for one authentication; SCRAM credentials
+        come from ``scram`` (the metadata image at the time of the login)."""
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism in SCRAM_MECHANISMS:
+            return ScramServer(mechanism, scram)
         raise SaslConfigError(f"mechanism {mechanism} is not enabled on listener {self.listener}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from broker.security.sasl.config import SaslListenerConfig
 from broker.security.sasl.errors import SaslFailure
 from broker.security.sasl.plain import PlainServer
+from broker.security.sasl.scram import CredentialLookup, ScramServer
 from pyspark_log.wire.api_keys import ApiKey
 
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -25,13 +26,14 @@ class IllegalSaslState(Exception):
 
 
 class SaslSession:
-    def __init__(self, config: SaslListenerConfig) -> None:
+    def __init__(self, config: SaslListenerConfig, scram: CredentialLookup = lambda _user, _mechanism: None) -> None:
         self.config = config
+        self._scram = scram
         self.state = "HANDSHAKE"
         self.mechanism: str | None = None
         self.raw_tokens = False
         self.principal: str | None = None
-        self._server: PlainServer | None = None
+        self._server: PlainServer | ScramServer | None = None
 
     @property
     def user(self) -> str | None:
@@ -49,7 +51,7 @@ class SaslSession:
             return False
         self.mechanism = mechanism
         self.raw_tokens = raw_tokens
-        self._server = self.config.server(mechanism)
+        self._server = self.config.server(mechanism, self._scram)
         self.state = "AUTHENTICATE"
         return True
 

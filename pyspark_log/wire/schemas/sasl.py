@@ -35,4 +35,50 @@ SASL_AUTHENTICATE = api(
     """,
 )  # fmt: skip
 
-APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+
+# DescribeUserScramCredentials (50) / AlterUserScramCredentials (51), KIP-554; Kafka 3.7's
+# ``*UserScramCredentials{Request,Response}.json``: v0 only, flexible. Mechanism ids: 1
+# SCRAM-SHA-256, 2 SCRAM-SHA-512.
+DESCRIBE_USER_SCRAM_CREDENTIALS = api(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "0", "0+",
+    request="""
+        users                     []      null
+          name                    string
+    """,
+    response="""
+        throttle_time_ms          int32
+        error_code                int16
+        error_message             string  null
+        results                   []
+          user                    string
+          error_code              int16
+          error_message           string  null
+          credential_infos        []
+            mechanism             int8
+            iterations            int32
+    """,
+)  # fmt: skip
+
+ALTER_USER_SCRAM_CREDENTIALS = api(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "0", "0+",
+    request="""
+        deletions                 []
+          name                    string
+          mechanism               int8
+        upsertions                []
+          name                    string
+          mechanism               int8
+          iterations              int32
+          salt                    bytes
+          salted_password         bytes
+    """,
+    response="""
+        throttle_time_ms          int32
+        results                   []
+          user                    string
+          error_code              int16
+          error_message           string  null
+    """,
+)  # fmt: skip
+
+APIS = (SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
