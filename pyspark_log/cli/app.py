@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from pyspark_log import __version__
-from pyspark_log.cli import cluster, consume, groups, leader_election, metadata_quorum, offsets, produce, topics
+from pyspark_log.cli import cluster, consume, groups, leader_election, metadata_quorum, offsets, produce, topics, users
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
     EXIT_ERROR,
@@ -37,7 +37,7 @@ from pyspark_log.cli.errors import (
 from pyspark_log.cli.output import MODES, Output, resolve_mode
 from pyspark_log.client.errors import ConfigError, KafkaError
 
-COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election)
+COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election, users)
 
 _LOGGERS = ("pyspark_log", "asyncio")
 

@@ -211,3 +211,36 @@ def test_wrong_unknown_and_deleted_users_are_refused_and_credentials_survive_a_r
     addresses = addresses_of(broker)
     extra = librdkafka("SASL_SSL", "SCRAM-SHA-512", certs)
     assert len(confluent_produce(addresses["SASL_SSL"], "scram-after-restart", records, **extra)) == 1
+
+
+def test_pylog_users_cli_mirrors_kafka_configs(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs) -> None:
+    import os
+    import subprocess
+    from pathlib import Path
+
+    _, addresses = node
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    base = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", addresses["PLAINTEXT"], "users"]
+
+    def pylog(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=60, env=env, check=False)
+
+    specs = "SCRAM-SHA-256=[iterations=8192,password=carol,pw],SCRAM-SHA-512=[password=carol-512]"
+    added = pylog("--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", specs)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == "Completed updating config for user carol."
+    described = pylog("--describe", "--entity-name", "carol")
+    assert described.stdout.strip() == (
+        "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192, "
+        "SCRAM-SHA-512=iterations=4096"
+    )
+    login = librdkafka("SASL_SSL", "SCRAM-SHA-256", certs, password="carol,pw", user="carol")
+    assert len(confluent_produce(addresses["SASL_SSL"], "scram-cli", numbered_records("c", 0, 1), **login)) == 1
+    deleted = pylog("--alter", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-256")
+    assert deleted.returncode == 0, deleted.stderr
+    assert "SCRAM-SHA-256" not in pylog("--describe", "--entity-name", "carol").stdout
+    missing = pylog("--describe", "--entity-name", "nobody")
+    assert missing.returncode == 1
+    assert "RESOURCE_NOT_FOUND" in missing.stderr
+    bad = pylog("--alter", "--entity-name", "carol", "--add-config", "SCRAM-SHA-1=[password=x]")
+    assert bad.returncode == 2
