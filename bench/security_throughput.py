@@ -1,13 +1,14 @@
-"""Produce and consume throughput over PLAINTEXT vs SSL (vs SASL_SSL once SASL exists), one run.
+"""Produce and consume throughput over PLAINTEXT vs SSL vs SASL_SSL (SCRAM-SHA-512), in one run.
 
     .venv/bin/python bench/security_throughput.py [--records 100000] [--rounds 3] [--value-bytes 1024]
 
-One broker (``EmbeddedBroker``) serves a PLAINTEXT and an SSL listener (certificates made for the
-run, tests/tls_certs.py). For each listener, confluent-kafka (librdkafka) produces ``--records``
-records of ``--value-bytes`` to a fresh one-partition topic (acks=1, linger.ms=5, no
-compression), timed from the first ``produce()`` to the end of ``flush()``, then an assigned
-consumer reads them back from offset 0, timed from the first record to the last. Each phase runs
-``--rounds`` times; the best round is shown, with the SSL / PLAINTEXT ratio. On a PLAINTEXT
+One broker (``EmbeddedBroker``) serves a PLAINTEXT, an SSL and a SASL_SSL listener (certificates
+made for the run, tests/tls_certs.py; a SCRAM-SHA-512 user created with AlterUserScramCredentials).
+For each listener, confluent-kafka (librdkafka) produces ``--records`` records of
+``--value-bytes`` to a fresh one-partition topic (acks=1, linger.ms=5, no compression), timed
+from the first ``produce()`` to the end of ``flush()``, then an assigned consumer reads them back
+from offset 0, timed from the first record to the last. Each phase runs ``--rounds`` times; the
+best round is shown, with the SSL / PLAINTEXT and SASL_SSL / PLAINTEXT ratios. On a PLAINTEXT
 listener fetches go out with ``sendfile``; on SSL they are read and encrypted (the cost measured
 here). Figures are noisy on a shared machine: run it twice.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from pyspark_log.embedded import EmbeddedBroker
 from tests.tls_certs import make_certs
@@ -73,7 +75,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pylog-bench-security-") as tmp:
         certs = make_certs(Path(tmp) / "certs")
         overrides = {
-            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+            "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(certs.server.both),
             "message.max.bytes": str(4 << 20),
@@ -82,9 +85,18 @@ def main() -> None:
             ready = re.search(r"listeners=(\S+)", broker.output())
             assert ready is not None
             addresses = dict(uri.split("://") for uri in ready.group(1).split(","))
-            clients = {
+            admin = AdminClient({"bootstrap.servers": addresses["PLAINTEXT"]})
+            user = UserScramCredentialUpsertion(
+                "bench", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bench-secret"
+            )
+            for future in admin.alter_user_scram_credentials([user]).values():
+                future.result(timeout=30)
+            tls = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+            sasl = {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bench", "sasl.password": "bench-secret"}
+            clients: dict[str, dict[str, str]] = {
                 "PLAINTEXT": {},
-                "SSL": {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)},
+                "SSL": tls,
+                "SASL_SSL": {**tls, **sasl, "security.protocol": "SASL_SSL"},
             }
             best: dict[str, tuple[float, float]] = {}
             for protocol, extra in clients.items():
@@ -98,9 +110,10 @@ def main() -> None:
     print(f"{'protocol':<12}{'produce MB/s':>14}{'consume MB/s':>14}")
     for protocol, (p, c) in best.items():
         print(f"{protocol:<12}{megabytes / p:>14.1f}{megabytes / c:>14.1f}")
-    print(f"{'SASL_SSL':<12}{'n/a':>14}{'n/a':>14}   (SASL is not built yet)")
-    plain, tls = best["PLAINTEXT"], best["SSL"]
-    print(f"SSL / PLAINTEXT: produce {plain[0] / tls[0]:.2f}, consume {plain[1] / tls[1]:.2f}")
+    plain = best["PLAINTEXT"]
+    for protocol in ("SSL", "SASL_SSL"):
+        other = best[protocol]
+        print(f"{protocol} / PLAINTEXT: produce {plain[0] / other[0]:.2f}, consume {plain[1] / other[1]:.2f}")
 
 
 if __name__ == "__main__":
