@@ -64,6 +64,10 @@ _COMMON = (
     _s("sasl.mechanism", "PLAIN", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
     _s("sasl.username", ""),
     _s("sasl.password", ""),
+    # Java client names, as Spark's Kafka connector passes them (kafka.sasl.jaas.config, ...)
+    _s("sasl.jaas.config", ""),
+    _s("ssl.truststore.location", ""),
+    _s("ssl.truststore.type", "PEM", ("PEM", "JKS", "PKCS12")),
     _s("ssl.ca.location", ""),
     _s("ssl.certificate.location", ""),
     _s("ssl.key.location", ""),

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 import ssl
 import struct
@@ -35,8 +36,18 @@ _SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
-    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys."""
+    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys (or the Java
+    client's ``ssl.truststore.location`` with ``ssl.truststore.type=PEM``)."""
     ca = config.get("ssl.ca.location") or None
+    truststore = config.get("ssl.truststore.location") or None
+    if ca is None and truststore is not None:
+        kind = str(config.get("ssl.truststore.type") or "PEM").upper()
+        if kind != "PEM":
+            raise ConfigError(
+                f"ssl.truststore.type={kind} is not supported by pylog's client: give a PEM file "
+                "(ssl.truststore.type=PEM) or ssl.ca.location"
+            )
+        ca = truststore
     try:
         ctx = ssl.create_default_context(cafile=ca)
     except (OSError, ssl.SSLError) as exc:
@@ -87,9 +98,27 @@ def _sasl_login(config: Mapping[str, Any]) -> tuple[str, str, str]:
         raise ConfigError(f"sasl.mechanism {mechanism!r} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
     user = str(config.get("sasl.username") or "")
     password = str(config.get("sasl.password") or "")
+    jaas = str(config.get("sasl.jaas.config") or "")
+    if not user and jaas:  # the Java client's way (Spark's kafka.sasl.jaas.config)
+        user, password = _jaas_login(jaas)
     if not user:
         raise ConfigError("sasl.username is required with security.protocol SASL_PLAINTEXT or SASL_SSL")
     return mechanism, user, password
+
+
+_JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jaas_login(jaas: str) -> tuple[str, str]:
+    """``username`` and ``password`` of a PlainLoginModule / ScramLoginModule JAAS value."""
+    if not re.match(
+        r"\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule)\s", jaas
+    ):
+        raise ConfigError("sasl.jaas.config must use PlainLoginModule or ScramLoginModule (username=... password=...)")
+    found = {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
+    if not found.get("username"):
+        raise ConfigError('sasl.jaas.config has no username="..."')
+    return found["username"], found.get("password", "")
 
 
 class ScramClient:
