@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.properties import load_properties
 from broker.raft.config import RaftConfigError, validate_quorum_config
 from broker.security.protocols import ProtocolMapError, listener_protocol, parse_protocol_map
@@ -113,12 +114,24 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.message.timestamp.difference.max.ms", int, None, "legacy: sets both bounds above"),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", int, 60000, "how often recovery points are written"),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", int, 60000, "how often log start offsets are written"),
+    ConfigKey(
+        "log.dir.failure.probe.interval.ms", int, 10000, "pylog: how often an offline log dir is probed for recovery"
+    ),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     # Kafka's default is 102400; -1 keeps the kernel's autotuned buffers, which measured 2-3x
     # faster on produce and fetch (bench/broker_throughput.py; docs/compatibility.md).
     ConfigKey("socket.send.buffer.bytes", int, -1, "SO_SNDBUF (-1: OS default)"),
     ConfigKey("socket.receive.buffer.bytes", int, -1, "SO_RCVBUF (-1: OS default)"),
     ConfigKey("connections.max.idle.ms", int, 600000, "close connections idle this long"),
+    ConfigKey(
+        "socket.request.frame.timeout.ms", int, 30000, "close a connection whose request frame takes longer (pylog)"
+    ),
+    ConfigKey("max.connections", int, 2147483647, "connections across all listeners (KIP-402)"),
+    ConfigKey("max.connections.per.ip", int, 2147483647, "connections from one address (KIP-306)"),
+    ConfigKey("max.connections.per.ip.overrides", str, "", "ip:count,... per-address limits (KIP-306)"),
+    ConfigKey("max.connection.creation.rate", int, 2147483647, "new connections per second, broker-wide (KIP-612)"),
+    ConfigKey("quota.window.num", int, 11, "samples a client quota rate is measured over"),
+    ConfigKey("quota.window.size.seconds", int, 1, "length of one client quota sample"),
     ConfigKey("num.network.threads", int, 3, "accepted for compatibility; pylog uses one event loop"),
     ConfigKey("num.io.threads", int, 8, "accepted for compatibility; pylog uses one event loop"),
     ConfigKey("replica.fetch.max.bytes", int, 1048576, "bytes a follower asks per partition"),
@@ -138,6 +151,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.max.size", int, 2147483647, "most members of one consumer group"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets (capped to live brokers)"),
+    ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets (at creation)"),
     ConfigKey("offsets.commit.required.acks", int, -1, "accepted; an offset commit always waits for the ISR"),
     ConfigKey("offsets.commit.timeout.ms", int, 5000, "longest an offset commit waits for the ISR"),
     ConfigKey("offsets.retention.minutes", int, 10080, "offset expiry for empty groups"),
@@ -149,6 +163,9 @@ _KEYS: list[ConfigKey] = [
         int,
         3,
         "replication of __transaction_state (capped to live brokers)",
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes", int, 104857600, "segment.bytes of __transaction_state (at creation)"
     ),
     ConfigKey("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state"),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),
@@ -230,9 +247,8 @@ class BrokerConfig:
         for name, text in raw.items():
             spec = KNOWN_KEYS.get(name)
             if spec is None:
-                if warn_unknown and not is_security_key(name):  # those are refused, by name, in validate()
-                    shown = "[hidden]" if _SECRET_WORDS.intersection(name.split(".")) else repr(text)
-                    log.warning("unknown config key %r ignored (value %s)", name, shown)
+                if warn_unknown and not is_security_key(name):  # those are read or refused, by name
+                    _warn_not_read(name, text)
                 extra[name] = text
                 continue
             try:
@@ -268,6 +284,12 @@ class BrokerConfig:
             raise ConfigError("message.max.bytes must be positive")
         if self.values["socket.request.max.bytes"] < 1024:
             raise ConfigError("socket.request.max.bytes must be at least 1024")
+        for key in ("quota.window.num", "quota.window.size.seconds", "socket.request.frame.timeout.ms"):
+            if self.values[key] < 1:
+                raise ConfigError(f"{key} must be at least 1, got {self.values[key]}")
+        for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+            if self.values[key] < 0:
+                raise ConfigError(f"{key} must be >= 0, got {self.values[key]}")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not self.log_dirs:
@@ -353,6 +375,19 @@ class BrokerConfig:
     def kraft_enabled(self) -> bool:
         """KIP-595 mode: ``process.roles`` was given (``broker.raft.bootstrap``)."""
         return "process.roles" in self.raw
+
+
+def _warn_not_read(name: str, text: str) -> None:
+    """One warning for a key pylog does not read: a Kafka 3.7 key it ignores (with why), a
+    topic-level key (passed to the logs), or a key Kafka 3.7 does not know either."""
+    shown = "[hidden]" if _SECRET_WORDS.intersection(name.split(".")) else repr(text)  # never log a secret
+    reason = IGNORED_BROKER_CONFIGS.get(name)
+    if reason is not None:
+        log.warning("Kafka config %s=%s is accepted and ignored by pylog: %s", name, shown, reason)
+    elif name in IGNORED_TOPIC_CONFIGS:
+        log.warning("Kafka topic config %s=%s is accepted and ignored by pylog", name, shown)
+    else:
+        log.warning("unknown config key %r ignored (value %s)", name, shown)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """``metrics.port``: an HTTP endpoint serving ``GET /metrics`` in the Prometheus text format (0.0.4).
 
 It exposes the KIP-595 ``raft-manager`` metrics of the node's ``RaftDriver`` (seed "Metrics")
-and the replication metrics (``broker.replication.metrics``),
+the replication metrics (``broker.replication.metrics``), the log cleaner's
+(``broker.log.cleaner.metrics``) and the per-group client quota metrics (``broker.quota.metrics``),
 named as the Prometheus JMX exporter names Kafka's: ``kafka_raft_`` + the metric name with ``-``
 turned into ``_`` (``current-leader`` -> ``kafka_raft_current_leader``). ``current-state`` is an
 enum: one ``kafka_raft_current_state{state="..."}`` sample per state, 1 for the current one.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import ssl
 import sys
@@ -31,17 +32,22 @@ from broker.api.api_versions import handle_api_versions
 from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
+from broker.api.delete_records import handle_delete_records
 from broker.api.dispatch import Dispatcher
 from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
+from broker.api.log_dirs import handle_describe_log_dirs
 from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
+from broker.api.quota_enforcement import QuotaEnforcer
+from broker.api.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.api.raft import raft_handlers
 from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.api.txn import txn_handlers
+from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
 from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
@@ -53,12 +59,25 @@ from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
+from broker.log.cleaner.metrics import render_cleaner
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
+from broker.log.metrics import render_log_dirs
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
+from broker.network.fd_limit import raise_open_file_limit
 from broker.network.listener import Listener as SocketListener
+from broker.quota.connections import (
+    ConnectionConfigError,
+    ConnectionLimitsConfig,
+    ConnectionQuotas,
+    descriptor_caps,
+    parse_overrides,
+)
+from broker.quota.entity import IP, QuotaTable
+from broker.quota.manager import ClientQuotas, QuotaConfig
+from broker.quota.metrics import render_quotas
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
@@ -92,8 +111,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
+    **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
 }
 
 
@@ -132,10 +156,24 @@ class BrokerServer:
         config = self.config
         check_cluster_id(config)
         cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, str(config["cluster.id"]))
+        fd_soft, _ = raise_open_file_limit()
         limits = ConnectionLimits(
             request_max_bytes=int(config["socket.request.max.bytes"]),
             idle_ms=int(config["connections.max.idle.ms"]),
+            frame_timeout_ms=int(config["socket.request.frame.timeout.ms"]),
         )
+        quota_config = QuotaConfig(int(config["quota.window.num"]), int(config["quota.window.size.seconds"]) * 1000)
+        quota_table: list[Callable[[], QuotaTable]] = [dict]  # the metadata image's, once it is loaded
+        try:
+            overrides = parse_overrides(str(config["max.connections.per.ip.overrides"]))
+        except ConnectionConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        max_connections, max_per_ip = _connection_caps(config, fd_soft)
+        connection_quotas = ConnectionQuotas(
+            ConnectionLimitsConfig(max_connections, max_per_ip, overrides, int(config["max.connection.creation.rate"])),
+            quota_config,
+            ip_rate=lambda ip: _ip_connection_rate(quota_table[0](), ip),
+        )  # fmt: skip
         advertised_by_name = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
         tls_contexts = self._tls_contexts()  # before binding: a bad keystore stops start-up here
         for uri in config["listeners"]:
@@ -146,6 +184,7 @@ class BrokerServer:
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
                     tls_context=tls_contexts.get(spec.name),
+                    quotas=connection_quotas,
                 )
             )  # fmt: skip
         first = self._listeners[0]
@@ -180,6 +219,8 @@ class BrokerServer:
                 deletion_enabled=bool(config["delete.topic.enable"]),
             )
         image = controller.image()
+        quota_table[0] = lambda: controller.image().client_quotas
+        client_quotas = ClientQuotas(quota_table[0], quota_config)
         logs = LogManager(
             LogManagerConfig.from_properties({**config.raw, "log.dirs": ",".join(config.log_dirs)}),
             default_log_config,
@@ -230,16 +271,21 @@ class BrokerServer:
             config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
             listener_policy=ListenerPolicy(config.controller_listeners, self._sasl_configs()),
         )  # fmt: skip
-        dispatcher = Dispatcher(broker, quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS)
+        handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
+        dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
         for sl in self._listeners:
             sl.start(dispatcher)
+        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         if int(config["metrics.port"]) >= 0:
             self._metrics = MetricsServer(
                 first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: render_replication(replicas, controller.image()),
+                extra=lambda: (
+                    render_replication(replicas, controller.image()) + render_log_dirs(logs) + render_cleaner(cleaner)
+                    + render_quotas(client_quotas, connection_quotas, self._clock_ms())
+                ),
             )  # fmt: skip
             await self._metrics.start()
-        self._start_background(logs, replicas)
+        self._start_background(logs, replicas, cleaner)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
             replicas.serving = True
@@ -274,7 +320,7 @@ class BrokerServer:
                 log.info("listener %s authenticates with SASL %s", name, ",".join(out[name].mechanisms))
         return out
 
-    def _start_background(self, logs: LogManager, replicas: ReplicaManager) -> None:
+    def _start_background(self, logs: LogManager, replicas: ReplicaManager, cleaner: LogCleaner) -> None:
         mc = logs.config
         rc = replicas.config
 
@@ -285,6 +331,7 @@ class BrokerServer:
             ("retention", mc.retention_check_interval_ms, logs.run_retention_once),
             ("file-deletion", mc.file_deletion_check_interval_ms, logs.run_file_deletion_once),
             ("checkpoints", mc.flush_offset_checkpoint_interval_ms, logs.run_checkpoints_once),
+            ("log-dir-probe", mc.dir_failure_probe_interval_ms, logs.run_dir_probe_once),
             ("high-watermark-checkpoint", rc.hw_checkpoint_interval_ms, replicas.run_checkpoint_once),
             ("isr-expiration", max(rc.lag_time_max_ms // 2, 1), check_isr),  # Kafka's cadence
         ]
@@ -292,7 +339,6 @@ class BrokerServer:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
-        cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # seed 000 §4.8
 
     def _raft_metrics(self) -> dict[str, float | int | str] | None:
@@ -350,6 +396,29 @@ class BrokerServer:
             self._logs.shutdown()
             self._logs = None
         log.info("shut down cleanly")
+
+
+def _connection_caps(config: BrokerConfig, fd_soft: int) -> tuple[int, int]:
+    """``max.connections`` and ``max.connections.per.ip`` as configured, else derived from the
+    open-file limit (``descriptor_caps``), logged."""
+    derived_total, derived_per_ip = descriptor_caps(fd_soft if fd_soft != resource.RLIM_INFINITY else -1)
+    total = int(config["max.connections"]) if "max.connections" in config.raw else derived_total
+    per_ip = int(config["max.connections.per.ip"]) if "max.connections.per.ip" in config.raw else derived_per_ip
+    log.info(
+        "connection limits: max.connections=%d%s, max.connections.per.ip=%d%s",
+        total, "" if "max.connections" in config.raw else " (from the open-file limit)",
+        per_ip, "" if "max.connections.per.ip" in config.raw else " (from the open-file limit)",
+    )  # fmt: skip
+    return total, per_ip
+
+
+def _ip_connection_rate(table: QuotaTable, ip: str) -> float | None:
+    """KIP-612: the ``connection_creation_rate`` of the ``ip`` entity ``ip``, else of the default ip."""
+    for entity in (((IP, ip),), ((IP, None),)):
+        values = table.get(entity)
+        if values and "connection_creation_rate" in values:
+            return values["connection_creation_rate"]
+    return None
 
 
 async def _every(name: str, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:

@@ -39,6 +39,18 @@ query and appends it in one Delta commit that also records, atomically,
 The next run reads them back from the table's history, so there is no state beside the table to
 keep in step: a run that dies before its commit leaves nothing and is repeated whole; a run
 that commits is never repeated. Run one loader per ``app_id`` at a time.
+
+Upsert (changelog) mode, ``mode="upsert"`` of ``delta_sink`` and ``load_to_delta``: instead of
+appending every record, the batch is applied to the table by key with one MERGE — the latest
+record of each key in the batch (by offset) updates or inserts its row, a tombstone (null value)
+deletes it — so the table mirrors a compacted or CDC topic. Exactly once by the same app
+transaction; see ``pyspark_log.delta_upsert``::
+
+    query = (df.writeStream
+               .foreachBatch(delta_sink("/data/customers", mode="upsert", key_columns=["id"],
+                                        transform=parse_customers))
+               .option("checkpointLocation", "/chk/customers")
+               .start())
 """
 
 from __future__ import annotations
@@ -49,6 +61,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from pyspark_log.delta_upsert import UpsertSpec, changes, rs_merge, spark_merge
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,6 +75,7 @@ __all__ = [
     "Engine",
     "LoadResult",
     "LoadState",
+    "Mode",
     "choose_engine",
     "delta_sink",
     "delta_spark_available",
@@ -71,10 +86,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Engine = Literal["auto", "delta-spark", "delta-rs"]
+Mode = Literal["append", "upsert"]
 META_APP_ID = "pylog.appId"
 META_LOAD_NUMBER = "pylog.loadNumber"
 META_END_OFFSETS = "pylog.endOffsets"
 _DELTA_CLASS = "org.apache.spark.sql.delta.DeltaLog"
+# How delta-spark says a path holds no table (DESCRIBE DETAIL / HISTORY on it).
+_NO_TABLE = ("not a Delta table", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,6 +207,41 @@ class _Target:
             assert self.table_name is not None
             writer.saveAsTable(self.table_name)
 
+    def spark_exists(self, spark: SparkSession) -> bool:
+        """Whether the table exists (delta-spark; no delta-spark Python import)."""
+        if self.table_name is not None:
+            return bool(spark.catalog.tableExists(self.table_name))
+        try:
+            spark.sql(f"DESCRIBE DETAIL {self.spark_history_name()}").collect()
+        except Exception as exc:
+            text = str(exc)
+            if any(sign in text for sign in _NO_TABLE):
+                return False
+            raise
+        return True
+
+    def rs_upsert(
+        self, data: pa.Table, spec: UpsertSpec, app_id: str, version: int, metadata: Mapping[str, str]
+    ) -> dict[str, int]:
+        return rs_merge(
+            self.need_path(), self.storage_options, self.partition_by, _utc_timestamps(data), spec, app_id, version,
+            metadata,
+        )  # fmt: skip
+
+    def spark_upsert(
+        self, changed: DataFrame, spec: UpsertSpec, app_id: str, version: int, user_metadata: str | None
+    ) -> None:
+        spark_merge(
+            self.spark_history_name(),
+            lambda rows: self.spark_append(rows, app_id, version, user_metadata),
+            self.spark_exists(changed.sparkSession),
+            changed,
+            spec,
+            app_id=app_id,
+            version=version,
+            user_metadata=user_metadata,
+        )
+
     def spark_history_name(self) -> str:
         if self.path is not None:
             return "delta.`" + self.path.replace("`", "``") + "`"
@@ -216,7 +269,8 @@ def _utc_timestamps(data: pa.Table) -> pa.Table:
 
 
 class DeltaBatchWriter:
-    """A ``foreachBatch`` function appending each micro-batch to a Delta table exactly once.
+    """A ``foreachBatch`` function applying each micro-batch to a Delta table exactly once:
+    appended, or (``upsert`` given) merged by key as a changelog.
 
     Build it with ``delta_sink``. Calling it returns nothing (as ``foreachBatch`` expects);
     ``write(df, batch_id)`` does the same and returns whether the batch was written (False:
@@ -230,11 +284,16 @@ class DeltaBatchWriter:
         app_id: str | None,
         engine: Engine,
         on_written: Callable[[int, int | None], None] | None = None,
+        upsert: UpsertSpec | None = None,
+        transform: Callable[[DataFrame], DataFrame] | None = None,
     ) -> None:
+        """``upsert``: merge by key (its transform applies); ``transform``: append mode's."""
         self._target = target
         self._app_id = app_id
         self._engine = engine
         self._on_written = on_written
+        self._upsert = upsert
+        self._transform = transform
         self._chosen: Literal["delta-spark", "delta-rs"] | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -260,8 +319,13 @@ class DeltaBatchWriter:
         if self._chosen is None:
             self._chosen = choose_engine(df.sparkSession, self._engine)
             log.info("pylog: writing micro-batches to %s with %s", self._target.describe(), self._chosen)
+        if self._upsert is None and self._transform is not None:
+            df = self._transform(df)
         if self._chosen == "delta-spark":
-            self._target.spark_append(df, app_id, batch_id, None)
+            if self._upsert is not None:
+                self._target.spark_upsert(changes(df, self._upsert), self._upsert, app_id, batch_id, None)
+            else:
+                self._target.spark_append(df, app_id, batch_id, None)
             if self._on_written is not None:
                 self._on_written(batch_id, None)
             return True
@@ -277,10 +341,14 @@ class DeltaBatchWriter:
                 recorded,
             )
             return False
-        data = df.toArrow()
+        data = (df if self._upsert is None else changes(df, self._upsert)).toArrow()
         if data.num_rows == 0:
             return False
-        self._target.rs_append(data, app_id, batch_id, {META_APP_ID: app_id})
+        if self._upsert is not None:
+            counts = self._target.rs_upsert(data, self._upsert, app_id, batch_id, {META_APP_ID: app_id})
+            log.info("pylog: micro-batch %d merged into %s: %s", batch_id, self._target.describe(), counts)
+        else:
+            self._target.rs_append(data, app_id, batch_id, {META_APP_ID: app_id})
         if self._on_written is not None:
             self._on_written(batch_id, data.num_rows)
         return True
@@ -296,14 +364,36 @@ def delta_sink(
     storage_options: Mapping[str, str] | None = None,
     schema_mode: Literal["merge", "overwrite"] | None = None,
     on_written: Callable[[int, int | None], None] | None = None,
+    mode: Mode = "append",
+    key_columns: Sequence[str] | str | None = None,
+    transform: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DeltaBatchWriter:
     """The ``foreachBatch`` function for an exactly-once append to the Delta table at ``path``
     (or the catalog table ``table_name``, delta-spark only). See the module docstring.
 
-    ``on_written(batch_id, rows)`` is called after each batch is committed (rows is None with
-    delta-spark)."""
+    ``mode="upsert"`` merges each batch by ``key_columns`` instead (default ``["key"]``; the
+    stream must be the pylog source's DataFrame, ``transform`` shapes its rows; see
+    ``pyspark_log.delta_upsert``). ``transform`` in append mode maps each batch before it is
+    written. ``on_written(batch_id, rows)`` is called after each batch is committed (rows is
+    None with delta-spark; in upsert mode, the rows of net changes)."""
     target = _Target.of(path, table_name, partition_by, storage_options, schema_mode)
-    return DeltaBatchWriter(target, app_id=app_id, engine=engine, on_written=on_written)
+    upsert = _upsert_spec(mode, key_columns, transform)
+    return DeltaBatchWriter(
+        target, app_id=app_id, engine=engine, on_written=on_written, upsert=upsert,
+        transform=transform if upsert is None else None,
+    )  # fmt: skip
+
+
+def _upsert_spec(
+    mode: Mode, key_columns: Sequence[str] | str | None, transform: Callable[[DataFrame], DataFrame] | None
+) -> UpsertSpec | None:
+    if mode == "upsert":
+        return UpsertSpec.of(key_columns if key_columns is not None else ("key",), transform)
+    if mode != "append":
+        raise ValueError(f"mode must be append or upsert, not {mode!r}")
+    if key_columns is not None:
+        raise ValueError("key_columns applies to mode='upsert' only: add mode='upsert' or remove key_columns")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,6 +505,8 @@ def load_to_delta(
     schema_mode: Literal["merge", "overwrite"] | None = None,
     transform: Callable[[DataFrame], DataFrame] | None = None,
     max_offsets_per_load: int | None = None,
+    mode: Mode = "append",
+    key_columns: Sequence[str] | str | None = None,
 ) -> LoadResult:
     """Load everything new in the ``pylog`` source described by ``options`` into a Delta table,
     exactly once across runs (see the module docstring).
@@ -430,6 +522,11 @@ def load_to_delta(
     its own offsets, shared over partitions as maxOffsetsPerTrigger is), bounding what one
     commit holds in memory: the delta-rs engine collects each load on the driver as Arrow.
     The result's ``load_number`` is the last one committed.
+
+    ``mode="upsert"`` merges each load into the table by ``key_columns`` (default ``["key"]``)
+    instead of appending: the latest record per key wins, tombstones delete (see
+    ``pyspark_log.delta_upsert``); ``transform`` then shapes the records' rows. ``rows`` counts
+    the net changes applied.
     """
     from pyspark_log.spark import register
     from pyspark_log.spark.access import open_access
@@ -440,6 +537,7 @@ def load_to_delta(
     if max_offsets_per_load is not None and max_offsets_per_load <= 0:
         raise ValueError(f"max_offsets_per_load must be positive, not {max_offsets_per_load}")
     target = _Target.of(path, table_name, partition_by, storage_options, schema_mode)
+    upsert = _upsert_spec(mode, key_columns, transform)
     chosen = choose_engine(spark, engine)
     opts = parse_options(options, "batch")
     assert opts.ending is not None
@@ -475,7 +573,7 @@ def load_to_delta(
     while start != end:
         upto = rate_limit(start, end, max_offsets_per_load) if max_offsets_per_load is not None else dict(end)
         load_number += 1
-        rows = _load_range(spark, options, target, chosen, app_id, load_number, start, upto, transform)
+        rows = _load_range(spark, options, target, chosen, app_id, load_number, start, upto, transform, upsert)
         total_rows = None if rows is None or total_rows is None else total_rows + rows
         log.info("pylog: load %d of %r committed to %s: %s -> %s", load_number, app_id, target.describe(), start, upto)
         start = upto
@@ -492,8 +590,9 @@ def _load_range(  # noqa: PLR0917 - internal, called once
     start: Mapping[TopicPartition, int],
     end: Mapping[TopicPartition, int],
     transform: Callable[[DataFrame], DataFrame] | None,
+    upsert: UpsertSpec | None,
 ) -> int | None:
-    """Read ``[start, end)`` with a batch query and append it in one commit recording ``end``."""
+    """Read ``[start, end)`` with a batch query and append (or merge) it in one commit recording ``end``."""
     from pyspark_log.spark.offsets import to_checkpoint
 
     start_json, end_json = to_checkpoint(start), to_checkpoint(end)
@@ -502,12 +601,20 @@ def _load_range(  # noqa: PLR0917 - internal, called once
         if not key.lower().startswith(("starting", "ending")):
             reader = reader.option(key, value)
     df = reader.option("startingOffsets", json.dumps(start_json)).option("endingOffsets", json.dumps(end_json)).load()
-    if transform is not None:
+    if upsert is not None:
+        df = changes(df, upsert)
+    elif transform is not None:
         df = transform(df)
     meta = {META_APP_ID: app_id, META_LOAD_NUMBER: str(load_number), META_END_OFFSETS: json.dumps(end_json)}
     if chosen == "delta-spark":
-        target.spark_append(df, app_id, load_number, json.dumps(meta))
+        if upsert is not None:
+            target.spark_upsert(df, upsert, app_id, load_number, json.dumps(meta))
+        else:
+            target.spark_append(df, app_id, load_number, json.dumps(meta))
         return None
     data = df.toArrow()
-    target.rs_append(data, app_id, load_number, meta)
+    if upsert is not None:
+        target.rs_upsert(data, upsert, app_id, load_number, meta)
+    else:
+        target.rs_append(data, app_id, load_number, meta)
     return data.num_rows

@@ -133,7 +133,12 @@ class EmbeddedCluster:
         }
 
     def __enter__(self) -> EmbeddedCluster:
-        self.start()
+        """Started; a start that fails for any reason leaves no process behind."""
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(

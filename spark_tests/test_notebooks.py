@@ -1,7 +1,7 @@
 """The notebooks in ``notebooks/`` run top to bottom (nbclient) against a local broker.
 
 One IPython kernel of this interpreter (a kernelspec written to a temporary JUPYTER_PATH, so CI
-needs no registered kernel) runs the three notebooks in turn; each starts its own embedded broker
+needs no registered kernel) runs the notebooks in turn; each starts its own embedded broker
 because ``PYLOG_BOOTSTRAP`` is unset, the path a laptop takes. The kernel's SparkSession is
 created by the first notebook and reused by the others (as on Databricks, where ``spark`` exists).
 """
@@ -59,6 +59,7 @@ def test_there_are_notebooks() -> None:
         "01_quickstart.ipynb",
         "02_streaming_to_delta.ipynb",
         "03_offline_backfill.ipynb",
+        "04_cdc_to_delta.ipynb",
     ]
 
 
@@ -77,3 +78,6 @@ def test_notebook_runs_top_to_bottom(kernel, path: Path) -> None:
         assert "duplicates: 0" in outputs
     if path.stem.startswith("03"):
         assert "loaded anything: False" in outputs
+    if path.stem.startswith("04"):
+        assert "duplicate keys: 0" in outputs
+        assert "mirror matches the source: True" in outputs

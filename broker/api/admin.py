@@ -18,6 +18,7 @@ Two checks happen here, before the controller persists anything:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -30,7 +31,10 @@ from broker.api.context import Broker, Request
 from broker.controller.errors import MetadataError
 from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
+from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from pyspark_log.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -45,6 +49,8 @@ def _check_log_config(broker: Broker, overrides: Mapping[str, str]) -> None:
     rather than a parser's wording."""
     for key, value in overrides.items():
         validate_topic_config(key, value)
+        if key in IGNORED_TOPIC_CONFIGS and value is not None:
+            log.warning("topic config %s=%r is accepted and ignored: %s", key, value, IGNORED_TOPIC_CONFIGS[key].reason)
     try:
         topic_log_config(broker.config.raw, overrides)
     except (ValueError, TypeError, OverflowError) as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.api.context import Broker
 from broker.config import KNOWN_KEYS
+from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
 
 TOPIC_CONFIG = 1
@@ -47,12 +48,14 @@ TOPIC_CONFIG_TYPES = {
     "segment.jitter.ms": LONG,
     "segment.ms": LONG,
     "unclean.leader.election.enable": BOOLEAN,
+    **{name: ignored.config_type for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
 }
 
 # Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads
 # unclean.leader.election.enable from the topic's overrides).
 _STORED_ONLY_DEFAULTS = {
     "unclean.leader.election.enable": "false",
+    **{name: ignored.default for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
 }
 
 
@@ -108,7 +111,8 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
 
 
 def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
-    """The broker's static configs (``server.properties`` and overrides), read-only."""
+    """The broker's static configs (``server.properties`` and overrides), read-only; Kafka 3.7
+    keys pylog ignores are listed when they were given (as Kafka lists every key it knows)."""
     out = []
     for name in KNOWN_KEYS:
         value = broker.config.get(name)
@@ -116,6 +120,10 @@ def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
             continue
         source = STATIC_BROKER_CONFIG if name in broker.config.raw else DEFAULT_CONFIG
         out.append({"name": name, "value": _format_broker(value), "config_source": source, "read_only": True})
+    for name in IGNORED_BROKER_CONFIGS:
+        if name in broker.config.raw:
+            value = broker.config.raw[name]
+            out.append({"name": name, "value": value, "config_source": STATIC_BROKER_CONFIG, "read_only": True})
     return out
 
 

@@ -11,7 +11,9 @@ Contract (implements ``broker.network.connection.RequestHandler``):
   every other connection go on;
 - a controller-only request (Raft RPCs, broker registration and heartbeats, AlterPartition,
   forwarded requests, Fetch of the metadata log) on a listener that is not the controller
-  listener closes the connection (``broker.security.listeners``).
+  listener closes the connection (``broker.security.listeners``);
+- with a ``QuotaEnforcer``, a client request's response goes through it (usage recorded,
+  ``throttle_time_ms`` set, the connection muted: ``broker.api.quota_enforcement``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Handler, Request
+from broker.api.quota_enforcement import QuotaEnforcer
 from broker.api.sasl import CLOSE_AFTER_RESPONSE
 from broker.api.sasl import authenticate as sasl_authenticate
 from broker.controller.forwarding import FORWARD_CLIENT_ID
@@ -52,8 +56,9 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Routes decoded requests to the handlers registered for their API keys."""
 
-    def __init__(self, broker: Broker, handlers: Mapping[int, Handler]) -> None:
+    def __init__(self, broker: Broker, handlers: Mapping[int, Handler], quotas: QuotaEnforcer | None = None) -> None:
         self._broker = broker
+        self._quotas = quotas
         self._handlers = dict(handlers)
         self.advertised: dict[int, tuple[int, int]] = {
             key: SUPPORTED_VERSIONS[key] for key in sorted(self._handlers) if key in SUPPORTED_VERSIONS
@@ -102,6 +107,10 @@ class Dispatcher:
                 log.warning("closing connection %s from %s: %s", ctx.connection_id, ctx.peer, refused)
                 raise CloseConnection(refused)
         request = Request(header, body, ctx)
+        quotas = self._quotas if self._quotas is not None and self._quotas.applies(header, body) else None
+        started = time.perf_counter()
+        if quotas is not None:
+            quotas.before(header, body, ctx)
         try:
             result = handler(self._broker, request)
         except CloseConnection:
@@ -110,13 +119,27 @@ class Dispatcher:
             log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
             raise CloseConnection(f"internal error: {exc}") from exc
         if result is None:
+            if quotas is not None:
+                quotas.mute_without_response(header, ctx, len(frame))
             return None
         if not isinstance(result, dict) and inspect.isawaitable(result):  # dict first: the common case
-            return self._finish(header, result)
-        response = _to_response(header, result)
-        if ctx.attributes.pop(CLOSE_AFTER_RESPONSE, False):
+            return self._finish(
+                header, result, ctx, quotas=quotas, request_bytes=len(frame), sync_spent=time.perf_counter() - started
+            )
+        if ctx.attributes.pop(CLOSE_AFTER_RESPONSE, False):  # a refused SASL login: answer, then close
+            response = _to_response(header, result)
             response.close_after = True
-        return response
+            return response
+        if quotas is not None:
+            return quotas.finish(
+                header,
+                ctx,
+                result,
+                request_bytes=len(frame),
+                started=started,
+                encode=functools.partial(_to_response, header),
+            )
+        return _to_response(header, result)
 
     def _sasl_session(self, ctx: ConnectionContext) -> SaslSession | None:
         """The connection's SASL state on a SASL listener (created with its first request)."""
@@ -156,7 +179,12 @@ class Dispatcher:
             return Response([encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)[4:]])
         raise CloseConnection(str(exc))
 
-    async def _finish(self, header: RequestHeader, pending: Awaitable[Mapping[str, Any] | None]) -> Response | None:
+    async def _finish(
+        self, header: RequestHeader, pending: Awaitable[Mapping[str, Any] | None], ctx: ConnectionContext,
+        *, quotas: QuotaEnforcer | None, request_bytes: int, sync_spent: float,
+    ) -> Response | None:  # fmt: skip
+        """The response of a handler that waited. Its quota usage counts the synchronous part
+        (``sync_spent`` seconds) and the encoding, not the wait (the loop served others meanwhile)."""
         try:
             body = await pending
         except CloseConnection:
@@ -164,7 +192,19 @@ class Dispatcher:
         except Exception as exc:
             log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
             raise CloseConnection(f"internal error: {exc}") from exc
-        return None if body is None else _to_response(header, body)
+        if body is None:
+            return None
+        if quotas is not None:
+            resumed = time.perf_counter() - sync_spent
+            return quotas.finish(
+                header,
+                ctx,
+                body,
+                request_bytes=request_bytes,
+                started=resumed,
+                encode=functools.partial(_to_response, header),
+            )
+        return _to_response(header, body)
 
 
 def _to_response(header: RequestHeader, body: Mapping[str, Any]) -> Response:

@@ -137,7 +137,7 @@ def _read_one(
             read = broker.replicas.read_for_follower(
                 replica_id, topic, partition, part["fetch_offset"], max_bytes,
                 current_leader_epoch=part["current_leader_epoch"], last_fetched_epoch=part["last_fetched_epoch"],
-                min_one_batch=min_one,
+                min_one_batch=min_one, log_start_offset=part["log_start_offset"],
             )  # fmt: skip
         else:
             read = broker.replicas.read(

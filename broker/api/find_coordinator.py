@@ -3,11 +3,11 @@
 Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
 group's coordinator: the leader of partition ``abs(hashCode(group)) % partitions`` of
 ``__consumer_offsets``. That internal topic (``cleanup.policy=compact``) is created on first use
-with ``offsets.topic.num.partitions`` partitions, as Kafka does. A transactional id (key type 1;
-seed 003 "트랜잭션 코디네이터") is coordinated by the leader of partition
+with ``offsets.topic.num.partitions`` partitions and ``offsets.topic.segment.bytes``, as Kafka
+does. A transactional id (key type 1; seed 003 "트랜잭션 코디네이터") is coordinated by the leader of partition
 ``abs(hashCode(transactional id)) % partitions`` of ``__transaction_state``, created on first use
 the same way (``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor``,
-compacted, uncompressed).
+``transaction.state.log.segment.bytes``, compacted, uncompressed).
 
 Why serve FindCoordinator even without a coordinator: librdkafka (confluent-kafka, kcat) enables
 LZ4 only for brokers that advertise FindCoordinator (``rdkafka_feature.c``: the LZ4 feature
@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 
 BATCHED_VERSION = 4
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
-TXN_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "uncompressed"}
+# Kafka's fixed configs of the internal topics; segment.bytes comes from offsets.topic.segment.bytes /
+# transaction.state.log.segment.bytes (default 104857600) when the topic is created.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
+TXN_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
+DEFAULT_SEGMENT_BYTES = 104857600
 
 Answer = tuple[int, str | None, int, str, int]  # error, message, node id, host, port
 
@@ -69,7 +72,9 @@ async def ensure_offsets_topic(broker: Broker) -> None:
     partitions = int(config.get("offsets.topic.num.partitions", 50))
     replication = _capped_replication(broker, OFFSETS_TOPIC, int(config.get("offsets.topic.replication.factor", 3)))
     try:
-        await broker.controller.create_topic(OFFSETS_TOPIC, partitions, replication, dict(OFFSETS_TOPIC_CONFIGS))
+        segment_bytes = str(config.get("offsets.topic.segment.bytes", DEFAULT_SEGMENT_BYTES))
+        configs = {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": segment_bytes}
+        await broker.controller.create_topic(OFFSETS_TOPIC, partitions, replication, configs)
         log.info("created %s with %d partition(s)", OFFSETS_TOPIC, partitions)
     except MetadataError as exc:
         if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -83,7 +88,8 @@ async def ensure_transaction_topic(broker: Broker) -> None:
     wanted = int(config.get("transaction.state.log.replication.factor", 3))
     replication = _capped_replication(broker, TRANSACTION_STATE_TOPIC, wanted)
     min_isr = min(int(config.get("transaction.state.log.min.isr", 2)), replication)
-    configs = {**TXN_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
+    segment_bytes = str(config.get("transaction.state.log.segment.bytes", DEFAULT_SEGMENT_BYTES))
+    configs = {**TXN_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr), "segment.bytes": segment_bytes}
     try:
         await broker.controller.create_topic(TRANSACTION_STATE_TOPIC, partitions, replication, configs)
         log.info("created %s with %d partition(s)", TRANSACTION_STATE_TOPIC, partitions)

@@ -3,7 +3,8 @@ broker's registration and heartbeats.
 
 A node that is not the active controller (an observer broker, or a voter that follows) sends a
 metadata change to the leader's endpoint from ``controller.quorum.voters`` as the ordinary
-request (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) under the client
+request (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs,
+AlterClientQuotas) under the client
 id ``FORWARD_CLIENT_ID``. The receiving node runs its usual handler; the handler wrapper in
 ``broker.api.broker_registration`` sets ``forwarded_request`` so that a receiver which is not (or
 no longer) the active controller answers NOT_CONTROLLER instead of forwarding again: a request
@@ -191,6 +192,27 @@ async def forward_alter_topic_configs(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
     )
     result = response.responses[0]
+    return Outcome(result.error_code, result.error_message)
+
+
+async def forward_alter_client_quotas(
+    channel: ControllerChannel, entity: Sequence[tuple[str, str | None]], changes: Mapping[str, float | None],
+    *, validate_only: bool, timeout_ms: int,
+) -> Outcome:  # fmt: skip
+    """AlterClientQuotas of one entity (value None: remove that key)."""
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in changes.items()],
+            }
+        ],
+        "validate_only": validate_only,
+    }
+    response = await channel.request(
+        ApiKey.ALTER_CLIENT_QUOTAS, 1, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    result = response.entries[0]
     return Outcome(result.error_code, result.error_message)
 
 

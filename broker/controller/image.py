@@ -68,6 +68,8 @@ class MetadataImage:
     epoch: int = 0
     # SCRAM credentials by (user, mechanism): salt, StoredKey, ServerKey, iterations (never a password)
     scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

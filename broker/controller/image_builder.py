@@ -26,6 +26,7 @@ from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, T
 from broker.controller.records import (
     NO_CHANGE,
     TOPIC_RESOURCE,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -70,6 +71,7 @@ class ClusterState:
     topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
     applied_offset: int = -1
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
 
     def live_brokers(self) -> list[int]:
         """Registered, unfenced broker ids in ascending order."""
@@ -121,6 +123,8 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         return _apply_partition_change(state, record)
     if isinstance(record, ConfigRecord):
         return _apply_config(state, record)
+    if isinstance(record, ClientQuotaRecord):
+        return apply_client_quota(state, record)
     if isinstance(record, RemoveTopicRecord):
         name = state.topic_ids.get(record.topic_id)
         if name is None:
@@ -192,6 +196,19 @@ def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
     return replace(state, topics={**state.topics, topic.name: updated})
 
 
+def apply_client_quota(state: ClusterState, record: ClientQuotaRecord) -> ClusterState:
+    """Set or remove one quota of one entity; an entity left without quotas disappears."""
+    quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
+    values = quotas.setdefault(record.entity, {})
+    if record.remove:
+        values.pop(record.key, None)
+    else:
+        values[record.key] = float(record.value)
+    if not values:
+        del quotas[record.entity]
+    return replace(state, client_quotas=quotas)
+
+
 def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | None) -> MetadataImage:
     """The image handlers read: live brokers only, leader -1 where the leader is fenced.
 
@@ -225,4 +242,5 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         dict(state.topic_ids),
         epoch=state.applied_offset + 1,
         scram=dict(state.scram),
+        client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
     )

@@ -64,6 +64,10 @@ class MetadataController(Protocol):
         self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
     ) -> dict[str, ScramResult]: ...
 
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None: ...
+
 
 class LocalController:
     """Single-node ``MetadataController``; see the module docstring for durability."""
@@ -121,6 +125,14 @@ class LocalController:
             self._apply(records)
         return results
 
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None:
+        """Set (value) or remove (None) quotas of one entity; persisted like topic configs."""
+        records = operations.alter_client_quotas(entity, changes)
+        if not validate_only:
+            self._apply(records)
+
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
@@ -128,6 +140,7 @@ class LocalController:
         return ClusterState(
             self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids,
             scram=self._image.scram,
+            client_quotas=self._image.client_quotas,
         )  # fmt: skip
 
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
@@ -135,12 +148,15 @@ class LocalController:
         state = self._state()
         for record in records:
             state = apply_record(state, state.applied_offset, record)
+        quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
+        topics, topic_ids = dict(state.topics), dict(state.topic_ids)
         self._publish(
             replace(
                 self._image,
-                topics=dict(state.topics),
-                topic_ids=dict(state.topic_ids),
+                topics=topics,
+                topic_ids=topic_ids,
                 epoch=self._image.epoch + 1,
+                client_quotas=quotas,
                 scram=dict(state.scram),
             )
         )
@@ -186,11 +202,21 @@ class LocalController:
             ],
             # salted SCRAM credentials (salt, StoredKey, ServerKey; never a password)
             "scram": [
-                {"user": user, "mechanism": mechanism, "salt": c.salt.hex(), "stored_key": c.stored_key.hex(),
-                 "server_key": c.server_key.hex(), "iterations": c.iterations}
+                {
+                    "user": user,
+                    "mechanism": mechanism,
+                    "salt": c.salt.hex(),
+                    "stored_key": c.stored_key.hex(),
+                    "server_key": c.server_key.hex(),
+                    "iterations": c.iterations,
+                }
                 for (user, mechanism), c in sorted(image.scram.items())
             ],
-        }  # fmt: skip
+            "client_quotas": [
+                {"entity": [list(pair) for pair in entity], "values": values}
+                for entity, values in image.client_quotas.items()
+            ],
+        }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
@@ -222,4 +248,8 @@ class LocalController:
             )
             for c in doc.get("scram", [])
         }
-        return replace(image, scram=scram)
+        quotas = {
+            tuple((str(kind), name) for kind, name in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+            for q in doc.get("client_quotas", [])
+        }
+        return replace(image, client_quotas=quotas, scram=scram)

@@ -20,6 +20,7 @@ from broker.controller.errors import MetadataError
 from broker.controller.image import PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState
 from broker.controller.records import (
+    ClientQuotaRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
@@ -27,6 +28,7 @@ from broker.controller.records import (
     TopicRecord,
 )
 from broker.controller.topics import validate_topic_config, validate_topic_name
+from broker.quota.entity import Entity, InvalidQuotaError, make_entity, validate_quota
 from pyspark_log.wire.errors import ErrorCode
 
 Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
@@ -179,3 +181,22 @@ def alter_topic_configs(state: ClusterState, name: str, changes: Mapping[str, st
     for key, value in changes.items():
         validate_topic_config(key, value)
     return [ConfigRecord(name, key, value) for key, value in changes.items()]
+
+
+def alter_client_quotas(
+    entity_pairs: Sequence[tuple[str, str | None]], changes: Mapping[str, float | None]
+) -> list[MetadataRecord]:
+    """AlterClientQuotas for one entity (seed 000 §4.9: quotas live in the metadata, "모든 브로커는
+    이 재정의 정보를 읽어가 즉시 시행한다"): one ClientQuotaRecord per key, value None removes it.
+    INVALID_REQUEST for an unknown entity type or key, a repeated key, or a value out of range."""
+    try:
+        entity: Entity = make_entity(entity_pairs)
+        for key, value in changes.items():
+            if value is not None:
+                validate_quota(entity, key, value)
+    except InvalidQuotaError as exc:
+        raise MetadataError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    return [
+        ClientQuotaRecord(entity, key, 0.0, remove=True) if value is None else ClientQuotaRecord(entity, key, value)
+        for key, value in changes.items()
+    ]

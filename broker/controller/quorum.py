@@ -44,6 +44,7 @@ from broker.controller.forwarding import (
     ControllerUnavailable,
     NotActive,
     Registration,
+    forward_alter_client_quotas,
     forward_alter_topic_configs,
     forward_alter_user_scram_credentials,
     forward_create_partitions,
@@ -342,6 +343,29 @@ class QuorumController(ReplicaLeadership):
         await self._await_image(lambda: applied(results), "the SCRAM credentials")
         return results
 
+    async def alter_client_quotas(
+        self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
+    ) -> None:
+        """ClientQuotaRecords through the metadata log: every broker applies them in log order."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            records = operations.alter_client_quotas(entity, changes)
+            return ([] if validate_only else records), None
+
+        def applied() -> bool:
+            values = self._image.client_quotas.get(tuple(sorted(entity, key=lambda p: p[0])), {})
+            return all(values.get(k) == v for k, v in changes.items())
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            outcome = await forward_alter_client_quotas(
+                channel, entity, changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            raise_for(outcome)
+            if not validate_only:
+                await self._await_image(applied, "the client quota change")
+
+        await self._execute(local, remote)
+
     async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
         if not await self.wait_until(predicate, self._request_timeout_ms):
             raise MetadataError(
@@ -621,7 +645,9 @@ class QuorumController(ReplicaLeadership):
     async def _controller_loop(self) -> None:
         """Leader duties: catch up once per epoch (commits the cluster id), fence silent brokers,
         and rebalance leadership every ``leader_imbalance_check_interval_ms``."""
-        interval_s = min(self._heartbeat_interval_ms, 500) / 1000
+        # Fencing is late by at most one interval, and the issue's target for a SIGKILLed leader is
+        # broker.session.timeout.ms + 1 s end to end (clients still have to learn the new leader).
+        interval_s = min(self._heartbeat_interval_ms, 100) / 1000
         while True:
             try:
                 if self._driver.is_leader:

@@ -19,6 +19,8 @@ record                     effect on the image
                            leader changes (KIP-497, KIP-631)
 ``ConfigRecord``           a topic config override is set (value) or removed (value None)
 ``RemoveTopicRecord``      the topic and its partitions are gone
+``ClientQuotaRecord``      a client quota of an entity is set (``remove`` false) or removed
+                           (seed 000 §4.9; Kafka's ClientQuotaRecord: entity, key, value, remove)
 =========================  ==================================================================
 
 Encoding (one Raft entry = one controller operation, applied atomically)::
@@ -139,6 +141,17 @@ class RemoveUserScramCredentialRecord:
     mechanism: str
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """``entity``: ``(entity_type, entity_name)`` pairs sorted by type, name None for the default
+    entity (``broker.quota.entity``)."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     ClusterIdRecord
     | RegisterBrokerRecord
@@ -151,6 +164,7 @@ MetadataRecord = (
     | RemoveTopicRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -167,6 +181,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         RemoveTopicRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 _UUID_FIELDS = frozenset({"topic_id"})
@@ -184,6 +199,8 @@ def _to_json(record: MetadataRecord) -> dict[str, Any]:
             if not value:
                 continue  # records without listeners keep their old bytes
             value = [list(endpoint) for endpoint in value]
+        elif key == "entity":
+            value = [list(pair) for pair in value]
         doc[key] = value
     return doc
 
@@ -206,6 +223,8 @@ def _from_json(doc: Any) -> MetadataRecord:
                 value = tuple(int(v) for v in value)
             elif f.name == "endpoints":
                 value = tuple((str(name), str(host), int(port)) for name, host, port in value)
+            elif f.name == "entity":
+                value = tuple((str(t), None if n is None else str(n)) for t, n in value)
             kwargs[f.name] = value
         record: MetadataRecord = cls(**kwargs)
     except (TypeError, ValueError, AttributeError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from broker.controller.errors import MetadataError
+from broker.ignored_configs import IGNORED_TOPIC_CONFIGS, check_ignored_topic_config
 from pyspark_log.wire.errors import ErrorCode
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -63,7 +64,14 @@ def validate_topic_name(name: str) -> None:
 
 
 def validate_topic_config(key: str, value: str | None) -> None:
-    """Raise ErrorCode.INVALID_CONFIG for an unknown key or a value of the wrong kind."""
+    """Raise ErrorCode.INVALID_CONFIG for an unknown key or a value of the wrong kind. Kafka 3.7
+    keys pylog ignores (``broker.ignored_configs``) are checked as Kafka checks them."""
+    if key in IGNORED_TOPIC_CONFIGS:
+        try:
+            check_ignored_topic_config(key, value)
+        except ValueError as exc:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return
     if key not in TOPIC_CONFIG_BROKER_KEYS:
         raise MetadataError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
     if value is None:

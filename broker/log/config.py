@@ -153,6 +153,7 @@ class LogManagerConfig:
     flush_offset_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
     flush_start_offset_checkpoint_interval_ms: int = 60_000  # log.flush.start.offset.checkpoint...
     file_deletion_check_interval_ms: int = 5_000  # how often .deleted files are looked at
+    dir_failure_probe_interval_ms: int = 10_000  # log.dir.failure.probe.interval.ms (pylog)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> LogManagerConfig:
@@ -169,6 +170,7 @@ class LogManagerConfig:
             ("flush_scheduler_interval_ms", "log.flush.scheduler.interval.ms"),
             ("flush_offset_checkpoint_interval_ms", "log.flush.offset.checkpoint.interval.ms"),
             ("flush_start_offset_checkpoint_interval_ms", "log.flush.start.offset.checkpoint.interval.ms"),
+            ("dir_failure_probe_interval_ms", "log.dir.failure.probe.interval.ms"),
         ):
             if props.get(name) is not None:
                 changes[field_name] = _parse(field_name, name, props[name], 1)

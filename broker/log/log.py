@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.config import Clock, LogConfig
+from broker.log.dir_health import LogDirState
 from broker.log.errors import InvalidRecordError, KafkaStorageError, LogError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.files import fsync_dir
@@ -124,6 +125,7 @@ class Log:
         self._producers = ProducerStateManager(directory, producer_id_expiration_ms)
         self._last_abort_offset = -1  # offset of the newest ABORT marker indexed (-1: none), or above
         self.failure: str | None = None  # set by ``_fail``: the log is offline
+        self.dir_state: LogDirState | None = None  # its log dir's health (set by the LogManager)
         self.closed = False
 
     @classmethod
@@ -201,7 +203,7 @@ class Log:
         ``LogError``s of ``validate.py`` and ``producer_state.py``, InvalidRecordError for a client
         append of several batches (after validation, so damaged bytes stay CORRUPT_MESSAGE);
         KafkaStorageError on I/O."""
-        self._check_open()
+        self._check_writable()
         now = self._clock()
         result = validate_and_assign_offsets(
             data, self.log_end_offset, self.config, now, origin=origin, partition_leader_epoch=leader_epoch
@@ -221,7 +223,7 @@ class Log:
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that keep their offsets (replication; Raft). Offsets must start at or
         after the log end offset and increase (InvalidRecordError otherwise)."""
-        self._check_open()
+        self._check_writable()
         result = validate_as_follower(data, self.log_end_offset)
         if all(b.producer_id < 0 for b in result.batches):
             return self._append_validated(result, self._clock())
@@ -241,7 +243,7 @@ class Log:
         producer without an ongoing transaction is written too (as Kafka does). Raises
         InvalidProducerEpochError (epoch older than the producer's), TransactionCoordinatorFencedError
         (coordinator epoch older than its last marker's), KafkaStorageError."""
-        self._check_open()
+        self._check_writable()
         now = self._clock()
         kind = ControlType.COMMIT if commit else ControlType.ABORT
         data = encode_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now)
@@ -297,7 +299,12 @@ class Log:
         segment = self._segments[-1]
         if segment.should_roll(result.size_bytes, result.max_timestamp_ms, result.last_offset, now_ms):
             segment = self.roll(result.first_offset)
-        position = segment.append(result.buffers, result.size_bytes, result.batches)
+        try:
+            position = segment.append(result.buffers, result.size_bytes, result.batches)
+        except KafkaStorageError as exc:  # the segment truncated its file back: the log is consistent
+            if isinstance(exc.__cause__, OSError):
+                self._report_io_error(f"appending to {segment.log_path.name} of {self.name}", exc.__cause__)
+            raise
         self._remember(result.next_offset, segment, position + result.size_bytes)
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -693,9 +700,21 @@ class Log:
         if self.failure is not None:
             raise KafkaStorageError(f"the log of {self.name} is offline after a disk error: {self.failure}")
 
+    def _check_writable(self) -> None:
+        """``_check_open``, and the log dir online: an offline dir refuses appends without I/O."""
+        self._check_open()
+        state = self.dir_state
+        if state is not None and state.offline:
+            raise KafkaStorageError(f"the log dir {state.path} of {self.name} is offline: {state.error}")
+
+    def _report_io_error(self, what: str, exc: OSError) -> None:
+        if self.dir_state is not None:
+            self.dir_state.fail(what, exc, self._clock())
+
     def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
         """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
         self.failure = f"{what}: {exc}"
+        self._report_io_error(f"{what} of {self.name}", exc)
         log.error("%s: %s failed; the log is offline until the broker restarts: %s", self.name, what, exc)
         return KafkaStorageError(f"{what} failed for {self.name}: {exc}")
 

@@ -11,6 +11,11 @@ the next start-up skip re-validating batches; it is removed as soon as the logs 
 a crash after that is recovered. A deleted partition's directory is renamed to
 ``<topic>-<partition>.<uuid>-delete`` at once and removed ``file.delete.delay.ms`` later.
 
+Log-dir failures (``dir_health.py``): an I/O error in a dir takes it offline (one ERROR log);
+its logs refuse appends until ``run_dir_probe_once`` finds that a probe write succeeds and that
+every log's files still match its memory; a log left inconsistent stays failed until a restart.
+New partitions go to online dirs only.
+
 Threading: one asyncio loop calls every method. The ``run_*_once`` coroutines are the bodies of
 the background tasks; the broker schedules them (intervals in ``LogManagerConfig``) and passes
 its clock's ``now_ms``. They yield to the loop between partitions.
@@ -34,6 +39,7 @@ from broker.log.checkpoint import (
     write_checkpoint,
 )
 from broker.log.config import Clock, LogConfig, LogManagerConfig, system_clock_ms
+from broker.log.dir_health import LogDirState, probe_dir
 from broker.log.dir_lock import DirLock
 from broker.log.errors import KafkaStorageError
 from broker.log.files import fsync_dir, parse_partition_dir_name, partition_dir_name, remove_tree, write_atomic
@@ -77,6 +83,7 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._ignored = set(ignored_dir_names)
         self.log_dirs = [Path(d) for d in config.log_dirs]
+        self.dir_states: dict[Path, LogDirState] = {d: LogDirState(d) for d in self.log_dirs}
         self._locks: list[DirLock] = []
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -135,8 +142,7 @@ class LogManager:
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc
-            self._logs[parsed] = loaded
-            self._dir_of[parsed] = directory
+            self._adopt(parsed, loaded, directory)
         if clean:
             marker.unlink()
             fsync_dir(directory)
@@ -145,8 +151,14 @@ class LogManager:
         """Flush and close every log, write the checkpoints, then the clean-shutdown markers
         (not in a dir holding a failed log: its next start-up must recover it)."""
         failed_dirs = {self._dir_of[tp] for tp, current in self._logs.items() if current.failure is not None}
-        for current in self._logs.values():
-            current.close(flush=True)
+        failed_dirs |= {d for d, state in self.dir_states.items() if state.offline}
+        for tp, current in self._logs.items():
+            try:  # an offline dir's logs close without flushing: the dir is recovered at start-up
+                current.close(flush=self._dir_of[tp] not in failed_dirs)
+            except (OSError, KafkaStorageError) as exc:
+                log.warning("%s: closing without a flush after an I/O error: %s", current.name, exc)
+                failed_dirs.add(self._dir_of[tp])
+                current.close(flush=False)
         self.write_checkpoints()
         for _, path in self._pending_dir_deletes:
             if path.exists():
@@ -154,9 +166,12 @@ class LogManager:
         self._pending_dir_deletes.clear()
         for directory in self.log_dirs:
             if directory in failed_dirs:
-                log.warning("%s: not marked clean: a log in it failed", directory)
+                log.warning("%s: not marked clean: it or a log in it failed", directory)
                 continue
-            write_atomic(directory / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            try:
+                write_atomic(directory / CLEAN_SHUTDOWN_FILE, json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+            except OSError as exc:  # the next start-up recovers the dir's logs, which is safe
+                log.warning("%s: cannot mark it clean: %s", directory, exc)
         self._logs.clear()
         self._dir_of.clear()
         self._release_locks()
@@ -207,10 +222,14 @@ class LogManager:
             raise ValueError(f"illegal topic-partition {topic!r}-{partition}")
         if config is not None:
             self._topic_configs[topic] = config
-        counts = dict.fromkeys(self.log_dirs, 0)
+        online = [d for d in self.log_dirs if not self.dir_states[d].offline]
+        if not online:
+            raise KafkaStorageError(f"every log dir is offline: {', '.join(map(str, self.log_dirs))}")
+        counts = dict.fromkeys(online, 0)
         for d in self._dir_of.values():
-            counts[d] += 1
-        directory = min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        directory = min(online, key=lambda d: counts[d])
         path = directory / partition_dir_name(topic, partition)
         try:
             if path.exists():
@@ -234,10 +253,48 @@ class LogManager:
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
                 )
         except OSError as exc:
+            self.dir_states[directory].fail(f"creating the log of {topic}-{partition}", exc, self._clock())
             raise KafkaStorageError(f"cannot create {path}: {exc}") from exc
-        self._logs[(topic, partition)] = created
-        self._dir_of[(topic, partition)] = directory
+        self._adopt((topic, partition), created, directory)
         return created
+
+    def _adopt(self, tp: TopicPartition, current: Log, directory: Path) -> None:
+        current.dir_state = self.dir_states[directory]
+        self._logs[tp] = current
+        self._dir_of[tp] = directory
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir holding the partition's log (None: not hosted here)."""
+        return self._dir_of.get((topic, partition))
+
+    def logs_in(self, directory: Path) -> list[Log]:
+        return [lg for tp, lg in self._logs.items() if self._dir_of[tp] == directory]
+
+    @property
+    def offline_dir_count(self) -> int:
+        """Kafka's ``OfflineLogDirectoryCount``."""
+        return sum(1 for state in self.dir_states.values() if state.offline)
+
+    async def run_dir_probe_once(self) -> int:
+        """Bring offline dirs back (``log.dir.failure.probe.interval.ms``): a dir whose probe write
+        succeeds and whose logs are consistent on disk is online again. The probe and the checks
+        run in a worker thread (the dir's logs take no appends meanwhile). Returns dirs recovered."""
+        recovered = 0
+        for directory, state in self.dir_states.items():
+            if not state.offline:
+                continue
+            members = self.logs_in(directory)
+            error, inconsistent = await asyncio.to_thread(_probe_and_check, directory, members)
+            if error is not None:
+                state.fail("the recovery probe write", error, self._clock())
+                continue
+            for bad in inconsistent:
+                if bad.failure is None:
+                    bad.failure = "its active segment lost bytes while the dir was offline"
+                log.error("%s: stays offline until a restart recovers it: %s", bad.name, bad.failure)
+            state.recover(self._clock())
+            recovered += 1
+        return recovered
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its directory to ``…-delete``; its removal follows after
@@ -296,13 +353,36 @@ class LogManager:
         self.write_checkpoints()
 
     def write_checkpoints(self) -> None:
-        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir."""
+        """Write ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` per dir
+        (not in an offline dir; a failing write takes the dir offline: the previous files stay)."""
         for directory in self.log_dirs:
+            state = self.dir_states[directory]
+            if state.offline:
+                continue
             members = {tp: lg for tp, lg in self._logs.items() if self._dir_of[tp] == directory}
-            write_checkpoint(
-                directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in members.items()}
-            )
-            write_checkpoint(
-                directory / LOG_START_OFFSET_CHECKPOINT,
-                {tp: lg.log_start_offset for tp, lg in members.items()},
-            )
+            try:
+                write_checkpoint(
+                    directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in members.items()}
+                )
+                write_checkpoint(
+                    directory / LOG_START_OFFSET_CHECKPOINT,
+                    {tp: lg.log_start_offset for tp, lg in members.items()},
+                )
+            except OSError as exc:
+                state.fail("writing the offset checkpoints", exc, self._clock())
+
+
+def _probe_and_check(directory: Path, members: list[Log]) -> tuple[OSError | None, list[Log]]:
+    """The probe's blocking part: the probe write's error (None: it succeeded), then the logs
+    whose files no longer match their memory."""
+    error = probe_dir(directory)
+    if error is not None:
+        return error, []
+    return None, [lg for lg in members if not _consistent_on_disk(lg)]
+
+
+def _consistent_on_disk(current: Log) -> bool:
+    """Whether the log's active segment file holds exactly what memory says (a failed append
+    truncated it back; a longer file is cut back here). Blocking: the dir is offline meanwhile, so
+    no append changes the log."""
+    return current.failure is None and not current.closed and current.active_segment.trim_to_size()

@@ -283,6 +283,19 @@ class LogSegment:
         """The segment is no longer the active one: record its largest timestamp in the index."""
         self.time_index.maybe_append(self.max_timestamp_ms, self.offset_of_max_timestamp, skip_full_check=True)
 
+    def trim_to_size(self) -> bool:
+        """Make the file exactly ``size_bytes`` long (bytes past it are a failed append's): True
+        when it is (or was cut back to it), False when the file is shorter or cannot be read or
+        cut (the segment lost written bytes: not consistent)."""
+        try:
+            on_disk = os.fstat(self.fd).st_size
+            if on_disk > self.size_bytes:
+                os.ftruncate(self.fd, self.size_bytes)
+                on_disk = self.size_bytes
+        except OSError:
+            return False
+        return on_disk == self.size_bytes
+
     def flush(self) -> None:
         """fsync the log file if it has unflushed bytes."""
         if self.dirty:

@@ -14,7 +14,12 @@ Contract with the request handler (``RequestHandler.handle``):
 Bounds: at most ``max_in_flight`` requests per connection wait for their response; past that the
 connection stops reading (back-pressure). A frame larger than ``socket.request.max.bytes`` or with
 a negative size closes the connection, as Kafka does. A connection idle for
-``connections.max.idle.ms`` is closed.
+``connections.max.idle.ms`` is closed, and so is one whose request frame has begun but not
+completed within ``socket.request.frame.timeout.ms`` (``frame_started``; the listener's reaper
+checks both), so connections that send a partial frame and wait cannot pile up.
+
+Throttling (KIP-219): while ``ctx.muted_until`` lies ahead, the connection reads and dispatches no
+further request; responses already decided are still written.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ class ConnectionContext:
     listener: str
     connection_id: int
     attributes: dict[str, object] = field(default_factory=dict)
+    # KIP-219: a throttled client's channel reads no request before this ``time.monotonic()``
+    muted_until: float = 0.0
 
 
 class RequestHandler(Protocol):
@@ -76,6 +83,7 @@ class ConnectionLimits:
     request_max_bytes: int = 104857600
     idle_ms: int = 600000
     max_in_flight: int = 64
+    frame_timeout_ms: int = 30000
 
 
 class Connection:
@@ -105,6 +113,8 @@ class Connection:
             limits.max_in_flight
         )
         self.last_active = time.monotonic()
+        # When the request frame now being received began (None: between frames); mute time excluded.
+        self.frame_started: float | None = None
         self._closed = False
         self._writer_task: asyncio.Task[None] | None = None
 
@@ -201,10 +211,13 @@ class Connection:
         view = memoryview(chunk)
         head = 0  # bytes of an incomplete frame kept at the front of ``chunk``
         while not self._closed:
+            await self._wait_unmuted()
             n = await (self._tls.recv_into(view[head:]) if self._tls else loop.sock_recv_into(sock, view[head:]))
             if n == 0:
                 return
             self.last_active = time.monotonic()
+            if self.frame_started is None:
+                self.frame_started = self.last_active
             end = head + n
             pos = 0
             frames: list[bytes | bytearray] = []
@@ -223,9 +236,15 @@ class Connection:
             head = end - pos  # < LARGE_FRAME_BYTES + 4: it fits in front of the next recv
             if head and pos:
                 chunk[:head] = bytes(view[pos:end])
+            if not head and not large_size:
+                self.frame_started = None
+            elif pos:
+                self.frame_started = time.monotonic()  # the incomplete frame began in this chunk
             await self._dispatch_all(loop, frames)
             if large_size:
                 frame = await self._receive_frame(loop, view[large_start:end], large_size)
+                self.frame_started = None
+                await self._wait_unmuted()  # an earlier frame of this chunk may have been throttled
                 await self._dispatch(loop, frame)
             elif end == len(chunk):
                 await asyncio.sleep(0)
@@ -262,7 +281,19 @@ class Connection:
 
     async def _dispatch_all(self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray]) -> None:
         for frame in frames:
+            await self._wait_unmuted()
             await self._dispatch(loop, frame)
+
+    async def _wait_unmuted(self) -> None:
+        """Sleep out a throttle (KIP-219); the frame timeout does not run meanwhile."""
+        delay = self.ctx.muted_until - time.monotonic()
+        if delay <= 0:
+            return
+        await asyncio.sleep(delay)
+        now = time.monotonic()
+        self.last_active = now
+        if self.frame_started is not None:
+            self.frame_started = now
 
     async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray) -> None:
         result = self._handler.handle(frame, self.ctx)

@@ -232,7 +232,9 @@ class ReplicaFetchers:
                 if records is not None and len(records):
                     hosted.append_as_follower(records)
             except LogError as exc:
-                log.warning("%s: cannot append the leader's batches: %s", target.name, exc)
+                # an offline log dir logged its one ERROR already; a line per fetch would flood the log
+                offline = target.dir_state is not None and target.dir_state.offline
+                (log.debug if offline else log.warning)("%s: cannot append the leader's batches: %s", target.name, exc)
                 return False
             hosted.follower_learns(part["high_watermark"], part["log_start_offset"])
             self._replicas.wake_partition((hosted.topic, hosted.partition))

@@ -37,6 +37,7 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    log_start_offset: int = UNKNOWN_OFFSET  # from its fetches (Fetch v5+): what DeleteRecords waits for
 
 
 def on_follower_fetch(state: FollowerState, fetch_offset: int, leader_end_offset: int, now_ms: int) -> FollowerState:

@@ -8,10 +8,11 @@ says (``become_leader`` / ``become_follower``, driven by ``ReplicaManager.on_ima
 * as **leader** it stamps its leader epoch on every batch it appends (``append_as_leader``), keeps
   the followers' progress from their fetches (``record_follower_fetch``), moves the high watermark
   (``broker.replication.isr``) and completes the acks=all produces waiting for it
-  (``wait_for_high_watermark``, Kafka's DelayedProduce);
+  (``wait_for_high_watermark``, Kafka's DelayedProduce) and the DeleteRecords waiting for every
+  live replica's log start offset (``wait_for_low_watermark``, Kafka's DelayedDeleteRecords);
 * as **follower** it appends the leader's batches unchanged (``append_as_follower``: same offsets,
-  same ``partitionLeaderEpoch``), learns the high watermark from the leader, and truncates where its
-  log diverges (``truncate_to``).
+  same ``partitionLeaderEpoch``), learns the high watermark and log start offset from the leader,
+  and truncates where its log diverges (``truncate_to``).
 
 The ISR it uses is the metadata's (``isr``) plus, while an AlterPartition it sent is in flight,
 the ISR it asked for (``pending_isr``): the high watermark is computed over the union (the
@@ -26,13 +27,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from broker.controller.image import PartitionImage
+from broker.log.errors import LogError
 from broker.log.log import Log, LogAppendInfo
 from broker.log.scan import iter_headers
 from broker.log.validate import AppendOrigin
-from broker.replication.isr import FollowerState, high_watermark, on_follower_fetch
+from broker.replication.delete_records import low_watermark
+from broker.replication.isr import UNKNOWN_OFFSET, FollowerState, high_watermark, on_follower_fetch
 from broker.replication.leader_epoch import LeaderEpochCache, LeaderEpochFile
 from pyspark_log.records.header import PARTITION_LEADER_EPOCH_POS
 from pyspark_log.wire.errors import ErrorCode
@@ -66,6 +70,8 @@ class Partition:
         self.leader_epoch_start_offset = 0
         self.leader_high_watermark = 0  # as a follower: the leader's, from its last fetch response
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset needed in the HW, waiter)
+        # DeleteRecords waiting for every live replica's log start: (offset, broker liveness, waiter)
+        self._low_waiters: list[tuple[int, Callable[[int], bool], asyncio.Future[int]]] = []
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, role={self.role}, hw={self.high_watermark})"
@@ -133,6 +139,7 @@ class Partition:
         if self.is_leader:
             self.maybe_advance_high_watermark()
             self._complete_waiters()
+            self.complete_low_watermark_waiters()  # a replica's broker may have died meanwhile
 
     # -- appends -------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | memoryview, origin: AppendOrigin) -> LogAppendInfo:
@@ -179,16 +186,62 @@ class Partition:
         self.high_watermark = offset
 
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
-        """A follower's high watermark is the leader's, capped at its own log end."""
-        del leader_log_start_offset  # DeleteRecords propagation comes with the admin API
+        """A follower's high watermark is the leader's, capped at its own log end; its log start
+        offset follows the leader's (DeleteRecords, retention), capped at that high watermark (as
+        Kafka's fetcher raises it with ``maybeIncrementLogStartOffset`` after the high watermark)."""
         self.leader_high_watermark = leader_high_watermark
         self.high_watermark = max(self.log.log_start_offset, min(leader_high_watermark, self.log.log_end_offset))
+        new_start = min(leader_log_start_offset, self.high_watermark)
+        if new_start > self.log.log_start_offset:
+            try:
+                self.log.delete_records_before(new_start, self.high_watermark)
+            except (LogError, OSError) as exc:
+                log.warning("%s-%s: cannot follow the leader's log start offset %d: %s",
+                            self.topic, self.partition, new_start, exc)  # fmt: skip
 
     # -- leader: followers and the high watermark ------------------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        state = self.followers.get(replica_id, FollowerState())
-        self.followers[replica_id] = on_follower_fetch(state, fetch_offset, self.log.log_end_offset, now_ms)
+    def record_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = UNKNOWN_OFFSET
+    ) -> None:
+        """A follower fetched at ``fetch_offset``; ``log_start_offset`` is the one its request
+        carried (Fetch v5+, -1 when unknown)."""
+        state = on_follower_fetch(
+            self.followers.get(replica_id, FollowerState()), fetch_offset, self.log.log_end_offset, now_ms
+        )
+        if log_start_offset >= 0:
+            state = replace(state, log_start_offset=log_start_offset)
+        self.followers[replica_id] = state
         self.maybe_advance_high_watermark()
+        self.complete_low_watermark_waiters()
+
+    # -- leader: DeleteRecords ---------------------------------------------------------------------
+    def low_watermark(self, alive: Callable[[int], bool]) -> int:
+        """The lowest log start offset of this leader and its followers on live brokers (Kafka's
+        ``Partition.lowWatermarkIfLeader``; ``broker.replication.delete_records``)."""
+        self._check_leader()
+        return low_watermark(self.log.log_start_offset, self.followers, alive)
+
+    def wait_for_low_watermark(self, offset: int, alive: Callable[[int], bool]) -> asyncio.Future[int]:
+        """A future of the low watermark once it reaches ``offset`` (at once if it has), failed
+        with PartitionError when this broker stops leading (Kafka's DelayedDeleteRecords)."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._low_waiters.append((offset, alive, future))
+        self.complete_low_watermark_waiters()
+        return future
+
+    def complete_low_watermark_waiters(self) -> None:
+        if not self._low_waiters or not self.is_leader:
+            return
+        waiting = []
+        for offset, alive, future in self._low_waiters:
+            if future.done():
+                continue
+            low = low_watermark(self.log.log_start_offset, self.followers, alive)
+            if low >= offset:
+                future.set_result(low)
+            else:
+                waiting.append((offset, alive, future))
+        self._low_waiters = waiting
 
     def maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
@@ -228,7 +281,8 @@ class Partition:
 
     def fail_waiters(self, code: int, message: str) -> None:
         waiters, self._waiters = self._waiters, []
-        for _, future in waiters:
+        low_waiters, self._low_waiters = self._low_waiters, []
+        for future in [f for _, f in waiters] + [f for _, _, f in low_waiters]:
             if not future.done():
                 future.set_exception(PartitionError(code, message))
 

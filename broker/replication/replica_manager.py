@@ -22,6 +22,9 @@ each, ``broker.replication.partition``):
   (``check_isr``, run every half of that). One request per partition is in flight at a time.
 * **Long-poll** (Kafka's DelayedFetch): ``wait_for_data`` parks a fetch until its partitions get
   an append (followers) or a high-watermark move (consumers), or its ``max_wait_ms`` passes.
+* **DeleteRecords** (``delete_records``, ``wait_for_low_watermark``): the leader raises its log
+  start offset, followers follow from the fetch responses, and the request waits until every
+  live replica's log start reached the offset (``broker.replication.delete_records``).
 * **High watermarks survive restarts** in ``replication-offset-checkpoint`` per log dir, written
   off the event loop every ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
 """
@@ -46,6 +49,7 @@ from broker.log.log import Log, LogAppendInfo
 from broker.log.manager import LogManager
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin
+from broker.replication.delete_records import resolve_offset
 from broker.replication.isr import acks_all_error, can_join_isr, out_of_sync
 from broker.replication.leader_epoch import diverging_epoch
 from broker.replication.partition import Partition, PartitionError
@@ -337,6 +341,50 @@ class ReplicaManager:
         through ``append_control_marker``."""
         self._marker_listeners.append(listener)
 
+    # -- DeleteRecords ----------------------------------------------------------------------------
+    def delete_records(self, topic: str, partition: int, requested_offset: int) -> int:
+        """Raise the log start offset of a partition led here to ``requested_offset`` (-1: the high
+        watermark) and delete the segments wholly below it; returns the offset deleted before
+        (``broker.replication.delete_records``). Raises PartitionError: UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER, INVALID_TOPIC_EXCEPTION (an internal topic), POLICY_VIOLATION
+        (``cleanup.policy`` without ``delete``), OFFSET_OUT_OF_RANGE, KAFKA_STORAGE_ERROR."""
+        if topic.startswith("__"):
+            raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot delete records of internal topic {topic}")
+        hosted = self._leader(topic, partition)
+        if not hosted.log.config.delete_enabled:
+            raise PartitionError(
+                ErrorCode.POLICY_VIOLATION, f"records of {topic}-{partition} cannot be deleted: cleanup.policy=compact"
+            )
+        code, offset = resolve_offset(requested_offset, hosted.high_watermark)
+        if code:
+            raise PartitionError(
+                code, f"offset {requested_offset} is outside [0, high watermark {hosted.high_watermark}]"
+            )
+        try:
+            hosted.log.delete_records_before(offset, hosted.high_watermark)
+        except LogError as exc:
+            raise PartitionError(exc.code, str(exc)) from exc
+        except OSError as exc:
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {exc}") from exc
+        hosted.complete_low_watermark_waiters()
+        self._wake_appended((topic, partition))  # parked follower fetches answer with the new start
+        return offset
+
+    async def wait_for_low_watermark(self, topic: str, partition: int, offset: int, timeout_ms: int) -> tuple[int, int]:
+        """DelayedDeleteRecords: ``(error code, low watermark)`` once every live replica's log
+        start offset reached ``offset``; ``(REQUEST_TIMED_OUT, -1)`` after ``timeout_ms``."""
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None or not hosted.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        waiter = hosted.wait_for_low_watermark(offset, lambda broker_id: broker_id in self._image().brokers)
+        try:
+            low = await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, -1
+        except PartitionError as exc:
+            return exc.code, -1
+        return ErrorCode.NONE, low
+
     # -- consumer reads ---------------------------------------------------------------------------
     def high_watermark(self, target: Log) -> int:
         hosted = self._partitions.get((target.topic, target.partition))
@@ -379,8 +427,10 @@ class ReplicaManager:
     def read_for_follower(
         self, replica_id: int, topic: str, partition: int, fetch_offset: int, max_bytes: int, *,
         current_leader_epoch: int, last_fetched_epoch: int, min_one_batch: bool = True,
+        log_start_offset: int = -1,
     ) -> ReadResult:  # fmt: skip
-        """A follower's fetch (module docstring); raises PartitionError or OffsetOutOfRangeError."""
+        """A follower's fetch (module docstring); raises PartitionError or OffsetOutOfRangeError.
+        ``log_start_offset`` is the follower's (what DeleteRecords waits for)."""
         hosted = self._leader(topic, partition, current_leader_epoch)
         target = hosted.log
         if replica_id not in (hosted.role.replicas if hosted.role else ()):
@@ -397,7 +447,7 @@ class ReplicaManager:
                 f"offset {fetch_offset} is outside [{target.log_start_offset}, {target.log_end_offset}]"
             )
         before = hosted.high_watermark
-        hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms())
+        hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms(), log_start_offset)
         if hosted.high_watermark != before:
             self._wake((topic, partition))
         self._maybe_expand_isr(hosted, replica_id)

@@ -1,8 +1,10 @@
 """The ``pylog`` command line: the parser, the dispatch, and the one-line error contract.
 
-Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups``, ``cluster``)
+Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups``, ``cluster``,
+``configs``)
 registers its sub-parser and a handler ``(args, ctx) -> exit code``; ``metadata-quorum``
-(``metadata_quorum``) and ``leader-election`` (``leader_election``) too. The options every
+(``metadata_quorum``), ``leader-election`` (``leader_election``), ``log-dirs`` (``log_dirs``),
+``transactions`` and ``delete-records`` too. The options every
 command shares (``--bootstrap-server``, ``--command-config``, ``--output``, ``--debug``) are
 accepted before the command or after it, as Kafka's tools take them after.
 
@@ -22,7 +24,21 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from pyspark_log import __version__
-from pyspark_log.cli import cluster, consume, groups, leader_election, metadata_quorum, offsets, produce, topics, users
+from pyspark_log.cli import (
+    cluster,
+    configs,
+    consume,
+    delete_records,
+    groups,
+    leader_election,
+    log_dirs,
+    metadata_quorum,
+    offsets,
+    produce,
+    topics,
+    transactions,
+    users,
+)
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
     EXIT_ERROR,
@@ -37,7 +53,21 @@ from pyspark_log.cli.errors import (
 from pyspark_log.cli.output import MODES, Output, resolve_mode
 from pyspark_log.client.errors import ConfigError, KafkaError
 
-COMMANDS = (topics, produce, consume, offsets, groups, cluster, metadata_quorum, leader_election, users)
+COMMANDS = (
+    topics,
+    produce,
+    consume,
+    offsets,
+    groups,
+    cluster,
+    metadata_quorum,
+    leader_election,
+    log_dirs,
+    transactions,
+    delete_records,
+    configs,
+    users,
+)
 
 _LOGGERS = ("pyspark_log", "asyncio")
 

@@ -37,7 +37,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--include-internal", action="store_true", help="list internal topics too")
     p.set_defaults(handler=list_)
 
-    p = verbs.add_parser("describe", help="partitions, leaders, replicas, ISR, overridden configs", parents=[common])
+    p = verbs.add_parser(
+        "describe", help="partitions, leaders, replicas, ISR, cleanup policy, overridden configs", parents=[common]
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="topics to describe (default: all)")
     p.add_argument("--include-internal", action="store_true", help="with no NAME: describe internal topics too")
     health = p.add_mutually_exclusive_group()
@@ -183,7 +185,9 @@ def _replication_factor(meta: TopicMetadata) -> int:
     return max((len(p.replicas) for p in meta.partitions.values()), default=0)
 
 
-def _overridden_configs(admin: AdminClient, names: Iterable[str]) -> dict[str, dict[str, str | None]]:
+def _topic_configs(admin: AdminClient, names: Iterable[str]) -> dict[str, tuple[dict[str, str | None], str | None]]:
+    """Per topic: its overridden configs (what kafka-topics prints) and its effective
+    ``cleanup.policy`` (override or broker default; None if the broker did not say)."""
     resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
     if not resources:
         return {}
@@ -191,14 +195,16 @@ def _overridden_configs(admin: AdminClient, names: Iterable[str]) -> dict[str, d
         described = admin.describe_configs(resources)
     except KafkaError as exc:
         raise kafka_error(exc) from None
-    return {
-        res.name: {
+    out: dict[str, tuple[dict[str, str | None], str | None]] = {}
+    for res, entries in described.items():
+        overrides = {
             name: (None if entry.is_sensitive else entry.value)
             for name, entry in sorted(entries.items())
             if not entry.is_default
         }
-        for res, entries in described.items()
-    }
+        policy = entries.get("cleanup.policy")
+        out[res.name] = (overrides, None if policy is None else policy.value)
+    return out
 
 
 def describe(args: argparse.Namespace, ctx: Context) -> int:
@@ -213,9 +219,9 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
             except KafkaError as exc:
                 failed = getattr(exc, "errors", None) or {}
                 raise kafka_error(exc, next(iter(failed), None)) from None
-        configs = _overridden_configs(admin, names)
+        configs = _topic_configs(admin, names)
         keep = _health_filter(args, admin, [n for n in names if n in metas])
-    topics = [_topic_json(metas[n], configs.get(n, {})) for n in names if n in metas]
+    topics = [_topic_json(metas[n], *configs.get(n, ({}, None))) for n in names if n in metas]
     if keep is not None:
         topics = [{**t, "partitions": [p for p in t["partitions"] if keep(t["name"], p)]} for t in topics]
         topics = [t for t in topics if t["partitions"]]
@@ -264,7 +270,9 @@ def _min_insync_replicas(admin: AdminClient, names: list[str]) -> dict[str, int]
     return out
 
 
-def _topic_json(meta: TopicMetadata, configs: dict[str, str | None]) -> dict[str, Any]:
+def _topic_json(meta: TopicMetadata, configs: dict[str, str | None], cleanup_policy: str | None) -> dict[str, Any]:
+    """The JSON entry of a topic. ``configs``: its overrides (as kafka-topics); ``cleanupPolicy``:
+    the effective ``cleanup.policy`` whether overridden or the broker's default."""
     parts = [meta.partitions[p] for p in sorted(meta.partitions)]
     return {
         "name": meta.name,
@@ -272,6 +280,7 @@ def _topic_json(meta: TopicMetadata, configs: dict[str, str | None]) -> dict[str
         "internal": meta.is_internal,
         "partitionCount": len(parts),
         "replicationFactor": _replication_factor(meta),
+        "cleanupPolicy": cleanup_policy,
         "configs": configs,
         "partitions": [
             {
@@ -313,7 +322,8 @@ def _describe_tables(ctx: Context, topics: list[dict[str, Any]]) -> None:
     for t in topics:
         title = (
             f"[bold]{t['name']}[/bold]  id {t['topicId']}  "
-            f"partitions {t['partitionCount']}  replication factor {t['replicationFactor']}"
+            f"partitions {t['partitionCount']}  replication factor {t['replicationFactor']}  "
+            f"cleanup.policy {t['cleanupPolicy'] or '?'}"
         )
         caption = f"Configs: {_configs_text(t['configs']) or '(no overrides)'}"
         offline = any(p["offlineReplicas"] for p in t["partitions"])

@@ -55,6 +55,7 @@ from pyspark_log.client.group.subscription import ConsumerRebalanceListener
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.partitioner import murmur2, partition_for_key, to_positive
 from pyspark_log.client.producer import AsyncProducer
+from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from pyspark_log.client.sync import AdminClient, Consumer, Producer
 from pyspark_log.client.transactions import TransactionHandle, complete_transaction
 from pyspark_log.client.types import (
@@ -80,6 +81,8 @@ __all__ = [
     "BrokerNode",
     "BufferExhaustedError",
     "ClientClosedError",
+    "ClientQuotaAlteration",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ClusterMetadata",
     "CommitFailedError",

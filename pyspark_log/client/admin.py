@@ -36,7 +36,11 @@ from pyspark_log.client.errors import (
     error_for,
 )
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
+from pyspark_log.client.log_dirs import LogDirDescription, describe_log_dirs
 from pyspark_log.client.offsets import list_offsets
+from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
+from pyspark_log.client.quotas import alter_client_quotas as _alter_quotas
+from pyspark_log.client.quotas import describe_client_quotas as _describe_quotas
 from pyspark_log.client.types import IsolationLevel, OffsetAndTimestamp, TopicPartition
 from pyspark_log.wire import ApiKey, DecodeError, ErrorCode, KafkaError, Message
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE, decode_assignment
@@ -433,6 +437,13 @@ class AsyncAdmin:
             meta.cluster_id, meta.controller_id, sorted(meta.brokers.values(), key=lambda b: b.node_id)
         )
 
+    async def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Every log dir of each broker (all brokers when None) with its replicas (``log_dirs.py``)."""
+        budget = timeout_ms or self.default_api_timeout_ms
+        return await describe_log_dirs(self.cluster, self._retrying, broker_ids, budget)
+
     # -- leader elections ----------------------------------------------------------------------
 
     async def elect_leaders(
@@ -565,6 +576,42 @@ class AsyncAdmin:
             return self._item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
         _raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+
+    # -- client quotas (pyspark_log.client.quotas) ----------------------------------------------
+
+    async def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), *, strict: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[EntityKey, dict[str, float]]:  # fmt: skip
+        budget = timeout_ms or self.default_api_timeout_ms
+        comps = list(components)
+
+        async def attempt() -> dict[EntityKey, dict[str, float]]:
+            return await _describe_quotas(self._send_any, comps, strict=strict, timeout_ms=budget)
+
+        return await self._retrying("DescribeClientQuotas", timeout_ms, attempt)
+
+    async def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:  # fmt: skip
+        budget = timeout_ms or self.default_api_timeout_ms
+        items = list(alterations)
+
+        async def attempt() -> dict[Any, KafkaError]:
+            errors = await _alter_quotas(self._send_controller, items, validate_only=validate_only, timeout_ms=budget)
+            for exc in errors.values():
+                if exc.code in _ITEM_RETRIABLE:
+                    raise exc
+            return dict(errors)
+
+        _raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
+
+    async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
+        return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
+
+    async def _send_controller(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
+        return await self._to_controller(api_key, body, timeout_ms)
 
     # -- offsets -------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ without a lock (the sync facade does, to avoid a round trip per ``send``).
 * the bootstrap: ``bootstrap.servers`` are tried in order until one answers Metadata; their
   connections use ids -1, -2, ... and are closed once real broker ids are known;
 * one metadata task that refreshes when asked (``request_update``: after NOT_LEADER_OR_FOLLOWER,
-  UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a broken connection) and at the latest every
-  ``metadata.max.age.ms``, never twice within ``retry.backoff.ms``. Failed refreshes back off
+  UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a broken connection, a failed connect) and
+  at the latest every ``metadata.max.age.ms``, never twice within ``retry.backoff.ms``. Failed refreshes back off
   (``retry.backoff.ms`` doubling). If the task dies, every ``refresh`` waiter fails with its
   error and later calls raise it.
 """
@@ -389,6 +389,10 @@ class Cluster:
             raise BrokerConnectionError(f"broker {node_id} is not in the cluster metadata")
         return node.host, node.port
 
+    def throttle_time_ms_total(self) -> int:
+        """Sum of the ``throttle_time_ms`` the open connections' brokers asked for (KIP-219)."""
+        return sum(conn.throttle_time_ms_total for conn in list(self._conns.values()))
+
     def connection_if_ready(self, node_id: int) -> BrokerConnection | None:
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.ready else None
@@ -448,6 +452,11 @@ class Cluster:
             failures, _ = self._failures.get(node_id, (0, 0.0))
             retry_at = self._clock.monotonic_ms() + self._reconnect.backoff_ms(failures)
             self._failures[node_id] = (failures + 1, retry_at)
+            if not self._closed:
+                # A broker we cannot reach may have been replaced as leader since our last
+                # metadata (it was SIGKILLed before the controller fenced it): without a refresh
+                # here, requests would go on failing against it until metadata.max.age.ms.
+                self.request_update()
             raise
         finally:
             self._connecting.pop(node_id, None)

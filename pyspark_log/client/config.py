@@ -277,7 +277,7 @@ def client_software() -> tuple[str, str]:
     try:
         from importlib.metadata import version
 
-        ver = version("pylog")
+        ver = version("pyspark-pylog")
     except Exception:  # noqa: BLE001 - not installed as a distribution
         ver = "0.0.0"
     return "pylog-python", f"{ver}-py{sys.version_info.major}.{sys.version_info.minor}"

@@ -69,6 +69,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
@@ -87,6 +90,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 
@@ -152,6 +160,9 @@ class BrokerConnection:
         self._closed_exc: KafkaError | None = None
         self._pending_writes = 0
         self.api_versions: dict[int, tuple[int, int]] = {}
+        # KIP-219: a response's throttle_time_ms holds further requests back until this loop time
+        self.throttled_until = 0.0
+        self.throttle_time_ms_total = 0  # sum of the throttle times the broker asked for
         self.on_close: Callable[[BrokerConnection, KafkaError], None] | None = None
 
     def __repr__(self) -> str:
@@ -272,6 +283,7 @@ class BrokerConnection:
         finally:
             self._pending_writes -= 1
         try:
+            await self._wait_throttle()
             if self._closed_exc is not None or self._writer is None:
                 raise self._closed_exc or BrokerConnectionError(f"{self} is not connected")
             correlation_id = self._next_correlation_id
@@ -299,6 +311,14 @@ class BrokerConnection:
                 raise timed_out from None
         finally:
             self._slots.release()
+
+    async def _wait_throttle(self) -> None:
+        """KIP-219: the broker answered a request at once with ``throttle_time_ms`` and mutes
+        the channel for that long; the client sends nothing on it meanwhile (seed 000 §4.9:
+        "클라이언트는 지연 시간 동안 브로커에 추가 요청을 보내지 않는다")."""
+        delay = self.throttled_until - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         exc: KafkaError
@@ -339,6 +359,11 @@ class BrokerConnection:
             if not fut.done():
                 fut.set_exception(ProtocolError(f"cannot decode {ApiKey(api_key).title} v{version} response: {err}"))
             return
+        throttle_ms = body.get("throttle_time_ms") or 0
+        if throttle_ms > 0:
+            self.throttle_time_ms_total += throttle_ms
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000
+            self.throttled_until = max(self.throttled_until, until)
         if not fut.done():
             fut.set_result(body)
 

@@ -69,6 +69,11 @@ from pyspark_log.records.header import complete_prefix_size, iter_batch_headers
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError
 
 
+class _ThrottledFetch(Exception):
+    """A Fetch answered with ``throttle_time_ms`` and without the partition: ask again once the
+    throttle time has passed (the connection waits for it)."""
+
+
 class RawFetch(NamedTuple):
     """One partition's Fetch answer, records as whole RecordBatch v2 batches (maybe empty)."""
 
@@ -424,6 +429,13 @@ class AsyncConsumer:
                 return await self._fetch_raw_once(
                     tp, offset, max_bytes, iso, max_wait_ms=max_wait_ms, min_bytes=min_bytes
                 )
+            except _ThrottledFetch as exc:
+                # KIP-219: the connection holds the next request back for the throttle time itself
+                if loop.time() >= deadline:
+                    raise KafkaTimeoutError(
+                        f"fetch of {tp} at offset {offset} did not succeed within {budget_ms:.0f} ms: {exc}"
+                    ) from None
+                continue
             except KafkaError as exc:
                 if not exc.retriable or isinstance(exc, OffsetOutOfRangeError):
                     raise
@@ -501,4 +513,6 @@ class AsyncConsumer:
                 data = b"" if raw is None else bytes(raw[: complete_prefix_size(raw)])
                 aborted = [AbortedTransaction(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
                 return RawFetch(data, part.high_watermark, part.last_stable_offset, part.log_start_offset, aborted)
+        if resp.get("throttle_time_ms", 0) > 0:  # a throttled Fetch is answered without data (seed 000 §4.9)
+            raise _ThrottledFetch(f"throttled for {resp.throttle_time_ms} ms by a quota")
         raise error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"the broker did not answer for {tp}")

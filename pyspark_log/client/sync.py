@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pyspark_log.client import operations
 from pyspark_log.client.admin import (
     AlterConfigOp,
     AsyncAdmin,
@@ -38,8 +39,10 @@ from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryFuture
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
+from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
 from pyspark_log.client.types import (
@@ -237,6 +240,12 @@ class AdminClient(_SyncClient):
     def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
         return self._run(self._core.describe_cluster(timeout_ms=timeout_ms), self._w(timeout_ms))
 
+    def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        ids = None if broker_ids is None else list(broker_ids)
+        return self._run(self._core.describe_log_dirs(ids, timeout_ms=timeout_ms), self._w(timeout_ms))
+
     def elect_leaders(
         self,
         election_type: ElectionType | int | str,
@@ -253,6 +262,20 @@ class AdminClient(_SyncClient):
         self, resources: Iterable[ConfigResource], *, timeout_ms: float | None = None
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
         return self._run(self._core.describe_configs(list(resources), timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def describe_client_quotas(
+        self, components: Iterable[ClientQuotaFilterComponent] = (), *, strict: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[EntityKey, dict[str, float]]:  # fmt: skip
+        coro = self._core.describe_client_quotas(list(components), strict=strict, timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def alter_client_quotas(
+        self, alterations: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> None:  # fmt: skip
+        coro = self._core.alter_client_quotas(list(alterations), validate_only=validate_only, timeout_ms=timeout_ms)
+        self._run(coro, self._w(timeout_ms))
 
     def incremental_alter_configs(
         self,
@@ -275,6 +298,48 @@ class AdminClient(_SyncClient):
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         coro = self._core.list_offsets(dict(specs), isolation_level=isolation_level, timeout_ms=timeout_ms)
         return self._run(coro, self._w(timeout_ms))
+
+    # -- operator calls (``pyspark_log.client.operations``) ------------------------------------
+
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: float | None = None, return_exceptions: bool = False
+    ) -> dict[TopicPartition, Any]:
+        coro = operations.delete_records(
+            self._core, dict(offsets), timeout_ms=timeout_ms, return_exceptions=return_exceptions
+        )
+        return self._run(coro, self._w(timeout_ms))
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition], *, broker_id: int | None = None, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, list[operations.ProducerState]]:
+        coro = operations.describe_producers(self._core, list(partitions), broker_id=broker_id, timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def list_transactions(
+        self,
+        *,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+        timeout_ms: float | None = None,
+    ) -> dict[int, list[operations.TransactionListing]]:
+        coro = operations.list_transactions(
+            self._core,
+            states=list(states),
+            producer_ids=list(producer_ids),
+            duration_filter_ms=duration_filter_ms,
+            timeout_ms=timeout_ms,
+        )
+        return self._run(coro, self._w(timeout_ms))
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, operations.TransactionDescription]:
+        coro = operations.describe_transactions(self._core, list(transactional_ids), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def abort_transaction(self, spec: operations.AbortTransactionSpec, *, timeout_ms: float | None = None) -> None:
+        self._run(operations.abort_transaction(self._core, spec, timeout_ms=timeout_ms), self._w(timeout_ms))
 
     def alter_consumer_group_offsets(
         self,

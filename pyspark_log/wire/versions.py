@@ -25,6 +25,11 @@ controller listener (``KRAFT_CONTROLLER_APIS``) and DescribeQuorum on both. pylo
 on the broker port, so they are listed here; clients ignore keys they do not know.
 BrokerRegistration (62) and BrokerHeartbeat (63) are controller-only in Kafka too; pylog serves
 them (pinned at v0) only when ``process.roles`` is set, and AlterPartition (56) likewise.
+
+ListTransactions (66) is the one range above Kafka 3.7's (0-0): pylog serves v1, KIP-994's
+``DurationFilter`` (Kafka 3.8), so ``pylog transactions list --duration-filter`` can ask the
+coordinator for long-running transactions. A client that knows only v0 negotiates v0; kafka-python
+infers the broker version from other APIs, so it still infers 3.7 (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
@@ -62,6 +68,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
@@ -79,6 +86,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1 (KIP-994 duration filter) is Kafka 3.8's; see the docstring
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).

@@ -69,6 +69,7 @@ def test_topics_lifecycle(broker: EmbeddedBroker, topic_name: str) -> None:
     assert desc["partitionCount"] == 2
     assert desc["replicationFactor"] == 1
     assert desc["configs"] == {"retention.ms": "600000"}
+    assert desc["cleanupPolicy"] == "delete"  # the broker's default, shown though not overridden
     assert [p["partition"] for p in desc["partitions"]] == [0, 1]
     assert all(p["leader"] == 1 and p["replicas"] == [1] and p["isr"] == [1] for p in desc["partitions"])
     assert ok(pylog(broker, "topics", "describe", t)) == (
@@ -89,6 +90,9 @@ def test_topics_lifecycle(broker: EmbeddedBroker, topic_name: str) -> None:
     [desc] = json.loads(ok(pylog(broker, "topics", "describe", t, "--output", "json")))
     assert desc["partitionCount"] == 3
     assert desc["configs"] == {"cleanup.policy": "compact"}
+    assert desc["cleanupPolicy"] == "compact"
+    assert "cleanup.policy compact" in ok(pylog(broker, "topics", "describe", t, "--output", "table"))
+    assert "Configs: cleanup.policy=compact" in ok(pylog(broker, "topics", "describe", t))
     shrink = fails(pylog(broker, "topics", "alter", t, "--partitions", "1"))
     assert shrink.startswith(f"pylog: topic '{t}' has 3 partitions")
     assert shrink.endswith("(INVALID_PARTITIONS)")

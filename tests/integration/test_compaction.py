@@ -28,6 +28,7 @@ from tests.integration.compat import (
     confluent_producer_config,
     confluent_send,
     confluent_wait,
+    disk_batches,
     kp_consume,
     kp_produce,
     segment_files,
@@ -213,3 +214,33 @@ def test_kafka_python_reads_a_compacted_log_and_gets_invalid_record_for_a_null_k
     assert [(g.offset, g.key, g.value) for g in got] == sorted((o, k, v) for k, (o, v) in latest.items())
     with pytest.raises(InvalidRecordError):
         kp_produce(broker.bootstrap_servers, topic_name, [Rec(None, b"no key")], retries=0)
+
+
+def test_kip_534_tombstone_batches_get_a_delete_horizon_and_clients_read_their_timestamps(
+    cleaning_broker: EmbeddedBroker, topic_name: str
+) -> None:
+    """KIP-534: the clean that first keeps a tombstone stamps its batch's delete horizon (the
+    ``hasDeleteHorizonMs`` attribute, baseTimestamp = clean time + ``delete.retention.ms``); the
+    records' timestamps are unchanged for confluent-kafka and kafka-python readers."""
+    broker = cleaning_broker
+    create_compacted(broker, topic_name)
+    producer = Producer(confluent_producer_config(broker.bootstrap_servers, **{"linger.ms": 0}))
+    base_ts = (int(time.time()) - 600) * 1000
+    records = [Rec(f"k{k}".encode(), b"v" * 50, timestamp_ms=base_ts + k) for k in range(20)]
+    records += [Rec(f"k{k}".encode(), None, timestamp_ms=base_ts + 100 + k) for k in range(5)]  # tombstones
+    confluent_wait(producer, confluent_send(producer, topic_name, records))
+    time.sleep(SEGMENT_MS / 1000 + 0.1)  # segment.ms: the next append rolls the active segment
+    sentinel = confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"sentinel", b"s")]))[0][1]
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+
+    stamped = [h for h, recs in disk_batches(broker, topic_name) if any(r.value is None for r in recs)]
+    assert stamped, "no tombstone batch on disk"
+    assert all(h.has_delete_horizon for h in stamped)
+    day_ms = 86_400_000  # delete.retention.ms default
+    assert all(h.base_timestamp > time.time() * 1000 + day_ms - 120_000 for h in stamped)
+
+    want = {(f"k{k}".encode(), None if k < 5 else b"v" * 50, base_ts + (100 + k if k < 5 else k)) for k in range(20)}
+    got = confluent_consume(broker.bootstrap_servers, topic_name, 21, timeout_s=TIMEOUT_S)
+    assert {(g.key, g.value, g.timestamp_ms) for g in got if g.key != b"sentinel"} == want
+    got_kp = kp_consume(broker.bootstrap_servers, topic_name, 21)
+    assert {(g.key, g.value, g.timestamp_ms) for g in got_kp if g.key != b"sentinel"} == want

@@ -19,6 +19,9 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from pyspark_log.client import Consumer as PylogConsumer
+from pyspark_log.client import Producer as PylogProducer
+from pyspark_log.client import TopicPartition
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
 from tests.integration.cluster_harness import consume, wait_for
@@ -35,12 +38,8 @@ OVERRIDES = {
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "failover", brokers=NODES, combined=True, overrides=OVERRIDES)
-    try:
-        c.start()
+    with EmbeddedCluster(tmp_path / "failover", brokers=NODES, combined=True, overrides=OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
 
 
 def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_record(cluster: EmbeddedCluster):
@@ -117,6 +116,44 @@ def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_re
         return len(set(logs.values())) == 1
 
     wait_for(identical, "identical segment files on the three replicas")
+
+
+def test_pylogs_own_clients_follow_a_sigkilled_leader_to_its_successor(cluster: EmbeddedCluster):
+    """pylog's producer (acks=all) and consumer find the new leader after the old one is
+    SIGKILLed, without waiting out ``metadata.max.age.ms``: a failed connect to the dead broker
+    asks for fresh metadata, as Kafka's NetworkClient does (the Spark source stalled for its whole
+    fetch budget before). The age is set far beyond the deadlines below so a regression fails."""
+    topic = f"failover-pylog-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    first = wait_for(lambda: cluster.partitions(topic).get(0), "the topic in the metadata")
+    survivors = tuple(n for n in NODES if n != first.leader)
+    tp = TopicPartition(topic, 0)
+    settings = {"bootstrap.servers": cluster.bootstrap(), "metadata.max.age.ms": 600_000}
+    producer = PylogProducer({**settings, "acks": "all", "delivery.timeout.ms": 90_000})
+    consumer = PylogConsumer({**settings, "enable.auto.commit": "false", "auto.offset.reset": "earliest"})
+    try:
+        for i in range(50):
+            producer.send(topic, value=f"before-{i}".encode(), partition=0)
+        producer.flush(60_000)
+        assert consumer.fetch_raw(tp, 0, 1 << 20, max_wait_ms=0, timeout_ms=60_000).high_watermark == 50
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        seen: list[bytes] = []
+        wait_for(lambda: seen.extend(r.value for r in consumer.poll(200)) or len(seen) >= 50, "the first 50 records")
+
+        cluster.kill(first.leader)
+        futures = [producer.send(topic, value=f"after-{i}".encode(), partition=0) for i in range(50)]
+        offsets = [f.result(90).offset for f in futures]
+        assert offsets == list(range(50, 100))
+        assert cluster.partitions(topic, via=survivors[0])[0].leader in survivors
+        raw = consumer.fetch_raw(tp, 50, 1 << 20, max_wait_ms=0, timeout_ms=90_000)
+        assert raw.high_watermark == 100
+        wait_for(lambda: seen.extend(r.value for r in consumer.poll(200)) or len(seen) >= 100, "the next 50 records")
+        assert seen == [f"{tag}-{i}".encode() for tag in ("before", "after") for i in range(50)]
+    finally:
+        producer.close(10_000)
+        consumer.close(10_000)
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], acks: str) -> None:

@@ -112,12 +112,8 @@ class Writer:
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "soak", brokers=NODES, combined=True, overrides=OVERRIDES)
-    try:
-        c.start()
+    with EmbeddedCluster(tmp_path / "soak", brokers=NODES, combined=True, overrides=OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _read_all(bootstrap: str, topic: str, isolation: str, wanted: dict[int, int]) -> dict[int, list[int]]:

@@ -46,12 +46,8 @@ OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path_factory.mktemp("replication"), overrides=OVERRIDES)
-    try:
-        c.start()
+    with EmbeddedCluster(tmp_path_factory.mktemp("replication"), overrides=OVERRIDES) as c:
         yield c
-    finally:
-        c.close()
 
 
 def unique(prefix: str) -> str:

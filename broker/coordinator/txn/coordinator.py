@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from broker.coordinator.txn.listing import TxnFilter, select
 from broker.coordinator.txn.manager import TxnConfig, TxnStateManager
 from broker.coordinator.txn.markers import MarkerJob, TxnMarkerChannel
 from broker.coordinator.txn.metadata import (
@@ -355,6 +356,33 @@ class TransactionCoordinator:
                 self.clock_ms() + delay,
                 lambda: self._complete(transactional_id, producer_id, producer_epoch, attempt + 1),
             )
+
+    # -- ListTransactions / DescribeTransactions (KIP-664, KIP-994) ---------------------------
+
+    def list_transactions(self, wanted: TxnFilter) -> tuple[int, list[TransactionMetadata]]:
+        """``(error code, transactions)`` of the partitions this coordinator serves (``listing``):
+        COORDINATOR_NOT_AVAILABLE before start-up, COORDINATOR_LOAD_IN_PROGRESS while one loads."""
+        if not self.manager.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if self.manager.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        return ErrorCode.NONE, select(self.manager.txns.values(), wanted, self.clock_ms())
+
+    def describe_transaction(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
+        """``(error code, transaction)``: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /
+        COORDINATOR_NOT_AVAILABLE as for other requests, INVALID_REQUEST for the empty id,
+        TRANSACTIONAL_ID_NOT_FOUND for one unknown or Dead."""
+        if not self.manager.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        status = self.manager.status(transactional_id)
+        if status is not None:
+            return status, None
+        txn = self.manager.txns.get(transactional_id)
+        if txn is None or txn.state is S.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, txn
 
     # -- timeouts and expiry -------------------------------------------------------------------
 

@@ -232,6 +232,16 @@ class LogCleaner:
             log.warning("cannot write %s: %s", CLEANER_OFFSET_CHECKPOINT, exc)
 
     # -- metrics ---------------------------------------------------------------------------------
+    def uncleanable_by_dir(self) -> dict[Path, int]:
+        """``uncleanable-partitions-count`` per log dir (every log dir, zero included)."""
+        counts = dict.fromkeys(self.logs.log_dirs, 0)
+        for topic, partition in self._uncleanable:
+            found = self.logs.get_log(topic, partition)
+            if found is not None:
+                parent = found.directory.parent
+                counts[parent] = counts.get(parent, 0) + 1
+        return counts
+
     def metrics(self) -> dict[str, float | int]:
         """Kafka's ``LogCleaner`` / ``LogCleanerManager`` gauges (module docstring)."""
         return {

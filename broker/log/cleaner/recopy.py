@@ -34,9 +34,10 @@ from broker.log.cleaner.retain import (
     BatchRetention,
     TxnCleaning,
     data_batch_retention,
+    delete_horizon_to_stamp,
+    deletes_retained,
     keep_control_batch,
     keep_record,
-    retains_deletes,
 )
 from broker.log.cleaner.rewrite import rewrite_batch
 from broker.log.config import INT_MAX
@@ -299,13 +300,10 @@ class _Clean:
 
     def _recopy(self, source: SourceSegment, writer: _GroupWriter, txns: TxnCleaning) -> None:
         """Append what ``source`` keeps to the cleaned segment of ``writer``."""
-        plan, result = self.plan, self.result
-        keep_deletes = retains_deletes(
-            source.base_offset, source.last_modified_ms, plan.first_dirty_offset, plan.delete_retention_ms, plan.now_ms
-        )
+        result = self.result
         for pos, header in iter_headers(self._fd(source), 0, source.size_bytes):
             data = self._read(source, pos, header.size)
-            out = self._filter_batch(header, data, source, pos, txns, writer.group, keep_deletes=keep_deletes)
+            out = self._filter_batch(header, data, source, pos, txns, writer.group)
             if out:
                 max_timestamp = header.max_timestamp if out is data else read_header(out).max_timestamp
                 writer.write(out, header.last_offset, max_timestamp)
@@ -320,10 +318,12 @@ class _Clean:
         pos: int,
         txns: TxnCleaning,
         group: CleanedGroup,
-        *,
-        keep_deletes: bool,
     ) -> bytes | None:
-        """The bytes to write for one batch: unchanged, rewritten, or None (dropped)."""
+        """The bytes to write for one batch: unchanged, rewritten (records dropped, or a delete
+        horizon stamped: KIP-534), or None (dropped)."""
+        plan = self.plan
+        horizon = header.base_timestamp if header.has_delete_horizon else None
+        keep_deletes = deletes_retained(horizon, plan.now_ms)
         pid = header.producer_id
         last_of_producer = pid >= 0 and (pid, header.last_offset) in self.plan.producer_last_batches
         if header.is_control:
@@ -333,11 +333,14 @@ class _Clean:
             keep = keep_control_batch(
                 marker_removable=removable, retain_deletes=keep_deletes, last_batch_of_producer=last_of_producer
             )
-            if keep and commit is False:
+            if not keep:
+                return None
+            if commit is False:
                 entry = txns.keep_abort_marker(pid, header.base_offset)
                 if entry is not None:
                     group.aborted.append(entry)
-            return data if keep else None
+            stamp = delete_horizon_to_stamp(horizon, removable, plan.now_ms, plan.delete_retention_ms)
+            return data if stamp is None else rewrite_batch(header, _decode(data, source, pos), delete_horizon_ms=stamp)
         aborted = txns.on_data_batch(pid, header.last_offset, transactional=header.is_transactional)
         retention = data_batch_retention(aborted=aborted, last_batch_of_producer=last_of_producer)
         if retention is BatchRetention.DELETE:
@@ -361,11 +364,13 @@ class _Clean:
             ]
         )
         self.result.records_kept += len(kept)
-        if len(kept) == len(records):
+        tombstones = any(r.value is None for r in kept)
+        stamp = delete_horizon_to_stamp(horizon, tombstones, plan.now_ms, plan.delete_retention_ms)
+        if len(kept) == len(records) and stamp is None:
             return data
         if not kept and retention is BatchRetention.DELETE_EMPTY:
             return None
-        return rewrite_batch(header, kept)
+        return rewrite_batch(header, kept, delete_horizon_ms=stamp)
 
 
 class _GroupWriter:

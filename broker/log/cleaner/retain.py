@@ -11,14 +11,18 @@ Rules:
 
 * a record is kept when it has a key and its offset is at least the map's offset for the key
   (a key the map does not hold: kept) — the latest record of each key survives;
-* a tombstone (null value) is kept only while its segment *retains deletes*: the segment was in
-  the dirty head of this clean (a tombstone always survives the clean that first sees it), or
-  its file was modified less than ``delete.retention.ms`` ago (``retains_deletes``);
+* a tombstone (null value) is kept until its batch's *delete horizon* (KIP-534): a batch that
+  keeps a tombstone and has no horizon yet is stamped with one, the clean's time plus
+  ``delete.retention.ms`` (``delete_horizon_to_stamp``); later cleans keep its tombstones while
+  the time is before it (``deletes_retained``). So a tombstone always survives the clean that
+  first sees it, and a reader that reaches the head within ``delete.retention.ms`` of that clean
+  sees it;
 * a record without a key is dropped (a compacted topic refuses them on produce, KIP-467);
 * every batch of an aborted transaction is dropped (``TxnCleaning``, from the aborted
   transactions of the transaction indexes);
-* a COMMIT/ABORT marker stays while data of its transaction was seen in this clean, and while its
-  segment retains deletes; then it goes (Kafka's rule);
+* a COMMIT/ABORT marker stays while data of its transaction was seen in this clean; once none is
+  (the marker is removable) it is stamped with a delete horizon like a tombstone's and goes at
+  the first clean after it (Kafka's rule);
 * the last data batch of each live producer id is kept (with no records if none survives) so
   that its sequence state survives a restart that rebuilds the producer state from the log.
 """
@@ -40,20 +44,32 @@ class BatchRetention(enum.Enum):
     RETAIN_EMPTY = "retain_empty"  # keep the records that pass; keep the header if none does
 
 
-def retains_deletes(
-    segment_base: int, segment_last_modified_ms: int, first_dirty_offset: int, delete_retention_ms: int, now_ms: int
-) -> bool:
-    """Whether tombstones and removable transaction markers of a segment survive this clean:
-    a segment of the dirty head (``segment_base ≥ first_dirty_offset``) always keeps them; an
-    already-cleaned one while its file was modified less than ``delete.retention.ms`` ago."""
-    return segment_base >= first_dirty_offset or segment_last_modified_ms + delete_retention_ms > now_ms
+_INT64_MAX = (1 << 63) - 1
+
+
+def deletes_retained(delete_horizon_ms: int | None, now_ms: int) -> bool:
+    """KIP-534: whether a batch's tombstones (and its marker, when removable) survive this clean —
+    always when it has no delete horizon yet (this clean stamps one), else while ``now_ms`` is
+    before the horizon."""
+    return delete_horizon_ms is None or now_ms < delete_horizon_ms
+
+
+def delete_horizon_to_stamp(
+    delete_horizon_ms: int | None, keeps_deletes: bool, now_ms: int, delete_retention_ms: int
+) -> int | None:
+    """The delete horizon a rewritten batch gets (Kafka ``needToSetDeleteHorizon``): ``now +
+    delete.retention.ms`` when it keeps a tombstone or a removable marker and has none yet;
+    otherwise None (the batch keeps whatever horizon it has)."""
+    if delete_horizon_ms is not None or not keeps_deletes:
+        return None
+    return min(now_ms + delete_retention_ms, _INT64_MAX)
 
 
 def keep_record(
     offset: int, has_key: bool, has_value: bool, latest_offset_for_key: int, *, retain_deletes: bool
 ) -> bool:
     """Kafka ``shouldRetainRecord``: the latest record of its key; a tombstone only while its
-    segment retains deletes; never a record without a key."""
+    batch retains deletes (``deletes_retained``); never a record without a key."""
     if not has_key:
         return False
     if offset < latest_offset_for_key:
@@ -73,7 +89,7 @@ def data_batch_retention(*, aborted: bool, last_batch_of_producer: bool) -> Batc
 
 def keep_control_batch(*, marker_removable: bool, retain_deletes: bool, last_batch_of_producer: bool) -> bool:
     """A control batch stays unless its marker is removable (no data of its transaction seen in
-    this clean) and its segment no longer retains deletes; the last batch of a producer stays."""
+    this clean) and its delete horizon has passed; the last batch of a producer stays."""
     return last_batch_of_producer or not marker_removable or retain_deletes
 
 

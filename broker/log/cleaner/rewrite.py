@@ -10,6 +10,11 @@ baseSequence. recordsCount becomes the number of records kept (fewer than lastOf
 a LogAppendTime batch keeps its own), and the CRC-32C is computed again over attributes … end.
 Each kept record keeps its offset delta and timestamp. A batch that keeps no record is a bare
 header (``recordsCount`` 0, no compression: Kafka's ``writeEmptyHeader``). Pure.
+
+KIP-534: ``delete_horizon_ms`` stamps a delete horizon — the ``hasDeleteHorizonMs`` attribute
+(0x40) set and baseTimestamp holding the horizon, the records' timestamp deltas relative to it
+(so every record keeps its absolute timestamp), as Kafka's ``MemoryRecordsBuilder`` writes it. A
+batch that already has a horizon keeps it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pyspark_log.records.header import (
     ATTRIBUTES_POS,
     COMPRESSION_MASK,
     CRC_POS,
+    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -34,9 +40,21 @@ from pyspark_log.records.record import Record, write_record
 _UINT32 = struct.Struct(">I")
 
 
-def rewrite_batch(header: BatchHeader, kept: Sequence[Record], *, compression_level: int | None = None) -> bytes:
-    """The batch of ``header`` holding only ``kept`` (records decoded from it, in offset order)."""
+def rewrite_batch(
+    header: BatchHeader,
+    kept: Sequence[Record],
+    *,
+    compression_level: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch of ``header`` holding only ``kept`` (records decoded from it, in offset order),
+    stamped with ``delete_horizon_ms`` when given (the header must not have one yet)."""
+    attributes = header.attributes
     base_ts = header.base_timestamp
+    if delete_horizon_ms is not None:
+        assert not header.has_delete_horizon, "a batch's delete horizon is set once"
+        attributes |= DELETE_HORIZON_MASK
+        base_ts = delete_horizon_ms
     body = bytearray()
     max_ts = header.max_timestamp if header.timestamp_type == 1 else -1
     for record in kept:
@@ -48,12 +66,12 @@ def rewrite_batch(header: BatchHeader, kept: Sequence[Record], *, compression_le
         else:
             ts_delta = 0
         write_record(body, delta, ts_delta, record.key, record.value, record.headers)
-    attributes = header.attributes
     codec = attributes & COMPRESSION_MASK
     if not kept:
         attributes &= ~COMPRESSION_MASK
         payload: bytes | bytearray = b""
-        max_ts = header.max_timestamp if header.timestamp_type == 1 else header.base_timestamp
+        stamped = header.timestamp_type == 1 or attributes & DELETE_HORIZON_MASK  # base is not a record's
+        max_ts = header.max_timestamp if stamped else header.base_timestamp
     elif codec != compression.NONE:
         payload = compression.compress(codec, body, compression_level)
     else:

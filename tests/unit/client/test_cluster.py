@@ -114,6 +114,28 @@ def test_reconnect_backoff_after_a_failed_connect(run: Run) -> None:
     run(main())
 
 
+def test_a_failed_connect_refreshes_the_metadata(run: Run) -> None:
+    """A leader SIGKILLed before the controller fenced it stays in the metadata of the moment;
+    the failed connects to it must bring a refresh, not wait for ``metadata.max.age.ms``."""
+    fake = FakeCluster(2, topics={"t": 2})
+
+    async def main() -> None:
+        c = cluster(fake, **{"metadata.max.age.ms": 600_000, "retry.backoff.ms": 10, "reconnect.backoff.ms": 10})
+        await c.start()
+        c.add_topics(["t"])
+        await c.refresh()
+        tp = TopicPartition("t", 1)
+        assert c.metadata.leader_for(tp) == 1
+        fake.refuse.add(1)
+        fake.leaders[("t", 1)] = 0
+        with pytest.raises(BrokerConnectionError):
+            await c.connection(1)
+        await wait_until(lambda: c.metadata.leader_for(tp) == 0, what="a refresh after the failed connect")
+        await c.close()
+
+    run(main())
+
+
 def test_metadata_snapshot_is_immutable_and_swapped(run: Run) -> None:
     fake = FakeCluster(1, topics={"t": 1})
 

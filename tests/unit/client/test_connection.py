@@ -165,3 +165,34 @@ def test_acks0_style_request_returns_without_response(run: Run) -> None:
         c.close()
 
     run(main())
+
+
+def test_kip219_a_throttled_response_holds_back_the_next_request(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 000 §4.9: "카프카 클라이언트가 응답으로 받은 지연 시간이 0이 아니라면, 클라이언트는 지연 시간
+    동안 브로커에 추가 요청을 보내지 않는다" — the next request leaves no earlier than the end of
+    the throttle time the broker gave."""
+    fake = FakeCluster()
+    arrivals: list[float] = []
+    original = fake.handle
+
+    def throttling(node: int, api_key: int, version: int, req: Any) -> dict[str, Any] | None:
+        arrivals.append(asyncio.get_running_loop().time())
+        body = original(node, api_key, version, req)
+        if body is not None and api_key == ApiKey.METADATA and len(arrivals) == 2:
+            body["throttle_time_ms"] = 200
+        return body
+
+    monkeypatch.setattr(fake, "handle", throttling)
+
+    async def main() -> tuple[float, int]:
+        c = conn_to(fake)
+        await c.connect(1000)  # ApiVersions: arrival 1
+        await c.request(ApiKey.METADATA, {"topics": []})  # arrival 2, answered with 200 ms throttle
+        until = c.throttled_until
+        await c.request(ApiKey.METADATA, {"topics": []})  # arrival 3
+        c.close()
+        return until, c.throttle_time_ms_total
+
+    until, total = run(main())
+    assert total == 200
+    assert arrivals[2] >= until

@@ -242,6 +242,32 @@ def test_fetch_raw_returns_whole_batches_and_offsets(run: Run) -> None:
     run(main())
 
 
+def test_fetch_raw_asks_again_after_a_throttled_fetch_without_data(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 000 §4.9: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled Fetch carries no
+    partitions (as Kafka's throttled response); fetch_raw waits out the throttle and asks again."""
+    fake = FakeCluster(1, topics={"t": 1})
+    fill(fake, TP0, 3)
+    original = fake.handle
+    fetches: list[int] = []
+
+    def throttle_first_fetch(node: int, api_key: int, version: int, req: Any) -> dict[str, Any] | None:
+        if api_key == ApiKey.FETCH:
+            fetches.append(version)
+            if len(fetches) == 1:
+                return {"throttle_time_ms": 50, "error_code": 0, "session_id": 0, "responses": []}
+        return original(node, api_key, version, req)
+
+    monkeypatch.setattr(fake, "handle", throttle_first_fetch)
+
+    async def main() -> None:
+        async with consumer(fake) as c:
+            raw = await c.fetch_raw(TP0, 0, 1 << 20)
+            assert raw.next_offset(0) == 3
+
+    run(main())
+    assert len(fetches) == 2
+
+
 def test_closed_consumer_refuses_calls(run: Run) -> None:
     fake = FakeCluster(1, topics={"t": 1})
 

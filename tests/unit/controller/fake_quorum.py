@@ -145,6 +145,16 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
 
         return await as_forwarded(channel, alter_topic_configs)
 
+    async def quotas(channel, entity, changes, *, validate_only, timeout_ms):
+        async def alter_client_quotas(target):
+            try:
+                await target.alter_client_quotas(entity, dict(changes), validate_only=validate_only)
+            except MetadataError as exc:
+                return Outcome(exc.code, exc.message)
+            return Outcome(0)
+
+        return await as_forwarded(channel, alter_client_quotas)
+
     async def register(channel, reg, *, timeout_ms):
         calls.append(f"register->{channel.port}")
         return await controllers[channel.port].handle_registration(reg)
@@ -167,6 +177,7 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
     monkeypatch.setattr(quorum_module, "forward_delete_topic", delete)
     monkeypatch.setattr(quorum_module, "forward_create_partitions", partitions)
     monkeypatch.setattr(quorum_module, "forward_alter_topic_configs", alter)
+    monkeypatch.setattr(quorum_module, "forward_alter_client_quotas", quotas)
     monkeypatch.setattr(quorum_module, "send_registration", register)
     monkeypatch.setattr(quorum_module, "send_heartbeat", heartbeat)
     return calls

@@ -8,10 +8,7 @@ broker loses until leadership moves back to the preferred (first) replicas.
 
 from __future__ import annotations
 
-import uuid
-
-from broker.controller import operations
-from broker.controller.image_builder import ClusterState, apply_payload
+from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import (
     ElectionResult,
     ElectionType,
@@ -24,29 +21,11 @@ from broker.controller.partition_changes import (
 from broker.controller.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
-    RegisterBrokerRecord,
-    encode_records,
 )
 from pyspark_log.wire.errors import ErrorCode
+from tests.unit.controller.cluster_states import apply, cluster, with_topic
 
 PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
-
-
-def cluster(*brokers: int) -> ClusterState:
-    state = ClusterState()
-    for offset, b in enumerate(brokers):
-        state = apply_payload(state, offset, encode_records([RegisterBrokerRecord(b, f"i{b}", "127.0.0.1", 9000 + b)]))
-    return state
-
-
-def apply(state: ClusterState, records: list) -> ClusterState:
-    return apply_payload(state, state.applied_offset + 1, encode_records(records))
-
-
-def with_topic(state: ClusterState, assignments: list[list[int]], name: str = "t") -> tuple[ClusterState, uuid.UUID]:
-    topic_id = uuid.uuid4()
-    records, _ = operations.create_topic(state, name, -1, -1, {}, topic_id=topic_id, assignments=assignments)
-    return apply(state, records), topic_id
 
 
 def leaders(state: ClusterState, name: str = "t") -> dict[int, int]:

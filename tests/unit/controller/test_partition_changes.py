@@ -11,9 +11,8 @@ import uuid
 
 import pytest
 
-from broker.controller import operations
 from broker.controller.errors import MetadataError
-from broker.controller.image_builder import ClusterState, apply_payload
+from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import (
     IsrChange,
     alter_partition,
@@ -30,23 +29,7 @@ from broker.controller.records import (
     encode_records,
 )
 from pyspark_log.wire.errors import ErrorCode
-
-
-def cluster(*brokers: int) -> ClusterState:
-    state = ClusterState()
-    for offset, b in enumerate(brokers):
-        state = apply_payload(state, offset, encode_records([RegisterBrokerRecord(b, f"i{b}", "127.0.0.1", 9000 + b)]))
-    return state
-
-
-def apply(state: ClusterState, records: list) -> ClusterState:
-    return apply_payload(state, state.applied_offset + 1, encode_records(records))
-
-
-def with_topic(state: ClusterState, assignments: list[list[int]]) -> tuple[ClusterState, uuid.UUID]:
-    topic_id = uuid.uuid4()
-    records, _ = operations.create_topic(state, "t", -1, -1, {}, topic_id=topic_id, assignments=assignments)
-    return apply(state, records), topic_id
+from tests.unit.controller.cluster_states import apply, cluster, with_topic
 
 
 def part(state: ClusterState, index: int = 0):

@@ -240,9 +240,7 @@ def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_o
         now = [0]
         quorum = FakeQuorum()
         quorum.elect(1)
-        leader = controller(
-            quorum, 1, broker=False, clock_ms=lambda: now[0], leader_imbalance_check_interval_ms=5000
-        )
+        leader = controller(quorum, 1, broker=False, clock_ms=lambda: now[0], leader_imbalance_check_interval_ms=5000)
         nodes = {1: leader, 2: controller(quorum, 2), 3: controller(quorum, 3)}
         calls = route_forwarding(monkeypatch, nodes)
         await started(*nodes.values())

@@ -94,7 +94,7 @@ def test_the_leader_stamps_its_epoch_and_the_high_watermark_waits_for_the_isr(le
     leader.set_image(image(1, epoch=4))
     info = leader.replicas.append(TOPIC, 0, batch(3))
     assert (info.first_offset, info.last_offset) == (0, 2)
-    (header, _), = decode_batches(leader.partition.log.read(0, 1 << 20).read_bytes())
+    ((header, _),) = decode_batches(leader.partition.log.read(0, 1 << 20).read_bytes())
     assert header.partition_leader_epoch == 4
     assert leader.partition.high_watermark == 0
     assert leader.replicas.read(TOPIC, 0, 0, 1 << 20, read_committed=False).records.size == 0

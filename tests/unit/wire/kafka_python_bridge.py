@@ -4,6 +4,8 @@ kafka-python ships its own implementation of Kafka's message schemas (``kafka.pr
 generated from Kafka 4.x JSON at runtime); encoding with one implementation and decoding with
 the other proves the field layouts. kafka-python renames the ``*_authorized_operations`` fields
 of a few responses to ``authorized_operations`` with a bitfield type: those are not compared.
+Our declarations call Kafka's ``Values`` of DescribeClientQuotas ``quota_values`` (a field name
+may not shadow a dict method): ``RENAMED`` maps kafka-python's name to ours.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pyspark_log.wire.message import to_plain
 from pyspark_log.wire.types import ZERO_UUID
 
 SKIPPED_NAMES = {"authorized_operations", "cluster_authorized_operations", "topic_authorized_operations"}
+RENAMED = {"values": "quota_values"}
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -48,9 +51,10 @@ def to_kp(kp_struct: Any, value: dict[str, Any], version: int, data_class: Any) 
     """Build a kafka-python object of ``data_class`` from one of our bodies."""
     kwargs = {}
     for name, field in kp_struct.fields.items():
-        if name in SKIPPED_NAMES or name not in value or not field.for_version_q(version):
+        ours = RENAMED.get(name, name)
+        if name in SKIPPED_NAMES or ours not in value or not field.for_version_q(version):
             continue
-        v = value[name]
+        v = value[ours]
         if field.is_struct_array():
             v = None if v is None else [to_kp(field, item, version, field.data_class) for item in v]
         elif field.is_struct():
@@ -76,7 +80,7 @@ def from_kp(kp_struct: Any, obj: Any, version: int) -> dict[str, Any]:
             v = bytes(v)
         elif v is None and field.type_str == "uuid":
             v = ZERO_UUID  # kafka-python reads the all-zero uuid as None
-        out[name] = v
+        out[RENAMED.get(name, name)] = v
     return out
 
 

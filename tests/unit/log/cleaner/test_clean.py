@@ -4,7 +4,6 @@ provide" and "Log Compaction Details")."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 from broker.log.cleaner.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
@@ -88,14 +87,21 @@ def test_section_4_8_tombstone_kept_first_then_removed_after_delete_retention(tm
     records = as_pairs(read_all(log))
     assert (tomb, "k1", None) in records  # the clean that first sees a tombstone keeps it
     assert [p for p in records if p[1] == "k1"] == [(tomb, "k1", None)]
-    # a day later, with new dirty data, the tombstone's segment no longer retains deletes
-    for segment in log.segments[:-1]:
-        old = (clock.now_ms - DAY_MS - 1) / 1000
-        os.utime(segment.log_path, (old, old))
-    clock.advance(DAY_MS + 1)
-    overwrite(log, 4, keys=1)
+    # ... and stamps its batch with a delete horizon (KIP-534), the record's timestamp unchanged
+    [stamped] = [h for h in _headers(log) if h.base_offset <= tomb <= h.last_offset]
+    assert stamped.has_delete_horizon
+    assert stamped.base_timestamp == clock.now_ms + DAY_MS
+    assert [r.timestamp for r in read_all(log) if r.offset == tomb] == [clock.now_ms]
+    # before the horizon a clean keeps it; after it, the tombstone goes
+    clock.advance(DAY_MS - 1)
+    overwrite(log, 2, keys=1)
     log.roll()
-    clean_log(log, clock, first_dirty=first.map_end_offset)
+    second = clean_log(log, clock, first_dirty=first.map_end_offset)
+    assert (tomb, "k1", None) in as_pairs(read_all(log))
+    clock.advance(2)
+    overwrite(log, 2, keys=1)
+    log.roll()
+    clean_log(log, clock, first_dirty=second.map_end_offset)
     assert all(p[1] != "k1" for p in as_pairs(read_all(log)))
 
 
@@ -164,15 +170,19 @@ def test_aborted_transactions_removed_markers_kept_then_removed(tmp_path: Path) 
     second = clean_log(log, clock, first_dirty=log.segments[-2].base_offset)
     assert [h.base_offset for h in _headers(log) if h.producer_id == 7 and not h.is_control] == [0, 6]
     assert abort_offset in [h.base_offset for h in _headers(log) if h.is_control]
-    # past delete.retention.ms: the ABORT marker (no data of its transaction left) goes; the
-    # first COMMIT marker (its data still there) stays
-    for segment in log.segments[:-1]:
-        old = (clock.now_ms - DAY_MS - 1) / 1000
-        os.utime(segment.log_path, (old, old))
-    clock.advance(DAY_MS + 1)
+    # no data of its transaction left: the ABORT marker is removable, so this clean stamps it with
+    # a delete horizon (KIP-534); the first COMMIT marker (its data still there) is not stamped
     log.append(keyed(("b", "z")))
     log.roll()
-    clean_log(log, clock, first_dirty=second.map_end_offset)
+    third = clean_log(log, clock, first_dirty=second.map_end_offset)
+    stamped = {h.base_offset: h.has_delete_horizon for h in _headers(log) if h.is_control}
+    assert stamped[abort_offset]
+    assert not stamped[commit_offset]
+    # past the horizon the ABORT marker goes; the COMMIT marker stays
+    clock.advance(DAY_MS + 1)
+    log.append(keyed(("b", "zz")))
+    log.roll()
+    clean_log(log, clock, first_dirty=third.map_end_offset)
     controls = [h.base_offset for h in _headers(log) if h.is_control]
     assert abort_offset not in controls
     assert commit_offset in controls

@@ -6,9 +6,10 @@ from broker.log.cleaner.retain import (
     BatchRetention,
     TxnCleaning,
     data_batch_retention,
+    delete_horizon_to_stamp,
+    deletes_retained,
     keep_control_batch,
     keep_record,
-    retains_deletes,
 )
 from broker.log.txn_index import AbortedTxn
 
@@ -31,13 +32,17 @@ def test_section_4_8_tombstones_are_themselves_removed_after_delete_retention() 
 
 def test_section_4_8_tombstones_visible_within_delete_retention_ms() -> None:
     """ "컨슈머가 토픽의 delete.retention.ms 설정 ... 보다 짧은 시한 내에 로그 헤드에 도달하면 삭제한
-    레코드에 대한 삭제 마커도 전부 볼 수 있다": a tombstone survives the clean that first sees it
-    (its segment is in the dirty head) and any clean within delete.retention.ms of its segment's
-    last modification."""
+    레코드에 대한 삭제 마커도 전부 볼 수 있다": KIP-534 — a tombstone survives the clean that first
+    sees it (its batch has no delete horizon yet), which stamps the horizon now + delete.retention.ms,
+    and every clean before that horizon."""
     now = 10 * DAY_MS
-    assert retains_deletes(100, now - 2 * DAY_MS, 100, DAY_MS, now)  # dirty head
-    assert retains_deletes(0, now - DAY_MS + 1, 100, DAY_MS, now)
-    assert not retains_deletes(0, now - DAY_MS, 100, DAY_MS, now)
+    assert deletes_retained(None, now)  # never stamped: this clean keeps it and stamps it
+    assert delete_horizon_to_stamp(None, True, now, DAY_MS) == now + DAY_MS
+    assert deletes_retained(now + 1, now)
+    assert not deletes_retained(now, now)  # the horizon has passed
+    assert delete_horizon_to_stamp(now - 5, True, now, DAY_MS) is None  # a horizon is set once
+    assert delete_horizon_to_stamp(None, False, now, DAY_MS) is None  # nothing to delete later
+    assert delete_horizon_to_stamp(None, True, now, 1 << 63) == (1 << 63) - 1  # capped
 
 
 def test_records_without_a_key_are_dropped() -> None:
@@ -63,8 +68,8 @@ def test_aborted_transaction_batches_found_from_the_index() -> None:
 
 
 def test_markers_removable_once_their_transaction_data_is_gone() -> None:
-    """Kafka: a COMMIT/ABORT marker goes once no batch of its transaction remains (and its
-    segment no longer retains deletes)."""
+    """Kafka: a COMMIT/ABORT marker goes once no batch of its transaction remains and its delete
+    horizon (KIP-534, stamped when it became removable) has passed."""
     txns = TxnCleaning([AbortedTxn(7, first_offset=10, last_offset=20, last_stable_offset=21)])
     assert txns.on_marker(7, 20, commit=False)
     assert txns.on_marker(8, 30, commit=True)

@@ -47,3 +47,26 @@ def test_no_record_kept_leaves_a_bare_header() -> None:
     assert (new.records_count, new.last_offset_delta, new.base_sequence) == (0, 3, 10)
     assert new.compression == compression.NONE
     assert decode_records(out)[1] == []
+
+
+def test_kip_534_delete_horizon_stamped_with_timestamps_kept() -> None:
+    """KIP-534: the ``hasDeleteHorizonMs`` attribute and baseTimestamp = the horizon; every record
+    keeps its absolute timestamp (deltas relative to the horizon), maxTimestamp unchanged."""
+    data = stored(compression.LZ4, producer_id=42, producer_epoch=2, base_sequence=10)
+    header, records = decode_records(data)
+    horizon = T0 + 86_400_000
+    out = rewrite_batch(header, records, delete_horizon_ms=horizon)
+    new = check_batch(out)
+    assert new.has_delete_horizon
+    assert new.base_timestamp == horizon
+    assert new.max_timestamp == T0 + 3
+    assert new.compression == compression.LZ4
+    _, again = decode_records(out)
+    assert again == records
+    # a later clean dropping records keeps the horizon and the timestamps
+    later = rewrite_batch(new, again[2:])
+    newer = check_batch(later)
+    assert (newer.has_delete_horizon, newer.base_timestamp) == (True, horizon)
+    assert decode_records(later)[1] == records[2:]
+    with pytest.raises(AssertionError):
+        rewrite_batch(new, again, delete_horizon_ms=horizon + 1)

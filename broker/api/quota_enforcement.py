@@ -1,0 +1,138 @@
+"""Client quota enforcement on the request path (seed 000 §4.9 Enforcement, KIP-219).
+
+"브로커는 먼저 위반한 클라이언트를 할당량 미만으로 떨어트리는 데 필요한 지연 시간을 계산하고, 이 지연
+시간을 담은 응답을 즉시 반환한다. 페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다. 그런 다음 브로커는
+지연이 끝날 때까지 더 이상 클라이언트의 요청을 처리하지 않으며, 이 클라이언트에 대한 채널을 mute시킨다."
+
+For every request of a client (not a replica, controller or broker-lifecycle request) the
+``Dispatcher`` hands the handler's body to ``QuotaEnforcer.finish``, which:
+
+1. records the usage of the connection's quota group — Produce: the request's size
+   (``producer_byte_rate``); Fetch: the response's size (``consumer_byte_rate``); every request:
+   the event-loop time spent on it, handler plus encoding, as a percentage of one second
+   (``request_percentage``);
+2. takes the largest throttle time owed. A throttled Fetch is answered with no data and its bytes
+   are not counted (Kafka's ``unrecordQuotaSensor``);
+3. puts ``throttle_time_ms`` in the response, which is sent at once;
+4. mutes the connection for that long: ``ConnectionContext.muted_until``; the connection reads no
+   further request before then (broker-side back-pressure even for clients that ignore the field).
+
+A Fetch's ``max_bytes`` is first capped at what the quota allows in a whole window (Kafka's
+``getMaxValueInQuotaWindow``), so one response never owes more than one window of delay.
+The user principal is ``ANONYMOUS`` until authentication exists; then ``ctx.attributes["principal"]``
+(``User:name`` or an object with a ``name``) names the user (``_principal``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from broker.api.fetch import follower_id
+from broker.controller.forwarding import FORWARD_CLIENT_ID, REGISTRATION_CLIENT_ID
+from broker.network.connection import ConnectionContext
+from broker.network.response import Response
+from broker.quota.entity import ANONYMOUS, QuotaMatch
+from broker.quota.manager import ClientQuotas
+from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.headers import RequestHeader
+from pyspark_log.wire.message import Message
+
+# Requests between cluster members, never throttled (Kafka records them as exempt).
+EXEMPT_APIS = frozenset(
+    {
+        ApiKey.VOTE,
+        ApiKey.BEGIN_QUORUM_EPOCH,
+        ApiKey.END_QUORUM_EPOCH,
+        ApiKey.BROKER_REGISTRATION,
+        ApiKey.BROKER_HEARTBEAT,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.API_VERSIONS,
+    }
+)
+INT32_MAX = 2**31 - 1
+_INTERNAL_CLIENT_IDS = frozenset({FORWARD_CLIENT_ID, REGISTRATION_CLIENT_ID})
+
+
+class QuotaEnforcer:
+    """Records usage and decides throttling for client requests; see the module docstring."""
+
+    def __init__(self, quotas: ClientQuotas, clock_ms: Callable[[], int]) -> None:
+        self.quotas = quotas
+        self._clock_ms = clock_ms
+
+    def applies(self, header: RequestHeader, body: Message) -> bool:
+        if header.api_key in EXEMPT_APIS or (header.client_id or "") in _INTERNAL_CLIENT_IDS:
+            return False
+        return not (header.api_key == ApiKey.FETCH and follower_id(header.api_version, body) >= 0)
+
+    def before(self, header: RequestHeader, body: Message, ctx: ConnectionContext) -> None:
+        """Cap a consumer Fetch's ``max_bytes`` at one quota window of its group's quota."""
+        if header.api_key != ApiKey.FETCH or header.api_version < 3:
+            return
+        cap = self.quotas.fetch.max_value_in_window(self._match_fetch(header, ctx))
+        if cap is not None and body["max_bytes"] > cap:
+            body["max_bytes"] = max(1, int(cap))
+
+    def finish(
+        self,
+        header: RequestHeader,
+        ctx: ConnectionContext,
+        body: Mapping[str, Any],
+        *,
+        request_bytes: int,
+        started: float,
+        encode: Callable[[Mapping[str, Any]], Response],
+    ) -> Response:
+        """The response to send (with ``throttle_time_ms``), after recording and muting."""
+        response = encode(body)
+        now_ms = self._clock_ms()
+        user, client_id = _principal(ctx), header.client_id or ""
+        table = self.quotas.table()
+        throttle_ms = 0
+        if header.api_key == ApiKey.PRODUCE:
+            match = self.quotas.produce.match(table, user, client_id)
+            throttle_ms = self.quotas.produce.record(match, request_bytes, now_ms)
+        fetch_match: QuotaMatch | None = None
+        fetch_bytes = 0
+        if header.api_key == ApiKey.FETCH:
+            fetch_match = self.quotas.fetch.match(table, user, client_id)
+            fetch_bytes = response.size
+            throttle_ms = self.quotas.fetch.record(fetch_match, fetch_bytes, now_ms)
+        request_match = self.quotas.request.match(table, user, client_id)
+        spent_percent = (time.perf_counter() - started) * 100  # seconds of the loop, as % of one second
+        throttle_ms = max(throttle_ms, self.quotas.request.record(request_match, spent_percent, now_ms))
+        if throttle_ms <= 0:
+            return response
+        throttle_ms = min(throttle_ms, INT32_MAX)  # the response field is an int32
+        if fetch_match is not None:
+            self.quotas.fetch.unrecord(fetch_match, fetch_bytes, now_ms)
+            body = {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
+        else:
+            body = {**body, "throttle_time_ms": throttle_ms}
+        ctx.muted_until = max(ctx.muted_until, time.monotonic() + throttle_ms / 1000)
+        return encode(body)
+
+    def mute_without_response(self, header: RequestHeader, ctx: ConnectionContext, request_bytes: int) -> None:
+        """acks=0 Produce: no response carries the delay; the channel is muted all the same."""
+        if header.api_key != ApiKey.PRODUCE:
+            return
+        match = self.quotas.produce.match(self.quotas.table(), _principal(ctx), header.client_id or "")
+        throttle_ms = self.quotas.produce.record(match, request_bytes, self._clock_ms())
+        if throttle_ms > 0:
+            ctx.muted_until = max(ctx.muted_until, time.monotonic() + throttle_ms / 1000)
+
+    def _match_fetch(self, header: RequestHeader, ctx: ConnectionContext) -> QuotaMatch:
+        return self.quotas.fetch.match(self.quotas.table(), _principal(ctx), header.client_id or "")
+
+
+def _principal(ctx: ConnectionContext) -> str:
+    """The user name of the connection's principal (``ctx.attributes["principal"]``: a
+    ``User:name`` string or an object with a ``name``), ``ANONYMOUS`` without one."""
+    principal = ctx.attributes.get("principal")
+    if isinstance(principal, str):
+        return principal.removeprefix("User:")
+    name = getattr(principal, "name", None)
+    return name if isinstance(name, str) else ANONYMOUS

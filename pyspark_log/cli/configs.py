@@ -1,0 +1,145 @@
+"""``pylog configs``: client quotas, as Kafka's ``kafka-configs`` spells them.
+
+    pylog configs --alter --entity-type clients --entity-name loader --add-config producer_byte_rate=1048576
+    pylog configs --alter --entity-type clients --entity-default --add-config consumer_byte_rate=2097152
+    pylog configs --alter --entity-type users --entity-name alice --entity-type clients --entity-name loader \\
+        --add-config 'producer_byte_rate=1024,request_percentage=50'
+    pylog configs --alter --entity-type clients --entity-name loader --delete-config producer_byte_rate
+    pylog configs --describe --entity-type clients [--entity-name loader | --entity-default]
+
+As in kafka-configs, each ``--entity-type`` (``users``, ``clients``, ``ips``) takes the
+``--entity-name`` or ``--entity-default`` that follows it; ``--describe`` of a type without a name
+lists every entity of that type. ``--add-config`` takes ``k=v`` pairs separated by commas
+(repeatable); ``--delete-config`` takes keys separated by commas. Topic configs are changed with
+``pylog topics alter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark_log.cli.context import Context
+from pyspark_log.cli.errors import UsageError
+from pyspark_log.client.quotas import (
+    MATCH_ANY,
+    MATCH_DEFAULT,
+    MATCH_EXACT,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
+)
+
+ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+_WHAT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}  # in kafka-configs' order
+
+
+class _Ordered(argparse.Action):
+    """Keeps ``--entity-type`` / ``--entity-name`` / ``--entity-default`` in command-line order."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        items = list(getattr(namespace, "entity_parts", None) or [])
+        items.append((self.dest, values))
+        namespace.entity_parts = items
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser("configs", help="describe and alter client quotas (kafka-configs)", parents=[common])
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--describe", action="store_true", help="show the quotas of the entities")
+    mode.add_argument("--alter", action="store_true", help="add or delete quotas of one entity")
+    p.add_argument("--entity-type", action=_Ordered, dest="type", choices=sorted(ENTITY_TYPES), help="entity type")
+    p.add_argument("--entity-name", action=_Ordered, dest="name", metavar="NAME", help="name of the entity")
+    p.add_argument(
+        "--entity-default", action=_Ordered, dest="default", nargs=0, help="the default entity of the type before it"
+    )
+    p.add_argument("--add-config", action="append", metavar="K=V[,K=V]", help="quotas to set")
+    p.add_argument("--delete-config", action="append", metavar="K[,K]", help="quotas to remove")
+    p.set_defaults(handler=run, entity_parts=[])
+
+
+def entity_spec(parts: Sequence[tuple[str, Any]]) -> list[tuple[str, str | None, bool]]:
+    """``[(entity type, name, named)]`` from the ordered options; ``named`` false: no name or
+    default was given (describe lists every entity of the type)."""
+    spec: list[tuple[str, str | None, bool]] = []
+    for kind, value in parts:
+        if kind == "type":
+            spec.append((ENTITY_TYPES[value], None, False))
+            continue
+        if not spec or spec[-1][2]:
+            raise UsageError(
+                f"--entity-{kind} must follow an --entity-type (e.g. --entity-type clients --entity-name X)"
+            )
+        entity_type = spec[-1][0]
+        spec[-1] = (entity_type, value if kind == "name" else None, True)
+    if not spec:
+        raise UsageError("give --entity-type users|clients|ips (topic configs: pylog topics alter)")
+    if len({t for t, _, _ in spec}) != len(spec):
+        raise UsageError("each --entity-type may be given once")
+    return spec
+
+
+def parse_quota_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> dict[str, float | None]:
+    ops: dict[str, float | None] = {}
+    for item in add or ():
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            key, _, text = pair.partition("=")
+            try:
+                ops[key.strip()] = float(text)
+            except ValueError:
+                raise UsageError(f"--add-config {pair!r}: give key=number, e.g. producer_byte_rate=1048576") from None
+    for item in delete or ():
+        for key in filter(None, (k.strip() for k in item.split(","))):
+            ops[key] = None
+    return ops
+
+
+def describe_entity(entity: Sequence[tuple[str, str | None]]) -> str:
+    """kafka-configs' wording, user first: ``user-principal 'alice', client-id 'loader'``,
+    ``the default client-id``."""
+    ordered = sorted(entity, key=lambda pair: list(_WHAT).index(pair[0]) if pair[0] in _WHAT else len(_WHAT))
+    return ", ".join(f"the default {_WHAT[t]}" if n is None else f"{_WHAT[t]} '{n}'" for t, n in ordered)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    spec = entity_spec(args.entity_parts)
+    if args.alter:
+        unnamed = [t for t, _, named in spec if not named]
+        if unnamed:
+            raise UsageError(f"--alter needs --entity-name or --entity-default after --entity-type for {unnamed[0]}")
+        ops = parse_quota_ops(args.add_config, args.delete_config)
+        if not ops:
+            raise UsageError("--alter needs --add-config or --delete-config")
+        entity = {t: n for t, n, _ in spec}
+        with ctx.admin() as admin:
+            admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)])
+        if not ctx.output.is_json:
+            ctx.output.line(f"Completed updating config for {describe_entity(sorted(entity.items()))}.")
+        else:
+            ctx.output.json({"altered": [{"entityType": t, "entityName": n} for t, n in sorted(entity.items())]})
+        return 0
+    if args.add_config or args.delete_config:
+        raise UsageError("--add-config and --delete-config go with --alter")
+    components = [
+        ClientQuotaFilterComponent(t, n, MATCH_EXACT if n is not None else MATCH_DEFAULT)
+        if named
+        else ClientQuotaFilterComponent(t, None, MATCH_ANY)
+        for t, n, named in spec
+    ]
+    with ctx.admin() as admin:
+        found = admin.describe_client_quotas(components, strict=True)
+    out = ctx.output
+    if out.is_json:
+        out.json(
+            [
+                {"entity": [{"entityType": t, "entityName": n} for t, n in key], "configs": values}
+                for key, values in sorted(found.items(), key=lambda kv: str(kv[0]))
+            ]
+        )
+        return 0
+    for key, values in sorted(found.items(), key=lambda kv: str(kv[0])):
+        configs = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+        out.line(f"Quota configs for {describe_entity(key)} are {configs}")
+    return 0
