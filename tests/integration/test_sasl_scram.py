@@ -100,7 +100,7 @@ def python_client(protocol: str, mechanism: str, certs: Certs, *, aio: bool) -> 
 
 
 def test_users_are_described_by_mechanism_and_iterations(node: tuple[EmbeddedBroker, dict[str, str]]) -> None:
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     admin = AdminClient({"bootstrap.servers": addresses["PLAINTEXT"]})
     described = admin.describe_user_scram_credentials(["alice"])
     infos = described["alice"].result(timeout=30).scram_credential_infos
@@ -114,7 +114,7 @@ def test_users_are_described_by_mechanism_and_iterations(node: tuple[EmbeddedBro
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CASES, ids=IDS)
 def test_confluent_kafka(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protocol: str, mechanism: str):
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     records = numbered_records("ck", 0, COUNT, value_bytes=70_000)
     topic = f"scram-ck-{protocol.lower()}-{mechanism[-3:]}"
     extra = librdkafka(protocol, mechanism, certs)
@@ -126,7 +126,7 @@ def test_confluent_kafka(node: tuple[EmbeddedBroker, dict[str, str]], certs: Cer
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CASES, ids=IDS)
 def test_kafka_python(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protocol: str, mechanism: str):
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     records = numbered_records("kp", 0, COUNT, value_bytes=70_000)
     topic = f"scram-kp-{protocol.lower()}-{mechanism[-3:]}"
     extra = python_client(protocol, mechanism, certs, aio=False)
@@ -136,7 +136,7 @@ def test_kafka_python(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs,
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CASES, ids=IDS)
 def test_aiokafka(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protocol: str, mechanism: str):
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     records = numbered_records("aio", 0, COUNT, value_bytes=70_000)
     topic = f"scram-aio-{protocol.lower()}-{mechanism[-3:]}"
     extra = python_client(protocol, mechanism, certs, aio=True)
@@ -146,7 +146,7 @@ def test_aiokafka(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, pro
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CASES, ids=IDS)
 def test_kcat(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protocol: str, mechanism: str):
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     topic = f"scram-kcat-{protocol.lower()}-{mechanism[-3:]}"
     args = [arg for key, value in librdkafka(protocol, mechanism, certs).items() for arg in ("-X", f"{key}={value}")]
     pairs = [(b"k%d" % i, b"v%d" % i * 1000) for i in range(COUNT)]
@@ -156,7 +156,7 @@ def test_kcat(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protoco
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CASES, ids=IDS)
 def test_pylog_client(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, protocol: str, mechanism: str):
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     topic = f"scram-pylog-{protocol.lower()}-{mechanism[-3:]}"
     config = {"bootstrap.servers": addresses[protocol], **librdkafka(protocol, mechanism, certs)}
     producer = Producer(config)
@@ -184,7 +184,8 @@ def test_pylog_client(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs,
 def test_wrong_unknown_and_deleted_users_are_refused_and_credentials_survive_a_restart(
     node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs
 ) -> None:
-    broker, addresses = node
+    broker = node[0]
+    addresses = addresses_of(broker)
     address = addresses["SASL_PLAINTEXT"]
     records = numbered_records("x", 0, 1)
     for user, password in (("alice", "wrong-pw-s1"), ("nobody", "whatever-s2")):
@@ -218,7 +219,7 @@ def test_pylog_users_cli_mirrors_kafka_configs(node: tuple[EmbeddedBroker, dict[
     import subprocess
     from pathlib import Path
 
-    _, addresses = node
+    addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     base = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", addresses["PLAINTEXT"], "users"]
 
