@@ -138,3 +138,24 @@ def test_tls12_only(certs: Certs, tmp_path: Path) -> None:
     client.minimum_version = ssl.TLSVersion.TLSv1_3
     with pytest.raises(ssl.SSLError):
         _session_exchange(server, client)
+
+
+def test_cipher_suites_restrict_tls12_with_kafkas_names(certs: Certs) -> None:
+    """``ssl.cipher.suites`` in Kafka's (IANA) spelling picks the TLS 1.2 suite that is negotiated."""
+    server = server_context(
+        settings(
+            ssl_keystore_type="PEM", ssl_keystore_location=str(certs.server.both), ssl_enabled_protocols="TLSv1.2",
+            ssl_cipher_suites="TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        ),
+        "SSL",
+    )  # fmt: skip
+    assert [c["name"] for c in server.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-ECDSA-AES256-GCM-SHA384"]
+    client = ssl.create_default_context(cafile=str(certs.ca))
+    client.maximum_version = ssl.TLSVersion.TLSv1_2
+    _, got, answer = _session_exchange(server, client)
+    assert (got, answer) == (b"hello", b"world")
+    only_other = ssl.create_default_context(cafile=str(certs.ca))
+    only_other.maximum_version = ssl.TLSVersion.TLSv1_2
+    only_other.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+    with pytest.raises(ssl.SSLError):
+        _session_exchange(server, only_other)
