@@ -17,10 +17,14 @@ from typing import Any
 from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.properties import load_properties
 from broker.raft.config import RaftConfigError, validate_quorum_config
+from broker.security.protocols import ProtocolMapError, listener_protocol, parse_protocol_map
+from broker.security.unsupported import is_security_key, refusals
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
+# Key name parts whose values are never logged (Kafka's PASSWORD-type configs).
+_SECRET_WORDS = frozenset({"password", "secret", "jaas", "key", "credentials"})
 
 
 class ConfigError(ValueError):
@@ -54,13 +58,15 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("process.roles", _list, ["broker", "controller"], "broker, controller, or both"),
     ConfigKey("controller.quorum.voters", str, "", "id@host:port,... of the metadata quorum"),
     ConfigKey("quorum.voters", str, "", "KIP-595 name of controller.quorum.voters"),
-    ConfigKey("controller.listener.names", str, "CONTROLLER", "listener name(s) the controllers use"),
+    ConfigKey("controller.listener.names", _list, ["CONTROLLER"], "listener name(s) the controllers use"),
+    ConfigKey("inter.broker.listener.name", str, None, "listener other brokers use (default: first non-controller)"),
     ConfigKey("cluster.id", str, "", "cluster id (generated and stored in meta.properties if empty)"),
     ConfigKey("log.dirs", _list, ["/tmp/pylog-logs"], "data directories"),  # noqa: S108 - Kafka-like default
     ConfigKey("log.dir", str, None, "single data directory (used when log.dirs is not set)"),
     ConfigKey("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "listener URIs"),
     ConfigKey("advertised.listeners", _list, [], "URIs given to clients (default: listeners)"),
-    ConfigKey("listener.security.protocol.map", str, "", "listener name to protocol (PLAINTEXT only)"),
+    ConfigKey("listener.security.protocol.map", str, "", "NAME:PROTOCOL,... (default: each protocol maps to itself)"),
+    ConfigKey("security.inter.broker.protocol", str, "PLAINTEXT", "protocol between brokers (PLAINTEXT only)"),
     ConfigKey("num.partitions", int, 1, "partitions of an auto-created topic"),
     ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
     ConfigKey("min.insync.replicas", int, 1, "acks=all needs this many in-sync replicas (topic default)"),
@@ -241,7 +247,7 @@ class BrokerConfig:
         for name, text in raw.items():
             spec = KNOWN_KEYS.get(name)
             if spec is None:
-                if warn_unknown:
+                if warn_unknown and not is_security_key(name):  # those are read or refused, by name
                     _warn_not_read(name, text)
                 extra[name] = text
                 continue
@@ -290,9 +296,79 @@ class BrokerConfig:
             raise ConfigError("log.dirs is empty: give at least one data directory (or --data-dir)")
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
+        self._validate_listener_roles()
+        plaintext_only: dict[str, str] = {}
+        if self.kraft_enabled:  # the Raft transport, registration, forwarding and replication are plaintext
+            plaintext_only[self.inter_broker_listener] = "the inter-broker listener"
+            for name in self.controller_listeners:
+                plaintext_only[name] = "a controller listener"
+        refused = refusals(self.raw, self.listener_protocols, plaintext_only)
+        if refused:
+            raise ConfigError("\n".join(refused))
         try:
             validate_quorum_config(self.values, self.raw)
         except RaftConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _validate_listener_roles(self) -> None:
+        """Kafka's checks of ``listeners`` against ``advertised.listeners``,
+        ``controller.listener.names`` and ``inter.broker.listener.name``."""
+        names = self.listener_names
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners {','.join(self.values['listeners'])}: each listener name may appear once")
+        for uri in self.values["advertised.listeners"]:
+            if parse_listener(uri).name not in names:
+                raise ConfigError(f"advertised.listeners {uri!r} names a listener that is not in listeners")
+        controllers = self.controller_listeners
+        roles = set(self.values["process.roles"]) if self.kraft_enabled else set()
+        if controllers and self.kraft_enabled and "controller" not in roles:
+            raise ConfigError(
+                f"controller.listener.names ({','.join(sorted(controllers))}) must not appear in listeners "
+                "on a node without the controller role (process.roles=broker): remove that listener"
+            )
+        if "controller" in roles and "controller.listener.names" in self.raw and not controllers:
+            raise ConfigError(
+                "controller.listener.names must name at least one listener of listeners on a controller "
+                f"(listeners: {','.join(names)})"
+            )
+        inter = self.values["inter.broker.listener.name"]
+        if inter is not None:
+            if "security.inter.broker.protocol" in self.raw:
+                raise ConfigError("give only one of inter.broker.listener.name and security.inter.broker.protocol")
+            if inter.upper() not in names or inter.upper() in controllers:
+                raise ConfigError(
+                    f"inter.broker.listener.name={inter} must name a listener of listeners that is not "
+                    f"a controller listener (listeners: {','.join(names)})"
+                )
+
+    @property
+    def listener_names(self) -> list[str]:
+        return [parse_listener(uri).name for uri in self.values["listeners"]]
+
+    @property
+    def controller_listeners(self) -> frozenset[str]:
+        """The listeners of ``listeners`` named in ``controller.listener.names`` (empty: pylog's
+        single-listener mode, every listener serves the quorum's RPCs too)."""
+        wanted = {name.upper() for name in self.values["controller.listener.names"]}
+        return frozenset(name for name in self.listener_names if name in wanted)
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers (and Metadata answers) use: ``inter.broker.listener.name``,
+        else the first listener that is not a controller listener, else the first listener."""
+        if self.values["inter.broker.listener.name"] is not None:
+            return str(self.values["inter.broker.listener.name"]).upper()
+        names = self.listener_names
+        return next((name for name in names if name not in self.controller_listeners), names[0])
+
+    @property
+    def listener_protocols(self) -> dict[str, str]:
+        """Each listener name of ``listeners`` → its security protocol (Kafka's map rule)."""
+        try:
+            protocol_map = parse_protocol_map(str(self.values["listener.security.protocol.map"]))
+            names = [parse_listener(uri).name for uri in self.values["listeners"]]
+            return {name: listener_protocol(name, protocol_map) for name in names}
+        except ProtocolMapError as exc:
             raise ConfigError(str(exc)) from None
 
     @property
@@ -304,13 +380,14 @@ class BrokerConfig:
 def _warn_not_read(name: str, text: str) -> None:
     """One warning for a key pylog does not read: a Kafka 3.7 key it ignores (with why), a
     topic-level key (passed to the logs), or a key Kafka 3.7 does not know either."""
+    shown = "[hidden]" if _SECRET_WORDS.intersection(name.split(".")) else repr(text)  # never log a secret
     reason = IGNORED_BROKER_CONFIGS.get(name)
     if reason is not None:
-        log.warning("Kafka config %s=%r is accepted and ignored by pylog: %s", name, text, reason)
+        log.warning("Kafka config %s=%s is accepted and ignored by pylog: %s", name, shown, reason)
     elif name in IGNORED_TOPIC_CONFIGS:
-        log.warning("Kafka topic config %s=%r is accepted and ignored by pylog", name, text)
+        log.warning("Kafka topic config %s=%s is accepted and ignored by pylog", name, shown)
     else:
-        log.warning("unknown config key %r ignored (value %r)", name, text)
+        log.warning("unknown config key %r ignored (value %s)", name, shown)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import resource
 import signal
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -44,9 +45,11 @@ from broker.api.produce import handle_produce
 from broker.api.quota_enforcement import QuotaEnforcer
 from broker.api.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.api.raft import raft_handlers
+from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.api.txn import txn_handlers
 from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
+from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController
@@ -80,6 +83,10 @@ from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
+from broker.security.listeners import ListenerPolicy
+from broker.security.sasl.config import SaslConfigError, SaslListenerConfig
+from broker.security.sasl.config import listener_config as sasl_listener_config
+from broker.security.tls import TlsConfigError, listener_settings, server_context
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -100,6 +107,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
@@ -164,6 +175,7 @@ class BrokerServer:
             ip_rate=lambda ip: _ip_connection_rate(quota_table[0](), ip),
         )  # fmt: skip
         advertised_by_name = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
+        tls_contexts = self._tls_contexts()  # before binding: a bad keystore stops start-up here
         for uri in config["listeners"]:
             spec = parse_listener(uri)
             self._listeners.append(
@@ -171,26 +183,39 @@ class BrokerServer:
                     spec.name, spec.host, spec.port, limits,
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
+                    tls_context=tls_contexts.get(spec.name),
                     quotas=connection_quotas,
                 )
             )  # fmt: skip
         first = self._listeners[0]
-        host, port = _advertised_address(first, advertised_by_name.get(first.name))
+        by_name = {sl.name: sl for sl in self._listeners}
+        # the address other brokers and clients reach this node's data at (registered with the controller)
+        inter_broker = by_name[config.inter_broker_listener]
+        host, port = _advertised_address(inter_broker, advertised_by_name.get(inter_broker.name))
+        # a one-voter quorum's own voter address: the controller listener when there is one
+        raft_listener = next((by_name[n] for n in config.listener_names if n in config.controller_listeners), first)
+        raft_address = _advertised_address(raft_listener, advertised_by_name.get(raft_listener.name))
         if config.kraft_enabled:  # committed-entry listeners go on self.raft before its start()
-            self.raft = create_driver(config, cluster_id, (host, port), on_fatal=self._on_raft_fatal)
+            self.raft = create_driver(config, cluster_id, raft_address, on_fatal=self._on_raft_fatal)
         self.advertised = [
             f"{sl.name}://{':'.join(map(str, _advertised_address(sl, advertised_by_name.get(sl.name))))}"
             for sl in self._listeners
         ]
         default_log_config = broker_log_config(config.raw)
         controller: LocalController | QuorumController
+        # every client listener (the inter-broker one first), as BrokerRegistration lists them
+        endpoints = tuple(
+            (sl.name, *_advertised_address(sl, advertised_by_name.get(sl.name)))
+            for sl in sorted(self._listeners, key=lambda sl: sl.name != inter_broker.name)
+            if sl.name not in config.controller_listeners
+        )
         if self.raft is not None:  # registers its committed-entry listener on the driver
-            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port))
+            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port), endpoints)
         else:
             controller = LocalController(
                 config.log_dirs[0],
                 cluster_id,
-                BrokerInfo(config.node_id, host, port),
+                BrokerInfo(config.node_id, host, port, endpoints=endpoints),
                 deletion_enabled=bool(config["delete.topic.enable"]),
             )
         image = controller.image()
@@ -243,7 +268,10 @@ class BrokerServer:
         self._tasks.append(self._watch(asyncio.create_task(txn.run(), name="transaction-coordinator")))
         if self.raft is not None:
             await self.raft.start()
-        broker = Broker(config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn)
+        broker = Broker(
+            config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
+            listener_policy=ListenerPolicy(config.controller_listeners, self._sasl_configs()),
+        )  # fmt: skip
         handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
         dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
         for sl in self._listeners:
@@ -268,6 +296,30 @@ class BrokerServer:
             f"listeners={','.join(self.advertised)}",
             flush=True,
         )
+
+    def _tls_contexts(self) -> dict[str, ssl.SSLContext]:
+        """A server TLS context per SSL listener (``broker.security.tls``); ConfigError names the key."""
+        out = {}
+        for name, protocol in self.config.listener_protocols.items():
+            if protocol in ("SSL", "SASL_SSL"):
+                try:
+                    out[name] = server_context(listener_settings(self.config.raw, name), name)
+                except TlsConfigError as exc:
+                    raise ConfigError(str(exc)) from None
+                log.info("listener %s serves TLS", name)
+        return out
+
+    def _sasl_configs(self) -> dict[str, SaslListenerConfig]:
+        """The SASL settings of every SASL_PLAINTEXT / SASL_SSL listener; ConfigError names the key."""
+        out = {}
+        for name, protocol in self.config.listener_protocols.items():
+            if protocol.startswith("SASL_"):
+                try:
+                    out[name] = sasl_listener_config(self.config.raw, name)
+                except SaslConfigError as exc:
+                    raise ConfigError(str(exc)) from None
+                log.info("listener %s authenticates with SASL %s", name, ",".join(out[name].mechanisms))
+        return out
 
     def _start_background(self, logs: LogManager, replicas: ReplicaManager, cleaner: LogCleaner) -> None:
         mc = logs.config
@@ -385,6 +437,10 @@ async def run(config: BrokerConfig) -> int:
     server = BrokerServer(config)
     try:
         await server.start()
+    except ConfigError as exc:  # a setting found unusable at start-up (a TLS keystore): no traceback
+        print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)
+        await server.shutdown()
+        return 2
     except Exception as exc:
         log.exception("broker failed to start")
         print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)

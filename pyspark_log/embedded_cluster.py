@@ -93,10 +93,14 @@ class EmbeddedCluster:
 
     def __init__(
         self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
-        combined: bool = False, overrides: Mapping[str, str] | None = None,
+        combined: bool = False, overrides: Mapping[str, str] | None = None, controller_listener: bool = False,
     ) -> None:  # fmt: skip
         self.root = root
         self.combined = combined
+        # a separate CONTROLLER listener (controller.listener.names) carries the quorum's RPCs;
+        # clients use PLAINTEXT, which then refuses them (broker.security.listeners)
+        self.controller_listener = controller_listener
+        self._client_ports: dict[int, int] = {}
         self.controller_ids = brokers if combined else controllers
         self.broker_ids = brokers
         self.overrides = dict(overrides or {})
@@ -106,7 +110,20 @@ class EmbeddedCluster:
 
     def _props(self, node_id: int) -> dict[str, str]:
         roles = "broker,controller" if self.combined else ("broker" if node_id in self.broker_ids else "controller")
+        listeners: dict[str, str] = {}
+        if self.controller_listener:
+            uris = []
+            if "broker" in roles:
+                uris.append(f"PLAINTEXT://127.0.0.1:{self._client_ports[node_id]}")
+            if "controller" in roles:
+                uris.append(f"CONTROLLER://127.0.0.1:{self._ports[node_id]}")
+            listeners = {
+                "listeners": ",".join(uris),
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "controller.listener.names": "CONTROLLER",
+            }
         return {
+            **listeners,
             "process.roles": roles,
             "node.id": str(node_id),
             "controller.quorum.voters": self.voters,
@@ -133,9 +150,14 @@ class EmbeddedCluster:
         self._ports = {n: free_port() for n in self.controller_ids}
         self.voters = ",".join(f"{n}@127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
         ids = sorted({*self.controller_ids, *self.broker_ids})
+        if self.controller_listener:  # fixed client ports too, so a restarted node keeps its addresses
+            self._client_ports = {n: free_port() for n in self.broker_ids}
         root = self.root
         self.nodes = {
-            n: EmbeddedBroker(root / f"node-{n}", port=self._ports.get(n, 0), overrides=self._props(n)) for n in ids
+            n: EmbeddedBroker(
+                root / f"node-{n}", port=self._client_ports.get(n, self._ports.get(n, 0)), overrides=self._props(n)
+            )
+            for n in ids
         }
 
     def start(self) -> None:
@@ -203,7 +225,12 @@ class EmbeddedCluster:
 
     # -- views -------------------------------------------------------------------------------------
     def address(self, node_id: int) -> str:
+        """The node's first listener: its client listener (a controller-only node: its voter address)."""
         return self.nodes[node_id].bootstrap_servers
+
+    def controller_address(self, node_id: int) -> str:
+        """Where the node's quorum RPCs are served (its entry of ``controller.quorum.voters``)."""
+        return f"127.0.0.1:{self._ports[node_id]}"
 
     def bootstrap(self, among: tuple[int, ...] | None = None) -> str:
         ids = among if among is not None else self.broker_ids

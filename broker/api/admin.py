@@ -334,14 +334,16 @@ def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str
 
 def handle_describe_cluster(broker: Broker, request: Request) -> Any:
     image = broker.image()
+    listener = request.connection.listener
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "endpoint_type": 1,
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        "brokers": [  # the endpoints of the listener the request came in on
+            {"broker_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+            if (endpoint := b.endpoint(listener)) is not None
         ],
     }

@@ -1,8 +1,10 @@
 """ApiVersions (18): the API keys and version ranges this broker serves.
 
 The ranges are those of one real Kafka release (``pyspark_log.wire.versions``), limited to the
-APIs this broker has handlers for; kafka-python infers the broker version from them. An
-unsupported ApiVersions version is answered by the dispatcher (KIP-511 fallback).
+APIs this broker has handlers for; kafka-python infers the broker version from them. A connection
+on a listener that is not the controller listener is not told about the controller-only APIs
+(``broker.security.listeners``). An unsupported ApiVersions version is answered by the dispatcher
+(KIP-511 fallback).
 """
 
 from __future__ import annotations
@@ -13,5 +15,5 @@ from broker.api.context import Broker, Request
 
 
 def handle_api_versions(broker: Broker, request: Request) -> Any:
-    del request
-    return {"error_code": 0, "api_keys": broker.api_versions, "throttle_time_ms": 0}
+    entries = broker.listener_policy.api_versions(request.connection.listener, broker.api_versions)
+    return {"error_code": 0, "api_keys": entries, "throttle_time_ms": 0}

@@ -32,6 +32,7 @@ FORWARDABLE = (
     ApiKey.ALTER_CONFIGS,
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.ELECT_LEADERS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_CLIENT_QUOTAS,
 )
 
@@ -50,10 +51,13 @@ async def _registration(broker: Broker, request: Request) -> Mapping[str, Any]:
     controller = _quorum(broker)
     if controller is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "broker_epoch": -1}
-    listener = body.listeners[0] if body.listeners else None
+    listener = body.listeners[0] if body.listeners else None  # the inter-broker listener comes first
     if listener is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "broker_epoch": -1}
-    reg = Registration(body.broker_id, body.cluster_id, body.incarnation_id, listener.host, listener.port, body.rack)
+    endpoints = tuple((str(item.name).upper(), str(item.host), int(item.port)) for item in body.listeners)
+    reg = Registration(
+        body.broker_id, body.cluster_id, body.incarnation_id, listener.host, listener.port, body.rack, endpoints
+    )
     code, epoch = await controller.handle_registration(reg)
     return {"throttle_time_ms": 0, "error_code": code, "broker_epoch": epoch}
 

@@ -12,6 +12,7 @@ from broker.controller.local import MetadataController
 from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
 
@@ -34,6 +35,7 @@ class Broker:
     groups: GroupCoordinator | None = None  # the group coordinator (None: groups not served)
     txn: TransactionCoordinator | None = None  # the transaction coordinator (None: not served)
     raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
+    listener_policy: ListenerPolicy = field(default_factory=ListenerPolicy)  # controller-only requests
 
     @property
     def node_id(self) -> int:

@@ -9,6 +9,9 @@ Contract (implements ``broker.network.connection.RequestHandler``):
 - a handler's synchronous part runs in request order; its awaitable part may overlap others;
 - a handler that raises an unexpected exception closes that connection only; the broker and
   every other connection go on;
+- a controller-only request (Raft RPCs, broker registration and heartbeats, AlterPartition,
+  forwarded requests, Fetch of the metadata log) on a listener that is not the controller
+  listener closes the connection (``broker.security.listeners``);
 - with a ``QuotaEnforcer``, a client request's response goes through it (usage recorded,
   ``throttle_time_ms`` set, the connection muted: ``broker.api.quota_enforcement``).
 """
@@ -24,9 +27,16 @@ from typing import Any
 
 from broker.api.context import Broker, Handler, Request
 from broker.api.quota_enforcement import QuotaEnforcer
+from broker.api.sasl import CLOSE_AFTER_RESPONSE
+from broker.api.sasl import authenticate as sasl_authenticate
+from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.log.file_slice import FileSlice
 from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
 from broker.network.response import FileRegion, Response
+from broker.raft.rpc import is_metadata_fetch
+from broker.security.sasl.errors import SaslFailure
+from broker.security.sasl.scram import ScramCredential
+from broker.security.sasl.session import IllegalSaslState, SaslSession
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode, KafkaError, UnsupportedVersionError
 from pyspark_log.wire.headers import (
@@ -62,6 +72,12 @@ class Dispatcher:
         """``frame``: one request without its size prefix (a bytearray for large frames, which
         the transport receives in place; it is not modified afterwards, so records stay views)."""
         buf = memoryview(frame) if isinstance(frame, bytearray) else frame
+        policy = self._broker.listener_policy
+        sasl: SaslSession | None = None
+        if policy.sasl:
+            sasl = self._sasl_session(ctx)
+            if sasl is not None and sasl.raw_tokens and sasl.state == "AUTHENTICATE":
+                return self._raw_sasl_token(bytes(buf), ctx, sasl)  # after a SaslHandshake v0
         try:
             header, body = decode_request(buf)
         except UnsupportedVersionError as exc:
@@ -74,6 +90,22 @@ class Dispatcher:
             raise CloseConnection(f"api key {header.api_key} is not served by this broker")
         if not lo_hi[0] <= header.api_version <= lo_hi[1]:
             raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
+        if sasl is not None and not sasl.allows(header.api_key):
+            log.warning(
+                "closing connection %s from %s: %s before SASL authentication on listener %s",
+                ctx.connection_id, ctx.peer, ApiKey(header.api_key).name, ctx.listener,
+            )  # fmt: skip
+            raise CloseConnection(f"api {header.api_key} before SASL authentication")
+        if not policy.is_controller(ctx.listener):
+            refused = policy.refusal(
+                ctx.listener,
+                header.api_key,
+                forwarded=header.client_id == FORWARD_CLIENT_ID,
+                metadata_fetch=header.api_key == ApiKey.FETCH and is_metadata_fetch(header.api_version, body),
+            )
+            if refused is not None:
+                log.warning("closing connection %s from %s: %s", ctx.connection_id, ctx.peer, refused)
+                raise CloseConnection(refused)
         request = Request(header, body, ctx)
         quotas = self._quotas if self._quotas is not None and self._quotas.applies(header, body) else None
         started = time.perf_counter()
@@ -94,6 +126,10 @@ class Dispatcher:
             return self._finish(
                 header, result, ctx, quotas=quotas, request_bytes=len(frame), sync_spent=time.perf_counter() - started
             )
+        if ctx.attributes.pop(CLOSE_AFTER_RESPONSE, False):  # a refused SASL login: answer, then close
+            response = _to_response(header, result)
+            response.close_after = True
+            return response
         if quotas is not None:
             return quotas.finish(
                 header,
@@ -104,6 +140,33 @@ class Dispatcher:
                 encode=functools.partial(_to_response, header),
             )
         return _to_response(header, result)
+
+    def _sasl_session(self, ctx: ConnectionContext) -> SaslSession | None:
+        """The connection's SASL state on a SASL listener (created with its first request)."""
+        session = ctx.attributes.get("sasl")
+        if isinstance(session, SaslSession):
+            return session
+        config = self._broker.listener_policy.sasl.get(ctx.listener)
+        if config is None:
+            return None
+        broker = self._broker
+
+        def scram(user: str, mechanism: str) -> ScramCredential | None:
+            return broker.image().scram.get((user, mechanism))
+
+        session = ctx.attributes["sasl"] = SaslSession(config, scram)
+        return session
+
+    def _raw_sasl_token(self, token: bytes, ctx: ConnectionContext, session: SaslSession) -> Response:
+        """SaslHandshake v0: the frame is a bare token and so is the answer; a refused login
+        closes the connection (v0 has no error response)."""
+        try:
+            answer = sasl_authenticate(session, token, ctx.peer, ctx.listener)
+        except (SaslFailure, IllegalSaslState) as exc:
+            raise CloseConnection(f"SASL authentication failed: {exc}") from None
+        if session.principal is not None:
+            ctx.attributes["principal"] = session.principal
+        return Response([answer])
 
     def _unsupported(self, frame: bytes | memoryview, exc: UnsupportedVersionError) -> Response:
         try:

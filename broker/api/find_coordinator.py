@@ -53,7 +53,7 @@ def handle_find_coordinator(broker: Broker, request: Request) -> Any:
         and TRANSACTION_STATE_TOPIC not in broker.image().topics
     ):
         return _after_creating_topic(broker, request, keys)
-    return _respond(request, [(key, _answer(broker, body.key_type, key)) for key in keys])
+    return _respond(request, [(key, _answer(broker, body.key_type, key, request.connection.listener)) for key in keys])
 
 
 async def _after_creating_topic(broker: Broker, request: Request, keys: list[str]) -> Mapping[str, Any]:
@@ -61,7 +61,9 @@ async def _after_creating_topic(broker: Broker, request: Request, keys: list[str
         await ensure_transaction_topic(broker)
     else:
         await ensure_offsets_topic(broker)
-    return _respond(request, [(key, _answer(broker, request.body.key_type, key)) for key in keys])
+    return _respond(
+        request, [(key, _answer(broker, request.body.key_type, key, request.connection.listener)) for key in keys]
+    )
 
 
 async def ensure_offsets_topic(broker: Broker) -> None:
@@ -116,7 +118,7 @@ def _by_group_hash(key: str, partitions: int) -> int:
     return partition_for(key, partitions)
 
 
-def _answer(broker: Broker, key_type: int, key: str) -> Answer:
+def _answer(broker: Broker, key_type: int, key: str, listener: str) -> Answer:
     if key_type == TRANSACTION_KEY:
         if broker.txn is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction coordinator is not running", -1, "", -1
@@ -135,9 +137,10 @@ def _answer(broker: Broker, key_type: int, key: str) -> Answer:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{internal} does not exist yet", -1, "", -1
     part = topic.partitions.get(hash_partition(key, len(topic.partitions)))
     node = image.brokers.get(part.leader) if part is not None else None
-    if node is None:
+    endpoint = node.endpoint(listener) if node is not None else None
+    if node is None or endpoint is None:  # Kafka: a leader without the client's listener is not available
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator's partition has no leader", -1, "", -1
-    return ErrorCode.NONE, None, node.node_id, node.host, node.port
+    return ErrorCode.NONE, None, node.node_id, *endpoint
 
 
 def _respond(request: Request, answers: list[tuple[str, Answer]]) -> Mapping[str, Any]:

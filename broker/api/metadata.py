@@ -1,8 +1,9 @@
 """Metadata (3): brokers, cluster id, controller, and topics with their partitions' leaders.
 
-Each partition lists its replicas, ISR and offline replicas (replicas on brokers that are not
-live); a partition without a leader is answered LEADER_NOT_AVAILABLE, as Kafka does, so clients
-refresh and retry until one is elected.
+Brokers are listed with the host and port of the listener the request came in on (a broker
+without that listener is left out, as Kafka does). Each partition lists its replicas, ISR and
+offline replicas (replicas on brokers that are not live); a partition without a leader is
+answered LEADER_NOT_AVAILABLE, as Kafka does, so clients refresh and retry until one is elected.
 
 Null topics (v1+) or an empty list at v0 mean every topic. Unknown topics are auto-created when
 the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the broker has
@@ -57,9 +58,10 @@ async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
             topics_out.append(_topic_entry(topic, image.brokers))
     return {
         "throttle_time_ms": 0,
-        "brokers": [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        "brokers": [  # Kafka: the endpoints of the listener the request came in on
+            {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+            if (endpoint := b.endpoint(request.connection.listener)) is not None
         ],
         "cluster_id": image.cluster_id,
         "controller_id": image.controller_id,

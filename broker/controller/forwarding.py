@@ -219,6 +219,28 @@ async def forward_alter_client_quotas(
 ELECT_LEADERS_VERSION = 2
 
 
+async def forward_alter_user_scram_credentials(
+    channel: ControllerChannel, deletions: Sequence[Any], upsertions: Sequence[Any], *, timeout_ms: int
+) -> dict[str, tuple[int, str | None]]:
+    """AlterUserScramCredentials v0 (KIP-554): ``{user: (error_code, message)}``; NotActive when
+    the receiver is not the active controller."""
+    body = {
+        "deletions": [{"name": d.name, "mechanism": d.mechanism} for d in deletions],
+        "upsertions": [
+            {"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
+             "salted_password": u.salted_password}
+            for u in upsertions
+        ],
+    }  # fmt: skip
+    response = await channel.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    results = {r.user: (int(r.error_code), r.error_message) for r in response.results}
+    if any(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()):
+        raise NotActive
+    return results
+
+
 async def forward_elect_leaders(
     channel: ControllerChannel, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None,
     *, timeout_ms: int,
@@ -254,6 +276,7 @@ class Registration:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # every client listener; host/port: inter-broker
 
 
 async def send_registration(channel: ControllerChannel, reg: Registration, *, timeout_ms: int) -> tuple[int, int]:
@@ -262,7 +285,10 @@ async def send_registration(channel: ControllerChannel, reg: Registration, *, ti
         "broker_id": reg.broker_id,
         "cluster_id": reg.cluster_id,
         "incarnation_id": reg.incarnation_id,
-        "listeners": [{"name": "PLAINTEXT", "host": reg.host, "port": reg.port, "security_protocol": 0}],
+        "listeners": [
+            {"name": name, "host": host, "port": port, "security_protocol": 0}
+            for name, host, port in reg.endpoints or (("PLAINTEXT", reg.host, reg.port),)
+        ],
         "features": [],
         "rack": reg.rack,
     }

@@ -9,13 +9,31 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 
+from broker.security.sasl.scram import ScramCredential
+
+Endpoint = tuple[str, str, int]  # (listener name, host, port), as BrokerRegistration lists them
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. ``host``/``port``: its inter-broker listener; ``endpoints``: every listener
+    it serves clients on (empty for registrations written before listeners were recorded)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client that came in on ``listener`` reaches this broker (Kafka: the endpoint of
+        the same listener name); None when the broker has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +66,8 @@ class MetadataImage:
     topics: dict[str, TopicImage]
     topic_ids: dict[uuid.UUID, str]
     epoch: int = 0
+    # SCRAM credentials by (user, mechanism): salt, StoredKey, ServerKey, iterations (never a password)
+    scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
 

@@ -36,10 +36,13 @@ from broker.controller.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
     decode_records,
 )
+from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ class BrokerRegistration:
     port: int
     rack: str | None = None
     fenced: bool = False
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class ClusterState:
     topics: Mapping[str, TopicImage] = field(default_factory=dict)
     topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
     applied_offset: int = -1
+    scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
 
     def live_brokers(self) -> list[int]:
@@ -94,7 +99,14 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         return state if state.cluster_id is not None else replace(state, cluster_id=record.cluster_id)
     if isinstance(record, RegisterBrokerRecord):
         reg = BrokerRegistration(
-            record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack, fenced=False
+            record.broker_id,
+            offset,
+            record.incarnation_id,
+            record.host,
+            record.port,
+            record.rack,
+            fenced=False,
+            endpoints=record.endpoints,
         )
         return replace(state, registrations={**state.registrations, record.broker_id: reg})
     if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
@@ -120,6 +132,15 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
         topics = {n: t for n, t in state.topics.items() if n != name}
         topic_ids = {tid: n for tid, n in state.topic_ids.items() if tid != record.topic_id}
         return replace(state, topics=topics, topic_ids=topic_ids)
+    if isinstance(record, UserScramCredentialRecord):
+        credential = ScramCredential(
+            bytes.fromhex(record.salt), bytes.fromhex(record.stored_key), bytes.fromhex(record.server_key),
+            record.iterations,
+        )  # fmt: skip
+        return replace(state, scram={**state.scram, (record.name, record.mechanism): credential})
+    if isinstance(record, RemoveUserScramCredentialRecord):
+        scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
+        return replace(state, scram=scram)
     raise AssertionError(f"unhandled metadata record {record!r}")
 
 
@@ -199,7 +220,7 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
     brokers: dict[int, BrokerInfo] = {}
     for b in live:
         reg = state.registrations[b]
-        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack)
+        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack, reg.endpoints)
     fenced = {b for b, reg in state.registrations.items() if reg.fenced}
     topics = dict(state.topics)
     if fenced:
@@ -220,5 +241,6 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         topics,
         dict(state.topic_ids),
         epoch=state.applied_offset + 1,
+        scram=dict(state.scram),
         client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
     )

@@ -25,6 +25,9 @@ from broker.controller.image_builder import BrokerRegistration, ClusterState, ap
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
 from broker.controller.records import MetadataRecord
+from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
+from broker.controller.scram_credentials import Result as ScramResult
+from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode
 
 ImageListener = Callable[[MetadataImage, MetadataImage], None]
@@ -56,6 +59,10 @@ class MetadataController(Protocol):
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[TopicPartitionKey] | None
     ) -> dict[TopicPartitionKey, ElectionResult]: ...
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]: ...
 
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
@@ -110,6 +117,14 @@ class LocalController:
         if not validate_only:
             self._apply(records)
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]:
+        records, results = alter_scram(self._state(), deletions, upsertions)
+        if records:
+            self._apply(records)
+        return results
+
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
     ) -> None:
@@ -121,9 +136,10 @@ class LocalController:
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
-        registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack)
+        registration = BrokerRegistration(b.node_id, 0, "local", b.host, b.port, b.rack, endpoints=b.endpoints)
         return ClusterState(
             self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids,
+            scram=self._image.scram,
             client_quotas=self._image.client_quotas,
         )  # fmt: skip
 
@@ -135,7 +151,14 @@ class LocalController:
         quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
         topics, topic_ids = dict(state.topics), dict(state.topic_ids)
         self._publish(
-            replace(self._image, topics=topics, topic_ids=topic_ids, epoch=self._image.epoch + 1, client_quotas=quotas)
+            replace(
+                self._image,
+                topics=topics,
+                topic_ids=topic_ids,
+                epoch=self._image.epoch + 1,
+                client_quotas=quotas,
+                scram=dict(state.scram),
+            )
         )
 
     async def elect_leaders(
@@ -177,6 +200,18 @@ class LocalController:
                 }
                 for t in image.topics.values()
             ],
+            # salted SCRAM credentials (salt, StoredKey, ServerKey; never a password)
+            "scram": [
+                {
+                    "user": user,
+                    "mechanism": mechanism,
+                    "salt": c.salt.hex(),
+                    "stored_key": c.stored_key.hex(),
+                    "server_key": c.server_key.hex(),
+                    "iterations": c.iterations,
+                }
+                for (user, mechanism), c in sorted(image.scram.items())
+            ],
             "client_quotas": [
                 {"entity": [list(pair) for pair in entity], "values": values}
                 for entity, values in image.client_quotas.items()
@@ -204,8 +239,17 @@ class LocalController:
                 for p in range(t["partitions"])
             }
             image = image.with_topic(TopicImage(t["name"], uuid.UUID(t["topic_id"]), parts, dict(t["configs"])))
+        scram = {
+            (c["user"], c["mechanism"]): ScramCredential(
+                bytes.fromhex(c["salt"]),
+                bytes.fromhex(c["stored_key"]),
+                bytes.fromhex(c["server_key"]),
+                c["iterations"],
+            )
+            for c in doc.get("scram", [])
+        }
         quotas = {
             tuple((str(kind), name) for kind, name in q["entity"]): {k: float(v) for k, v in q["values"].items()}
             for q in doc.get("client_quotas", [])
         }
-        return replace(image, client_quotas=quotas)
+        return replace(image, client_quotas=quotas, scram=scram)

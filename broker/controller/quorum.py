@@ -46,6 +46,7 @@ from broker.controller.forwarding import (
     Registration,
     forward_alter_client_quotas,
     forward_alter_topic_configs,
+    forward_alter_user_scram_credentials,
     forward_create_partitions,
     forward_create_topic,
     forward_delete_topic,
@@ -70,6 +71,8 @@ from broker.controller.records import (
     RegisterBrokerRecord,
     encode_records,
 )
+from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
+from broker.controller.scram_credentials import Result as ScramResult
 from broker.raft.core import NotLeaderError
 from pyspark_log.wire.errors import ErrorCode
 
@@ -314,6 +317,32 @@ class QuorumController(ReplicaLeadership):
 
         await self._execute(local, remote)
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
+    ) -> dict[str, ScramResult]:
+        """KIP-554 on the active controller (forwarded there); returns once this node's image
+        shows every accepted change."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], dict[str, ScramResult]]:
+            return alter_scram(state, deletions, upsertions)
+
+        def applied(results: dict[str, ScramResult]) -> bool:
+            ok = {name for name, (code, _) in results.items() if code == ErrorCode.NONE}
+            gone = all(
+                (d.name, MECHANISM_NAMES[d.mechanism]) not in self._image.scram for d in deletions if d.name in ok
+            )
+            there = all((u.name, MECHANISM_NAMES[u.mechanism]) in self._image.scram for u in upsertions if u.name in ok)
+            return gone and there
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> dict[str, ScramResult]:
+            results = await forward_alter_user_scram_credentials(channel, deletions, upsertions, timeout_ms=timeout_ms)
+            await self._await_image(lambda: applied(results), "the SCRAM credentials")
+            return results
+
+        results = await self._execute(local, remote)
+        await self._await_image(lambda: applied(results), "the SCRAM credentials")
+        return results
+
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
     ) -> None:
@@ -438,7 +467,9 @@ class QuorumController(ReplicaLeadership):
                 if current is not None and current.incarnation_id == str(reg.incarnation_id):
                     epoch = current.epoch  # a retried registration of the same process
                 else:
-                    record = RegisterBrokerRecord(reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack)
+                    record = RegisterBrokerRecord(
+                        reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack, reg.endpoints
+                    )
                     records = register_broker(self._state, record, self._unclean)
                     self._warn_unclean(records)
                     epoch = await self._append(records)
@@ -526,7 +557,13 @@ class QuorumController(ReplicaLeadership):
         assert self._broker is not None
         broker = self._broker
         reg = Registration(
-            broker.node_id, self._cluster_id, self._incarnation_id, broker.host, broker.port, broker.rack
+            broker.node_id,
+            self._cluster_id,
+            self._incarnation_id,
+            broker.host,
+            broker.port,
+            broker.rack,
+            broker.endpoints,
         )
         attempts = 0
         while True:
@@ -655,12 +692,16 @@ class QuorumController(ReplicaLeadership):
 
 
 def from_config(
-    driver: RaftDriverLike, config: BrokerConfig, cluster_id: str, address: tuple[str, int]
+    driver: RaftDriverLike,
+    config: BrokerConfig,
+    cluster_id: str,
+    address: tuple[str, int],
+    endpoints: tuple[tuple[str, str, int], ...] = (),
 ) -> QuorumController:
     """The controller of a node with ``process.roles``: it registers as a broker (at ``address``,
-    the advertised listener) only with the ``broker`` role."""
+    the inter-broker listener, with ``endpoints``, every client listener) only with the ``broker`` role."""
     roles = list(config["process.roles"])
-    broker = BrokerInfo(config.node_id, *address) if "broker" in roles else None
+    broker = BrokerInfo(config.node_id, *address, endpoints=endpoints) if "broker" in roles else None
     return QuorumController(
         driver,
         cluster_id=cluster_id,

@@ -64,6 +64,7 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()  # every listener: (name, host, port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,25 @@ class RemoveTopicRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's salted SCRAM credential (Kafka's UserScramCredentialRecord): hex salt and keys,
+    never the password."""
+
+    name: str
+    mechanism: str  # SCRAM-SHA-256 / SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClientQuotaRecord:
     """``entity``: ``(entity_type, entity_name)`` pairs sorted by type, name None for the default
     entity (``broker.quota.entity``)."""
@@ -142,6 +162,8 @@ MetadataRecord = (
     | PartitionChangeRecord
     | ConfigRecord
     | RemoveTopicRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
 )
 
@@ -157,6 +179,8 @@ RECORD_TYPES: dict[str, type[Any]] = {
         PartitionChangeRecord,
         ConfigRecord,
         RemoveTopicRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         ClientQuotaRecord,
     )
 }
@@ -171,6 +195,10 @@ def _to_json(record: MetadataRecord) -> dict[str, Any]:
             value = str(value)
         elif key in _TUPLE_FIELDS and value is not None:
             value = list(value)
+        elif key == "endpoints":
+            if not value:
+                continue  # records without listeners keep their old bytes
+            value = [list(endpoint) for endpoint in value]
         elif key == "entity":
             value = [list(pair) for pair in value]
         doc[key] = value
@@ -193,6 +221,8 @@ def _from_json(doc: Any) -> MetadataRecord:
                 value = uuid.UUID(value)
             elif f.name in _TUPLE_FIELDS and value is not None:
                 value = tuple(int(v) for v in value)
+            elif f.name == "endpoints":
+                value = tuple((str(name), str(host), int(port)) for name, host, port in value)
             elif f.name == "entity":
                 value = tuple((str(t), None if n is None else str(n)) for t, n in value)
             kwargs[f.name] = value

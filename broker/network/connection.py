@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.network.response import FileRegion, Response, ResponsePart
+from broker.network.tls import TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ DIRECT_FRAME_MAX_BYTES = 1024 * 1024  # the most allocated ahead of the bytes th
 assert READ_CHUNK_BYTES > LARGE_FRAME_BYTES + 4  # an incomplete small frame fits before the next recv
 # The writer joins responses that are already complete into one send, up to this many bytes.
 COALESCE_MAX_BYTES = 1024 * 1024
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 HandlerResult = Response | None | Awaitable[Response | None]
 
@@ -96,9 +99,12 @@ class Connection:
         handler: RequestHandler,
         ctx: ConnectionContext,
         limits: ConnectionLimits,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         sock.setblocking(False)
         self._sock = sock
+        # TLS listener: the byte stream goes through a TlsSession; fetches lose sendfile
+        self._tls = TlsSession(sock, tls_context) if tls_context is not None else None
         self._handler = handler
         self.ctx = ctx
         self._limits = limits
@@ -114,6 +120,9 @@ class Connection:
 
     async def run(self) -> None:
         """Serve until the peer closes, an error occurs, or ``close()`` is called."""
+        if self._tls is not None and not await self._tls_handshake():
+            self._close_socket()
+            return
         writer_task = asyncio.create_task(self._write_loop(), name=f"conn-{self.ctx.connection_id}-writer")
         self._writer_task = writer_task
         try:
@@ -150,6 +159,24 @@ class Connection:
         self._drain_queue()
         self._close_socket()
 
+    async def _tls_handshake(self) -> bool:
+        """The TLS handshake, bounded by ``TLS_HANDSHAKE_TIMEOUT_S``; a failure (a plaintext
+        client, an untrusted or missing client certificate, a protocol mismatch) is logged with
+        the peer and closes this connection only."""
+        assert self._tls is not None
+        try:
+            await asyncio.wait_for(self._tls.handshake(), TLS_HANDSHAKE_TIMEOUT_S)
+        except (TimeoutError, ssl.SSLError, ConnectionError, OSError) as exc:
+            log.info(
+                "TLS handshake with %s on listener %s failed: %s",
+                self.ctx.peer, self.ctx.listener, str(exc) or type(exc).__name__,
+            )  # fmt: skip
+            return False
+        self.ctx.attributes["principal"] = self._tls.principal()
+        self.ctx.attributes["tls_version"] = self._tls.version
+        self.last_active = time.monotonic()
+        return True
+
     def close(self) -> None:
         """Stop serving: the read loop ends at its next wake-up, the socket is shut down, and
         responses still pending (parked long-poll fetches included) are dropped."""
@@ -185,7 +212,7 @@ class Connection:
         head = 0  # bytes of an incomplete frame kept at the front of ``chunk``
         while not self._closed:
             await self._wait_unmuted()
-            n = await loop.sock_recv_into(sock, view[head:])
+            n = await (self._tls.recv_into(view[head:]) if self._tls else loop.sock_recv_into(sock, view[head:]))
             if n == 0:
                 return
             self.last_active = time.monotonic()
@@ -239,7 +266,11 @@ class Connection:
                 piece[:got] = start
             with memoryview(piece) as target:
                 while got < len(piece):
-                    n = await loop.sock_recv_into(self._sock, target[got:])
+                    n = await (
+                        self._tls.recv_into(target[got:])
+                        if self._tls
+                        else loop.sock_recv_into(self._sock, target[got:])
+                    )
                     if n == 0:
                         raise ConnectionError(f"peer closed inside a frame ({filled + got} of {size} bytes)")
                     got += n
@@ -284,6 +315,7 @@ class Connection:
             parts: list[ResponsePart] = []
             nbytes = 0
             have_next = False
+            closing = False
             while True:
                 if isinstance(item, Response):
                     response: Response | None = item
@@ -305,7 +337,8 @@ class Connection:
                     parts.append(_SIZE.pack(size))
                     parts.extend(response.parts)
                     nbytes += size
-                if queue.empty() or nbytes >= COALESCE_MAX_BYTES:
+                    closing = response.close_after
+                if closing or queue.empty() or nbytes >= COALESCE_MAX_BYTES:
                     break
                 item = queue.get_nowait()
                 if item is None or not (isinstance(item, Response) or item.done()):
@@ -314,12 +347,19 @@ class Connection:
             if parts:
                 await self._send(loop, parts)
                 self.last_active = time.monotonic()
+            if closing:
+                log.info("closing connection %s from %s after its last response", self.ctx.connection_id, self.ctx.peer)
+                self.close()
+                return
             if not have_next:
                 item = await queue.get()
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: list[ResponsePart]) -> None:
         """Write size prefixes and bodies: bytes joined into one send, file regions of at least
         ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline."""
+        if self._tls is not None:
+            await self._send_tls(loop, self._tls, parts)
+            return
         pending: list[bytes | bytearray | memoryview] = []
         for part in parts:
             if not isinstance(part, FileRegion):
@@ -333,6 +373,20 @@ class Connection:
                 await self._sendfile(loop, part)
         if pending:
             await loop.sock_sendall(self._sock, pending[0] if len(pending) == 1 else b"".join(pending))
+
+    async def _send_tls(self, loop: asyncio.AbstractEventLoop, tls: TlsSession, parts: list[ResponsePart]) -> None:
+        """Under TLS, sendfile cannot serve file regions: they are read into memory (large ones
+        in the default executor, off the event loop) and encrypted with the bytes around them."""
+        pending: list[bytes | bytearray | memoryview] = []
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                pending.append(part)
+            elif part.size < SENDFILE_MIN_BYTES:
+                pending.append(part.read())
+            else:
+                pending.append(await loop.run_in_executor(None, part.read))
+        if pending:
+            await tls.sendall(pending[0] if len(pending) == 1 else b"".join(pending))
 
     async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: FileRegion) -> None:
         """``os.sendfile`` the region at its own offset. On EAGAIN it waits for writability; the

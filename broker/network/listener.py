@@ -21,6 +21,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import time
 
 from broker.network.connection import Connection, ConnectionContext, ConnectionLimits, RequestHandler
@@ -48,9 +49,11 @@ class Listener:
         *,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        tls_context: ssl.SSLContext | None = None,
         quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.name = name
+        self._tls_context = tls_context  # an SSL listener: every connection starts with a TLS handshake
         self._handler: RequestHandler | None = None
         self._limits = limits
         self._quotas = quotas
@@ -139,7 +142,9 @@ class Listener:
         assert self._handler is not None
         conn_id = next(self._ids)
         peer = f"{addr[0]}:{addr[1]}"
-        conn = Connection(sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits)
+        conn = Connection(
+            sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits, self._tls_context
+        )
         self._connections[conn_id] = conn
         task = asyncio.create_task(self._serve(conn, str(addr[0])), name=f"conn-{conn_id}")
         self._tasks.add(task)

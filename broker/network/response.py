@@ -41,6 +41,7 @@ class Response:
     """A complete response frame body (header included, size prefix excluded)."""
 
     parts: list[ResponsePart] = field(default_factory=list)
+    close_after: bool = False  # close the connection once this response is written (failed SASL login)
 
     @property
     def size(self) -> int:

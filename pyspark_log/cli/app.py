@@ -37,6 +37,7 @@ from pyspark_log.cli import (
     produce,
     topics,
     transactions,
+    users,
 )
 from pyspark_log.cli.context import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Context
 from pyspark_log.cli.errors import (
@@ -65,6 +66,7 @@ COMMANDS = (
     transactions,
     delete_records,
     configs,
+    users,
 )
 
 _LOGGERS = ("pyspark_log", "asyncio")

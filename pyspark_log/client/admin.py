@@ -14,7 +14,9 @@ failing item to its error (``TopicAlreadyExistsError``, ``UnknownTopicOrPartitio
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -27,6 +29,7 @@ from pyspark_log.client.cluster import BrokerNode, Cluster, TopicMetadata
 from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
     ClientClosedError,
+    ConfigError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
@@ -270,6 +273,60 @@ class AsyncAdmin:
                 raise exc
             errors[name_of(item)] = exc
         return errors
+
+    # -- SCRAM users (KIP-554) -----------------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[tuple[str, str, str, int]] = (),
+        deletions: Iterable[tuple[str, str]] = (),
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """AlterUserScramCredentials: ``upsertions`` of ``(user, mechanism, password, iterations)``
+        and ``deletions`` of ``(user, mechanism)`` (mechanism ``SCRAM-SHA-256``/``SCRAM-SHA-512``).
+        The password is salted here (a random 32-byte salt, PBKDF2 in a worker thread), as Kafka's
+        admin client does: only the salted password leaves this process. Per user: None or the error."""
+        loop = asyncio.get_running_loop()
+        ups = []
+        for user, mechanism, password, iterations in upsertions:
+            digest = _SCRAM_DIGESTS[_scram_mechanism(mechanism)]
+            salt = secrets.token_bytes(32)
+            salted = await loop.run_in_executor(None, hashlib.pbkdf2_hmac, digest, password.encode(), salt, iterations)
+            ups.append({"name": user, "mechanism": _SCRAM_IDS[_scram_mechanism(mechanism)], "iterations": iterations,
+                        "salt": salt, "salted_password": salted})  # fmt: skip
+        dels = [{"name": user, "mechanism": _SCRAM_IDS[_scram_mechanism(m)]} for user, m in deletions]
+        body = {"deletions": dels, "upsertions": ups}
+        budget = timeout_ms or self.default_api_timeout_ms
+
+        async def attempt() -> dict[str, KafkaError | None]:
+            resp = await self._to_controller(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, budget)
+            errors = self._item_errors(resp.results, lambda r: r.user, "SCRAM credentials of user")
+            return {str(r.user): errors.get(r.user) for r in resp.results}
+
+        return await self._retrying("AlterUserScramCredentials", timeout_ms, attempt)
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, list[tuple[str, int]] | KafkaError]:
+        """DescribeUserScramCredentials: per user, ``[(mechanism, iterations)]`` or the error
+        (RESOURCE_NOT_FOUND for a user without credentials); ``users`` None: every user."""
+        body = {"users": None if users is None else [{"name": u} for u in users]}
+        budget = timeout_ms or self.default_api_timeout_ms
+
+        async def attempt() -> dict[str, list[tuple[str, int]] | KafkaError]:
+            resp = await self.cluster.send_any(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body, timeout_ms=budget + 5000)
+            if resp.error_code:
+                raise error_for(resp.error_code, resp.error_message, context="DescribeUserScramCredentials")
+            out: dict[str, list[tuple[str, int]] | KafkaError] = {}
+            for r in resp.results:
+                if r.error_code:
+                    out[str(r.user)] = error_for(r.error_code, r.error_message, context=f"user {r.user}")
+                else:
+                    out[str(r.user)] = [(_SCRAM_NAMES[int(i.mechanism)], int(i.iterations)) for i in r.credential_infos]
+            return out
+
+        return await self._retrying("DescribeUserScramCredentials", timeout_ms, attempt)
 
     # -- topics --------------------------------------------------------------------------------
 
@@ -768,3 +825,15 @@ def _group_description(group: Any, coordinator: BrokerNode | None) -> ConsumerGr
     return ConsumerGroupDescription(
         group.group_id, group.protocol_type or "", group.group_state, group.protocol_data or "", members, coordinator
     )
+
+
+_SCRAM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism ids
+_SCRAM_NAMES = {v: k for k, v in _SCRAM_IDS.items()}
+_SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+def _scram_mechanism(name: str) -> str:
+    upper = name.strip().upper()
+    if upper not in _SCRAM_IDS:
+        raise ConfigError(f"SCRAM mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {name!r}")
+    return upper

@@ -33,6 +33,7 @@ from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
 from pyspark_log.client.config import client_software, parse_host_port
 from pyspark_log.client.connection import BrokerConnection, Connector, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError, KafkaTimeoutError, error_for
+from pyspark_log.client.security import connector_for
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
 
@@ -168,7 +169,8 @@ class Cluster:
         self._config = config
         self._clock = clock
         self._rng = rng or random.Random()
-        self._connector = connector
+        # PLAINTEXT, or TLS / SASL under librdkafka's ssl.* / sasl.* keys (security.protocol)
+        self._connector = connector = connector_for(config, connector) if connector is open_tcp else connector
         self._auto_create = allow_auto_topic_creation
         self._max_in_flight = max_in_flight
         self.client_id: str = config["client.id"]
@@ -219,6 +221,11 @@ class Cluster:
         for conn in list(self._conns.values()):
             conn.close(ClientClosedError())
         self._conns.clear()
+
+    @property
+    def connector(self) -> Connector:
+        """How connections are opened (TCP, or TLS under ``security.protocol=SSL``)."""
+        return self._connector
 
     def add_listener(self, fn: Callable[[], None]) -> None:
         """``fn`` runs (on the loop) after each metadata update and each connection change."""

@@ -60,7 +60,19 @@ _COMMON = (
     _i("reconnect.backoff.max.ms", 1000),
     _i("socket.connection.setup.timeout.ms", 10000, 1),
     _i("connections.max.idle.ms", 540000, -1),
-    _s("security.protocol", "PLAINTEXT", ("PLAINTEXT",)),
+    _s("security.protocol", "PLAINTEXT", ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _s("sasl.mechanism", "PLAIN", ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")),
+    _s("sasl.username", ""),
+    _s("sasl.password", ""),
+    # Java client names, as Spark's Kafka connector passes them (kafka.sasl.jaas.config, ...)
+    _s("sasl.jaas.config", ""),
+    _s("ssl.truststore.location", ""),
+    _s("ssl.truststore.type", "PEM", ("PEM", "JKS", "PKCS12")),
+    _s("ssl.ca.location", ""),
+    _s("ssl.certificate.location", ""),
+    _s("ssl.key.location", ""),
+    _s("ssl.key.password", ""),
+    _s("ssl.endpoint.identification.algorithm", "https", ("https", "none")),
     _s("client.rack", ""),
 )
 

@@ -88,6 +88,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),

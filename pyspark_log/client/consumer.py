@@ -128,7 +128,7 @@ class AsyncConsumer:
         self.fetcher = Fetcher(self.cluster, self.settings, clock, self._backoff)
         self.group_id: str | None = c["group.id"]
         self._groups = GroupOffsets(self.cluster, self._backoff)
-        self._connector = connector
+        self._connector = self.cluster.connector  # TLS / SASL under security.protocol
         self._group: ConsumerGroup | None = None
         self.callback_runner: CallbackRunner = run_inline
         self._started = False

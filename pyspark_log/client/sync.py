@@ -280,6 +280,24 @@ class AdminClient(_SyncClient):
         )
         self._run(coro, self._w(timeout_ms))
 
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[tuple[str, str, str, int]] = (),
+        deletions: Iterable[tuple[str, str]] = (),
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """See ``AsyncAdmin.alter_user_scram_credentials``."""
+        coro = self._core.alter_user_scram_credentials(list(upsertions), list(deletions), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, list[tuple[str, int]] | KafkaError]:
+        """See ``AsyncAdmin.describe_user_scram_credentials``."""
+        coro = self._core.describe_user_scram_credentials(None if users is None else list(users), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
     def list_topics(self, *, include_internal: bool = False, timeout_ms: float | None = None) -> list[str]:
         coro = self._core.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
         return self._run(coro, self._w(timeout_ms))

@@ -80,6 +80,12 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALTER_PARTITION: (0, 3),
+    # SASL: after SaslHandshake v0 the tokens follow as raw size-prefixed frames; from v1 inside
+    # SaslAuthenticate requests (KIP-152)
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),  # v1 (KIP-994 duration filter) is Kafka 3.8's; see the docstring

@@ -535,16 +535,16 @@ def parse_kcat_output(data: bytes) -> list[Got]:
 
 def kcat_consume(
     bootstrap: str, topic: str, count: int, *, partition: int | None = 0, offset: str = "beginning",
-    timeout_s: float = TIMEOUT_S,
+    timeout_s: float = TIMEOUT_S, extra: Sequence[str] = (),
 ) -> list[Got]:  # fmt: skip
     """Read ``count`` records from one partition (None: all of them), retrying until they are
-    all there."""
+    all there. ``extra``: more kcat arguments (``-X security.protocol=ssl``, ...)."""
     deadline = time.monotonic() + timeout_s
     where = [] if partition is None else ["-p", str(partition)]
     while True:
         raw = kcat(
             "-C", "-b", bootstrap, "-t", topic, *where, "-o", offset, "-e", "-q",
-            "-c", str(count), "-f", _KCAT_FORMAT, "-X", f"fetch.message.max.bytes={MAX_BYTES}",
+            "-c", str(count), "-f", _KCAT_FORMAT, "-X", f"fetch.message.max.bytes={MAX_BYTES}", *extra,
             timeout_s=timeout_s,
         )  # fmt: skip
         got = parse_kcat_output(raw)

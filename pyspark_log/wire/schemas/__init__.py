@@ -21,6 +21,7 @@ from pyspark_log.wire.schemas import (
     quotas,
     raft,
     replication,
+    sasl,
     txn,
 )
 
@@ -36,6 +37,7 @@ ALL_APIS: tuple[Api, ...] = (
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,
+    *sasl.APIS,
     *log_dirs.APIS,
     *operations.APIS,
     *quotas.APIS,

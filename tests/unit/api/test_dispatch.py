@@ -12,6 +12,7 @@ import pytest
 from broker.api.dispatch import Dispatcher
 from broker.network.connection import CloseConnection, ConnectionContext
 from broker.network.response import Response
+from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.versions import SUPPORTED_VERSIONS
@@ -32,10 +33,11 @@ async def later(_broker: Any, _request: Any) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": []}
 
 
-def dispatcher(**handlers: Any) -> Dispatcher:
+def dispatcher(policy: ListenerPolicy | None = None, **handlers: Any) -> Dispatcher:
     table = {ApiKey.API_VERSIONS: lambda b, _r: {"error_code": 0, "api_keys": b.api_versions}}
     table.update({ApiKey[name]: handler for name, handler in handlers.items()})
-    return Dispatcher(SimpleNamespace(api_versions=[]), table)  # type: ignore[arg-type]
+    broker = SimpleNamespace(api_versions=[], listener_policy=policy or ListenerPolicy())
+    return Dispatcher(broker, table)  # type: ignore[arg-type]
 
 
 def frame(api_key: int, version: int, body: dict[str, Any], correlation_id: int = 7) -> bytes:
@@ -106,3 +108,29 @@ def test_an_awaitable_handler_is_answered_when_it_completes():
 def test_a_handler_that_returns_none_sends_nothing():
     d = dispatcher(DELETE_TOPICS=lambda _b, _r: None)
     assert d.handle(frame(ApiKey.DELETE_TOPICS, 4, {"topic_names": [], "timeout_ms": 1}), CTX) is None
+
+
+def test_a_controller_only_request_on_a_client_listener_closes_the_connection():
+    """Issue #15: with a controller listener, Vote is served there only (KIP-631)."""
+    vote = {
+        "cluster_id": "c",
+        "topics": [
+            {
+                "topic_name": "__cluster_metadata",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "candidate_epoch": 9,
+                        "candidate_id": 2,
+                        "last_offset_epoch": 0,
+                        "last_offset": 0,
+                    }
+                ],
+            }
+        ],
+    }
+    d = dispatcher(ListenerPolicy(frozenset({"CONTROLLER"})), VOTE=topics_answer)
+    with pytest.raises(CloseConnection, match="only on the controller listener"):
+        d.handle(frame(ApiKey.VOTE, 0, vote), CTX)
+    served = d.handle(frame(ApiKey.VOTE, 0, vote), ConnectionContext("127.0.0.1:5001", "CONTROLLER", 2))
+    assert served is not None

@@ -13,6 +13,7 @@ from broker.api.quota_enforcement import QuotaEnforcer
 from broker.network.connection import ConnectionContext
 from broker.network.response import Response
 from broker.quota.manager import ClientQuotas, QuotaConfig
+from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 
 RECORDS = b"r" * 50_000
@@ -42,7 +43,7 @@ def busy_metadata(_broker: Any, _request: Any) -> dict[str, Any]:
 def setup(table: dict[Any, dict[str, float]]) -> tuple[Dispatcher, ClientQuotas]:
     quotas = ClientQuotas(lambda: table, QuotaConfig(3, 1000))
     handlers = {ApiKey.FETCH: fetch_answer, ApiKey.PRODUCE: produce_answer, ApiKey.METADATA: busy_metadata}
-    broker = SimpleNamespace(api_versions=[])
+    broker = SimpleNamespace(api_versions=[], listener_policy=ListenerPolicy())
     return Dispatcher(broker, handlers, QuotaEnforcer(quotas, lambda: 1_000_000)), quotas  # type: ignore[arg-type]
 
 
@@ -106,7 +107,11 @@ def test_fetch_max_bytes_is_capped_at_one_quota_window():
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": []}
 
     quotas = ClientQuotas(lambda: {(("client-id", "c"),): {"consumer_byte_rate": 1000.0}}, QuotaConfig(3, 1000))
-    d = Dispatcher(SimpleNamespace(api_versions=[]), {ApiKey.FETCH: recording}, QuotaEnforcer(quotas, lambda: 0))  # type: ignore[arg-type]
+    d = Dispatcher(
+        SimpleNamespace(api_versions=[], listener_policy=ListenerPolicy()),
+        {ApiKey.FETCH: recording},
+        QuotaEnforcer(quotas, lambda: 0),
+    )  # type: ignore[arg-type]
     call(d, ApiKey.FETCH, 12, FETCH)
     assert seen == [3000]
 

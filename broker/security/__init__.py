@@ -1,0 +1,1 @@
+"""Security: listener security protocols, the settings pylog cannot honour yet, TLS, SASL, ACLs."""

@@ -1,0 +1,206 @@
+"""TLS and SASL for pylog's client under librdkafka's key names: the connector that opens every
+connection of a client (bootstrap, brokers, group and transaction coordinators).
+
+``security.protocol`` ``SSL`` / ``SASL_SSL`` wrap connections in TLS: ``ssl.ca.location`` is the CA file that
+signs the brokers' certificates (the system's CAs when empty), ``ssl.certificate.location`` and
+``ssl.key.location`` (``ssl.key.password``) the client certificate for mTLS, and
+``ssl.endpoint.identification.algorithm`` ``https`` (librdkafka's default) checks the broker's
+host name against its certificate, ``none`` does not.
+
+``SASL_PLAINTEXT`` / ``SASL_SSL`` log in right after connecting, before the connection is
+handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mechanism`` PLAIN
+(or SCRAM-SHA-256 / SCRAM-SHA-512, RFC 5802 / 7677, checking the broker's signature) and
+``sasl.username`` / ``sasl.password``. A refused login raises the broker's error
+(SASL_AUTHENTICATION_FAILED with its message); the password never appears in an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import ssl
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark_log.client.connection import Connector, Writer, open_tcp
+from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
+from pyspark_log.wire import ApiKey, decode_response, encode_request
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
+    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys (or the Java
+    client's ``ssl.truststore.location`` with ``ssl.truststore.type=PEM``)."""
+    ca = config.get("ssl.ca.location") or None
+    truststore = config.get("ssl.truststore.location") or None
+    if ca is None and truststore is not None:
+        kind = str(config.get("ssl.truststore.type") or "PEM").upper()
+        if kind != "PEM":
+            raise ConfigError(
+                f"ssl.truststore.type={kind} is not supported by pylog's client: give a PEM file "
+                "(ssl.truststore.type=PEM) or ssl.ca.location"
+            )
+        ca = truststore
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.ca.location {ca!r} cannot be used as CA certificates: {exc}") from None
+    cert = config.get("ssl.certificate.location") or None
+    key = config.get("ssl.key.location") or None
+    if key and not cert:
+        raise ConfigError("ssl.key.location needs ssl.certificate.location (the client certificate)")
+    if cert:
+        try:
+            ctx.load_cert_chain(cert, key, config.get("ssl.key.password") or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"ssl.certificate.location / ssl.key.location cannot be loaded (or ssl.key.password is wrong): {exc}"
+            ) from None
+    ctx.check_hostname = str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "https"
+    return ctx
+
+
+def connector_for(config: Mapping[str, Any], default: Connector = open_tcp) -> Connector:
+    """``default`` for PLAINTEXT; otherwise a connector that adds TLS and/or the SASL login."""
+    protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol == "PLAINTEXT":
+        return default
+    ctx = client_context(config) if protocol in ("SSL", "SASL_SSL") else None
+    login = _sasl_login(config) if protocol.startswith("SASL_") else None
+    client_id = str(config.get("client.id", "pylog"))
+
+    async def open_secure(host: str, port: int) -> tuple[asyncio.StreamReader, Writer]:
+        if ctx is not None:
+            reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host, limit=1 << 20)
+        else:
+            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+        if login is not None:
+            try:
+                await _sasl_exchange(reader, writer, login, client_id, f"{host}:{port}")
+            except BaseException:
+                writer.close()
+                raise
+        return reader, writer
+
+    return open_secure
+
+
+def _sasl_login(config: Mapping[str, Any]) -> tuple[str, str, str]:
+    mechanism = str(config.get("sasl.mechanism") or "PLAIN").upper()
+    if mechanism not in SASL_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism {mechanism!r} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
+    user = str(config.get("sasl.username") or "")
+    password = str(config.get("sasl.password") or "")
+    jaas = str(config.get("sasl.jaas.config") or "")
+    if not user and jaas:  # the Java client's way (Spark's kafka.sasl.jaas.config)
+        user, password = _jaas_login(jaas)
+    if not user:
+        raise ConfigError("sasl.username is required with security.protocol SASL_PLAINTEXT or SASL_SSL")
+    return mechanism, user, password
+
+
+_JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jaas_login(jaas: str) -> tuple[str, str]:
+    """``username`` and ``password`` of a PlainLoginModule / ScramLoginModule JAAS value."""
+    if not re.match(
+        r"\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule)\s", jaas
+    ):
+        raise ConfigError("sasl.jaas.config must use PlainLoginModule or ScramLoginModule (username=... password=...)")
+    found = {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
+    if not found.get("username"):
+        raise ConfigError('sasl.jaas.config has no username="..."')
+    return found["username"], found.get("password", "")
+
+
+class ScramClient:
+    """The client side of SCRAM (RFC 5802 / 7677), no channel binding: ``first()``, then
+    ``final(server_first)``, then ``verify(server_final)``."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        self._digest = _SCRAM_DIGESTS[mechanism]
+        self._password = password
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attrs = dict(part.split("=", 1) for part in text.split(","))
+        nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        if not nonce.startswith(self._nonce):
+            raise BrokerConnectionError("SCRAM: the server's nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(self._digest, self._password.encode(), salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", self._digest).digest()
+        stored_key = hashlib.new(self._digest, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, self._digest).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.new(salted, b"Server Key", self._digest).digest()
+        self._server_signature = hmac.new(server_key, auth_message, self._digest).digest()
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not hmac.compare_digest(server_final, expected):
+            raise BrokerConnectionError("SCRAM: the server's signature is wrong (not the broker we trust?)")
+
+
+async def _sasl_exchange(
+    reader: asyncio.StreamReader, writer: Writer, login: tuple[str, str, str], client_id: str, where: str
+) -> None:
+    mechanism, user, password = login
+    handshake = await _call(
+        reader, writer, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, client_id=client_id, where=where
+    )
+    if handshake.error_code:
+        raise error_for(
+            handshake.error_code,
+            f"the broker offers {', '.join(handshake.mechanisms) or 'no mechanism'}",
+            context=f"SASL handshake with {where}",
+        )
+
+    async def step(token: bytes) -> bytes:
+        answer = await _call(
+            reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
+        )
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message, context=f"SASL {mechanism} login at {where}")
+        return bytes(answer.auth_bytes)
+
+    if mechanism == "PLAIN":
+        await step(b"\0" + user.encode() + b"\0" + password.encode())
+        return
+    scram = ScramClient(mechanism, user, password)
+    server_first = await step(scram.first())
+    # PBKDF2 takes milliseconds: off the event loop
+    client_final = await asyncio.get_running_loop().run_in_executor(None, scram.final, server_first)
+    scram.verify(await step(client_final))
+
+
+async def _call(
+    reader: asyncio.StreamReader, writer: Writer, api_key: int, version: int, body: Mapping[str, Any],
+    *, client_id: str, where: str,
+) -> Any:  # fmt: skip
+    writer.write(encode_request(api_key, version, 0, client_id, body))
+    await writer.drain()
+    try:
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        frame = await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        raise BrokerConnectionError(f"{where} closed the connection during SASL authentication") from None
+    _, response = decode_response(api_key, version, frame)
+    return response
