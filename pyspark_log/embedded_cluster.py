@@ -46,11 +46,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def request(address: str, api_key: int, version: int, body: Mapping[str, Any], timeout_s: float = 10) -> Any:
-    """One request on a fresh connection; the decoded response body."""
+def request(
+    address: str,
+    api_key: int,
+    version: int,
+    body: Mapping[str, Any],
+    *,
+    timeout_s: float = 10,
+    client_id: str = "embedded-cluster",
+) -> Any:
+    """One request on a fresh connection; the decoded response body (``ConnectionError`` when
+    the broker closes the connection instead of answering)."""
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(api_key, version, 1, "embedded-cluster", body))
+        sock.sendall(encode_request(api_key, version, 1, client_id, body))
         size = struct.unpack(">i", _read(sock, 4))[0]
         _, response = decode_response(api_key, version, _read(sock, size))
     return response

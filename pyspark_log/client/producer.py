@@ -539,25 +539,20 @@ class AsyncProducer:
         ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
         if not checked:
             self.check_send()
-        assert self._loop is not None
-        with self._handoff_lock:
-            self._handoff.append((topic, partition, record, reserved, thunk))
-            if self._handoff_scheduled:
-                return
-            self._handoff_scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._drain_handoff)
-        except RuntimeError:  # the loop is closed
-            self._abort_handoff(ClientClosedError())
-            raise ClientClosedError() from None
+        self._hand_off((topic, partition, record, reserved, thunk))
 
     def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
         ``buffer.memory`` already reserved), in order with records from ``send()``."""
         self.check_send()
+        self._hand_off((tp.topic, tp.partition, None, 0, batches))
+
+    def _hand_off(self, entry: tuple[str, int | None, ProducerRecord | None, int, Any]) -> None:
+        """Append ``entry`` to the hand-off queue and, unless a drain is already scheduled,
+        schedule one on the loop (one wake-up for a burst of records)."""
         assert self._loop is not None
         with self._handoff_lock:
-            self._handoff.append((tp.topic, tp.partition, None, 0, batches))
+            self._handoff.append(entry)
             if self._handoff_scheduled:
                 return
             self._handoff_scheduled = True

@@ -558,3 +558,31 @@ def kcat_query_offset(bootstrap: str, topic: str, partition: int, timestamp: int
     match = re.search(rf"\[{partition}\]\s+offset\s+(-?\d+)", raw)
     assert match, raw
     return int(match.group(1))
+
+
+def pylog_round_trip(config: dict[str, Any], topic: str, values: Sequence[bytes], *, what: str) -> None:
+    """pylog's own producer sends ``values`` (keyed by index) to ``topic`` under ``config`` (a
+    security set-up, say), each acknowledged at offsets 0..n-1; a group consumer with the same
+    ``config`` then reads exactly those values back in order."""
+    from pyspark_log.client import Consumer, Producer
+
+    producer = Producer(config)
+    try:
+        futures = [producer.send(topic, key=b"%d" % i, value=v) for i, v in enumerate(values)]
+        producer.flush(30_000)
+        assert [f.result(timeout=30).offset for f in futures] == list(range(len(values)))
+    finally:
+        producer.close()
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    got: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+
+        def polled() -> bool:
+            got.extend(r.value for r in consumer.poll(500))
+            return len(got) >= len(values)
+
+        wait_until(polled, what=what)
+    finally:
+        consumer.close()
+    assert got == list(values)

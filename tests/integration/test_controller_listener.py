@@ -8,8 +8,6 @@ quorum and the clients on the client listener go on undisturbed.
 
 from __future__ import annotations
 
-import socket
-import struct
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,8 +18,8 @@ import pytest
 from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.raft.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, VoteRequest
 from broker.raft.rpc import request_to_wire
-from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster
-from pyspark_log.wire import ApiKey, decode_response, encode_request
+from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, request
+from pyspark_log.wire import ApiKey
 from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
 
 pytestmark = pytest.mark.integration
@@ -39,22 +37,7 @@ CONTROLLER_ONLY = {
 
 def call(address: str, api_key: int, version: int, body: Mapping[str, Any], client_id: str = "attacker") -> Any:
     """One request on a fresh connection: the decoded response; OSError when the broker closes it."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=20) as sock:
-        sock.sendall(encode_request(api_key, version, 7, client_id, body))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        _, response = decode_response(api_key, version, _read(sock, size))
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        data += chunk
-    return data
+    return request(address, api_key, version, body, timeout_s=20, client_id=client_id)
 
 
 def quorum_state(address: str) -> tuple[int, int]:

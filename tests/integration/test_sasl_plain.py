@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from pyspark_log.client import Consumer, Producer
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 from tests.integration.compat import (
@@ -29,6 +28,7 @@ from tests.integration.compat import (
     kp_consume,
     kp_produce,
     numbered_records,
+    pylog_round_trip,
     wait_until,
 )
 from tests.tls_certs import Certs, make_certs
@@ -140,26 +140,7 @@ def test_pylog_client(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs,
     _, addresses = node
     topic = f"plain-pylog-{protocol.lower()}"
     config = {"bootstrap.servers": addresses[protocol], **librdkafka(protocol, certs)}
-    producer = Producer(config)
-    try:
-        futures = [producer.send(topic, key=b"%d" % i, value=b"y" * 70_000 + b"%d" % i) for i in range(COUNT)]
-        producer.flush(30_000)
-        assert [f.result(timeout=30).offset for f in futures] == list(range(COUNT))
-    finally:
-        producer.close()
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes] = []
-
-        def polled() -> bool:
-            values.extend(r.value for r in consumer.poll(500))
-            return len(values) >= COUNT
-
-        wait_until(polled, what="pylog consumer over SASL")
-    finally:
-        consumer.close()
-    assert values == [b"y" * 70_000 + b"%d" % i for i in range(COUNT)]
+    pylog_round_trip(config, topic, [b"y" * 70_000 + b"%d" % i for i in range(COUNT)], what="pylog consumer over SASL")
 
 
 def _frames(sock: socket.socket) -> Iterator[bytes]:

@@ -21,7 +21,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from pyspark_log.client import Consumer, Producer
 from pyspark_log.embedded import EmbeddedBroker
 from tests.integration.compat import (
     aio_consume,
@@ -33,6 +32,7 @@ from tests.integration.compat import (
     kp_consume,
     kp_produce,
     numbered_records,
+    pylog_round_trip,
     wait_until,
 )
 from tests.tls_certs import Certs, make_certs
@@ -159,26 +159,7 @@ def test_pylog_client(node: tuple[EmbeddedBroker, dict[str, str]], certs: Certs,
     addresses = addresses_of(node[0])  # fresh: a test restarts the broker on new ports
     topic = f"scram-pylog-{protocol.lower()}-{mechanism[-3:]}"
     config = {"bootstrap.servers": addresses[protocol], **librdkafka(protocol, mechanism, certs)}
-    producer = Producer(config)
-    try:
-        futures = [producer.send(topic, value=b"z%d" % i) for i in range(COUNT)]
-        producer.flush(30_000)
-        assert [f.result(timeout=30).offset for f in futures] == list(range(COUNT))
-    finally:
-        producer.close()
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes] = []
-
-        def polled() -> bool:
-            values.extend(r.value for r in consumer.poll(500))
-            return len(values) >= COUNT
-
-        wait_until(polled, what="pylog consumer over SCRAM")
-    finally:
-        consumer.close()
-    assert values == [b"z%d" % i for i in range(COUNT)]
+    pylog_round_trip(config, topic, [b"z%d" % i for i in range(COUNT)], what="pylog consumer over SCRAM")
 
 
 def test_wrong_unknown_and_deleted_users_are_refused_and_credentials_survive_a_restart(

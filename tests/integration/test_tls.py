@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from pyspark_log.client import Consumer, Producer
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ApiKey, encode_request
 from tests.integration.compat import (
@@ -32,7 +31,7 @@ from tests.integration.compat import (
     kp_consume,
     kp_produce,
     numbered_records,
-    wait_until,
+    pylog_round_trip,
 )
 from tests.tls_certs import PKCS12_PASSWORD, Certs, make_certs
 
@@ -138,26 +137,7 @@ def test_pylog_client(tls_broker: tuple[EmbeddedBroker, dict[str, str]], certs: 
     _, addresses = tls_broker
     topic = f"tls-pylog-{listener.lower()}"
     config = {"bootstrap.servers": addresses[listener], **librdkafka_tls(certs, mutual=mutual)}
-    producer = Producer(config)
-    try:
-        futures = [producer.send(topic, key=b"%d" % i, value=b"x" * 70_000 + b"%d" % i) for i in range(COUNT)]
-        producer.flush(30_000)
-        assert [f.result(timeout=30).offset for f in futures] == list(range(COUNT))
-    finally:
-        producer.close()
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    try:
-        consumer.subscribe([topic])
-        values: list[bytes] = []
-
-        def polled() -> bool:
-            values.extend(r.value for r in consumer.poll(500))
-            return len(values) >= COUNT
-
-        wait_until(polled, what="pylog consumer over TLS")
-    finally:
-        consumer.close()
-    assert values == [b"x" * 70_000 + b"%d" % i for i in range(COUNT)]
+    pylog_round_trip(config, topic, [b"x" * 70_000 + b"%d" % i for i in range(COUNT)], what="pylog consumer over TLS")
 
 
 def test_pylog_cli_with_command_config(tls_broker: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, tmp_path: Path):
