@@ -38,20 +38,10 @@ from broker.quota.manager import ClientQuotas
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
+from pyspark_log.wire.versions import KRAFT_CONTROLLER_APIS
 
 # Requests between cluster members, never throttled (Kafka records them as exempt).
-EXEMPT_APIS = frozenset(
-    {
-        ApiKey.VOTE,
-        ApiKey.BEGIN_QUORUM_EPOCH,
-        ApiKey.END_QUORUM_EPOCH,
-        ApiKey.BROKER_REGISTRATION,
-        ApiKey.BROKER_HEARTBEAT,
-        ApiKey.ALTER_PARTITION,
-        ApiKey.WRITE_TXN_MARKERS,
-        ApiKey.API_VERSIONS,
-    }
-)
+EXEMPT_APIS = KRAFT_CONTROLLER_APIS | {ApiKey.WRITE_TXN_MARKERS, ApiKey.API_VERSIONS}
 INT32_MAX = 2**31 - 1
 _INTERNAL_CLIENT_IDS = frozenset({FORWARD_CLIENT_ID, REGISTRATION_CLIENT_ID})
 

@@ -19,17 +19,9 @@ from dataclasses import dataclass, field
 
 from broker.security.sasl.config import SaslListenerConfig
 from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.versions import KRAFT_CONTROLLER_APIS
 
-CONTROLLER_APIS = frozenset(
-    {
-        ApiKey.VOTE,
-        ApiKey.BEGIN_QUORUM_EPOCH,
-        ApiKey.END_QUORUM_EPOCH,
-        ApiKey.BROKER_REGISTRATION,
-        ApiKey.BROKER_HEARTBEAT,
-        ApiKey.ALTER_PARTITION,
-    }
-)
+CONTROLLER_APIS = KRAFT_CONTROLLER_APIS
 
 
 @dataclass(frozen=True)

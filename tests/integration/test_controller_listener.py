@@ -20,19 +20,13 @@ from broker.raft.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest,
 from broker.raft.rpc import request_to_wire
 from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from pyspark_log.wire.versions import KRAFT_CONTROLLER_APIS
 from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
 
 pytestmark = pytest.mark.integration
 
 NODES = (1, 2, 3)
-CONTROLLER_ONLY = {
-    ApiKey.VOTE,
-    ApiKey.BEGIN_QUORUM_EPOCH,
-    ApiKey.END_QUORUM_EPOCH,
-    ApiKey.BROKER_REGISTRATION,
-    ApiKey.BROKER_HEARTBEAT,
-    ApiKey.ALTER_PARTITION,
-}
+CONTROLLER_ONLY = KRAFT_CONTROLLER_APIS
 
 
 def call(address: str, api_key: int, version: int, body: Mapping[str, Any], client_id: str = "attacker") -> Any:
