@@ -19,8 +19,8 @@ For every request of a client (not a replica, controller or broker-lifecycle req
 
 A Fetch's ``max_bytes`` is first capped at what the quota allows in a whole window (Kafka's
 ``getMaxValueInQuotaWindow``), so one response never owes more than one window of delay.
-The user principal is ``ANONYMOUS`` until authentication exists; then ``ctx.attributes["principal"]``
-(``User:name`` or an object with a ``name``) names the user (``_principal``).
+The user is the connection's authenticated principal, ``ctx.attributes["principal"]`` (``User:name``,
+set by a SASL login or a TLS client certificate), and ``ANONYMOUS`` without one (``_principal``).
 """
 
 from __future__ import annotations

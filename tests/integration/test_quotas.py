@@ -9,6 +9,7 @@ below the unthrottled one, librdkafka's statistics showing throttle time), never
 from __future__ import annotations
 
 import json
+import re
 import resource
 import socket
 import sys
@@ -84,8 +85,11 @@ class Stats:
             self.throttle_max_ms = max(self.throttle_max_ms, int(broker.get("throttle", {}).get("max", 0)))
 
 
-def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, warmup_s: float = 1.0) -> tuple[float, int]:
-    """(bytes/s delivered after the warm-up, librdkafka's largest throttle time)."""
+def produce_for(
+    bootstrap: str, topic: str, client_id: str, seconds: float, warmup_s: float = 1.0, **extra: str
+) -> tuple[float, int]:
+    """(bytes/s delivered after the warm-up, librdkafka's largest throttle time); ``extra``:
+    more librdkafka settings (a SASL login, say)."""
     stats = Stats()
     producer = CKProducer(
         {
@@ -95,6 +99,7 @@ def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, warm
             "queue.buffering.max.kbytes": 1024,
             "statistics.interval.ms": 200,
             "stats_cb": stats,
+            **extra,
         }
     )
     delivered: list[float] = []
@@ -130,6 +135,41 @@ def test_seed_4_9_producer_byte_rate_throttles_its_client_id_only(quota_broker, 
     assert fast_throttle == 0
     assert 0.2 * MB < slow_rate < 2.0 * MB, slow_rate
     assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
+
+
+def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
+    """ "(user, client-id), user, client-id" — with SASL the user is the authenticated principal:
+    alice's producer_byte_rate throttles alice's connections only, while bob, with the very same
+    client id on the same broker, keeps his throughput."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" user_bob="bob-pw";'
+    broker, _ = start_broker(
+        tmp_path / "sasl-quota",
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas},
+    )
+    try:
+        ready = re.search(r"pylog broker ready: .*listeners=(\S+)", broker.output())
+        assert ready is not None
+        addresses = dict(uri.split("://") for uri in ready.group(1).split(","))
+        set_quota(addresses["PLAINTEXT"], {"user": "alice"}, producer_byte_rate=QUOTA)
+
+        def login(user: str) -> dict[str, str]:
+            return {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": user,
+                "sasl.password": f"{user}-pw",
+            }
+
+        sasl = addresses["SASL_PLAINTEXT"]
+        bob_rate, bob_throttle = produce_for(sasl, topic_name, "shared-app", 3, **login("bob"))
+        alice_rate, alice_throttle = produce_for(sasl, topic_name, "shared-app", 6, warmup_s=2, **login("alice"))
+        assert alice_throttle > 0
+        assert bob_throttle == 0
+        assert 0.2 * MB < alice_rate < 2.0 * MB, alice_rate
+        assert bob_rate > 2 * alice_rate, (bob_rate, alice_rate)
+    finally:
+        broker.close()
 
 
 RECORDS = 1200  # 12 MB: at 1 MB/s after a burst of two windows, far more than 4 s of reading
