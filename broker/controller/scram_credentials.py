@@ -18,13 +18,13 @@ from broker.controller.image_builder import ClusterState
 from broker.controller.records import MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from broker.security.sasl.scram import (
     MAX_ITERATIONS,
-    MECHANISM_IDS,
     MIN_ITERATIONS,
     credential_from_salted_password,
 )
 from pyspark_log.wire.errors import ErrorCode
+from pyspark_log.wire.scram import SCRAM_MECHANISM_NAMES
 
-MECHANISM_NAMES = {v: k for k, v in MECHANISM_IDS.items()}
+MECHANISM_NAMES = SCRAM_MECHANISM_NAMES
 
 
 @dataclass(frozen=True)

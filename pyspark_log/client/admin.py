@@ -14,9 +14,7 @@ failing item to its error (``TopicAlreadyExistsError``, ``UnknownTopicOrPartitio
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
-import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -29,7 +27,6 @@ from pyspark_log.client.cluster import BrokerNode, Cluster, TopicMetadata
 from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
     ClientClosedError,
-    ConfigError,
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
@@ -41,6 +38,7 @@ from pyspark_log.client.offsets import list_offsets
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.quotas import alter_client_quotas as _alter_quotas
 from pyspark_log.client.quotas import describe_client_quotas as _describe_quotas
+from pyspark_log.client.scram_admin import alter_body, describe_results
 from pyspark_log.client.types import IsolationLevel, OffsetAndTimestamp, TopicPartition
 from pyspark_log.wire import ApiKey, DecodeError, ErrorCode, KafkaError, Message
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE, decode_assignment
@@ -285,18 +283,9 @@ class AsyncAdmin:
     ) -> dict[str, KafkaError | None]:
         """AlterUserScramCredentials: ``upsertions`` of ``(user, mechanism, password, iterations)``
         and ``deletions`` of ``(user, mechanism)`` (mechanism ``SCRAM-SHA-256``/``SCRAM-SHA-512``).
-        The password is salted here (a random 32-byte salt, PBKDF2 in a worker thread), as Kafka's
-        admin client does: only the salted password leaves this process. Per user: None or the error."""
-        loop = asyncio.get_running_loop()
-        ups = []
-        for user, mechanism, password, iterations in upsertions:
-            digest = _SCRAM_DIGESTS[_scram_mechanism(mechanism)]
-            salt = secrets.token_bytes(32)
-            salted = await loop.run_in_executor(None, hashlib.pbkdf2_hmac, digest, password.encode(), salt, iterations)
-            ups.append({"name": user, "mechanism": _SCRAM_IDS[_scram_mechanism(mechanism)], "iterations": iterations,
-                        "salt": salt, "salted_password": salted})  # fmt: skip
-        dels = [{"name": user, "mechanism": _SCRAM_IDS[_scram_mechanism(m)]} for user, m in deletions]
-        body = {"deletions": dels, "upsertions": ups}
+        The password is salted here, as Kafka's admin client does (``scram_admin.alter_body``):
+        only the salted password leaves this process. Per user: None or the error."""
+        body = await alter_body(upsertions, deletions)
         budget = timeout_ms or self.default_api_timeout_ms
 
         async def attempt() -> dict[str, KafkaError | None]:
@@ -316,15 +305,7 @@ class AsyncAdmin:
 
         async def attempt() -> dict[str, list[tuple[str, int]] | KafkaError]:
             resp = await self.cluster.send_any(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body, timeout_ms=budget + 5000)
-            if resp.error_code:
-                raise error_for(resp.error_code, resp.error_message, context="DescribeUserScramCredentials")
-            out: dict[str, list[tuple[str, int]] | KafkaError] = {}
-            for r in resp.results:
-                if r.error_code:
-                    out[str(r.user)] = error_for(r.error_code, r.error_message, context=f"user {r.user}")
-                else:
-                    out[str(r.user)] = [(_SCRAM_NAMES[int(i.mechanism)], int(i.iterations)) for i in r.credential_infos]
-            return out
+            return describe_results(resp)
 
         return await self._retrying("DescribeUserScramCredentials", timeout_ms, attempt)
 
@@ -825,15 +806,3 @@ def _group_description(group: Any, coordinator: BrokerNode | None) -> ConsumerGr
     return ConsumerGroupDescription(
         group.group_id, group.protocol_type or "", group.group_state, group.protocol_data or "", members, coordinator
     )
-
-
-_SCRAM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism ids
-_SCRAM_NAMES = {v: k for k, v in _SCRAM_IDS.items()}
-_SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-
-
-def _scram_mechanism(name: str) -> str:
-    upper = name.strip().upper()
-    if upper not in _SCRAM_IDS:
-        raise ConfigError(f"SCRAM mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {name!r}")
-    return upper

@@ -30,9 +30,9 @@ from typing import Any
 from pyspark_log.client.connection import Connector, Writer, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
 from pyspark_log.wire import ApiKey, decode_response, encode_request
+from pyspark_log.wire.scram import SCRAM_DIGESTS
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-_SCRAM_DIGESTS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
@@ -126,7 +126,7 @@ class ScramClient:
     ``final(server_first)``, then ``verify(server_final)``."""
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
-        self._digest = _SCRAM_DIGESTS[mechanism]
+        self._digest = SCRAM_DIGESTS[mechanism]
         self._password = password
         name = user.replace("=", "=3D").replace(",", "=2C")
         self._nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()

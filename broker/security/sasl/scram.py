@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.security.sasl.errors import SaslFailure
+from pyspark_log.wire.scram import SCRAM_DIGESTS, SCRAM_MECHANISM_IDS
 
-MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism type ids
+MECHANISMS = SCRAM_DIGESTS
+MECHANISM_IDS = SCRAM_MECHANISM_IDS  # Kafka's ScramMechanism type ids
 MIN_ITERATIONS = 4096  # Kafka's bounds for AlterUserScramCredentials
 MAX_ITERATIONS = 16384
 _FAKE_SECRET = secrets.token_bytes(32)
