@@ -12,7 +12,6 @@ Metadata is read with raw requests to one broker at a time, so each answer is th
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 import uuid
@@ -25,20 +24,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
-from pyspark_log.embedded_cluster import free_port, request
+from pyspark_log.embedded_cluster import CLUSTER_ID, QUORUM_TIMEOUTS, EmbeddedCluster, request
 from pyspark_log.records.batch import ProducerRecord, encode_batch
 from pyspark_log.wire import ApiKey
 from tests.integration.cluster_harness import WAIT_S, wait_for
 
-CLUSTER_ID = "cGlsb2cta3JhZnQtdGVzdA"
 CONTROLLER_IDS = (1, 2, 3)
 BROKER_IDS = (4, 5)
-QUORUM_TIMEOUTS = {
-    "quorum.election.timeout.ms": "1000",
-    "quorum.fetch.timeout.ms": "2000",
-    "quorum.election.backoff.max.ms": "1000",
-    "quorum.request.timeout.ms": "2000",
-}
 
 
 @dataclass(frozen=True)
@@ -74,58 +66,25 @@ def quorum_leader(address: str) -> int:
     return -1 if part.error_code else part.leader_id
 
 
-class Cluster:
+class Cluster(EmbeddedCluster):
+    """Three controllers and two brokers (``EmbeddedCluster``), with this file's views of them."""
+
     def __init__(self, root: Path) -> None:
-        self.root = root
-        ports = {n: free_port() for n in CONTROLLER_IDS}
-        self.voters = ",".join(f"{n}@127.0.0.1:{ports[n]}" for n in CONTROLLER_IDS)
-        self.controllers = {
-            n: EmbeddedBroker(root / f"controller-{n}", port=ports[n], overrides=self._props(n, "controller"))
-            for n in CONTROLLER_IDS
-        }
-        self.brokers = {n: EmbeddedBroker(root / f"broker-{n}", overrides=self._props(n, "broker")) for n in BROKER_IDS}
+        super().__init__(
+            root, controllers=CONTROLLER_IDS, brokers=BROKER_IDS, overrides={"broker.session.timeout.ms": "30000"}
+        )
 
-    def _props(self, node_id: int, roles: str, cluster_id: str = CLUSTER_ID) -> dict[str, str]:
-        return {
-            "process.roles": roles,
-            "node.id": str(node_id),
-            "controller.quorum.voters": self.voters,
-            "cluster.id": cluster_id,
-            "broker.session.timeout.ms": "30000",
-            **QUORUM_TIMEOUTS,
-        }
+    @property
+    def controllers(self) -> dict[int, EmbeddedBroker]:
+        return {n: self.nodes[n] for n in CONTROLLER_IDS}
 
-    def start(self) -> None:
-        for c in self.controllers.values():
-            c.start()
-        for b in self.brokers.values():  # ready only once registered with the active controller
-            try:
-                b.start()
-            except BrokerStartError as exc:
-                raise BrokerStartError(f"{exc}\n{self.outputs()}") from None
-
-    def outputs(self) -> str:
-        """Every node's recent output, for failure messages."""
-        nodes = {
-            **{f"controller {n}": c for n, c in self.controllers.items()},
-            **{f"broker {n}": b for n, b in self.brokers.items()},
-        }
-        return "\n".join(f"--- {name}:\n{node.output()}" for name, node in nodes.items())
-
-    def close(self) -> None:
-        for b in self.brokers.values():
-            with contextlib.suppress(Exception):
-                b.stop()
-        for c in self.controllers.values():
-            with contextlib.suppress(Exception):
-                c.stop()
+    @property
+    def brokers(self) -> dict[int, EmbeddedBroker]:
+        return {n: self.nodes[n] for n in BROKER_IDS}
 
     @property
     def addresses(self) -> list[str]:
         return [b.bootstrap_servers for b in self.brokers.values()]
-
-    def controller_address(self, node_id: int) -> str:
-        return self.controllers[node_id].bootstrap_servers
 
     def leader(self, among: tuple[int, ...] = CONTROLLER_IDS, excluding: int = -1) -> int:
         def elected() -> int:
@@ -151,12 +110,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("kraft"))
-    try:
-        c.start()
+    with Cluster(tmp_path_factory.mktemp("kraft")) as c:
         yield c
-    finally:
-        c.close()
 
 
 def unique(prefix: str) -> str:
@@ -361,7 +316,13 @@ def test_graceful_shutdown_of_the_leader_hands_over_and_metadata_continues(clust
 def test_broker_with_another_cluster_id_is_refused(cluster: Cluster, tmp_path: Path):
     stranger = EmbeddedBroker(
         tmp_path / "stranger",
-        overrides=cluster._props(9, "broker", cluster_id="b3RoZXItY2x1c3Rlci1pZA"),
+        overrides={
+            "process.roles": "broker",
+            "node.id": "9",
+            "controller.quorum.voters": cluster.voters,
+            "cluster.id": "b3RoZXItY2x1c3Rlci1pZA",
+            **QUORUM_TIMEOUTS,
+        },
         python=sys.executable,
         start_timeout_s=WAIT_S,
     )
