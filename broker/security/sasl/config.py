@@ -22,7 +22,11 @@ from broker.security.sasl.scram import CredentialLookup, ScramServer
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # sasl keys read here (the rest of sasl.* is refused by broker.security.unsupported)
-_LISTENER_KEY = re.compile(r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
+_LISTENER_KEY = re.compile(
+    r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config)$"
+)
+# the mechanisms this node logs in with on other nodes' SASL listeners (broker.security.outbound)
+_CLIENT_KEYS = frozenset({"sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol"})
 
 
 class SaslConfigError(ValueError):
@@ -30,7 +34,7 @@ class SaslConfigError(ValueError):
 
 
 def is_sasl_key_read_here(key: str) -> bool:
-    return key == "sasl.enabled.mechanisms" or _LISTENER_KEY.match(key) is not None
+    return key == "sasl.enabled.mechanisms" or key in _CLIENT_KEYS or _LISTENER_KEY.match(key) is not None
 
 
 @dataclass(frozen=True)
