@@ -123,6 +123,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.send.buffer.bytes", int, -1, "SO_SNDBUF (-1: OS default)"),
     ConfigKey("socket.receive.buffer.bytes", int, -1, "SO_RCVBUF (-1: OS default)"),
     ConfigKey("connections.max.idle.ms", int, 600000, "close connections idle this long"),
+    ConfigKey("connections.max.reauth.ms", int, 0, "KIP-368: a SASL login's session lifetime (0: no expiry)"),
     ConfigKey(
         "socket.request.frame.timeout.ms", int, 30000, "close a connection whose request frame takes longer (pylog)"
     ),

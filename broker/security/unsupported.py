@@ -30,12 +30,10 @@ REFUSED_KEYS = {
     "super.users": "authorization (ACLs) is not supported yet",
     "allow.everyone.if.no.acl.found": "authorization (ACLs) is not supported yet",
     "principal.builder.class": "principals are not supported yet",
-    "connections.max.reauth.ms": "SASL re-authentication is not supported yet",
 }
 # Keys that are harmless at these values (Kafka's defaults / "off").
 HARMLESS_VALUES = {
     "authorizer.class.name": {""},
-    "connections.max.reauth.ms": {"0"},
 }
 DOCS = "see docs/security.md"
 

@@ -42,6 +42,7 @@ class SaslListenerConfig:
     listener: str
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: a login never expires
 
     def server(self, mechanism: str, scram: CredentialLookup) -> PlainServer | ScramServer:
         """A fresh server of an enabled ``mechanism`` for one authentication; SCRAM credentials
@@ -84,4 +85,18 @@ def listener_config(raw: Mapping[str, str], listener: str) -> SaslListenerConfig
             raise SaslConfigError(f"{jaas_key}: {exc}") from None
         if not users:
             raise SaslConfigError(f'{jaas_key} defines no user (user_<name>="<password>")')
-    return SaslListenerConfig(listener, mechanisms, users)
+    return SaslListenerConfig(listener, mechanisms, users, _reauth_ms(raw))
+
+
+def _reauth_ms(raw: Mapping[str, str]) -> int:
+    text = raw.get("connections.max.reauth.ms", "0").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SaslConfigError(
+            "connections.max.reauth.ms must be a whole number of milliseconds >= 0 (0, Kafka's default: "
+            "logins never expire)"
+        )
+    return value

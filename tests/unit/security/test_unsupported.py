@@ -71,7 +71,6 @@ def test_an_unmapped_listener_name_is_refused_as_kafka_does() -> None:
         ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
         ("super.users", "User:admin"),
         ("allow.everyone.if.no.acl.found", "false"),
-        ("connections.max.reauth.ms", "3600000"),
         ("principal.builder.class", "com.example.Builder"),
     ],
 )
