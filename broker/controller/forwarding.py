@@ -91,6 +91,8 @@ class ControllerChannel:
                 raise
 
     async def _roundtrip(self, api_key: int, version: int, body: Mapping[str, Any], client_id: str) -> Message:
+        if self._writer is not None and self._dial.stale(self._writer):  # KIP-368: the session is ending
+            await self.close()
         if self._writer is None:
             self._reader, self._writer = await self._dial(self.host, self.port)
         assert self._reader is not None

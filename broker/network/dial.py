@@ -7,9 +7,12 @@ listener's security it speaks is ``broker.security.outbound``'s decision.
 ``Dialer(security, client_id)(host, port)`` returns ``(reader, writer)`` of a connection that is
 ready for requests: TLS handshake done (the peer's certificate verified), and for SASL listeners
 SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with PLAIN or SCRAM-SHA-256/512 (RFC 5802 /
-7677, the server's signature checked). Any failure raises ``DialError`` (an ``OSError``, so every
-caller's "connection failed, retry later" path takes it) with the peer's message and never the
-password; the half-open connection is closed.
+7677, the server's signature checked). When the peer answers a session lifetime (KIP-368,
+``connections.max.reauth.ms``), ``Dialer.stale(writer)`` turns true at 80% of it: the callers then
+open a fresh connection for their next request instead of sending on one the peer will close
+(pylog's nodes re-connect rather than re-authenticate in band). Any failure raises ``DialError``
+(an ``OSError``, so every caller's "connection failed, retry later" path takes it) with the
+peer's message and never the password; the half-open connection is closed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import logging
 import struct
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +36,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 STREAM_LIMIT = 1 << 20
 _MAX_SASL_FRAME = 1 << 20
+STALE_AT = 0.8  # of the session lifetime: leaves time for the requests in flight
 REFUSAL_LOG_INTERVAL_S = 10.0  # Raft retries every few ms: one warning per peer per interval
 _last_refusal_log: dict[str, float] = {}
 
@@ -50,6 +55,7 @@ class Dialer:
     def __init__(self, security: OutboundSecurity = PLAINTEXT, *, client_id: str = "pylog-node") -> None:
         self.security = security
         self.client_id = client_id
+        self._stale_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"Dialer({self.security.listener}, {self.security.protocol})"
@@ -65,17 +71,25 @@ class Dialer:
         login = self.security.sasl
         if login is not None:
             try:
-                await sasl_login(reader, writer, login, self.client_id, f"{host}:{port}")
+                lifetime_ms = await sasl_login(reader, writer, login, self.client_id, f"{host}:{port}")
             except BaseException:
                 writer.close()
                 raise
+            if lifetime_ms > 0:
+                self._stale_at[writer] = time.monotonic() + lifetime_ms * STALE_AT / 1000
         return reader, writer
+
+    def stale(self, writer: asyncio.StreamWriter) -> bool:
+        """The peer will soon end this connection's SASL session: use a fresh connection."""
+        deadline = self._stale_at.get(writer)
+        return deadline is not None and time.monotonic() >= deadline
 
 
 async def sasl_login(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, login: SaslLogin, client_id: str, where: str
-) -> None:
-    """Authenticate on a fresh connection (see the module docstring); DialError on any refusal."""
+) -> int:
+    """Authenticate on a fresh connection (see the module docstring); DialError on any refusal.
+    Returns the session lifetime the peer announced (ms; 0: none)."""
     handshake = await _call(
         reader, writer, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}, client_id=client_id, where=where
     )
@@ -83,7 +97,10 @@ async def sasl_login(
         offered = ", ".join(handshake.mechanisms) or "none"
         raise AuthenticationError(f"{where} does not offer SASL {login.mechanism} (it offers: {offered})")
 
+    lifetime_ms = 0
+
     async def step(token: bytes) -> bytes:
+        nonlocal lifetime_ms
         answer = await _call(
             reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
         )
@@ -98,11 +115,12 @@ async def sasl_login(
                     answer.error_message or "",
                 )  # fmt: skip
             raise AuthenticationError(f"SASL {login.mechanism} login at {where} refused: {name} {answer.error_message}")
+        lifetime_ms = int(answer.session_lifetime_ms)
         return bytes(answer.auth_bytes)
 
     if login.mechanism == "PLAIN":
         await step(b"\0" + login.username.encode() + b"\0" + login.password.encode())
-        return
+        return lifetime_ms
     scram = ScramClient(login.mechanism, login.username, login.password)
     try:
         server_first = await step(scram.first())
@@ -111,6 +129,7 @@ async def sasl_login(
         scram.verify(await step(client_final))
     except ScramError as exc:
         raise AuthenticationError(f"{exc} ({where})") from None
+    return lifetime_ms
 
 
 def _error_name(code: int) -> str:

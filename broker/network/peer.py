@@ -73,6 +73,8 @@ class PeerConnection:
             raise PeerError(f"{self} is closed")
         try:
             async with asyncio.timeout(self.request_timeout_ms / 1000):
+                if self._writer is not None and not self._pending and self._dial.stale(self._writer):
+                    self._drop(PeerError(f"{self}: SASL session ending, reconnecting"))  # KIP-368
                 await self._ensure_connected()
                 correlation_id = self._next_correlation_id
                 self._next_correlation_id = (correlation_id + 1) & 0x7FFF_FFFF

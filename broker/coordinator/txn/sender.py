@@ -120,6 +120,8 @@ class BrokerSender:
 
     async def _exchange(self, conn: _Connection, host: str, port: int, body: dict[str, Any]) -> Any:
         """One request and its response on ``conn`` (opened first if needed); the lock is held."""
+        if conn.writer is not None and self._dial.stale(conn.writer):  # KIP-368: the session is ending
+            conn.reset()
         if conn.writer is None or conn.reader is None:
             conn.reader, conn.writer = await self._dial(host, port)
         correlation_id = next(self._correlation)
