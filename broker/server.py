@@ -91,6 +91,7 @@ from broker.security.outbound import (
     OutboundConfigError,
     outbound_security,
 )
+from broker.security.principal_mapping import PrincipalMapper
 from broker.security.sasl.config import SaslConfigError, SaslListenerConfig
 from broker.security.sasl.config import listener_config as sasl_listener_config
 from broker.security.tls import TlsConfigError, listener_settings, server_context
@@ -193,6 +194,7 @@ class BrokerServer:
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
                     tls_context=tls_contexts.get(spec.name),
+                    principal_mapping=self._principal_mapping(spec.name),
                     quotas=connection_quotas,
                 )
             )  # fmt: skip
@@ -321,6 +323,12 @@ class BrokerServer:
                     raise ConfigError(str(exc)) from None
                 log.info("listener %s serves TLS", name)
         return out
+
+    def _principal_mapping(self, listener: str) -> Callable[[str], str] | None:
+        """The listener's ``ssl.principal.mapping.rules`` (None: DEFAULT, the DN itself); the
+        value was validated with the configuration."""
+        rules = listener_settings(self.config.raw, listener)["ssl.principal.mapping.rules"]
+        return None if rules.strip() == "DEFAULT" else PrincipalMapper.parse(rules).name
 
     def _dialers(self) -> tuple[Dialer, Dialer]:
         """How this node dials other brokers (the inter-broker listener) and the controllers (the

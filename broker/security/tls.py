@@ -4,7 +4,8 @@ A listener's settings are ``ssl.<key>`` overridden by ``listener.name.<listener 
 as Kafka reads them (``listener_settings``). ``server_context`` turns them into an
 ``ssl.SSLContext`` or raises ``TlsConfigError`` naming the key and the fix; a value is never put
 in a message (keys and passwords). ``check_keys`` refuses, before anything is opened, the
-``ssl.*`` keys this broker cannot honour (JKS stores, principal mapping rules, engine factories).
+``ssl.*`` keys this broker cannot honour (JKS stores, engine factories) and unusable
+``ssl.principal.mapping.rules`` (``broker.security.principal_mapping``).
 
 Keystore: ``ssl.keystore.type`` PEM (``ssl.keystore.location``: one file with the private key and
 the certificate chain, or inline ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain``;
@@ -25,6 +26,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+from broker.security.principal_mapping import PrincipalMapper, PrincipalMappingError
 
 
 class TlsConfigError(ValueError):
@@ -88,8 +91,11 @@ def check_keys(raw: Mapping[str, str]) -> list[str]:
             out.append(f"config {key} cannot be honoured: {REFUSED[name]}; remove it")
         elif name not in KNOWN and name not in REFUSED:
             out.append(f"config {key} is not a TLS setting this broker knows; remove it (see docs/configuration.md)")
-        elif name == "ssl.principal.mapping.rules" and value.strip() != "DEFAULT":
-            out.append(f"config {key}: only DEFAULT (the certificate's distinguished name) is supported yet")
+        elif name == "ssl.principal.mapping.rules":
+            try:
+                PrincipalMapper.parse(value)
+            except PrincipalMappingError as exc:
+                out.append(f"config {key}: {exc}")
     return out
 
 

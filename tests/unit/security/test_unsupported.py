@@ -100,12 +100,19 @@ def test_unknown_key_warnings_never_print_a_secret_value(caplog: pytest.LogCaptu
         ("ssl.engine.factory.class", "custom SSL engine factories"),
         ("ssl.provider", "security providers"),
         ("ssl.keystore.typo", "not a TLS setting this broker knows"),
-        ("listener.name.client.ssl.principal.mapping.rules", "only DEFAULT"),
     ],
 )
 def test_ssl_keys_that_cannot_be_honoured_are_refused(key: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load({key: "RULE:^CN=(.*)$/$1/"})
+
+
+def test_unusable_principal_mapping_rules_are_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"listener\.name\.client\.ssl\.principal\.mapping\.rules: invalid rule"):
+        load({"listener.name.client.ssl.principal.mapping.rules": "DEFAULT/L"})
+    with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules: rule pattern"):
+        load({"ssl.principal.mapping.rules": "RULE:^CN=(unclosed$/$1/"})
+    load({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/, DEFAULT"})
 
 
 def test_tls_and_sasl_on_the_inter_broker_and_controller_listeners_are_accepted_in_kraft_mode() -> None:
