@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 import weakref
@@ -63,9 +64,17 @@ class Dialer:
     async def __call__(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         tls = self.security.tls
         if tls is not None:
-            reader, writer = await asyncio.open_connection(
-                host, port, ssl=tls, server_hostname=host if tls.check_hostname else None, limit=STREAM_LIMIT
-            )
+            try:
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=tls, server_hostname=host if tls.check_hostname else None, limit=STREAM_LIMIT
+                )
+            except ssl.SSLError as exc:
+                _warn(
+                    f"{host}:{port}", "TLS handshake with %s:%s (listener %s) failed: %s (check ssl.truststore.*, "
+                    "the certificates' host names, ssl.endpoint.identification.algorithm)",
+                    host, port, self.security.listener, exc,
+                )  # fmt: skip
+                raise
         else:
             reader, writer = await asyncio.open_connection(host, port, limit=STREAM_LIMIT)
         login = self.security.sasl
@@ -106,14 +115,11 @@ async def sasl_login(
         )
         if answer.error_code:
             name = _error_name(answer.error_code)
-            now = time.monotonic()
-            if now - _last_refusal_log.get(where, -REFUSAL_LOG_INTERVAL_S) >= REFUSAL_LOG_INTERVAL_S:
-                _last_refusal_log[where] = now
-                log.warning(
-                    "SASL %s login as %s at %s refused: %s %s (check the username/password of the "
-                    "listener's sasl.jaas.config)", login.mechanism, login.username, where, name,
-                    answer.error_message or "",
-                )  # fmt: skip
+            _warn(
+                where, "SASL %s login as %s at %s refused: %s %s (check the username/password of the "
+                "listener's sasl.jaas.config)", login.mechanism, login.username, where, name,
+                answer.error_message or "",
+            )  # fmt: skip
             raise AuthenticationError(f"SASL {login.mechanism} login at {where} refused: {name} {answer.error_message}")
         lifetime_ms = int(answer.session_lifetime_ms)
         return bytes(answer.auth_bytes)
@@ -130,6 +136,14 @@ async def sasl_login(
     except ScramError as exc:
         raise AuthenticationError(f"{exc} ({where})") from None
     return lifetime_ms
+
+
+def _warn(where: str, message: str, *args: object) -> None:
+    """A warning about a peer, at most once per ``REFUSAL_LOG_INTERVAL_S`` (retries are frequent)."""
+    now = time.monotonic()
+    if now - _last_refusal_log.get(where, -REFUSAL_LOG_INTERVAL_S) >= REFUSAL_LOG_INTERVAL_S:
+        _last_refusal_log[where] = now
+        log.warning(message, *args)
 
 
 def _error_name(code: int) -> str:

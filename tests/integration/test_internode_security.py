@@ -206,9 +206,9 @@ def test_wrong_credentials_on_the_controller_listener_are_refused_and_the_cluste
         sock.sendall(encode_request(api_key, version, 1, "intruder", body))
         assert _frame(sock) is None
 
-    async def dial(password: str) -> int:
+    async def dial(password: str, ca: str | None = str(certs.ca)) -> int:
         login = SaslLogin("PLAIN", "controller", password)
-        tls = ssl.create_default_context(cafile=str(certs.ca))
+        tls = ssl.create_default_context(cafile=ca)
         dialer = Dialer(OutboundSecurity("CONTROLLER", "SASL_SSL", tls, login), client_id="test")
         host, port = cluster.controller_address(leader).rsplit(":", 1)
         reader, writer = await dialer(host, int(port))
@@ -224,6 +224,8 @@ def test_wrong_credentials_on_the_controller_listener_are_refused_and_the_cluste
         asyncio.run(dial("wrong"))
     assert "wrong" not in str(caught.value).replace("SASL", "")
     assert asyncio.run(dial(PASSWORD)) == 0  # the nodes' own login, through the shared dial function
+    with pytest.raises(ssl.SSLCertVerificationError):  # a peer certificate our truststore does not trust
+        asyncio.run(dial(PASSWORD, ca=None))
 
     assert wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "the quorum undisturbed") == (leader, epoch)
     assert "after its SASL session expired" not in cluster.outputs()  # no node's own connection was cut off
