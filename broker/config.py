@@ -66,7 +66,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "listener URIs"),
     ConfigKey("advertised.listeners", _list, [], "URIs given to clients (default: listeners)"),
     ConfigKey("listener.security.protocol.map", str, "", "NAME:PROTOCOL,... (default: each protocol maps to itself)"),
-    ConfigKey("security.inter.broker.protocol", str, "PLAINTEXT", "protocol between brokers (PLAINTEXT only)"),
+    ConfigKey("security.inter.broker.protocol", str, "PLAINTEXT", "names the inter-broker listener (by its protocol)"),
     ConfigKey("num.partitions", int, 1, "partitions of an auto-created topic"),
     ConfigKey("default.replication.factor", int, 1, "replication factor of an auto-created topic"),
     ConfigKey("min.insync.replicas", int, 1, "acks=all needs this many in-sync replicas (topic default)"),
@@ -123,6 +123,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("socket.send.buffer.bytes", int, -1, "SO_SNDBUF (-1: OS default)"),
     ConfigKey("socket.receive.buffer.bytes", int, -1, "SO_RCVBUF (-1: OS default)"),
     ConfigKey("connections.max.idle.ms", int, 600000, "close connections idle this long"),
+    ConfigKey("connections.max.reauth.ms", int, 0, "KIP-368: a SASL login's session lifetime (0: no expiry)"),
     ConfigKey(
         "socket.request.frame.timeout.ms", int, 30000, "close a connection whose request frame takes longer (pylog)"
     ),
@@ -297,12 +298,7 @@ class BrokerConfig:
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
         self._validate_listener_roles()
-        plaintext_only: dict[str, str] = {}
-        if self.kraft_enabled:  # the Raft transport, registration, forwarding and replication are plaintext
-            plaintext_only[self.inter_broker_listener] = "the inter-broker listener"
-            for name in self.controller_listeners:
-                plaintext_only[name] = "a controller listener"
-        refused = refusals(self.raw, self.listener_protocols, plaintext_only)
+        refused = refusals(self.raw, self.listener_protocols)
         if refused:
             raise ConfigError("\n".join(refused))
         try:
@@ -332,14 +328,20 @@ class BrokerConfig:
                 f"(listeners: {','.join(names)})"
             )
         inter = self.values["inter.broker.listener.name"]
-        if inter is not None:
-            if "security.inter.broker.protocol" in self.raw:
+        if "security.inter.broker.protocol" in self.raw:
+            if inter is not None:
                 raise ConfigError("give only one of inter.broker.listener.name and security.inter.broker.protocol")
-            if inter.upper() not in names or inter.upper() in controllers:
+            protocol = str(self.values["security.inter.broker.protocol"]).strip().upper()
+            if protocol not in names:  # Kafka: the listener named after the protocol
                 raise ConfigError(
-                    f"inter.broker.listener.name={inter} must name a listener of listeners that is not "
-                    f"a controller listener (listeners: {','.join(names)})"
+                    f"security.inter.broker.protocol={protocol} needs a listener named {protocol} in listeners "
+                    f"(listeners: {','.join(names)}); or name the listener with inter.broker.listener.name"
                 )
+        if inter is not None and (inter.upper() not in names or inter.upper() in controllers):
+            raise ConfigError(
+                f"inter.broker.listener.name={inter} must name a listener of listeners that is not "
+                f"a controller listener (listeners: {','.join(names)})"
+            )
 
     @property
     def listener_names(self) -> list[str]:
@@ -358,6 +360,8 @@ class BrokerConfig:
         else the first listener that is not a controller listener, else the first listener."""
         if self.values["inter.broker.listener.name"] is not None:
             return str(self.values["inter.broker.listener.name"]).upper()
+        if "security.inter.broker.protocol" in self.raw:
+            return str(self.values["security.inter.broker.protocol"]).strip().upper()
         names = self.listener_names
         return next((name for name in names if name not in self.controller_listeners), names[0])
 
@@ -370,6 +374,26 @@ class BrokerConfig:
             return {name: listener_protocol(name, protocol_map) for name in names}
         except ProtocolMapError as exc:
             raise ConfigError(str(exc)) from None
+
+    @property
+    def controller_target(self) -> tuple[str, str]:
+        """``(listener name, security protocol)`` this node dials the controllers on: the first of
+        ``controller.listener.names`` (its protocol from ``listener.security.protocol.map``, which a
+        broker-only node must map too, as Kafka requires); in pylog's single-listener mode (no
+        protocol for that name) the voters serve the quorum on their first listener, so that one."""
+        names = [str(name).upper() for name in self.values["controller.listener.names"]]
+        try:
+            protocol_map = parse_protocol_map(str(self.values["listener.security.protocol.map"]))
+        except ProtocolMapError as exc:
+            raise ConfigError(str(exc)) from None
+        if names and names[0] in protocol_map and (names[0] in self.controller_listeners or not self._is_controller):
+            return names[0], protocol_map[names[0]]
+        first = self.listener_names[0]
+        return first, self.listener_protocols[first]
+
+    @property
+    def _is_controller(self) -> bool:
+        return self.kraft_enabled and "controller" in self.values["process.roles"]
 
     @property
     def kraft_enabled(self) -> bool:

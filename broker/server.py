@@ -66,6 +66,7 @@ from broker.log.metrics import render_log_dirs
 from broker.meta_properties import ensure_meta_properties
 from broker.metrics_http import MetricsServer
 from broker.network.connection import ConnectionLimits
+from broker.network.dial import Dialer
 from broker.network.fd_limit import raise_open_file_limit
 from broker.network.listener import Listener as SocketListener
 from broker.quota.connections import (
@@ -84,6 +85,13 @@ from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.security.listeners import ListenerPolicy
+from broker.security.outbound import (
+    CONTROLLER_MECHANISM_KEY,
+    INTER_BROKER_MECHANISM_KEY,
+    OutboundConfigError,
+    outbound_security,
+)
+from broker.security.principal_mapping import PrincipalMapper
 from broker.security.sasl.config import SaslConfigError, SaslListenerConfig
 from broker.security.sasl.config import listener_config as sasl_listener_config
 from broker.security.tls import TlsConfigError, listener_settings, server_context
@@ -176,6 +184,8 @@ class BrokerServer:
         )  # fmt: skip
         advertised_by_name = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
         tls_contexts = self._tls_contexts()  # before binding: a bad keystore stops start-up here
+        sasl_configs = self._sasl_configs()
+        to_brokers, to_controllers = self._dialers()  # likewise a bad truststore or login for other nodes
         for uri in config["listeners"]:
             spec = parse_listener(uri)
             self._listeners.append(
@@ -184,6 +194,7 @@ class BrokerServer:
                     send_buffer_bytes=int(config["socket.send.buffer.bytes"]),
                     receive_buffer_bytes=int(config["socket.receive.buffer.bytes"]),
                     tls_context=tls_contexts.get(spec.name),
+                    principal_mapping=self._principal_mapping(spec.name),
                     quotas=connection_quotas,
                 )
             )  # fmt: skip
@@ -196,7 +207,9 @@ class BrokerServer:
         raft_listener = next((by_name[n] for n in config.listener_names if n in config.controller_listeners), first)
         raft_address = _advertised_address(raft_listener, advertised_by_name.get(raft_listener.name))
         if config.kraft_enabled:  # committed-entry listeners go on self.raft before its start()
-            self.raft = create_driver(config, cluster_id, raft_address, on_fatal=self._on_raft_fatal)
+            self.raft = create_driver(
+                config, cluster_id, raft_address, on_fatal=self._on_raft_fatal, dialer=to_controllers
+            )
         self.advertised = [
             f"{sl.name}://{':'.join(map(str, _advertised_address(sl, advertised_by_name.get(sl.name))))}"
             for sl in self._listeners
@@ -210,7 +223,9 @@ class BrokerServer:
             if sl.name not in config.controller_listeners
         )
         if self.raft is not None:  # registers its committed-entry listener on the driver
-            controller = self._quorum = quorum_controller(self.raft, config, cluster_id, (host, port), endpoints)
+            controller = self._quorum = quorum_controller(
+                self.raft, config, cluster_id, (host, port), endpoints, dialer=to_controllers
+            )
         else:
             controller = LocalController(
                 config.log_dirs[0],
@@ -244,7 +259,7 @@ class BrokerServer:
         self._replicas = replicas
         logs.set_high_watermarks(replicas.high_watermark_of)  # retention and cleaning stop at the HW
         replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
-        self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms)
+        self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms, dialer=to_brokers)
 
         def on_change(old: MetadataImage, new: MetadataImage) -> None:
             for name, topic in new.topics.items():
@@ -261,7 +276,7 @@ class BrokerServer:
         self._tasks.append(self._watch(asyncio.create_task(groups.run(), name="group-coordinator")))
         txn, on_txn_change = txn_coordinator.attach(
             config.get, config.node_id, config.log_dirs[0], replicas=replicas, markers=replicas,
-            image=controller.image, clock_ms=self._clock_ms,
+            image=controller.image, clock_ms=self._clock_ms, dialer=to_brokers,
         )  # fmt: skip
         controller.add_listener(on_txn_change)
         self._txn = txn
@@ -270,7 +285,7 @@ class BrokerServer:
             await self.raft.start()
         broker = Broker(
             config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
-            listener_policy=ListenerPolicy(config.controller_listeners, self._sasl_configs()),
+            listener_policy=ListenerPolicy(config.controller_listeners, sasl_configs),
         )  # fmt: skip
         handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
         dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
@@ -308,6 +323,35 @@ class BrokerServer:
                     raise ConfigError(str(exc)) from None
                 log.info("listener %s serves TLS", name)
         return out
+
+    def _principal_mapping(self, listener: str) -> Callable[[str], str] | None:
+        """The listener's ``ssl.principal.mapping.rules`` (None: DEFAULT, the DN itself); the
+        value was validated with the configuration."""
+        rules = listener_settings(self.config.raw, listener)["ssl.principal.mapping.rules"]
+        return None if rules.strip() == "DEFAULT" else PrincipalMapper.parse(rules).name
+
+    def _dialers(self) -> tuple[Dialer, Dialer]:
+        """How this node dials other brokers (the inter-broker listener) and the controllers (the
+        first controller listener), with those listeners' TLS and SASL (``broker.security.outbound``)."""
+        config = self.config
+        if not config.kraft_enabled:  # a single broker (LocalController) dials no other node
+            return Dialer(), Dialer()
+        inter = config.inter_broker_listener
+        targets = (
+            (inter, config.listener_protocols[inter], INTER_BROKER_MECHANISM_KEY, f"broker-{config.node_id}"),
+            (*config.controller_target, CONTROLLER_MECHANISM_KEY, f"node-{config.node_id}-to-controller"),
+        )
+        broker_role = "broker" in config["process.roles"]
+        out = []
+        for listener, protocol, mechanism_key, client_id in targets if broker_role else targets[1:]:
+            try:
+                security = outbound_security(config.raw, listener, protocol, mechanism_key)
+            except OutboundConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            if protocol != "PLAINTEXT":
+                log.info("connections to other nodes' listener %s use %s", listener, protocol)
+            out.append(Dialer(security, client_id=client_id))
+        return (out[0], out[1]) if broker_role else (Dialer(), out[0])  # a controller dials no broker
 
     def _sasl_configs(self) -> dict[str, SaslListenerConfig]:
         """The SASL settings of every SASL_PLAINTEXT / SASL_SSL listener; ConfigError names the key."""

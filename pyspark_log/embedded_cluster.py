@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,11 +55,13 @@ def request(
     *,
     timeout_s: float = 10,
     client_id: str = "embedded-cluster",
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Any:
-    """One request on a fresh connection; the decoded response body (``ConnectionError`` when
-    the broker closes the connection instead of answering)."""
+    """One request on a fresh connection (TLS with ``ssl_context``); the decoded response body
+    (``ConnectionError`` when the broker closes the connection instead of answering)."""
     host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+        sock = ssl_context.wrap_socket(raw, server_hostname=host) if ssl_context is not None else raw
         sock.sendall(encode_request(api_key, version, 1, client_id, body))
         size = struct.unpack(">i", _read(sock, 4))[0]
         _, response = decode_response(api_key, version, _read(sock, size))
@@ -84,10 +87,10 @@ class PartitionView:
     offline: tuple[int, ...]
 
 
-def partitions(address: str, topic: str) -> dict[int, PartitionView]:
+def partitions(address: str, topic: str, ssl_context: ssl.SSLContext | None = None) -> dict[int, PartitionView]:
     """One broker's Metadata answer for ``topic``: every partition's leader, replicas, ISR."""
     body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-    response = request(address, ApiKey.METADATA, 12, body)
+    response = request(address, ApiKey.METADATA, 12, body, ssl_context=ssl_context)
     out = {}
     for t in response.topics:
         for p in t.partitions:
@@ -103,12 +106,17 @@ class EmbeddedCluster:
     def __init__(
         self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
         combined: bool = False, overrides: Mapping[str, str] | None = None, controller_listener: bool = False,
+        client_protocol: str = "PLAINTEXT", controller_protocol: str = "PLAINTEXT",
     ) -> None:  # fmt: skip
         self.root = root
         self.combined = combined
         # a separate CONTROLLER listener (controller.listener.names) carries the quorum's RPCs;
         # clients use PLAINTEXT, which then refuses them (broker.security.listeners)
         self.controller_listener = controller_listener
+        # with a controller listener: the client listener is named after its security protocol
+        # (it is the inter-broker listener too), CONTROLLER uses ``controller_protocol``
+        self.client_protocol = client_protocol
+        self.controller_protocol = controller_protocol
         self._client_ports: dict[int, int] = {}
         self.controller_ids = brokers if combined else controllers
         self.broker_ids = brokers
@@ -123,12 +131,14 @@ class EmbeddedCluster:
         if self.controller_listener:
             uris = []
             if "broker" in roles:
-                uris.append(f"PLAINTEXT://127.0.0.1:{self._client_ports[node_id]}")
+                uris.append(f"{self.client_protocol}://127.0.0.1:{self._client_ports[node_id]}")
             if "controller" in roles:
                 uris.append(f"CONTROLLER://127.0.0.1:{self._ports[node_id]}")
             listeners = {
                 "listeners": ",".join(uris),
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": (
+                    f"{self.client_protocol}:{self.client_protocol},CONTROLLER:{self.controller_protocol}"
+                ),
                 "controller.listener.names": "CONTROLLER",
             }
         return {

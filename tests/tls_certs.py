@@ -34,6 +34,7 @@ class Certs:
     expired: Pair  # client certificate of the trusted CA, expired
     stranger: Pair  # client certificate of an untrusted CA
     untrusted_server: Pair  # a server certificate of the untrusted CA
+    node: Pair  # a broker's certificate for serving and for its own connections (server + client auth)
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
@@ -66,7 +67,7 @@ def _ca(directory: Path, label: str) -> tuple[x509.Certificate, ec.EllipticCurve
 
 def _leaf(
     directory: Path, name: str, subject: x509.Name, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey,
-    *, server: bool, expired: bool = False,
+    *, server: bool, expired: bool = False, client_too: bool = False,
 ) -> tuple[Pair, ec.EllipticCurvePrivateKey, x509.Certificate]:  # fmt: skip
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
@@ -82,7 +83,10 @@ def _leaf(
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                + ([ExtendedKeyUsageOID.CLIENT_AUTH] if server and client_too else [])
+            ),
             critical=False,
         )
     )
@@ -119,4 +123,5 @@ def make_certs(directory: Path) -> Certs:
     expired, _, _ = _leaf(directory, "expired", _name("old"), ca, ca_key, server=False, expired=True)
     stranger, _, _ = _leaf(directory, "stranger", _name("mallory"), other, other_key, server=False)
     untrusted_server, _, _ = _leaf(directory, "fake-server", _name("localhost"), other, other_key, server=True)
-    return Certs(ca_path, server, p12, alice, expired, stranger, untrusted_server)
+    node, _, _ = _leaf(directory, "node", _name("localhost", "brokers"), ca, ca_key, server=True, client_too=True)
+    return Certs(ca_path, server, p12, alice, expired, stranger, untrusted_server, node)

@@ -91,11 +91,16 @@ class Dispatcher:
         if not lo_hi[0] <= header.api_version <= lo_hi[1]:
             raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
         if sasl is not None and not sasl.allows(header.api_key):
+            when = (
+                "after its SASL session expired (connections.max.reauth.ms)"
+                if sasl.expired()
+                else "before SASL authentication"
+            )
             log.warning(
-                "closing connection %s from %s: %s before SASL authentication on listener %s",
-                ctx.connection_id, ctx.peer, ApiKey(header.api_key).name, ctx.listener,
+                "closing connection %s from %s: %s %s on listener %s",
+                ctx.connection_id, ctx.peer, ApiKey(header.api_key).name, when, ctx.listener,
             )  # fmt: skip
-            raise CloseConnection(f"api {header.api_key} before SASL authentication")
+            raise CloseConnection(f"api {header.api_key} {when}")
         if not policy.is_controller(ctx.listener):
             refused = policy.refusal(
                 ctx.listener,

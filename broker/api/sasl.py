@@ -9,7 +9,9 @@ Kafka's responses:
 - SaslAuthenticate: the mechanism's answer token; when it refuses, SASL_AUTHENTICATION_FAILED
   with its message, and the connection is closed after the response (as Kafka does). The broker
   logs who failed (the user name the client gave), from where and on which listener — never
-  the password. Success sets the connection's principal (``User:<name>``).
+  the password. Success sets the connection's principal (``User:<name>``); v1+ carries
+  ``session_lifetime_ms`` (``connections.max.reauth.ms``, KIP-368; the session module closes
+  expired connections and serves re-authentication).
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def handle_sasl_authenticate(broker: Broker, request: Request) -> Mapping[str, A
         return _failure(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
     if session.principal is not None:
         ctx.attributes["principal"] = session.principal
-    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": 0}
+    lifetime = session.session_lifetime_ms  # KIP-368: the client re-authenticates before it ends
+    return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer, "session_lifetime_ms": lifetime}
 
 
 def authenticate(session: SaslSession, token: bytes, peer: str, listener: str) -> bytes:

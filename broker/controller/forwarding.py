@@ -31,6 +31,7 @@ from typing import Any
 
 from broker.controller.errors import MetadataError
 from broker.controller.partition_changes import ElectionResult, ElectionType, IsrChange, TopicPartitionKey
+from broker.network.dial import Dialer
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode, KafkaError
 from pyspark_log.wire.headers import decode_response, encode_request
@@ -67,9 +68,10 @@ class Outcome:
 class ControllerChannel:
     """A lazily opened connection to one controller endpoint."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, dialer: Dialer | None = None) -> None:
         self.host = host
         self.port = port
+        self._dial = dialer or Dialer()
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -89,8 +91,10 @@ class ControllerChannel:
                 raise
 
     async def _roundtrip(self, api_key: int, version: int, body: Mapping[str, Any], client_id: str) -> Message:
+        if self._writer is not None and self._dial.stale(self._writer):  # KIP-368: the session is ending
+            await self.close()
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            self._reader, self._writer = await self._dial(self.host, self.port)
         assert self._reader is not None
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         self._writer.write(encode_request(api_key, version, correlation_id, client_id, body))
@@ -113,13 +117,14 @@ class ControllerChannel:
 class ControllerChannels:
     """Channels by endpoint, reused across calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialer: Dialer | None = None) -> None:
+        self._dialer = dialer  # the controller listener's security (broker.network.dial)
         self._channels: dict[tuple[str, int], ControllerChannel] = {}
 
     def get(self, host: str, port: int) -> ControllerChannel:
         channel = self._channels.get((host, port))
         if channel is None:
-            channel = self._channels[(host, port)] = ControllerChannel(host, port)
+            channel = self._channels[(host, port)] = ControllerChannel(host, port, self._dialer)
         return channel
 
     async def close(self) -> None:

@@ -73,6 +73,7 @@ from broker.controller.records import (
 )
 from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
+from broker.network.dial import Dialer
 from broker.raft.core import NotLeaderError
 from pyspark_log.wire.errors import ErrorCode
 
@@ -133,6 +134,7 @@ class QuorumController(ReplicaLeadership):
         leader_imbalance_check_interval_ms: int = 300_000,
         leader_imbalance_per_broker_percentage: int = 10,
         clock_ms: Callable[[], int] = _system_clock_ms,
+        dialer: Dialer | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
@@ -156,7 +158,7 @@ class QuorumController(ReplicaLeadership):
         self._lock: asyncio.Lock | None = None
         self._caught_up_epoch = -1
         self._last_heartbeat_ms: dict[int, int] = {}
-        self._channels = ControllerChannels()
+        self._channels = ControllerChannels(dialer)  # registration, heartbeats, AlterPartition, forwarding
         self._tasks: list[asyncio.Task[None]] = []
         self._incarnation_id = uuid.uuid4()
         self._broker_epoch = -1
@@ -697,6 +699,8 @@ def from_config(
     cluster_id: str,
     address: tuple[str, int],
     endpoints: tuple[tuple[str, str, int], ...] = (),
+    *,
+    dialer: Dialer | None = None,
 ) -> QuorumController:
     """The controller of a node with ``process.roles``: it registers as a broker (at ``address``,
     the inter-broker listener, with ``endpoints``, every client listener) only with the ``broker`` role."""
@@ -716,4 +720,5 @@ def from_config(
         auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
         leader_imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000,
         leader_imbalance_per_broker_percentage=int(config["leader.imbalance.per.broker.percentage"]),
+        dialer=dialer,
     )

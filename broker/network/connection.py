@@ -32,12 +32,13 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.network.response import FileRegion, Response, ResponsePart
 from broker.network.tls import TlsSession
+from broker.security.principal_mapping import NoMatchingRule
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,11 @@ class Connection:
         ctx: ConnectionContext,
         limits: ConnectionLimits,
         tls_context: ssl.SSLContext | None = None,
+        *,
+        principal_mapping: Callable[[str], str] | None = None,
     ) -> None:
         sock.setblocking(False)
+        self._principal_mapping = principal_mapping  # ssl.principal.mapping.rules of the listener
         self._sock = sock
         # TLS listener: the byte stream goes through a TlsSession; fetches lose sendfile
         self._tls = TlsSession(sock, tls_context) if tls_context is not None else None
@@ -172,7 +176,16 @@ class Connection:
                 self.ctx.peer, self.ctx.listener, str(exc) or type(exc).__name__,
             )  # fmt: skip
             return False
-        self.ctx.attributes["principal"] = self._tls.principal()
+        try:
+            self.ctx.attributes["principal"] = self._tls.principal(self._principal_mapping)
+        except NoMatchingRule as exc:  # Kafka fails the TLS authentication
+            log.warning("TLS client %s on listener %s refused: %s", self.ctx.peer, self.ctx.listener, exc)
+            return False
+        if self.ctx.attributes["principal"] != "User:ANONYMOUS":
+            log.info(
+                "TLS client %s authenticated as %s on listener %s",
+                self.ctx.peer, self.ctx.attributes["principal"], self.ctx.listener,
+            )  # fmt: skip
         self.ctx.attributes["tls_version"] = self._tls.version
         self.last_active = time.monotonic()
         return True

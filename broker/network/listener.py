@@ -23,6 +23,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 
 from broker.network.connection import Connection, ConnectionContext, ConnectionLimits, RequestHandler
 from broker.quota.connections import ConnectionQuotas
@@ -50,9 +51,11 @@ class Listener:
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
         tls_context: ssl.SSLContext | None = None,
+        principal_mapping: Callable[[str], str] | None = None,
         quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.name = name
+        self._principal_mapping = principal_mapping  # ssl.principal.mapping.rules (None: DEFAULT)
         self._tls_context = tls_context  # an SSL listener: every connection starts with a TLS handshake
         self._handler: RequestHandler | None = None
         self._limits = limits
@@ -143,7 +146,12 @@ class Listener:
         conn_id = next(self._ids)
         peer = f"{addr[0]}:{addr[1]}"
         conn = Connection(
-            sock, self._handler, ConnectionContext(peer, self.name, conn_id), self._limits, self._tls_context
+            sock,
+            self._handler,
+            ConnectionContext(peer, self.name, conn_id),
+            self._limits,
+            self._tls_context,
+            principal_mapping=self._principal_mapping,
         )
         self._connections[conn_id] = conn
         task = asyncio.create_task(self._serve(conn, str(addr[0])), name=f"conn-{conn_id}")

@@ -11,8 +11,10 @@ timeout) raises ``PeerError``, closes the connection, and fails every other requ
 (DESIGN principle 10); the next request connects again. Retries and their pacing are the Raft
 core's business (``request_failed`` -> exponential backoff), not this class's.
 
-Frames use ``pyspark_log.wire`` codecs; no ApiVersions handshake: peers are pylog brokers of the
-same release and the versions are fixed (``broker.raft.rpc``, ``broker.replication.fetcher``).
+Connections are opened by a ``broker.network.dial.Dialer`` (TLS and/or the SASL login of the
+listener the peer is reached on; plain TCP without one). Frames use ``pyspark_log.wire`` codecs;
+no ApiVersions handshake: peers are pylog brokers of the same release and the versions are fixed
+(``broker.raft.rpc``, ``broker.replication.fetcher``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from broker.network.dial import Dialer
 from pyspark_log.wire.headers import decode_response, encode_request, peek_correlation_id
 from pyspark_log.wire.message import Message
 
@@ -40,8 +43,12 @@ class PeerError(Exception):
 class PeerConnection:
     """Requests to one peer ``host:port``; used from one event loop."""
 
-    def __init__(self, node_id: int, host: str, port: int, *, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self, node_id: int, host: str, port: int, *, client_id: str, request_timeout_ms: int,
+        dialer: Dialer | None = None,
+    ) -> None:  # fmt: skip
         self.node_id = node_id
+        self._dial = dialer or Dialer(client_id=client_id)
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -66,6 +73,8 @@ class PeerConnection:
             raise PeerError(f"{self} is closed")
         try:
             async with asyncio.timeout(self.request_timeout_ms / 1000):
+                if self._writer is not None and not self._pending and self._dial.stale(self._writer):
+                    self._drop(PeerError(f"{self}: SASL session ending, reconnecting"))  # KIP-368
                 await self._ensure_connected()
                 correlation_id = self._next_correlation_id
                 self._next_correlation_id = (correlation_id + 1) & 0x7FFF_FFFF
@@ -99,7 +108,7 @@ class PeerConnection:
                 self._connecting = None
 
     async def _connect(self) -> None:
-        reader, writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        reader, writer = await self._dial(self.host, self.port)
         if self._closed:
             writer.close()
             raise PeerError(f"{self} is closed")

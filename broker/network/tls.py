@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections.abc import Callable
 
 RECV_BYTES = 256 * 1024
 WRITE_CHUNK_BYTES = 256 * 1024
@@ -62,9 +63,10 @@ class TlsSession:
                 raise
         await self._flush(loop)
 
-    def principal(self) -> str:
-        """Kafka's DEFAULT mapping: ``User:`` + the client certificate's subject in RFC 2253 form
-        (``User:CN=alice,OU=eng``), or ``User:ANONYMOUS`` without a client certificate."""
+    def principal(self, mapping: Callable[[str], str] | None = None) -> str:
+        """``User:`` + the client certificate's subject in RFC 2253 form (``User:CN=alice,OU=eng``,
+        Kafka's DEFAULT mapping) or what ``mapping`` (``ssl.principal.mapping.rules``) makes of it,
+        or ``User:ANONYMOUS`` without a client certificate. ``mapping`` may raise (no rule applies)."""
         cert = self._tls.getpeercert()
         subject = cert.get("subject") if cert else None
         if not subject:
@@ -72,7 +74,8 @@ class TlsSession:
         parts = []
         for rdn in reversed(subject):  # RFC 2253 lists the most specific name first
             parts.append("+".join(f"{_DN_NAMES.get(str(k), str(k))}={_escape(str(v))}" for k, v in rdn))
-        return "User:" + ",".join(parts)
+        dn = ",".join(parts)
+        return "User:" + (mapping(dn) if mapping is not None else dn)
 
     @property
     def version(self) -> str | None:

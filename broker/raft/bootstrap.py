@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.log.manager import METADATA_DIR_NAME
+from broker.network.dial import Dialer
 from broker.properties import load_properties
 from broker.raft.config import (
     QUORUM_KEYS,
@@ -76,8 +77,11 @@ def create_driver(
     listener: tuple[str, int],
     *,
     on_fatal: Callable[[str], None] | None = None,
+    dialer: Dialer | None = None,
 ) -> RaftDriver:
-    """The driver of this node (not started: register committed-entry listeners, then start)."""
+    """The driver of this node (not started: register committed-entry listeners, then start);
+    ``dialer`` opens its connections to the other voters (``broker.network.dial``)."""
     return RaftDriver(
-        raft_config(config, listener), config.node_id, cluster_id, metadata_dir(config), on_fatal=on_fatal
-    )
+        raft_config(config, listener), config.node_id, cluster_id, metadata_dir(config), on_fatal=on_fatal,
+        dialer=dialer,
+    )  # fmt: skip

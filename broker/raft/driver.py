@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.config import system_clock_ms
+from broker.network.dial import Dialer
 from broker.network.peer import PeerConnection
 from broker.raft.config import RaftConfig
 from broker.raft.core import NotLeaderError, RaftCore
@@ -137,7 +138,9 @@ class RaftDriver:
         clock_ms: Callable[[], int] = system_clock_ms,
         rng: random.Random | None = None,
         on_fatal: Callable[[str], None] | None = None,
+        dialer: Dialer | None = None,
     ) -> None:
+        """``dialer``: how Raft RPCs reach the other voters (their controller listener's security)."""
         if config.node_id != node_id:
             raise ValueError(f"RaftConfig is for node {config.node_id}, not {node_id}")
         self.config = config
@@ -164,7 +167,12 @@ class RaftDriver:
         self._incoming_batches: dict[tuple[int, int], bytes] = {}
         self._peers: dict[int, PeerConnection] = {
             voter: PeerConnection(
-                voter, ep.host, ep.port, client_id=f"raft-{node_id}", request_timeout_ms=config.request_timeout_ms
+                voter,
+                ep.host,
+                ep.port,
+                client_id=f"raft-{node_id}",
+                request_timeout_ms=config.request_timeout_ms,
+                dialer=dialer,
             )
             for voter, ep in config.voter_endpoints.items()
             if voter != node_id

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from broker.controller.image import MetadataImage
 from broker.log.errors import LogError
+from broker.network.dial import Dialer
 from broker.network.peer import PeerConnection, PeerError
 from broker.replication.leader_epoch import truncation_offset
 from broker.replication.partition import Partition
@@ -72,8 +73,11 @@ class ReplicaFetchers:
     """Keeps one ``SourceFetcher`` per leader and fetcher index running for the followed partitions."""
 
     def __init__(
-        self, replicas: ReplicaManager, image: Callable[[], MetadataImage], *, clock_ms: Callable[[], int]
-    ) -> None:
+        self, replicas: ReplicaManager, image: Callable[[], MetadataImage], *, clock_ms: Callable[[], int],
+        dialer: Dialer | None = None,
+    ) -> None:  # fmt: skip
+        """``dialer``: how fetchers reach the leaders (the inter-broker listener's security)."""
+        self._dialer = dialer
         self._replicas = replicas
         self._image = image
         self._clock_ms = clock_ms
@@ -144,7 +148,7 @@ class ReplicaFetchers:
         fetcher.connection = PeerConnection(
             fetcher.source_id, fetcher.host, fetcher.port,
             client_id=f"broker-{self._replicas.node_id}-fetcher-{fetcher.index}",
-            request_timeout_ms=config.socket_timeout_ms + config.fetch_wait_max_ms,
+            request_timeout_ms=config.socket_timeout_ms + config.fetch_wait_max_ms, dialer=self._dialer,
         )  # fmt: skip
         while True:
             now = self._clock_ms()

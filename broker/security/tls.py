@@ -4,7 +4,8 @@ A listener's settings are ``ssl.<key>`` overridden by ``listener.name.<listener 
 as Kafka reads them (``listener_settings``). ``server_context`` turns them into an
 ``ssl.SSLContext`` or raises ``TlsConfigError`` naming the key and the fix; a value is never put
 in a message (keys and passwords). ``check_keys`` refuses, before anything is opened, the
-``ssl.*`` keys this broker cannot honour (JKS stores, principal mapping rules, engine factories).
+``ssl.*`` keys this broker cannot honour (JKS stores, engine factories) and unusable
+``ssl.principal.mapping.rules`` (``broker.security.principal_mapping``).
 
 Keystore: ``ssl.keystore.type`` PEM (``ssl.keystore.location``: one file with the private key and
 the certificate chain, or inline ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain``;
@@ -25,6 +26,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+from broker.security.principal_mapping import PrincipalMapper, PrincipalMappingError
 
 
 class TlsConfigError(ValueError):
@@ -55,7 +58,7 @@ KNOWN = {
     "ssl.keymanager.algorithm",
     "ssl.trustmanager.algorithm",
     "ssl.secure.random.implementation",
-    "ssl.endpoint.identification.algorithm",  # a client-side check; inter-broker TLS is not served
+    "ssl.endpoint.identification.algorithm",  # the node's own connections: https (default) or empty
 }
 REFUSED = {
     "ssl.engine.factory.class": "custom SSL engine factories are Java classes",
@@ -88,8 +91,11 @@ def check_keys(raw: Mapping[str, str]) -> list[str]:
             out.append(f"config {key} cannot be honoured: {REFUSED[name]}; remove it")
         elif name not in KNOWN and name not in REFUSED:
             out.append(f"config {key} is not a TLS setting this broker knows; remove it (see docs/configuration.md)")
-        elif name == "ssl.principal.mapping.rules" and value.strip() != "DEFAULT":
-            out.append(f"config {key}: only DEFAULT (the certificate's distinguished name) is supported yet")
+        elif name == "ssl.principal.mapping.rules":
+            try:
+                PrincipalMapper.parse(value)
+            except PrincipalMappingError as exc:
+                out.append(f"config {key}: {exc}")
     return out
 
 
@@ -99,6 +105,37 @@ def server_context(settings: Mapping[str, str], listener: str) -> ssl.SSLContext
     ctx.options |= ssl.OP_NO_RENEGOTIATION
     _load_keystore(ctx, settings, listener)
     _set_client_auth(ctx, settings, listener)
+    _set_protocols(ctx, settings, listener)
+    suites = settings.get("ssl.cipher.suites", "").strip()
+    if suites:
+        _set_ciphers(ctx, suites, listener)
+    return ctx
+
+
+def client_context(settings: Mapping[str, str], listener: str) -> ssl.SSLContext:
+    """An ``SSLContext`` for this node's own connections to ``listener`` on other nodes (replica
+    fetchers, Raft, registration, forwarding), as Kafka's inter-broker and controller clients use
+    that listener's ``ssl.*`` settings: the truststore (``ssl.truststore.*``; none given: the
+    system's CAs) verifies the peer, the keystore (when given) is the client certificate a peer
+    with ``ssl.client.auth`` asks for, and ``ssl.endpoint.identification.algorithm`` ``https``
+    (Kafka's default) checks the peer's host name against its certificate; empty does not."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
+    if settings.get("ssl.truststore.location", "").strip() or settings.get("ssl.truststore.certificates", "").strip():
+        _load_truststore(ctx, settings, listener)
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    keystore_keys = ("ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key")
+    if any(settings.get(key, "").strip() for key in keystore_keys):
+        _load_keystore(ctx, settings, listener)
+    algorithm = settings.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", ""):
+        raise TlsConfigError(
+            f"{_key(listener, 'ssl.endpoint.identification.algorithm')} must be https (check the peer's host "
+            "name, Kafka's default) or empty (do not)"
+        )
+    ctx.check_hostname = algorithm == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
     _set_protocols(ctx, settings, listener)
     suites = settings.get("ssl.cipher.suites", "").strip()
     if suites:

@@ -19,9 +19,10 @@ SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL
 
 # Key prefixes and keys that configure TLS, SASL, authorization or principals (Kafka's names).
 REFUSED_PREFIXES = {
-    "sasl.": "only sasl.enabled.mechanisms is supported yet",
-    "listener.name.": "per-listener settings other than ssl.*, sasl.enabled.mechanisms and plain.sasl.jaas.config "
-    "are not supported yet",
+    "sasl.": "only sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol and "
+    "sasl.mechanism.controller.protocol are supported yet",
+    "listener.name.": "per-listener settings other than ssl.*, sasl.enabled.mechanisms and "
+    "<plain|scram-sha-256|scram-sha-512>.sasl.jaas.config are not supported yet",
     "delegation.token.": "delegation tokens are not supported",
 }
 REFUSED_KEYS = {
@@ -29,13 +30,10 @@ REFUSED_KEYS = {
     "super.users": "authorization (ACLs) is not supported yet",
     "allow.everyone.if.no.acl.found": "authorization (ACLs) is not supported yet",
     "principal.builder.class": "principals are not supported yet",
-    "connections.max.reauth.ms": "SASL re-authentication is not supported yet",
 }
 # Keys that are harmless at these values (Kafka's defaults / "off").
 HARMLESS_VALUES = {
     "authorizer.class.name": {""},
-    "security.inter.broker.protocol": {"PLAINTEXT"},
-    "connections.max.reauth.ms": {"0"},
 }
 DOCS = "see docs/security.md"
 
@@ -50,26 +48,14 @@ def _is_listener_ssl_key(key: str) -> bool:
     return len(parts) > 3 and parts[0] == "listener" and parts[1] == "name" and parts[3] == "ssl"
 
 
-def refusals(
-    raw: Mapping[str, str],
-    listener_protocols: Mapping[str, str],
-    plaintext_only: Mapping[str, str] | None = None,
-) -> list[str]:
+def refusals(raw: Mapping[str, str], listener_protocols: Mapping[str, str]) -> list[str]:
     """Messages for every security setting in ``raw`` that cannot be honoured.
 
-    ``listener_protocols`` maps each configured listener name to its security protocol;
-    ``plaintext_only`` maps listeners that must stay PLAINTEXT (this broker's own connections to
-    them do not speak TLS yet) to the reason.
+    ``listener_protocols`` maps each configured listener name to its security protocol. The
+    node's own connections to other nodes speak every supported protocol
+    (``broker.security.outbound``), so the inter-broker and controller listeners may use any.
     """
     out: list[str] = list(check_keys(raw))
-    for name, why in (plaintext_only or {}).items():
-        protocol = listener_protocols.get(name, "PLAINTEXT")
-        if protocol != "PLAINTEXT" and protocol in SUPPORTED_PROTOCOLS:
-            out.append(
-                f"listener {name} is {why} and uses {protocol}: the broker's own connections to it do not "
-                f"speak {protocol} yet — map it to PLAINTEXT on a private network and serve clients "
-                f"{protocol} on another listener ({DOCS})"
-            )
     for name, protocol in listener_protocols.items():
         if protocol not in SUPPORTED_PROTOCOLS:
             out.append(
@@ -81,8 +67,6 @@ def refusals(
         if value.strip() in HARMLESS_VALUES.get(key, set()) or _is_listener_ssl_key(key) or is_sasl_key_read_here(key):
             continue
         reason = REFUSED_KEYS.get(key)
-        if reason is None and key == "security.inter.broker.protocol":
-            reason = "inter-broker traffic can only be PLAINTEXT yet"
         if reason is None:
             reason = next((why for prefix, why in REFUSED_PREFIXES.items() if key.startswith(prefix)), None)
         if reason is not None:

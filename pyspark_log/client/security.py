@@ -17,11 +17,7 @@ handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mec
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
 import re
-import secrets
 import ssl
 import struct
 from collections.abc import Mapping
@@ -30,7 +26,9 @@ from typing import Any
 from pyspark_log.client.connection import Connector, Writer, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
 from pyspark_log.wire import ApiKey, decode_response, encode_request
-from pyspark_log.wire.scram import SCRAM_DIGESTS
+from pyspark_log.wire.scram import ScramClient, ScramError
+
+__all__ = ["SASL_MECHANISMS", "ScramClient", "client_context", "connector_for"]
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -121,44 +119,6 @@ def _jaas_login(jaas: str) -> tuple[str, str]:
     return found["username"], found.get("password", "")
 
 
-class ScramClient:
-    """The client side of SCRAM (RFC 5802 / 7677), no channel binding: ``first()``, then
-    ``final(server_first)``, then ``verify(server_final)``."""
-
-    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
-        self._digest = SCRAM_DIGESTS[mechanism]
-        self._password = password
-        name = user.replace("=", "=3D").replace(",", "=2C")
-        self._nonce = nonce or base64.b64encode(secrets.token_bytes(18)).decode()
-        self._first_bare = f"n={name},r={self._nonce}"
-        self._server_signature = b""
-
-    def first(self) -> bytes:
-        return f"n,,{self._first_bare}".encode()
-
-    def final(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attrs = dict(part.split("=", 1) for part in text.split(","))
-        nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
-        if not nonce.startswith(self._nonce):
-            raise BrokerConnectionError("SCRAM: the server's nonce does not extend ours")
-        salted = hashlib.pbkdf2_hmac(self._digest, self._password.encode(), salt, iterations)
-        client_key = hmac.new(salted, b"Client Key", self._digest).digest()
-        stored_key = hashlib.new(self._digest, client_key).digest()
-        without_proof = f"c=biws,r={nonce}"
-        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
-        signature = hmac.new(stored_key, auth_message, self._digest).digest()
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = hmac.new(salted, b"Server Key", self._digest).digest()
-        self._server_signature = hmac.new(server_key, auth_message, self._digest).digest()
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def verify(self, server_final: bytes) -> None:
-        expected = b"v=" + base64.b64encode(self._server_signature)
-        if not hmac.compare_digest(server_final, expected):
-            raise BrokerConnectionError("SCRAM: the server's signature is wrong (not the broker we trust?)")
-
-
 async def _sasl_exchange(
     reader: asyncio.StreamReader, writer: Writer, login: tuple[str, str, str], client_id: str, where: str
 ) -> None:
@@ -185,10 +145,13 @@ async def _sasl_exchange(
         await step(b"\0" + user.encode() + b"\0" + password.encode())
         return
     scram = ScramClient(mechanism, user, password)
-    server_first = await step(scram.first())
-    # PBKDF2 takes milliseconds: off the event loop
-    client_final = await asyncio.get_running_loop().run_in_executor(None, scram.final, server_first)
-    scram.verify(await step(client_final))
+    try:
+        server_first = await step(scram.first())
+        # PBKDF2 takes milliseconds: off the event loop
+        client_final = await asyncio.get_running_loop().run_in_executor(None, scram.final, server_first)
+        scram.verify(await step(client_final))
+    except ScramError as exc:
+        raise BrokerConnectionError(f"{exc} ({where})") from None
 
 
 async def _call(

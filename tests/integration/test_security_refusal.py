@@ -78,3 +78,27 @@ def test_ssl_listener_with_an_unreadable_keystore_refuses_to_start(tmp_path: Pat
     assert "ssl.keystore.location (listener SSL): cannot read /nonexistent/broker.pem" in done.stderr, done.stderr
     jks = run_broker(tmp_path, "listeners=SSL://127.0.0.1:0\nssl.keystore.location=/etc/kafka/broker.jks\n")
     assert "ssl.keystore.type (listener SSL)=JKS is not supported: use PEM or PKCS12" in jks.stderr, jks.stderr
+
+
+def test_a_sasl_inter_broker_listener_without_the_nodes_own_login_refuses_to_start(tmp_path: Path) -> None:
+    """The node must be able to log in where it connects: a SASL inter-broker listener needs
+    sasl.mechanism.inter.broker.protocol (Kafka's default GSSAPI is not spoken) and the login in
+    the listener's JAAS value; start-up names the key and never binds the port."""
+    port = free_port()
+    base = (
+        "process.roles=broker,controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\n"
+        f"listeners=INTERNAL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{free_port()}\n"
+        "listener.security.protocol.map=INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required user_admin="hunter2";\n'
+    )
+    done = run_broker(tmp_path, base)
+    assert done.returncode != 0
+    assert "sasl.mechanism.inter.broker.protocol is not set" in done.stderr, done.stderr
+    no_login = run_broker(tmp_path, base + "sasl.mechanism.inter.broker.protocol=PLAIN\n")
+    assert no_login.returncode != 0
+    assert 'listener.name.internal.plain.sasl.jaas.config has no username="..."' in no_login.stderr, no_login.stderr
+    assert "hunter2" not in done.stderr + no_login.stderr
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass

@@ -22,6 +22,7 @@ from broker.coordinator.txn.markers import ControlMarkerAppender, TxnMarkerChann
 from broker.coordinator.txn.producer_ids import ProducerIdManager
 from broker.coordinator.txn.records import TRANSACTION_STATE_TOPIC, TxnState, partition_for
 from broker.coordinator.txn.sender import BrokerSender
+from broker.network.dial import Dialer
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = [
@@ -54,6 +55,7 @@ def attach(
     markers: ControlMarkerAppender,
     image: Callable[[], MetadataImage],
     clock_ms: Callable[[], int],
+    dialer: Dialer | None = None,
 ) -> tuple[TransactionCoordinator, Callable[[MetadataImage, MetadataImage], None]]:
     """A started coordinator over this broker's ``__transaction_state`` partitions and the
     metadata listener that keeps it in step with leadership (register it after the replica
@@ -64,7 +66,7 @@ def attach(
         node_id,
         image,
         markers,
-        BrokerSender(),
+        BrokerSender(dialer=dialer),
         clock_ms=clock_ms,
         retry_backoff_ms=config.marker_retry_backoff_ms,
         retry_backoff_max_ms=config.marker_retry_backoff_max_ms,

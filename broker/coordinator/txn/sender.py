@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.network.dial import Dialer
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode
 from pyspark_log.wire.headers import decode_response, encode_request
@@ -61,8 +62,9 @@ class _Connection:
 class BrokerSender:
     """Sends WriteTxnMarkers to other brokers; ``close()`` drops every connection."""
 
-    def __init__(self, client_id: str = "pylog-txn-coordinator") -> None:
+    def __init__(self, client_id: str = "pylog-txn-coordinator", dialer: Dialer | None = None) -> None:
         self._client_id = client_id
+        self._dial = dialer or Dialer(client_id=client_id)  # the inter-broker listener's security
         self._connections: dict[tuple[str, int], _Connection] = {}
         self._correlation = itertools.count(1)
 
@@ -118,8 +120,10 @@ class BrokerSender:
 
     async def _exchange(self, conn: _Connection, host: str, port: int, body: dict[str, Any]) -> Any:
         """One request and its response on ``conn`` (opened first if needed); the lock is held."""
+        if conn.writer is not None and self._dial.stale(conn.writer):  # KIP-368: the session is ending
+            conn.reset()
         if conn.writer is None or conn.reader is None:
-            conn.reader, conn.writer = await asyncio.open_connection(host, port)
+            conn.reader, conn.writer = await self._dial(host, port)
         correlation_id = next(self._correlation)
         version = WRITE_TXN_MARKERS_VERSION
         frame = encode_request(ApiKey.WRITE_TXN_MARKERS, version, correlation_id, self._client_id, body)

@@ -22,7 +22,11 @@ from broker.security.sasl.scram import CredentialLookup, ScramServer
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # sasl keys read here (the rest of sasl.* is refused by broker.security.unsupported)
-_LISTENER_KEY = re.compile(r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
+_LISTENER_KEY = re.compile(
+    r"^listener\.name\.([^.]+)\.(sasl\.enabled\.mechanisms|(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config)$"
+)
+# the mechanisms this node logs in with on other nodes' SASL listeners (broker.security.outbound)
+_CLIENT_KEYS = frozenset({"sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol"})
 
 
 class SaslConfigError(ValueError):
@@ -30,7 +34,7 @@ class SaslConfigError(ValueError):
 
 
 def is_sasl_key_read_here(key: str) -> bool:
-    return key == "sasl.enabled.mechanisms" or _LISTENER_KEY.match(key) is not None
+    return key == "sasl.enabled.mechanisms" or key in _CLIENT_KEYS or _LISTENER_KEY.match(key) is not None
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class SaslListenerConfig:
     listener: str
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: a login never expires
 
     def server(self, mechanism: str, scram: CredentialLookup) -> PlainServer | ScramServer:
         """A fresh server of an enabled ``mechanism`` for one authentication; SCRAM credentials
@@ -80,4 +85,18 @@ def listener_config(raw: Mapping[str, str], listener: str) -> SaslListenerConfig
             raise SaslConfigError(f"{jaas_key}: {exc}") from None
         if not users:
             raise SaslConfigError(f'{jaas_key} defines no user (user_<name>="<password>")')
-    return SaslListenerConfig(listener, mechanisms, users)
+    return SaslListenerConfig(listener, mechanisms, users, _reauth_ms(raw))
+
+
+def _reauth_ms(raw: Mapping[str, str]) -> int:
+    text = raw.get("connections.max.reauth.ms", "0").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SaslConfigError(
+            "connections.max.reauth.ms must be a whole number of milliseconds >= 0 (0, Kafka's default: "
+            "logins never expire)"
+        )
+    return value

@@ -51,7 +51,6 @@ def test_plaintext_listeners_still_start() -> None:
         {
             "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
             "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT,SSL:SSL",
-            "security.inter.broker.protocol": "PLAINTEXT",
             "authorizer.class.name": "",
         }
     )
@@ -67,13 +66,11 @@ def test_an_unmapped_listener_name_is_refused_as_kafka_does() -> None:
     ("key", "value"),
     [
         ("sasl.kerberos.service.name", "kafka"),
-        ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
-        ("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config", "org.apache.kafka...ScramLoginModule required;"),
+        ("sasl.jaas.config", "org.apache.kafka...ScramLoginModule required;"),
+        ("listener.name.sasl_ssl.gssapi.sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;"),
         ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
         ("super.users", "User:admin"),
         ("allow.everyone.if.no.acl.found", "false"),
-        ("security.inter.broker.protocol", "SASL_SSL"),
-        ("connections.max.reauth.ms", "3600000"),
         ("principal.builder.class", "com.example.Builder"),
     ],
 )
@@ -103,7 +100,6 @@ def test_unknown_key_warnings_never_print_a_secret_value(caplog: pytest.LogCaptu
         ("ssl.engine.factory.class", "custom SSL engine factories"),
         ("ssl.provider", "security providers"),
         ("ssl.keystore.typo", "not a TLS setting this broker knows"),
-        ("listener.name.client.ssl.principal.mapping.rules", "only DEFAULT"),
     ],
 )
 def test_ssl_keys_that_cannot_be_honoured_are_refused(key: str, message: str) -> None:
@@ -111,18 +107,27 @@ def test_ssl_keys_that_cannot_be_honoured_are_refused(key: str, message: str) ->
         load({key: "RULE:^CN=(.*)$/$1/"})
 
 
-def test_tls_on_the_inter_broker_or_controller_listener_is_refused_in_kraft_mode() -> None:
-    """The broker's own connections (Raft, registration, replication) do not speak TLS yet."""
+def test_unusable_principal_mapping_rules_are_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"listener\.name\.client\.ssl\.principal\.mapping\.rules: invalid rule"):
+        load({"listener.name.client.ssl.principal.mapping.rules": "DEFAULT/L"})
+    with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules: rule pattern"):
+        load({"ssl.principal.mapping.rules": "RULE:^CN=(unclosed$/$1/"})
+    load({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/, DEFAULT"})
+
+
+def test_tls_and_sasl_on_the_inter_broker_and_controller_listeners_are_accepted_in_kraft_mode() -> None:
+    """The node's own connections (Raft, registration, replication) speak the protocol of the
+    listener they target (broker.security.outbound), so no listener has to stay PLAINTEXT."""
     raw = {
         "process.roles": "broker,controller",
         "listeners": "SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-        "listener.security.protocol.map": "SSL:SSL,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": "SSL:SSL,CONTROLLER:SASL_SSL",
         "controller.listener.names": "CONTROLLER",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": "x",
     }
-    with pytest.raises(ConfigError, match="listener SSL is the inter-broker listener and uses SSL"):
-        load(raw)
-    with pytest.raises(ConfigError, match="listener CONTROLLER is a controller listener and uses SSL"):
-        load({**raw, "listener.security.protocol.map": "SSL:PLAINTEXT,CONTROLLER:SSL"})
-    ok = {**raw, "listeners": "INTERNAL://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0"}
-    ok["listener.security.protocol.map"] = "INTERNAL:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT"
-    assert load(ok).listener_protocols["SSL"] == "SSL"
+    config = load(raw)
+    assert config.listener_protocols == {"SSL": "SSL", "CONTROLLER": "SASL_SSL"}
+    assert config.inter_broker_listener == "SSL"
+    assert config.controller_target == ("CONTROLLER", "SASL_SSL")
