@@ -247,9 +247,12 @@ class AsyncAdmin:
                 if not exc.retriable:
                     raise
                 self.cluster.request_update()
-                wait_s = self._backoff.backoff_ms(attempt) / 1000.0
+                throttled_s = getattr(exc, "throttle_time_ms", 0) / 1000.0
+                wait_s = max(self._backoff.backoff_ms(attempt) / 1000.0, throttled_s)
                 attempt += 1
                 if loop.time() + wait_s >= deadline:
+                    if throttled_s:
+                        raise  # as the Java admin: the quota's error once its throttle outlasts the call
                     raise KafkaTimeoutError(f"{what} did not complete within {budget:.0f} ms: {exc}") from exc
                 await asyncio.sleep(wait_s)
 
@@ -263,14 +266,50 @@ class AsyncAdmin:
     def _item_errors(items: Iterable[Any], name_of: Callable[[Any], Any], what: str) -> dict[Any, KafkaError]:
         """Per-item errors; NOT_CONTROLLER and the like are raised to retry the whole call."""
         errors: dict[Any, KafkaError] = {}
+        for item, exc in AsyncAdmin._item_results(items, name_of, what):
+            if exc is not None:
+                if exc.code in _ITEM_RETRIABLE:
+                    raise exc
+                errors[name_of(item)] = exc
+        return errors
+
+    @staticmethod
+    def _settle(
+        resp: Message, items: Iterable[Any], name_of: Callable[[Any], Any], what: str,
+        *, pending: dict[Any, Any], done: dict[Any, Any],
+    ) -> None:  # fmt: skip
+        """Topic mutations under KIP-599: every item answered other than THROTTLING_QUOTA_EXCEEDED
+        leaves ``pending`` (its error, if any, goes into ``done``); if some were throttled, raise
+        to retry just those (as the Java admin's default ``retryOnQuotaViolation``) once the
+        connection's throttle time has passed."""
+        throttled: KafkaError | None = None
+        throttle_time_ms = int(resp.get("throttle_time_ms") or 0)
+        for item, exc in AsyncAdmin._item_results(items, name_of, what):
+            if exc is not None and exc.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                throttled = exc
+                continue
+            pending.pop(name_of(item), None)
+            if exc is not None:
+                done[name_of(item)] = exc
+        if throttled is not None:
+            throttled.throttle_time_ms = throttle_time_ms  # type: ignore[attr-defined]
+            raise throttled
+
+    @staticmethod
+    def _item_results(
+        items: Iterable[Any], name_of: Callable[[Any], Any], what: str
+    ) -> list[tuple[Any, KafkaError | None]]:
+        """(item, its error or None); NOT_CONTROLLER and the like are raised to retry the whole call."""
+        out: list[tuple[Any, KafkaError | None]] = []
         for item in items:
             if item.error_code == ErrorCode.NONE:
+                out.append((item, None))
                 continue
             exc = error_for(item.error_code, getattr(item, "error_message", None), context=f"{what} {name_of(item)}")
-            if exc.code in _ITEM_RETRIABLE:
+            if exc.code in _ITEM_RETRIABLE and exc.code != ErrorCode.THROTTLING_QUOTA_EXCEEDED:
                 raise exc
-            errors[name_of(item)] = exc
-        return errors
+            out.append((item, exc))
+        return out
 
     # -- SCRAM users (KIP-554) -----------------------------------------------------------------
 
@@ -316,7 +355,7 @@ class AsyncAdmin:
     ) -> None:
         topics = list(new_topics)
         budget = timeout_ms or self.default_api_timeout_ms
-        body = {
+        body: dict[str, Any] = {
             "topics": [
                 {
                     "name": t.name,
@@ -334,9 +373,13 @@ class AsyncAdmin:
             "validate_only": validate_only,
         }
 
+        pending = {t["name"]: t for t in body["topics"]}
+        errors: dict[Any, KafkaError] = {}
+
         async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.CREATE_TOPICS, body, budget)
-            return self._item_errors(resp.topics, lambda t: t.name, "create topic")
+            resp = await self._to_controller(ApiKey.CREATE_TOPICS, {**body, "topics": list(pending.values())}, budget)
+            self._settle(resp, resp.topics, lambda t: t.name, "create topic", pending=pending, done=errors)
+            return errors
 
         _raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
         if not validate_only:
@@ -348,9 +391,16 @@ class AsyncAdmin:
         budget = timeout_ms or self.default_api_timeout_ms
         body = {"topics": [{"name": n} for n in topics], "topic_names": topics, "timeout_ms": int(budget)}
 
+        pending = {n: n for n in topics}
+        errors: dict[Any, KafkaError] = {}
+
         async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.DELETE_TOPICS, body, budget)
-            return self._item_errors(resp.responses, lambda t: t.name, "delete topic")
+            names = list(pending)
+            resp = await self._to_controller(
+                ApiKey.DELETE_TOPICS, {**body, "topics": [{"name": n} for n in names], "topic_names": names}, budget
+            )
+            self._settle(resp, resp.responses, lambda t: t.name, "delete topic", pending=pending, done=errors)
+            return errors
 
         _raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
         self.cluster.request_update()
@@ -365,7 +415,7 @@ class AsyncAdmin:
     ) -> None:
         """Grow each topic to the given total partition count."""
         budget = timeout_ms or self.default_api_timeout_ms
-        body = {
+        body: dict[str, Any] = {
             "topics": [
                 {
                     "name": name,
@@ -380,9 +430,15 @@ class AsyncAdmin:
             "validate_only": validate_only,
         }
 
+        pending = {t["name"]: t for t in body["topics"]}
+        errors: dict[Any, KafkaError] = {}
+
         async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.CREATE_PARTITIONS, body, budget)
-            return self._item_errors(resp.results, lambda t: t.name, "create partitions for")
+            resp = await self._to_controller(
+                ApiKey.CREATE_PARTITIONS, {**body, "topics": list(pending.values())}, budget
+            )
+            self._settle(resp, resp.results, lambda t: t.name, "create partitions for", pending=pending, done=errors)
+            return errors
 
         _raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
         self.cluster.request_update()
