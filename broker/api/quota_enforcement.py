@@ -18,8 +18,9 @@ For every request of a client (not a replica, controller or broker-lifecycle req
 4. mutes the connection for that long: ``ConnectionContext.muted_until``; the connection reads no
    further request before then (broker-side back-pressure even for clients that ignore the field).
 
-A Fetch's ``max_bytes`` is first capped at what the quota allows in a whole window (Kafka's
-``getMaxValueInQuotaWindow``), so one response never owes more than one window of delay.
+A Fetch's ``max_bytes`` is first capped at the most the quota lets through after a quiet period,
+``quota.window.num - 1`` windows of it (Kafka's ``getMaxValueInQuotaWindow``): a larger response
+would be throttled, and so emptied, every time, and the consumer would never get data.
 The user is the connection's authenticated principal, ``ctx.attributes["principal"]`` (``User:name``,
 set by a SASL login or a TLS client certificate), and ``ANONYMOUS`` without one (``_principal``).
 """
@@ -62,7 +63,7 @@ class QuotaEnforcer:
         return not (header.api_key == ApiKey.FETCH and follower_id(header.api_version, body) >= 0)
 
     def before(self, header: RequestHeader, body: Message, ctx: ConnectionContext) -> None:
-        """Cap a consumer Fetch's ``max_bytes`` at one quota window of its group's quota."""
+        """Cap a consumer Fetch's ``max_bytes`` at ``quota.window.num - 1`` windows of its group's quota."""
         if header.api_key != ApiKey.FETCH or header.api_version < 3:
             return
         cap = self.quotas.fetch.max_value_in_window(self._match_fetch(header, ctx))
