@@ -1,9 +1,10 @@
 """Client quotas on a real broker (seed 000 §4.9), driven by confluent-kafka and pylog's client.
 
-The broker runs with ``quota.window.num=3`` (3 windows of 1 s) so that a test of a few seconds
-sees steady throttling: with Kafka's 11 windows a fresh client may burst ten seconds' worth of its
-quota before the first throttle. Rates are compared with generous bands (a throttled client far
-below the unthrottled one, librdkafka's statistics showing throttle time), never wall time.
+The 1 MB/s tests measure what the issue asks: 1 MB/s ±15 % over 20 s after a warm-up of
+``quota.window.num`` windows, with an unthrottled client measured at the same time (about 25 s
+each). Their broker runs with 2 windows of 1 s (see their docstrings); the other tests use 3
+windows so that a few seconds show steady throttling (with Kafka's 11 windows a fresh client may
+burst ten seconds' worth of its quota before the first throttle) and compare in generous bands.
 """
 
 from __future__ import annotations
@@ -11,25 +12,39 @@ from __future__ import annotations
 import json
 import re
 import resource
+import select
 import socket
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
+from confluent_kafka.admin import AdminClient as CKAdminClient
+from confluent_kafka.admin import NewTopic as CKNewTopic
 
-from pyspark_log.client import AdminClient, ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic, Producer
+from pyspark_log.client import (
+    AdminClient,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
+    Consumer,
+    NewTopic,
+    Producer,
+)
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
+from pyspark_log.wire.errors import ErrorCode, KafkaError
 from tests.integration.test_cli import ok, pylog
 
 MB = 1_000_000
 QUOTA = 1_048_576  # producer_byte_rate=1 MB/s
 PAYLOAD = b"q" * 10_000
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -123,18 +138,139 @@ def produce_for(
     return len(counted) * len(PAYLOAD) / (end - start - warmup_s), stats.throttle_max_ms
 
 
-def test_seed_4_9_producer_byte_rate_throttles_its_client_id_only(quota_broker, topic_name):
+RATE_WINDOWS = 2  # quota.window.num of rate_broker (windows of 1 s)
+WARMUP_S = RATE_WINDOWS * 1.0  # the first quota.window.num windows: the fresh group's burst
+MEASURE_S = 20.0
+UNTHROTTLED_RATE = 4 * MB  # what the unthrottled producer offers (paced: far above the quota,
+# far below what the broker can take, so its result is not CPU-bound noise on 2 busy cores)
+CONSUMER_RECORDS = 3000  # 30 MB: more than the throttled consumer reads in warm-up + 20 s
+SMALL_REQUESTS = 131_072  # bytes per request of the throttled clients: 1/8 s of the quota, so a
+# request that lands at the edge of the 20 s hardly moves the measured rate
+
+
+@pytest.fixture(scope="module")
+def rate_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedBroker, int]]:
+    broker, port = start_broker(tmp_path_factory.mktemp("rate-broker"), **{"quota.window.num": str(RATE_WINDOWS)})
+    try:
+        yield broker, port
+    finally:
+        broker.close()
+
+
+def concurrently(*runs: Callable[[], T]) -> list[T]:
+    """Run the measurements at the same time (one thread each); their results in order."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = [pool.submit(run) for run in runs]
+        return [f.result(timeout=MEASURE_S + 120) for f in futures]
+
+
+def produce_measured(bootstrap: str, topic: str, client_id: str, offered: float | None = None) -> tuple[float, int]:
+    """(bytes/s delivered in the ``MEASURE_S`` after ``WARMUP_S``, librdkafka's largest throttle
+    time). ``offered`` None: as fast as the client can (its queue is kept full); else paced."""
+    stats = Stats()
+    producer = CKProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "linger.ms": 5,
+            "batch.size": SMALL_REQUESTS,
+            "queue.buffering.max.kbytes": 1024,
+            "statistics.interval.ms": 200,
+            "stats_cb": stats,
+        }
+    )
+    delivered: list[float] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is None:
+            delivered.append(time.monotonic())
+
+    start = time.monotonic()
+    end = start + WARMUP_S + MEASURE_S
+    sent = 0
+    try:
+        while (now := time.monotonic()) < end:
+            if offered is not None and sent * len(PAYLOAD) > (now - start) * offered:
+                producer.poll(0.005)
+                continue
+            try:
+                producer.produce(topic, PAYLOAD, on_delivery=on_delivery)
+                sent += 1
+            except BufferError:
+                producer.poll(0.01)
+            producer.poll(0)
+        producer.poll(0.5)  # one more statistics round
+    finally:
+        producer.purge()
+        producer.flush(10)
+    counted = sum(1 for t in delivered if start + WARMUP_S <= t < end)
+    return counted * len(PAYLOAD) / MEASURE_S, stats.throttle_max_ms
+
+
+def consume_measured(bootstrap: str, topic: str, client_id: str) -> tuple[float, int, int]:
+    """(bytes/s, bytes, librdkafka's largest throttle time) of a consumer reading ``topic`` from
+    the start: the rate in the ``MEASURE_S`` after ``WARMUP_S``, or, if it read everything sooner,
+    over its whole read."""
+    stats = Stats()
+    consumer = CKConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "group.id": f"{client_id}-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": SMALL_REQUESTS,
+            "statistics.interval.ms": 200,
+            "stats_cb": stats,
+        }
+    )
+    consumer.subscribe([topic])
+    total = CONSUMER_RECORDS * len(PAYLOAD)
+    got = measured = 0
+    start = time.monotonic()
+    end = start + WARMUP_S + MEASURE_S
+    try:
+        while (now := time.monotonic()) < end and got < total:
+            msg = consumer.poll(0.05)
+            if msg is not None and msg.error() is None:
+                got += len(msg.value() or b"")
+                if now >= start + WARMUP_S:
+                    measured += len(msg.value() or b"")
+        finished = time.monotonic()
+        consumer.poll(0.5)  # one more statistics round
+    finally:
+        consumer.close()
+    if got >= total:
+        return got / (finished - start), got, stats.throttle_max_ms
+    return measured / MEASURE_S, got, stats.throttle_max_ms
+
+
+def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
+    rate_broker, topic_name
+):
     """ "각 클라이언트 그룹은 클라이언트 속도를 제한하기 전까지, 브로커 당 최대 X bytes/sec만큼 발행/페치할
-    수 있다": a producer under producer_byte_rate=1 MB/s is held near 1 MB/s and librdkafka sees
-    the throttle time, while an unthrottled client id on the same broker keeps its throughput."""
-    broker, _ = quota_broker
+    수 있다": a confluent-kafka producer under producer_byte_rate=1 MB/s delivers 1 MB/s ±15 % over
+    20 s, while an unthrottled client id on the same broker, producing at the same time at 4 MB/s,
+    keeps its own throughput, and librdkafka's statistics show the throttle time of the first only.
+
+    Warm-up (Kafka's behaviour, docs/operations.md "Measuring a throttled client"): a fresh group's
+    rate is divided by at least ``quota.window.num - 1`` windows, so it first sends that many
+    windows' worth at once; the 20 s are measured after the first ``quota.window.num`` windows.
+    The broker runs with 2 windows of 1 s (``RATE_WINDOWS``): whenever the window that holds a
+    burst expires the group may send its worth again, so the rate meets the quota over whole cycles
+    of ``quota.window.num`` windows. 20 s hold about ten of them; with Kafka's 11 windows they
+    would hold one or two (bench/quota_rate.py)."""
+    broker, _ = rate_broker
     set_quota(broker.bootstrap_servers, {"client-id": "slow-producer"}, producer_byte_rate=QUOTA)
-    fast_rate, fast_throttle = produce_for(broker.bootstrap_servers, topic_name, "fast-producer", 3)
-    slow_rate, slow_throttle = produce_for(broker.bootstrap_servers, topic_name, "slow-producer", 6, warmup_s=2)
+    runs = concurrently(
+        lambda: produce_measured(broker.bootstrap_servers, topic_name, "slow-producer"),
+        lambda: produce_measured(broker.bootstrap_servers, topic_name, "fast-producer", offered=UNTHROTTLED_RATE),
+    )
+    (slow_rate, slow_throttle), (fast_rate, fast_throttle) = runs
+    assert 0.85 * QUOTA <= slow_rate <= 1.15 * QUOTA, slow_rate / QUOTA
     assert slow_throttle > 0
     assert fast_throttle == 0
-    assert 0.2 * MB < slow_rate < 2.0 * MB, slow_rate
-    assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
+    assert fast_rate >= 0.9 * UNTHROTTLED_RATE, fast_rate / UNTHROTTLED_RATE
 
 
 def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
@@ -172,58 +308,34 @@ def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
         broker.close()
 
 
-RECORDS = 1200  # 12 MB: at 1 MB/s after a burst of two windows, far more than 4 s of reading
-
-
-def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, topic_name):
+def test_seed_4_9_consumer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
+    rate_broker, topic_name
+):
     """The same for consumers: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled
-    Fetch is answered at once without data; the consumer under consumer_byte_rate=1 MB/s reads
-    slowly, another client id reads the same topic at full speed."""
-    broker, _ = quota_broker
+    Fetch is answered at once without data. A consumer under consumer_byte_rate=1 MB/s reads
+    1 MB/s ±15 % over 20 s after the warm-up of ``quota.window.num`` windows (as the producer
+    test), while another client id reading the same topic at the same time gets all of it at
+    full speed, several times the quota, without any throttle time."""
+    broker, _ = rate_broker
     bootstrap = broker.bootstrap_servers
     filler = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 5})
     try:
-        for _ in range(RECORDS):
+        for _ in range(CONSUMER_RECORDS):
             filler.send(topic_name, PAYLOAD)
         filler.flush()
     finally:
         filler.close()
     set_quota(bootstrap, {"client-id": "slow-consumer"}, consumer_byte_rate=QUOTA)
-
-    def consume_for(client_id: str, seconds: float) -> tuple[int, float, int]:
-        stats = Stats()
-        consumer = CKConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "group.id": f"{client_id}-{topic_name}",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "statistics.interval.ms": 200,
-                "stats_cb": stats,
-            }
-        )
-        consumer.subscribe([topic_name])
-        got = 0
-        start = time.monotonic()
-        try:
-            while time.monotonic() - start < seconds and got < RECORDS * len(PAYLOAD):
-                msg = consumer.poll(0.2)
-                if msg is not None and msg.error() is None:
-                    got += len(msg.value() or b"")
-            elapsed = time.monotonic() - start
-            consumer.poll(0.5)
-        finally:
-            consumer.close()
-        return got, elapsed, stats.throttle_max_ms
-
-    fast_bytes, fast_elapsed, _ = consume_for("fast-consumer", 30)
-    slow_bytes, slow_elapsed, slow_throttle = consume_for("slow-consumer", 4)
-    assert fast_bytes == RECORDS * len(PAYLOAD)
+    runs = concurrently(
+        lambda: consume_measured(bootstrap, topic_name, "slow-consumer"),
+        lambda: consume_measured(bootstrap, topic_name, "fast-consumer"),
+    )
+    (slow_rate, _, slow_throttle), (fast_rate, fast_bytes, fast_throttle) = runs
+    assert 0.85 * QUOTA <= slow_rate <= 1.15 * QUOTA, slow_rate / QUOTA
     assert slow_throttle > 0
-    assert slow_bytes < fast_bytes
-    assert slow_bytes / slow_elapsed < 2.5 * MB
-    assert fast_bytes / fast_elapsed > 2 * slow_bytes / slow_elapsed
+    assert fast_bytes == CONSUMER_RECORDS * len(PAYLOAD)
+    assert fast_throttle == 0
+    assert fast_rate > 3 * QUOTA, fast_rate / QUOTA
 
 
 def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_restart(quota_broker, topic_name):
@@ -316,38 +428,33 @@ def test_seed_4_9_default_quota_and_specific_override_follow_the_precedence_list
 
 
 def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addresses(tmp_path, topic_name):
-    """Issue 16: connections from 127.0.0.2 that each send a partial frame and wait must not lock
-    out a client on 127.0.0.1: past ``max.connections.per.ip`` they are closed at accept, and the
-    admitted ones are closed once their frame is overdue (``socket.request.frame.timeout.ms``)."""
+    """Issue 16: connections from 127.0.0.2 and 127.0.0.3 that each send a partial frame and wait
+    must not lock out clients from other addresses: past ``max.connections.per.ip`` (40) they are
+    closed at accept, while the 40 admitted from each address stay open (their frame is not
+    overdue yet); with 80 half-open flood connections held, a confluent-kafka producer from
+    127.0.0.1 delivers everything and pylog's consumer reads it back. Then the admitted flood is
+    closed once its frame is overdue (``socket.request.frame.timeout.ms``)."""
     broker, _ = start_broker(
         tmp_path / "b",
         **{
             "max.connections.per.ip": "40",
-            "socket.request.frame.timeout.ms": "2000",
+            "socket.request.frame.timeout.ms": "30000",
             "listeners": "PLAINTEXT://0.0.0.0:0",
         },
     )
     port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
-    flood: list[socket.socket] = []
+    flood: dict[str, list[socket.socket]] = {"127.0.0.2": [], "127.0.0.3": []}
     try:
-        for _ in range(150):
-            s = socket.socket()
-            s.bind(("127.0.0.2", 0))
-            s.settimeout(10)
-            s.connect(("127.0.0.1", port))
-            s.sendall(b"\x00\x00\x01\x00partial")  # announces 256 bytes, sends 7
-            flood.append(s)
-        closed = []
-        deadline = time.monotonic() + 30
-        for s in flood:
-            s.settimeout(max(0.1, deadline - time.monotonic()))
-            try:
-                closed.append(s.recv(1) == b"")
-            except ConnectionResetError:
-                closed.append(True)
-            except TimeoutError:
-                closed.append(False)
-        assert all(closed), f"{closed.count(False)} flood connections still open"
+        for address, sockets in flood.items():
+            for _ in range(100):
+                s = socket.socket()
+                s.bind((address, 0))
+                s.settimeout(10)
+                s.connect(("127.0.0.1", port))
+                s.sendall(b"\x00\x00\x01\x00partial")  # announces 256 bytes, sends 7
+                sockets.append(s)
+        open_per_address = {a: wait_closed(socks, expected_closed=60, deadline_s=30) for a, socks in flood.items()}
+        assert open_per_address == {"127.0.0.2": 40, "127.0.0.3": 40}
         producer = CKProducer({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "victim", "linger.ms": 5})
         delivered = []
         for i in range(1000):
@@ -355,11 +462,43 @@ def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addr
             producer.poll(0)
         producer.flush(30)
         assert delivered.count(True) == 1000
+        consumer = Consumer(
+            {"bootstrap.servers": f"127.0.0.1:{port}", "group.id": f"g-{topic_name}", "auto.offset.reset": "earliest"}
+        )
+        try:
+            consumer.subscribe([topic_name])
+            got = 0
+            deadline = time.monotonic() + 60
+            while got < 1000 and time.monotonic() < deadline:
+                got += len(consumer.poll(timeout_ms=500))
+        finally:
+            consumer.close()
+        assert got == 1000
+        assert wait_closed(flood["127.0.0.2"] + flood["127.0.0.3"], expected_closed=200, deadline_s=90) == 0
         assert "open-file limit" in broker.output()
     finally:
-        for s in flood:
-            s.close()
+        for sockets in flood.values():
+            for s in sockets:
+                s.close()
         broker.close()
+
+
+def wait_closed(sockets: list[socket.socket], *, expected_closed: int, deadline_s: float) -> int:
+    """How many of ``sockets`` are still open once ``expected_closed`` of them were closed by the
+    peer (or the deadline passed): a closed one becomes readable with EOF or a reset."""
+    closed: set[int] = set()
+    deadline = time.monotonic() + deadline_s
+    while len(closed) < expected_closed and time.monotonic() < deadline:
+        waiting = [s for i, s in enumerate(sockets) if i not in closed]
+        readable, _, _ = select.select(waiting, [], [], 0.2)
+        for s in readable:
+            try:
+                eof = s.recv(1) == b""
+            except ConnectionResetError:
+                eof = True
+            if eof:
+                closed.add(sockets.index(s))
+    return len(sockets) - len(closed)
 
 
 def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
@@ -435,3 +574,95 @@ def test_issue_16_flood_of_half_open_connections_under_a_1024_descriptor_limit(t
             s.close()
         broker.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_kip599_controller_mutation_rate_strict_for_new_versions_permissive_for_librdkafka(quota_broker, topic_name):
+    """KIP-599 with ``controller_mutation_rate=1`` (bucket of 1 × 3 windows = 3 mutations):
+
+    - pylog's admin client speaks CreateTopics v7 / CreatePartitions v3 / DeleteTopics v6, the
+      strict versions: "a partition mutation with N partitions is admitted iff K >= 0", so a
+      20-partition topic goes through (K = -17) and the next topic of the same request gets
+      THROTTLING_QUOTA_EXCEEDED with the throttle time; so do CreatePartitions and DeleteTopics
+      while the bucket is in debt. The client retries just the throttled topic after the throttle
+      time (Java's default ``retryOnQuotaViolation``), which a raised quota lets through at once
+      (the change applies without a restart);
+    - confluent-kafka's AdminClient (librdkafka speaks older versions) cannot be told: "we propose
+      to always accept them and to throttle the client by muting its channel" — both topics are
+      created and the response's throttle time reaches librdkafka's throttle callback."""
+    broker, _ = quota_broker
+    bootstrap = broker.bootstrap_servers
+    set_quota(bootstrap, {"client-id": "mutator"}, controller_mutation_rate=1)
+    set_quota(bootstrap, {"client-id": "ck-mutator"}, controller_mutation_rate=1)
+    big, small = f"{topic_name}-big", f"{topic_name}-small"
+
+    def mutator() -> AdminClient:  # a new connection each time: a throttled one is muted
+        return AdminClient({"bootstrap.servers": bootstrap, "client.id": "mutator", "default.api.timeout.ms": 5000})
+
+    admin = mutator()
+    try:
+        with pytest.raises(KafkaError) as raised:
+            admin.create_topics([NewTopic(big, 20, 1), NewTopic(small, 1, 1)], timeout_ms=3000)
+        assert admin._core.cluster.throttle_time_ms_total() > 1000
+    finally:
+        admin.close()
+    assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED  # its throttle time outlasts the call
+    listed = set(topics_of(bootstrap))
+    assert big in listed
+    assert small not in listed
+    for call in (lambda a: a.create_partitions({big: 21}), lambda a: a.delete_topics([big])):
+        admin = mutator()
+        try:
+            with pytest.raises(KafkaError) as raised:
+                call(admin)
+        finally:
+            admin.close()
+        assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert big in topics_of(bootstrap)
+
+    set_quota(bootstrap, {"client-id": "mutator"}, controller_mutation_rate=1000)
+    admin = mutator()
+    try:
+        admin.create_topics([NewTopic(small, 1, 1)])
+        admin.delete_topics([big])
+    finally:
+        admin.close()
+    listed = set(topics_of(bootstrap))
+    assert small in listed
+    assert big not in listed
+
+    # a debt of 1 s at 2/s (bucket 6, 8 partitions): the client waits out the throttle time and
+    # retries only the throttled topic, so the whole call succeeds
+    set_quota(bootstrap, {"client-id": "retrier"}, controller_mutation_rate=2)
+    retrier = AdminClient({"bootstrap.servers": bootstrap, "client.id": "retrier"})
+    try:
+        retrier.create_topics([NewTopic(f"{topic_name}-r8", 8, 1), NewTopic(f"{topic_name}-r1", 1, 1)])
+        assert retrier._core.cluster.throttle_time_ms_total() > 0
+    finally:
+        retrier.close()
+    assert {f"{topic_name}-r8", f"{topic_name}-r1"} <= set(topics_of(bootstrap))
+
+    throttles: list[int] = []
+    ck = CKAdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "ck-mutator",
+            "throttle_cb": lambda e: throttles.append(e.throttle_time),
+        }
+    )
+    ck_big, ck_small = f"{topic_name}-ck-big", f"{topic_name}-ck-small"
+    futures = ck.create_topics([CKNewTopic(ck_big, 20, 1), CKNewTopic(ck_small, 1, 1)], request_timeout=30)
+    for future in futures.values():
+        future.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while not throttles and time.monotonic() < deadline:
+        ck.poll(0.1)
+    assert max(throttles, default=0) > 1.0, throttles  # seconds: K = 3 - 21 = -18 at 1/s
+    assert {ck_big, ck_small} <= set(topics_of(bootstrap))
+
+
+def topics_of(bootstrap: str) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        return admin.list_topics()
+    finally:
+        admin.close()
