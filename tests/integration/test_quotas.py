@@ -541,6 +541,26 @@ def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_pat
         finally:
             producer.close()
 
+        # KIP-599 on a KRaft cluster: enforced by the broker that takes the request, before it
+        # forwards the topics to the controller (docs/compatibility.md)
+        set_quota(cluster.address(4), {"client-id": "kraft-mutator"}, controller_mutation_rate=1)
+        describe["components"][0]["match"] = "kraft-mutator"
+        deadline = time.monotonic() + 30
+        while not request(cluster.address(5), 48, 1, describe).entries and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mutator = AdminClient({"bootstrap.servers": cluster.address(5), "client.id": "kraft-mutator"})
+        try:
+            with pytest.raises(KafkaError) as raised:  # 3 tokens; 8 partitions: a debt of 5 s
+                mutator.create_topics(
+                    [NewTopic(f"{topic_name}-8", 8, 1), NewTopic(f"{topic_name}-1", 1, 1)], timeout_ms=2000
+                )
+        finally:
+            mutator.close()
+        assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        listed = set(topics_of(cluster.address(4)))
+        assert f"{topic_name}-8" in listed
+        assert f"{topic_name}-1" not in listed
+
 
 def test_issue_16_flood_of_half_open_connections_under_a_1024_descriptor_limit(tmp_path, topic_name):
     """Issue 16, measured before: 1,500 connections from one address that each sent a partial
