@@ -20,7 +20,8 @@ For every request of a client (not a replica, controller or broker-lifecycle req
 
 A Fetch's ``max_bytes`` is first capped at the most the quota lets through after a quiet period,
 ``quota.window.num - 1`` windows of it (Kafka's ``getMaxValueInQuotaWindow``): a larger response
-would be throttled, and so emptied, every time, and the consumer would never get data.
+would be throttled, and so answered empty, even then, and the consumer would stall until its
+measured window had widened.
 The user is the connection's authenticated principal, ``ctx.attributes["principal"]`` (``User:name``,
 set by a SASL login or a TLS client certificate), and ``ANONYMOUS`` without one (``_principal``).
 """

@@ -134,7 +134,7 @@ class ClientQuotaManager:
         """The most one response may carry under this quota (Kafka's ``getMaxValueInQuotaWindow``:
         the quota times ``num_samples - 1`` windows, the least window a rate is divided by); None
         without a quota. Anything larger is throttled even after a quiet period, and as a throttled
-        Fetch returns no data, a consumer asking for more would never get any."""
+        Fetch returns no data, a consumer asking for more would stall."""
         if match.bound is None:
             return None
         return match.bound * (self.config.num_samples - 1) * self.config.window_ms / 1000
