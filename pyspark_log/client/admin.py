@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from pyspark_log.client import config as cfg
+from pyspark_log.client.admin_items import ITEM_RETRIABLE, item_errors, raise_errors, settle_throttled
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
 from pyspark_log.client.cluster import BrokerNode, Cluster, TopicMetadata
@@ -166,19 +167,6 @@ class ConsumerGroupDescription:
 
 DEFAULT_CONFIG_SOURCE = 5
 
-# Per-item errors worth retrying the whole call for; others (UNKNOWN_TOPIC_OR_PARTITION on a
-# delete, say) are answers, not transient states.
-_ITEM_RETRIABLE = frozenset(
-    {ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-)
-
-
-def _raise_errors(errors: dict[Any, KafkaError]) -> None:
-    if errors:
-        first = next(iter(errors.values()))
-        first.errors = errors  # type: ignore[attr-defined]
-        raise first
-
 
 class AsyncAdmin:
     """The admin core; all methods run on the loop ``start`` ran on."""
@@ -262,55 +250,6 @@ class AsyncAdmin:
             return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
         return await self.cluster.send(node, api_key, body, timeout_ms=timeout_ms + 5000)
 
-    @staticmethod
-    def _item_errors(items: Iterable[Any], name_of: Callable[[Any], Any], what: str) -> dict[Any, KafkaError]:
-        """Per-item errors; NOT_CONTROLLER and the like are raised to retry the whole call."""
-        errors: dict[Any, KafkaError] = {}
-        for item, exc in AsyncAdmin._item_results(items, name_of, what):
-            if exc is not None:
-                if exc.code in _ITEM_RETRIABLE:
-                    raise exc
-                errors[name_of(item)] = exc
-        return errors
-
-    @staticmethod
-    def _settle(
-        resp: Message, items: Iterable[Any], name_of: Callable[[Any], Any], what: str,
-        *, pending: dict[Any, Any], done: dict[Any, Any],
-    ) -> None:  # fmt: skip
-        """Topic mutations under KIP-599: every item answered other than THROTTLING_QUOTA_EXCEEDED
-        leaves ``pending`` (its error, if any, goes into ``done``); if some were throttled, raise
-        to retry just those (as the Java admin's default ``retryOnQuotaViolation``) once the
-        connection's throttle time has passed."""
-        throttled: KafkaError | None = None
-        throttle_time_ms = int(resp.get("throttle_time_ms") or 0)
-        for item, exc in AsyncAdmin._item_results(items, name_of, what):
-            if exc is not None and exc.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
-                throttled = exc
-                continue
-            pending.pop(name_of(item), None)
-            if exc is not None:
-                done[name_of(item)] = exc
-        if throttled is not None:
-            throttled.throttle_time_ms = throttle_time_ms  # type: ignore[attr-defined]
-            raise throttled
-
-    @staticmethod
-    def _item_results(
-        items: Iterable[Any], name_of: Callable[[Any], Any], what: str
-    ) -> list[tuple[Any, KafkaError | None]]:
-        """(item, its error or None); NOT_CONTROLLER and the like are raised to retry the whole call."""
-        out: list[tuple[Any, KafkaError | None]] = []
-        for item in items:
-            if item.error_code == ErrorCode.NONE:
-                out.append((item, None))
-                continue
-            exc = error_for(item.error_code, getattr(item, "error_message", None), context=f"{what} {name_of(item)}")
-            if exc.code in _ITEM_RETRIABLE and exc.code != ErrorCode.THROTTLING_QUOTA_EXCEEDED:
-                raise exc
-            out.append((item, exc))
-        return out
-
     # -- SCRAM users (KIP-554) -----------------------------------------------------------------
 
     async def alter_user_scram_credentials(
@@ -329,7 +268,7 @@ class AsyncAdmin:
 
         async def attempt() -> dict[str, KafkaError | None]:
             resp = await self._to_controller(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, budget)
-            errors = self._item_errors(resp.results, lambda r: r.user, "SCRAM credentials of user")
+            errors = item_errors(resp.results, lambda r: r.user, "SCRAM credentials of user")
             return {str(r.user): errors.get(r.user) for r in resp.results}
 
         return await self._retrying("AlterUserScramCredentials", timeout_ms, attempt)
@@ -378,10 +317,10 @@ class AsyncAdmin:
 
         async def attempt() -> dict[Any, KafkaError]:
             resp = await self._to_controller(ApiKey.CREATE_TOPICS, {**body, "topics": list(pending.values())}, budget)
-            self._settle(resp, resp.topics, lambda t: t.name, "create topic", pending=pending, done=errors)
+            settle_throttled(resp, resp.topics, lambda t: t.name, "create topic", pending=pending, done=errors)
             return errors
 
-        _raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
+        raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
         if not validate_only:
             self.cluster.add_topics(t.name for t in topics)
             self.cluster.request_update()
@@ -399,10 +338,10 @@ class AsyncAdmin:
             resp = await self._to_controller(
                 ApiKey.DELETE_TOPICS, {**body, "topics": [{"name": n} for n in names], "topic_names": names}, budget
             )
-            self._settle(resp, resp.responses, lambda t: t.name, "delete topic", pending=pending, done=errors)
+            settle_throttled(resp, resp.responses, lambda t: t.name, "delete topic", pending=pending, done=errors)
             return errors
 
-        _raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
+        raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
         self.cluster.request_update()
 
     async def create_partitions(
@@ -437,10 +376,12 @@ class AsyncAdmin:
             resp = await self._to_controller(
                 ApiKey.CREATE_PARTITIONS, {**body, "topics": list(pending.values())}, budget
             )
-            self._settle(resp, resp.results, lambda t: t.name, "create partitions for", pending=pending, done=errors)
+            settle_throttled(
+                resp, resp.results, lambda t: t.name, "create partitions for", pending=pending, done=errors
+            )
             return errors
 
-        _raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
+        raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
         self.cluster.request_update()
 
     async def list_topics(self, *, include_internal: bool = False, timeout_ms: float | None = None) -> list[str]:
@@ -465,7 +406,7 @@ class AsyncAdmin:
         }
         if wanted is not None:
             errors.update({n: UnknownTopicOrPartitionError(f"topic {n!r}") for n in wanted if n not in selected})
-        _raise_errors(errors)
+        raise_errors(errors)
         return dict(selected)
 
     async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
@@ -531,7 +472,7 @@ class AsyncAdmin:
                         out[tp] = None
                         continue
                     exc = error_for(part.error_code, part.error_message, context=f"elect leader of {tp}")
-                    if exc.code in _ITEM_RETRIABLE:
+                    if exc.code in ITEM_RETRIABLE:
                         raise exc
                     out[tp] = exc
             return out
@@ -585,7 +526,7 @@ class AsyncAdmin:
                     )
                     for c in result.configs
                 }
-        _raise_errors(errors)
+        raise_errors(errors)
         return out
 
     async def incremental_alter_configs(
@@ -610,9 +551,9 @@ class AsyncAdmin:
 
         async def attempt() -> dict[Any, KafkaError]:
             resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
-            return self._item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
+            return item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
-        _raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+        raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
 
     # -- client quotas (pyspark_log.client.quotas) ----------------------------------------------
 
@@ -638,11 +579,11 @@ class AsyncAdmin:
         async def attempt() -> dict[Any, KafkaError]:
             errors = await _alter_quotas(self._send_controller, items, validate_only=validate_only, timeout_ms=budget)
             for exc in errors.values():
-                if exc.code in _ITEM_RETRIABLE:
+                if exc.code in ITEM_RETRIABLE:
                     raise exc
             return dict(errors)
 
-        _raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
+        raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
 
     async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
         return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
@@ -670,7 +611,7 @@ class AsyncAdmin:
             backoff=self._backoff,
         )
         errors = {tp: r for tp, r in results.items() if isinstance(r, KafkaError)}
-        _raise_errors(errors)
+        raise_errors(errors)
         return {tp: r for tp, r in results.items() if not isinstance(r, KafkaError)}
 
     # -- consumer-group offsets (no membership) ------------------------------------------------
@@ -712,7 +653,7 @@ class AsyncAdmin:
         return resp
 
     async def _each_group(self, group_ids: Iterable[str], one: Callable[[str], Awaitable[T]]) -> dict[str, T]:
-        """``one(group)`` for every group concurrently; failures raised as ``_raise_errors`` does."""
+        """``one(group)`` for every group concurrently; failures raised as ``raise_errors`` does."""
         self._check_open()
         ids = list(dict.fromkeys(group_ids))
         results = await asyncio.gather(*(one(g) for g in ids), return_exceptions=True)
@@ -725,7 +666,7 @@ class AsyncAdmin:
                 raise result
             else:
                 out[group_id] = result
-        _raise_errors(errors)
+        raise_errors(errors)
         return out
 
     async def list_consumer_groups(
@@ -832,7 +773,7 @@ class AsyncAdmin:
                         errors[tp] = error_for(part.error_code, context=f"delete offset of {tp} for {group_id!r}")
             return errors
 
-        _raise_errors(await self._groups._retrying(group_id, timeout_ms or self.default_api_timeout_ms, attempt))
+        raise_errors(await self._groups._retrying(group_id, timeout_ms or self.default_api_timeout_ms, attempt))
 
 
 def _assigned_partitions(raw: bytes | None) -> tuple[TopicPartition, ...]:
