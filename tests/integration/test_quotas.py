@@ -679,12 +679,15 @@ def test_kip599_controller_mutation_rate_strict_for_new_versions_permissive_for_
         }
     )
     ck_big, ck_small = f"{topic_name}-ck-big", f"{topic_name}-ck-small"
-    futures = ck.create_topics([CKNewTopic(ck_big, 20, 1), CKNewTopic(ck_small, 1, 1)], request_timeout=30)
-    for future in futures.values():
-        future.result(timeout=30)
-    deadline = time.monotonic() + 30
-    while not throttles and time.monotonic() < deadline:
-        ck.poll(0.1)
+    try:
+        futures = ck.create_topics([CKNewTopic(ck_big, 20, 1), CKNewTopic(ck_small, 1, 1)], request_timeout=30)
+        for future in futures.values():
+            future.result(timeout=30)
+        deadline = time.monotonic() + 30
+        while not throttles and time.monotonic() < deadline:
+            ck.poll(0.1)
+    finally:
+        del ck  # librdkafka's admin client has no close(); this destroys it before the broker stops
     assert max(throttles, default=0) > 1.0, throttles  # seconds: K = 3 - 21 = -18 at 1/s
     assert {ck_big, ck_small} <= set(topics_of(bootstrap))
 
