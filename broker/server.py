@@ -79,6 +79,7 @@ from broker.quota.connections import (
 from broker.quota.entity import IP, QuotaTable
 from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import render_quotas
+from broker.quota.mutation import ControllerMutationQuotas
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
@@ -286,6 +287,7 @@ class BrokerServer:
         broker = Broker(
             config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
             listener_policy=ListenerPolicy(config.controller_listeners, sasl_configs),
+            mutation_quotas=ControllerMutationQuotas(quota_config),
         )  # fmt: skip
         handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
         dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))

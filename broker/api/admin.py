@@ -14,6 +14,11 @@ Two checks happen here, before the controller persists anything:
   otherwise), as Kafka's controller refuses an operation of more than 10000 metadata records
   (``QuorumController.MAX_RECORDS_PER_USER_OP``: "Unable to perform excessively large batch
   operation."). Without it one CreateTopics with num_partitions=2^31-1 stalls the event loop.
+
+CreateTopics, CreatePartitions and DeleteTopics also answer to the group's KIP-599
+``controller_mutation_rate`` (``broker.quota.mutation``): a topic met while a strict quota is in
+debt gets THROTTLING_QUOTA_EXCEEDED; the partitions of each successful mutation are recorded, and
+the response carries the quota's throttle time (the channel is then muted by the dispatcher).
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from broker.api.configs import (
     topic_log_config,
 )
 from broker.api.context import Broker, Request
+from broker.api.quota_enforcement import mutation_quota
 from broker.controller.errors import MetadataError
 from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
+from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -66,6 +73,14 @@ def _check_partition_budget(new_partitions: int, budget: int) -> None:
         )
 
 
+def _check_mutation_quota(broker: Broker, quota: MutationQuota, *, exempt: bool) -> None:
+    """THROTTLING_QUOTA_EXCEEDED if a strict KIP-599 quota is in debt. ``exempt``: the topic will
+    fail anyway (it exists, or does not) or change nothing (validate_only), so it is left to the
+    controller's own answer and costs no quota."""
+    if not exempt and not quota.admits(broker.clock_ms()):
+        raise MetadataError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+
+
 def _replica_lists(wanted: Any) -> list[list[int]] | None:
     """A CreateTopics topic's explicit assignment as replica lists by partition, or None.
 
@@ -98,6 +113,7 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
     results = []
     seen: set[str] = set()
     budget = MAX_PARTITIONS_PER_REQUEST
+    quota = mutation_quota(broker, request)
     for wanted in body.topics:
         entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
         if wanted.name in seen:
@@ -118,6 +134,7 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
                 partitions, replication = len(assignments), len(assignments[0])
             _check_partition_budget(partitions, budget)
             _check_log_config(broker, configs)
+            _check_mutation_quota(broker, quota, exempt=body.validate_only or wanted.name in broker.image().topics)
             topic = await broker.controller.create_topic(
                 wanted.name, partitions, replication, configs, validate_only=body.validate_only, assignments=assignments
             )
@@ -126,6 +143,8 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
             results.append(entry)
             continue
         budget -= len(topic.partitions)
+        if not body.validate_only:
+            quota.record(len(topic.partitions), broker.clock_ms())
         entry.update(
             topic_id=topic.topic_id,
             num_partitions=len(topic.partitions),
@@ -137,7 +156,7 @@ async def _create_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
             ],
         )  # fmt: skip
         results.append(entry)
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": quota.throttle_time_ms(broker.clock_ms()), "topics": results}
 
 
 def handle_delete_topics(broker: Broker, request: Request) -> Any:
@@ -155,6 +174,7 @@ async def _delete_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
     else:
         wanted = [(name, None) for name in body.topic_names]
     responses = []
+    quota = mutation_quota(broker, request)
     for name, topic_id in wanted:
         entry: dict[str, Any] = {"name": name, "error_code": 0}
         if topic_id is not None:
@@ -167,11 +187,13 @@ async def _delete_topics(broker: Broker, request: Request) -> Mapping[str, Any]:
         if topic is not None:
             entry["topic_id"] = topic.topic_id
         try:
+            _check_mutation_quota(broker, quota, exempt=topic is None)
             await broker.controller.delete_topic(name)
+            quota.record(len(topic.partitions) if topic is not None else 0, broker.clock_ms())
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         responses.append(entry)
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": quota.throttle_time_ms(broker.clock_ms()), "responses": responses}
 
 
 def handle_create_partitions(broker: Broker, request: Request) -> Any:
@@ -182,21 +204,25 @@ async def _create_partitions(broker: Broker, request: Request) -> Mapping[str, A
     body = request.body
     results = []
     budget = MAX_PARTITIONS_PER_REQUEST
+    quota = mutation_quota(broker, request)
     for wanted in body.topics:
         entry: dict[str, Any] = {"name": wanted.name, "error_code": 0, "error_message": None}
         topic = broker.image().topics.get(wanted.name)
         added = wanted.count - len(topic.partitions) if topic is not None else 0
         try:
             _check_partition_budget(added, budget)
+            _check_mutation_quota(broker, quota, exempt=body.validate_only or added <= 0)
             assignments = None if wanted.assignments is None else [list(a.broker_ids) for a in wanted.assignments]
             await broker.controller.create_partitions(
                 wanted.name, wanted.count, validate_only=body.validate_only, assignments=assignments
             )
             budget -= max(0, added)
+            if not body.validate_only:
+                quota.record(added, broker.clock_ms())
         except MetadataError as exc:
             entry.update(error_code=exc.code, error_message=exc.message)
         results.append(entry)
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": quota.throttle_time_ms(broker.clock_ms()), "results": results}
 
 
 def handle_describe_configs(broker: Broker, request: Request) -> Any:

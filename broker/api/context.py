@@ -11,6 +11,7 @@ from broker.controller.image import MetadataImage
 from broker.controller.local import MetadataController
 from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
+from broker.quota.mutation import ControllerMutationQuotas
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.headers import RequestHeader
@@ -36,6 +37,7 @@ class Broker:
     txn: TransactionCoordinator | None = None  # the transaction coordinator (None: not served)
     raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
     listener_policy: ListenerPolicy = field(default_factory=ListenerPolicy)  # controller-only requests
+    mutation_quotas: ControllerMutationQuotas | None = None  # KIP-599 (None: not enforced)
 
     @property
     def node_id(self) -> int:

@@ -13,12 +13,15 @@ For every request of a client (not a replica, controller or broker-lifecycle req
    (``request_percentage``);
 2. takes the largest throttle time owed. A throttled Fetch is answered with no data and its bytes
    are not counted (Kafka's ``unrecordQuotaSensor``);
-3. puts ``throttle_time_ms`` in the response, which is sent at once;
+3. puts ``throttle_time_ms`` in the response, which is sent at once — the largest of the
+   above and the handler's own (a KIP-599 controller mutation quota, ``mutation_quota``);
 4. mutes the connection for that long: ``ConnectionContext.muted_until``; the connection reads no
    further request before then (broker-side back-pressure even for clients that ignore the field).
 
-A Fetch's ``max_bytes`` is first capped at what the quota allows in a whole window (Kafka's
-``getMaxValueInQuotaWindow``), so one response never owes more than one window of delay.
+A Fetch's ``max_bytes`` is first capped at the most the quota lets through after a quiet period,
+``quota.window.num - 1`` windows of it (Kafka's ``getMaxValueInQuotaWindow``): a larger response
+would be throttled, and so answered empty, even then, and the consumer would stall until its
+measured window had widened.
 The user is the connection's authenticated principal, ``ctx.attributes["principal"]`` (``User:name``,
 set by a SASL login or a TLS client certificate), and ``ANONYMOUS`` without one (``_principal``).
 """
@@ -29,12 +32,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from broker.api.context import Broker, Request
 from broker.api.fetch import follower_id
 from broker.controller.forwarding import FORWARD_CLIENT_ID, REGISTRATION_CLIENT_ID
 from broker.network.connection import ConnectionContext
 from broker.network.response import Response
 from broker.quota.entity import ANONYMOUS, QuotaMatch
 from broker.quota.manager import ClientQuotas
+from broker.quota.mutation import STRICT_SINCE, MutationQuota
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
@@ -59,7 +64,7 @@ class QuotaEnforcer:
         return not (header.api_key == ApiKey.FETCH and follower_id(header.api_version, body) >= 0)
 
     def before(self, header: RequestHeader, body: Message, ctx: ConnectionContext) -> None:
-        """Cap a consumer Fetch's ``max_bytes`` at one quota window of its group's quota."""
+        """Cap a consumer Fetch's ``max_bytes`` at ``quota.window.num - 1`` windows of its group's quota."""
         if header.api_key != ApiKey.FETCH or header.api_version < 3:
             return
         cap = self.quotas.fetch.max_value_in_window(self._match_fetch(header, ctx))
@@ -81,10 +86,10 @@ class QuotaEnforcer:
         now_ms = self._clock_ms()
         user, client_id = _principal(ctx), header.client_id or ""
         table = self.quotas.table()
-        throttle_ms = 0
+        throttle_ms = 0 if header.api_key == ApiKey.FETCH else int(body.get("throttle_time_ms") or 0)  # KIP-599's
         if header.api_key == ApiKey.PRODUCE:
             match = self.quotas.produce.match(table, user, client_id)
-            throttle_ms = self.quotas.produce.record(match, request_bytes, now_ms)
+            throttle_ms = max(throttle_ms, self.quotas.produce.record(match, request_bytes, now_ms))
         fetch_match: QuotaMatch | None = None
         fetch_bytes = 0
         if header.api_key == ApiKey.FETCH:
@@ -97,12 +102,14 @@ class QuotaEnforcer:
         if throttle_ms <= 0:
             return response
         throttle_ms = min(throttle_ms, INT32_MAX)  # the response field is an int32
+        ctx.muted_until = max(ctx.muted_until, time.monotonic() + throttle_ms / 1000)
         if fetch_match is not None:
             self.quotas.fetch.unrecord(fetch_match, fetch_bytes, now_ms)
             body = {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
+        elif body.get("throttle_time_ms") == throttle_ms:
+            return response  # the handler's own (KIP-599) throttle time is the largest
         else:
             body = {**body, "throttle_time_ms": throttle_ms}
-        ctx.muted_until = max(ctx.muted_until, time.monotonic() + throttle_ms / 1000)
         return encode(body)
 
     def mute_without_response(self, header: RequestHeader, ctx: ConnectionContext, request_bytes: int) -> None:
@@ -116,6 +123,21 @@ class QuotaEnforcer:
 
     def _match_fetch(self, header: RequestHeader, ctx: ConnectionContext) -> QuotaMatch:
         return self.quotas.fetch.match(self.quotas.table(), _principal(ctx), header.client_id or "")
+
+
+def mutation_quota(broker: Broker, request: Request) -> MutationQuota:
+    """The KIP-599 ``controller_mutation_rate`` quota of a CreateTopics, CreatePartitions or
+    DeleteTopics request (``broker.quota.mutation``): strict for the versions that can carry
+    THROTTLING_QUOTA_EXCEEDED, none for requests forwarded between cluster members. The handler
+    puts its ``throttle_time_ms`` in the response; ``QuotaEnforcer.finish`` mutes the channel."""
+    header = request.header
+    strict = header.api_version >= STRICT_SINCE[header.api_key]
+    quotas = broker.mutation_quotas
+    if quotas is None or (header.client_id or "") in _INTERNAL_CLIENT_IDS:
+        return MutationQuota(None, strict)
+    table = broker.image().client_quotas
+    user, client_id = _principal(request.connection), header.client_id or ""
+    return quotas.quota_for(table, user, client_id, strict=strict, now_ms=broker.clock_ms())
 
 
 def _principal(ctx: ConnectionContext) -> str:

@@ -132,10 +132,12 @@ class ClientQuotaManager:
 
     def max_value_in_window(self, match: QuotaMatch) -> float | None:
         """The most one response may carry under this quota (Kafka's ``getMaxValueInQuotaWindow``:
-        the quota times the whole measured window); None without a quota."""
+        the quota times ``num_samples - 1`` windows, the least window a rate is divided by); None
+        without a quota. Anything larger is throttled even after a quiet period, and as a throttled
+        Fetch returns no data, a consumer asking for more would stall."""
         if match.bound is None:
             return None
-        return match.bound * self.config.num_samples * self.config.window_ms / 1000
+        return match.bound * (self.config.num_samples - 1) * self.config.window_ms / 1000
 
     def metrics(self, now_ms: int) -> list[GroupMetrics]:
         self._expire(now_ms)

@@ -21,6 +21,7 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from pyspark_log.client import config as cfg
+from pyspark_log.client.admin_items import ITEM_RETRIABLE, item_errors, raise_errors, settle_throttled
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
 from pyspark_log.client.cluster import BrokerNode, Cluster, TopicMetadata
@@ -166,19 +167,6 @@ class ConsumerGroupDescription:
 
 DEFAULT_CONFIG_SOURCE = 5
 
-# Per-item errors worth retrying the whole call for; others (UNKNOWN_TOPIC_OR_PARTITION on a
-# delete, say) are answers, not transient states.
-_ITEM_RETRIABLE = frozenset(
-    {ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-)
-
-
-def _raise_errors(errors: dict[Any, KafkaError]) -> None:
-    if errors:
-        first = next(iter(errors.values()))
-        first.errors = errors  # type: ignore[attr-defined]
-        raise first
-
 
 class AsyncAdmin:
     """The admin core; all methods run on the loop ``start`` ran on."""
@@ -247,9 +235,12 @@ class AsyncAdmin:
                 if not exc.retriable:
                     raise
                 self.cluster.request_update()
-                wait_s = self._backoff.backoff_ms(attempt) / 1000.0
+                throttled_s = getattr(exc, "throttle_time_ms", 0) / 1000.0
+                wait_s = max(self._backoff.backoff_ms(attempt) / 1000.0, throttled_s)
                 attempt += 1
                 if loop.time() + wait_s >= deadline:
+                    if throttled_s:
+                        raise  # as the Java admin: the quota's error once its throttle outlasts the call
                     raise KafkaTimeoutError(f"{what} did not complete within {budget:.0f} ms: {exc}") from exc
                 await asyncio.sleep(wait_s)
 
@@ -258,19 +249,6 @@ class AsyncAdmin:
         if node is None:
             return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
         return await self.cluster.send(node, api_key, body, timeout_ms=timeout_ms + 5000)
-
-    @staticmethod
-    def _item_errors(items: Iterable[Any], name_of: Callable[[Any], Any], what: str) -> dict[Any, KafkaError]:
-        """Per-item errors; NOT_CONTROLLER and the like are raised to retry the whole call."""
-        errors: dict[Any, KafkaError] = {}
-        for item in items:
-            if item.error_code == ErrorCode.NONE:
-                continue
-            exc = error_for(item.error_code, getattr(item, "error_message", None), context=f"{what} {name_of(item)}")
-            if exc.code in _ITEM_RETRIABLE:
-                raise exc
-            errors[name_of(item)] = exc
-        return errors
 
     # -- SCRAM users (KIP-554) -----------------------------------------------------------------
 
@@ -290,7 +268,7 @@ class AsyncAdmin:
 
         async def attempt() -> dict[str, KafkaError | None]:
             resp = await self._to_controller(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body, budget)
-            errors = self._item_errors(resp.results, lambda r: r.user, "SCRAM credentials of user")
+            errors = item_errors(resp.results, lambda r: r.user, "SCRAM credentials of user")
             return {str(r.user): errors.get(r.user) for r in resp.results}
 
         return await self._retrying("AlterUserScramCredentials", timeout_ms, attempt)
@@ -316,7 +294,7 @@ class AsyncAdmin:
     ) -> None:
         topics = list(new_topics)
         budget = timeout_ms or self.default_api_timeout_ms
-        body = {
+        body: dict[str, Any] = {
             "topics": [
                 {
                     "name": t.name,
@@ -334,11 +312,15 @@ class AsyncAdmin:
             "validate_only": validate_only,
         }
 
-        async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.CREATE_TOPICS, body, budget)
-            return self._item_errors(resp.topics, lambda t: t.name, "create topic")
+        pending = {t["name"]: t for t in body["topics"]}
+        errors: dict[Any, KafkaError] = {}
 
-        _raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(ApiKey.CREATE_TOPICS, {**body, "topics": list(pending.values())}, budget)
+            settle_throttled(resp, resp.topics, lambda t: t.name, "create topic", pending=pending, done=errors)
+            return errors
+
+        raise_errors(await self._retrying("CreateTopics", timeout_ms, attempt))
         if not validate_only:
             self.cluster.add_topics(t.name for t in topics)
             self.cluster.request_update()
@@ -348,11 +330,18 @@ class AsyncAdmin:
         budget = timeout_ms or self.default_api_timeout_ms
         body = {"topics": [{"name": n} for n in topics], "topic_names": topics, "timeout_ms": int(budget)}
 
-        async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.DELETE_TOPICS, body, budget)
-            return self._item_errors(resp.responses, lambda t: t.name, "delete topic")
+        pending = {n: n for n in topics}
+        errors: dict[Any, KafkaError] = {}
 
-        _raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
+        async def attempt() -> dict[Any, KafkaError]:
+            names = list(pending)
+            resp = await self._to_controller(
+                ApiKey.DELETE_TOPICS, {**body, "topics": [{"name": n} for n in names], "topic_names": names}, budget
+            )
+            settle_throttled(resp, resp.responses, lambda t: t.name, "delete topic", pending=pending, done=errors)
+            return errors
+
+        raise_errors(await self._retrying("DeleteTopics", timeout_ms, attempt))
         self.cluster.request_update()
 
     async def create_partitions(
@@ -365,7 +354,7 @@ class AsyncAdmin:
     ) -> None:
         """Grow each topic to the given total partition count."""
         budget = timeout_ms or self.default_api_timeout_ms
-        body = {
+        body: dict[str, Any] = {
             "topics": [
                 {
                     "name": name,
@@ -380,11 +369,19 @@ class AsyncAdmin:
             "validate_only": validate_only,
         }
 
-        async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.CREATE_PARTITIONS, body, budget)
-            return self._item_errors(resp.results, lambda t: t.name, "create partitions for")
+        pending = {t["name"]: t for t in body["topics"]}
+        errors: dict[Any, KafkaError] = {}
 
-        _raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
+        async def attempt() -> dict[Any, KafkaError]:
+            resp = await self._to_controller(
+                ApiKey.CREATE_PARTITIONS, {**body, "topics": list(pending.values())}, budget
+            )
+            settle_throttled(
+                resp, resp.results, lambda t: t.name, "create partitions for", pending=pending, done=errors
+            )
+            return errors
+
+        raise_errors(await self._retrying("CreatePartitions", timeout_ms, attempt))
         self.cluster.request_update()
 
     async def list_topics(self, *, include_internal: bool = False, timeout_ms: float | None = None) -> list[str]:
@@ -409,7 +406,7 @@ class AsyncAdmin:
         }
         if wanted is not None:
             errors.update({n: UnknownTopicOrPartitionError(f"topic {n!r}") for n in wanted if n not in selected})
-        _raise_errors(errors)
+        raise_errors(errors)
         return dict(selected)
 
     async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
@@ -475,7 +472,7 @@ class AsyncAdmin:
                         out[tp] = None
                         continue
                     exc = error_for(part.error_code, part.error_message, context=f"elect leader of {tp}")
-                    if exc.code in _ITEM_RETRIABLE:
+                    if exc.code in ITEM_RETRIABLE:
                         raise exc
                     out[tp] = exc
             return out
@@ -529,7 +526,7 @@ class AsyncAdmin:
                     )
                     for c in result.configs
                 }
-        _raise_errors(errors)
+        raise_errors(errors)
         return out
 
     async def incremental_alter_configs(
@@ -554,9 +551,9 @@ class AsyncAdmin:
 
         async def attempt() -> dict[Any, KafkaError]:
             resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
-            return self._item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
+            return item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
-        _raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+        raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
 
     # -- client quotas (pyspark_log.client.quotas) ----------------------------------------------
 
@@ -582,11 +579,11 @@ class AsyncAdmin:
         async def attempt() -> dict[Any, KafkaError]:
             errors = await _alter_quotas(self._send_controller, items, validate_only=validate_only, timeout_ms=budget)
             for exc in errors.values():
-                if exc.code in _ITEM_RETRIABLE:
+                if exc.code in ITEM_RETRIABLE:
                     raise exc
             return dict(errors)
 
-        _raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
+        raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
 
     async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
         return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)
@@ -614,7 +611,7 @@ class AsyncAdmin:
             backoff=self._backoff,
         )
         errors = {tp: r for tp, r in results.items() if isinstance(r, KafkaError)}
-        _raise_errors(errors)
+        raise_errors(errors)
         return {tp: r for tp, r in results.items() if not isinstance(r, KafkaError)}
 
     # -- consumer-group offsets (no membership) ------------------------------------------------
@@ -656,7 +653,7 @@ class AsyncAdmin:
         return resp
 
     async def _each_group(self, group_ids: Iterable[str], one: Callable[[str], Awaitable[T]]) -> dict[str, T]:
-        """``one(group)`` for every group concurrently; failures raised as ``_raise_errors`` does."""
+        """``one(group)`` for every group concurrently; failures raised as ``raise_errors`` does."""
         self._check_open()
         ids = list(dict.fromkeys(group_ids))
         results = await asyncio.gather(*(one(g) for g in ids), return_exceptions=True)
@@ -669,7 +666,7 @@ class AsyncAdmin:
                 raise result
             else:
                 out[group_id] = result
-        _raise_errors(errors)
+        raise_errors(errors)
         return out
 
     async def list_consumer_groups(
@@ -776,7 +773,7 @@ class AsyncAdmin:
                         errors[tp] = error_for(part.error_code, context=f"delete offset of {tp} for {group_id!r}")
             return errors
 
-        _raise_errors(await self._groups._retrying(group_id, timeout_ms or self.default_api_timeout_ms, attempt))
+        raise_errors(await self._groups._retrying(group_id, timeout_ms or self.default_api_timeout_ms, attempt))
 
 
 def _assigned_partitions(raw: bytes | None) -> tuple[TopicPartition, ...]:

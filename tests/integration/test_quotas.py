@@ -2,8 +2,8 @@
 
 The broker runs with ``quota.window.num=3`` (3 windows of 1 s) so that a test of a few seconds
 sees steady throttling: with Kafka's 11 windows a fresh client may burst ten seconds' worth of its
-quota before the first throttle. Rates are compared with generous bands (a throttled client far
-below the unthrottled one, librdkafka's statistics showing throttle time), never wall time.
+quota before the first throttle. These tests compare in generous bands; the measured 1 MB/s ±15 %
+of issue 16 is in test_quota_rates.py.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import resource
+import select
 import socket
 import sys
 import time
@@ -19,12 +20,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
+from confluent_kafka.admin import AdminClient as CKAdminClient
+from confluent_kafka.admin import NewTopic as CKNewTopic
 
-from pyspark_log.client import AdminClient, ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic, Producer
+from pyspark_log.client import (
+    AdminClient,
+    ClientQuotaAlteration,
+    ClientQuotaFilterComponent,
+    Consumer,
+    NewTopic,
+    Producer,
+)
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
+from pyspark_log.wire.errors import ErrorCode, KafkaError
 from tests.integration.test_cli import ok, pylog
 
 MB = 1_000_000
@@ -123,20 +133,6 @@ def produce_for(
     return len(counted) * len(PAYLOAD) / (end - start - warmup_s), stats.throttle_max_ms
 
 
-def test_seed_4_9_producer_byte_rate_throttles_its_client_id_only(quota_broker, topic_name):
-    """ "각 클라이언트 그룹은 클라이언트 속도를 제한하기 전까지, 브로커 당 최대 X bytes/sec만큼 발행/페치할
-    수 있다": a producer under producer_byte_rate=1 MB/s is held near 1 MB/s and librdkafka sees
-    the throttle time, while an unthrottled client id on the same broker keeps its throughput."""
-    broker, _ = quota_broker
-    set_quota(broker.bootstrap_servers, {"client-id": "slow-producer"}, producer_byte_rate=QUOTA)
-    fast_rate, fast_throttle = produce_for(broker.bootstrap_servers, topic_name, "fast-producer", 3)
-    slow_rate, slow_throttle = produce_for(broker.bootstrap_servers, topic_name, "slow-producer", 6, warmup_s=2)
-    assert slow_throttle > 0
-    assert fast_throttle == 0
-    assert 0.2 * MB < slow_rate < 2.0 * MB, slow_rate
-    assert fast_rate > 2 * slow_rate, (fast_rate, slow_rate)
-
-
 def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
     """ "(user, client-id), user, client-id" — with SASL the user is the authenticated principal:
     alice's producer_byte_rate throttles alice's connections only, while bob, with the very same
@@ -170,60 +166,6 @@ def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
         assert bob_rate > 2 * alice_rate, (bob_rate, alice_rate)
     finally:
         broker.close()
-
-
-RECORDS = 1200  # 12 MB: at 1 MB/s after a burst of two windows, far more than 4 s of reading
-
-
-def test_seed_4_9_consumer_byte_rate_throttles_its_client_id_only(quota_broker, topic_name):
-    """The same for consumers: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled
-    Fetch is answered at once without data; the consumer under consumer_byte_rate=1 MB/s reads
-    slowly, another client id reads the same topic at full speed."""
-    broker, _ = quota_broker
-    bootstrap = broker.bootstrap_servers
-    filler = Producer({"bootstrap.servers": bootstrap, "client.id": "filler", "linger.ms": 5})
-    try:
-        for _ in range(RECORDS):
-            filler.send(topic_name, PAYLOAD)
-        filler.flush()
-    finally:
-        filler.close()
-    set_quota(bootstrap, {"client-id": "slow-consumer"}, consumer_byte_rate=QUOTA)
-
-    def consume_for(client_id: str, seconds: float) -> tuple[int, float, int]:
-        stats = Stats()
-        consumer = CKConsumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "group.id": f"{client_id}-{topic_name}",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "statistics.interval.ms": 200,
-                "stats_cb": stats,
-            }
-        )
-        consumer.subscribe([topic_name])
-        got = 0
-        start = time.monotonic()
-        try:
-            while time.monotonic() - start < seconds and got < RECORDS * len(PAYLOAD):
-                msg = consumer.poll(0.2)
-                if msg is not None and msg.error() is None:
-                    got += len(msg.value() or b"")
-            elapsed = time.monotonic() - start
-            consumer.poll(0.5)
-        finally:
-            consumer.close()
-        return got, elapsed, stats.throttle_max_ms
-
-    fast_bytes, fast_elapsed, _ = consume_for("fast-consumer", 30)
-    slow_bytes, slow_elapsed, slow_throttle = consume_for("slow-consumer", 4)
-    assert fast_bytes == RECORDS * len(PAYLOAD)
-    assert slow_throttle > 0
-    assert slow_bytes < fast_bytes
-    assert slow_bytes / slow_elapsed < 2.5 * MB
-    assert fast_bytes / fast_elapsed > 2 * slow_bytes / slow_elapsed
 
 
 def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_restart(quota_broker, topic_name):
@@ -316,38 +258,33 @@ def test_seed_4_9_default_quota_and_specific_override_follow_the_precedence_list
 
 
 def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addresses(tmp_path, topic_name):
-    """Issue 16: connections from 127.0.0.2 that each send a partial frame and wait must not lock
-    out a client on 127.0.0.1: past ``max.connections.per.ip`` they are closed at accept, and the
-    admitted ones are closed once their frame is overdue (``socket.request.frame.timeout.ms``)."""
+    """Issue 16: connections from 127.0.0.2 and 127.0.0.3 that each send a partial frame and wait
+    must not lock out clients from other addresses: past ``max.connections.per.ip`` (40) they are
+    closed at accept, while the 40 admitted from each address stay open (their frame is not
+    overdue yet); with 80 half-open flood connections held, a confluent-kafka producer from
+    127.0.0.1 delivers everything and pylog's consumer reads it back. Then the admitted flood is
+    closed once its frame is overdue (``socket.request.frame.timeout.ms``)."""
     broker, _ = start_broker(
         tmp_path / "b",
         **{
             "max.connections.per.ip": "40",
-            "socket.request.frame.timeout.ms": "2000",
+            "socket.request.frame.timeout.ms": "30000",
             "listeners": "PLAINTEXT://0.0.0.0:0",
         },
     )
     port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
-    flood: list[socket.socket] = []
+    flood: dict[str, list[socket.socket]] = {"127.0.0.2": [], "127.0.0.3": []}
     try:
-        for _ in range(150):
-            s = socket.socket()
-            s.bind(("127.0.0.2", 0))
-            s.settimeout(10)
-            s.connect(("127.0.0.1", port))
-            s.sendall(b"\x00\x00\x01\x00partial")  # announces 256 bytes, sends 7
-            flood.append(s)
-        closed = []
-        deadline = time.monotonic() + 30
-        for s in flood:
-            s.settimeout(max(0.1, deadline - time.monotonic()))
-            try:
-                closed.append(s.recv(1) == b"")
-            except ConnectionResetError:
-                closed.append(True)
-            except TimeoutError:
-                closed.append(False)
-        assert all(closed), f"{closed.count(False)} flood connections still open"
+        for address, sockets in flood.items():
+            for _ in range(100):
+                s = socket.socket()
+                s.bind((address, 0))
+                s.settimeout(10)
+                s.connect(("127.0.0.1", port))
+                s.sendall(b"\x00\x00\x01\x00partial")  # announces 256 bytes, sends 7
+                sockets.append(s)
+        open_per_address = {a: wait_closed(socks, expected_closed=60, deadline_s=30) for a, socks in flood.items()}
+        assert open_per_address == {"127.0.0.2": 40, "127.0.0.3": 40}
         producer = CKProducer({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "victim", "linger.ms": 5})
         delivered = []
         for i in range(1000):
@@ -355,11 +292,43 @@ def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addr
             producer.poll(0)
         producer.flush(30)
         assert delivered.count(True) == 1000
+        consumer = Consumer(
+            {"bootstrap.servers": f"127.0.0.1:{port}", "group.id": f"g-{topic_name}", "auto.offset.reset": "earliest"}
+        )
+        try:
+            consumer.subscribe([topic_name])
+            got = 0
+            deadline = time.monotonic() + 60
+            while got < 1000 and time.monotonic() < deadline:
+                got += len(consumer.poll(timeout_ms=500))
+        finally:
+            consumer.close()
+        assert got == 1000
+        assert wait_closed(flood["127.0.0.2"] + flood["127.0.0.3"], expected_closed=200, deadline_s=90) == 0
         assert "open-file limit" in broker.output()
     finally:
-        for s in flood:
-            s.close()
+        for sockets in flood.values():
+            for s in sockets:
+                s.close()
         broker.close()
+
+
+def wait_closed(sockets: list[socket.socket], *, expected_closed: int, deadline_s: float) -> int:
+    """How many of ``sockets`` are still open once ``expected_closed`` of them were closed by the
+    peer (or the deadline passed): a closed one becomes readable with EOF or a reset."""
+    closed: set[int] = set()
+    deadline = time.monotonic() + deadline_s
+    while len(closed) < expected_closed and time.monotonic() < deadline:
+        waiting = [s for i, s in enumerate(sockets) if i not in closed]
+        readable, _, _ = select.select(waiting, [], [], 0.2)
+        for s in readable:
+            try:
+                eof = s.recv(1) == b""
+            except ConnectionResetError:
+                eof = True
+            if eof:
+                closed.add(sockets.index(s))
+    return len(sockets) - len(closed)
 
 
 def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
@@ -392,6 +361,26 @@ def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_pat
             assert producer._core.cluster.throttle_time_ms_total() > 0
         finally:
             producer.close()
+
+        # KIP-599 on a KRaft cluster: enforced by the broker that takes the request, before it
+        # forwards the topics to the controller (docs/compatibility.md)
+        set_quota(cluster.address(4), {"client-id": "kraft-mutator"}, controller_mutation_rate=1)
+        describe["components"][0]["match"] = "kraft-mutator"
+        deadline = time.monotonic() + 30
+        while not request(cluster.address(5), 48, 1, describe).entries and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mutator = AdminClient({"bootstrap.servers": cluster.address(5), "client.id": "kraft-mutator"})
+        try:
+            with pytest.raises(KafkaError) as raised:  # 3 tokens; 8 partitions: a debt of 5 s
+                mutator.create_topics(
+                    [NewTopic(f"{topic_name}-8", 8, 1), NewTopic(f"{topic_name}-1", 1, 1)], timeout_ms=2000
+                )
+        finally:
+            mutator.close()
+        assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        listed = set(topics_of(cluster.address(4)))
+        assert f"{topic_name}-8" in listed
+        assert f"{topic_name}-1" not in listed
 
 
 def test_issue_16_flood_of_half_open_connections_under_a_1024_descriptor_limit(tmp_path, topic_name):
@@ -435,3 +424,98 @@ def test_issue_16_flood_of_half_open_connections_under_a_1024_descriptor_limit(t
             s.close()
         broker.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_kip599_controller_mutation_rate_strict_for_new_versions_permissive_for_librdkafka(quota_broker, topic_name):
+    """KIP-599 with ``controller_mutation_rate=1`` (bucket of 1 × 3 windows = 3 mutations):
+
+    - pylog's admin client speaks CreateTopics v7 / CreatePartitions v3 / DeleteTopics v6, the
+      strict versions: "a partition mutation with N partitions is admitted iff K >= 0", so a
+      20-partition topic goes through (K = -17) and the next topic of the same request gets
+      THROTTLING_QUOTA_EXCEEDED with the throttle time; so do CreatePartitions and DeleteTopics
+      while the bucket is in debt. The client retries just the throttled topic after the throttle
+      time (Java's default ``retryOnQuotaViolation``), which a raised quota lets through at once
+      (the change applies without a restart);
+    - confluent-kafka's AdminClient (librdkafka speaks older versions) cannot be told: "we propose
+      to always accept them and to throttle the client by muting its channel" — both topics are
+      created and the response's throttle time reaches librdkafka's throttle callback."""
+    broker, _ = quota_broker
+    bootstrap = broker.bootstrap_servers
+    set_quota(bootstrap, {"client-id": "mutator"}, controller_mutation_rate=1)
+    set_quota(bootstrap, {"client-id": "ck-mutator"}, controller_mutation_rate=1)
+    big, small = f"{topic_name}-big", f"{topic_name}-small"
+
+    def mutator() -> AdminClient:  # a new connection each time: a throttled one is muted
+        return AdminClient({"bootstrap.servers": bootstrap, "client.id": "mutator", "default.api.timeout.ms": 5000})
+
+    admin = mutator()
+    try:
+        with pytest.raises(KafkaError) as raised:
+            admin.create_topics([NewTopic(big, 20, 1), NewTopic(small, 1, 1)], timeout_ms=3000)
+        assert admin._core.cluster.throttle_time_ms_total() > 1000
+    finally:
+        admin.close()
+    assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED  # its throttle time outlasts the call
+    listed = set(topics_of(bootstrap))
+    assert big in listed
+    assert small not in listed
+    for call in (lambda a: a.create_partitions({big: 21}), lambda a: a.delete_topics([big])):
+        admin = mutator()
+        try:
+            with pytest.raises(KafkaError) as raised:
+                call(admin)
+        finally:
+            admin.close()
+        assert raised.value.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert big in topics_of(bootstrap)
+
+    set_quota(bootstrap, {"client-id": "mutator"}, controller_mutation_rate=1000)
+    admin = mutator()
+    try:
+        admin.create_topics([NewTopic(small, 1, 1)])
+        admin.delete_topics([big])
+    finally:
+        admin.close()
+    listed = set(topics_of(bootstrap))
+    assert small in listed
+    assert big not in listed
+
+    # a debt of 1 s at 2/s (bucket 6, 8 partitions): the client waits out the throttle time and
+    # retries only the throttled topic, so the whole call succeeds
+    set_quota(bootstrap, {"client-id": "retrier"}, controller_mutation_rate=2)
+    retrier = AdminClient({"bootstrap.servers": bootstrap, "client.id": "retrier"})
+    try:
+        retrier.create_topics([NewTopic(f"{topic_name}-r8", 8, 1), NewTopic(f"{topic_name}-r1", 1, 1)])
+        assert retrier._core.cluster.throttle_time_ms_total() > 0
+    finally:
+        retrier.close()
+    assert {f"{topic_name}-r8", f"{topic_name}-r1"} <= set(topics_of(bootstrap))
+
+    throttles: list[int] = []
+    ck = CKAdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "ck-mutator",
+            "throttle_cb": lambda e: throttles.append(e.throttle_time),
+        }
+    )
+    ck_big, ck_small = f"{topic_name}-ck-big", f"{topic_name}-ck-small"
+    try:
+        futures = ck.create_topics([CKNewTopic(ck_big, 20, 1), CKNewTopic(ck_small, 1, 1)], request_timeout=30)
+        for future in futures.values():
+            future.result(timeout=30)
+        deadline = time.monotonic() + 30
+        while not throttles and time.monotonic() < deadline:
+            ck.poll(0.1)
+    finally:
+        del ck  # librdkafka's admin client has no close(); this destroys it before the broker stops
+    assert max(throttles, default=0) > 1.0, throttles  # seconds: K = 3 - 21 = -18 at 1/s
+    assert {ck_big, ck_small} <= set(topics_of(bootstrap))
+
+
+def topics_of(bootstrap: str) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        return admin.list_topics()
+    finally:
+        admin.close()

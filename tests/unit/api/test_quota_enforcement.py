@@ -99,7 +99,8 @@ def test_request_percentage_measures_event_loop_time_and_bounds_the_delay():
     assert body.throttle_time_ms == 1000
 
 
-def test_fetch_max_bytes_is_capped_at_one_quota_window():
+def test_fetch_max_bytes_is_capped_at_what_the_quota_lets_through_after_a_quiet_period():
+    """Kafka's getMaxValueInQuotaWindow: quota × (quota.window.num - 1) windows (3 windows: 2 s)."""
     seen: list[int] = []
 
     def recording(_broker: Any, request: Any) -> dict[str, Any]:
@@ -113,7 +114,7 @@ def test_fetch_max_bytes_is_capped_at_one_quota_window():
         QuotaEnforcer(quotas, lambda: 0),
     )  # type: ignore[arg-type]
     call(d, ApiKey.FETCH, 12, FETCH)
-    assert seen == [3000]
+    assert seen == [2000]
 
 
 def test_user_quotas_match_the_connections_principal_once_there_is_one():
@@ -127,3 +128,19 @@ def test_user_quotas_match_the_connections_principal_once_there_is_one():
     response = d.handle(encode_request(ApiKey.PRODUCE, 9, 7, "c", produce)[4:], ctx)
     assert isinstance(response, Response)
     assert decode_response(ApiKey.PRODUCE, 9, response.to_bytes())[1].throttle_time_ms > 0
+
+
+def test_kip599_a_handlers_own_throttle_time_is_kept_and_mutes_the_channel():
+    """KIP-599: a CreateTopics answer carries the controller mutation quota's throttle time; the
+    enforcer keeps it (the largest of it and the request quota's) and mutes the channel for it."""
+    quotas = ClientQuotas(dict, QuotaConfig(3, 1000))
+
+    def mutation_throttled(_broker: Any, _request: Any) -> dict[str, Any]:
+        return {"throttle_time_ms": 4000, "topics": []}
+
+    broker = SimpleNamespace(api_versions=[], listener_policy=ListenerPolicy())
+    handlers = {ApiKey.CREATE_TOPICS: mutation_throttled}
+    d = Dispatcher(broker, handlers, QuotaEnforcer(quotas, lambda: 1_000_000))  # type: ignore[arg-type]
+    body, ctx = call(d, ApiKey.CREATE_TOPICS, 7, {"topics": [], "timeout_ms": 1000, "validate_only": False})
+    assert body.throttle_time_ms == 4000
+    assert ctx.muted_until > time.monotonic() + 3

@@ -31,9 +31,15 @@ def test_a_changed_quota_applies_at_once():
 
 
 def test_fetch_max_value_in_window_and_unrecord():
+    """Kafka's getMaxValueInQuotaWindow: "Returns maximum value that could be recorded without
+    guaranteed throttling" — quota × (quota.window.num - 1) windows."""
     m = ClientQuotaManager(QuotaType.FETCH, QuotaConfig(11, 1000))
     match = m.match({SLOW: {"consumer_byte_rate": 1000.0}}, "ANONYMOUS", "slow")
-    assert m.max_value_in_window(match) == 11_000
+    assert m.max_value_in_window(match) == 10_000
+    assert m.record(match, 10_000, 0) == 0  # a whole capped response after a quiet period passes
+    m.unrecord(match, 10_000, 0)
+    assert m.record(match, 10_001, 0) > 0  # one byte more is always throttled
+    m.unrecord(match, 10_001, 0)
     assert m.record(match, 20_000, 0) > 0
     m.unrecord(match, 20_000, 0)
     assert m.throttle_time_ms(match, 0) == 0
