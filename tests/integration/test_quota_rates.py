@@ -16,7 +16,7 @@ from confluent_kafka import Producer as CKProducer
 
 from pyspark_log.client import Producer
 from pyspark_log.embedded import EmbeddedBroker
-from tests.integration.test_quotas import MB, PAYLOAD, QUOTA, Stats, set_quota, start_broker
+from tests.integration.quota_helpers import MB, PAYLOAD, QUOTA, Stats, set_quota, start_broker
 
 T = TypeVar("T")
 

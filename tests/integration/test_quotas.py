@@ -8,16 +8,13 @@ of issue 16 is in test_quota_rates.py.
 
 from __future__ import annotations
 
-import json
 import re
 import resource
 import select
 import socket
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer as CKProducer
@@ -26,7 +23,6 @@ from confluent_kafka.admin import NewTopic as CKNewTopic
 
 from pyspark_log.client import (
     AdminClient,
-    ClientQuotaAlteration,
     ClientQuotaFilterComponent,
     Consumer,
     NewTopic,
@@ -35,24 +31,8 @@ from pyspark_log.client import (
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire.errors import ErrorCode, KafkaError
+from tests.integration.quota_helpers import MB, PAYLOAD, QUOTA, Stats, metric_value, metrics, set_quota, start_broker
 from tests.integration.test_cli import ok, pylog
-
-MB = 1_000_000
-QUOTA = 1_048_576  # producer_byte_rate=1 MB/s
-PAYLOAD = b"q" * 10_000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_broker(path: Path, **overrides: str) -> tuple[EmbeddedBroker, int]:
-    metrics_port = free_port()
-    settings = {"quota.window.num": "3", "metrics.port": str(metrics_port), **overrides}
-    broker = EmbeddedBroker(path, python=sys.executable, overrides=settings).start()
-    return broker, metrics_port
 
 
 @pytest.fixture(scope="module")
@@ -62,37 +42,6 @@ def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Emb
         yield broker, port
     finally:
         broker.close()
-
-
-def set_quota(bootstrap: str, entity: dict[str, str | None], **ops: float | None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        admin.alter_client_quotas([ClientQuotaAlteration(entity, ops)])
-    finally:
-        admin.close()
-
-
-def metrics(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        return resp.read().decode()
-
-
-def metric_value(text: str, name: str, client_id: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and f'client_id="{client_id}"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-class Stats:
-    """librdkafka's per-broker throttle statistics (``brokers.*.throttle``, ms)."""
-
-    def __init__(self) -> None:
-        self.throttle_max_ms = 0
-
-    def __call__(self, text: str) -> None:
-        for broker in json.loads(text).get("brokers", {}).values():
-            self.throttle_max_ms = max(self.throttle_max_ms, int(broker.get("throttle", {}).get("max", 0)))
 
 
 def produce_for(
