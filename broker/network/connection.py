@@ -20,6 +20,13 @@ checks both), so connections that send a partial frame and wait cannot pile up.
 
 Throttling (KIP-219): while ``ctx.muted_until`` lies ahead, the connection reads and dispatches no
 further request; responses already decided are still written.
+
+Writing: a response that is complete when its handler returns, to the last request of what one
+recv brought, while the writer task is idle with nothing queued (nothing can be ahead of it), is
+written by the reader at once, as far as the socket takes it without waiting (``_send_now``);
+the writer task sends the rest. A sequential client (one request in flight, as a consumer's
+fetches) so gets its answer without a hand-off between tasks; pipelined requests still go
+through the writer, which joins their responses into one send.
 """
 
 from __future__ import annotations
@@ -53,9 +60,25 @@ DIRECT_FRAME_MAX_BYTES = 1024 * 1024  # the most allocated ahead of the bytes th
 assert READ_CHUNK_BYTES > LARGE_FRAME_BYTES + 4  # an incomplete small frame fits before the next recv
 # The writer joins responses that are already complete into one send, up to this many bytes.
 COALESCE_MAX_BYTES = 1024 * 1024
+# send() flag: more bytes follow at once (a file region), so the kernel need not push these alone
+_MSG_MORE = getattr(socket, "MSG_MORE", 0)
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 HandlerResult = Response | None | Awaitable[Response | None]
+
+
+class _Unsent:
+    """The rest of a response the reader began to write (``_send_now``): its size prefix and
+    first bytes are already out, so the writer sends these parts as they are."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[ResponsePart]) -> None:
+        self.parts = parts
+        self.size = sum(part.size if isinstance(part, FileRegion) else len(part) for part in parts)
+
+
+QueueItem = Response | _Unsent | asyncio.Future[Response | None] | None
 
 
 class CloseConnection(Exception):
@@ -108,10 +131,10 @@ class Connection:
         self._handler = handler
         self.ctx = ctx
         self._limits = limits
-        # In request order: a Response, or a Future of one (work that waits); None ends the writer.
-        self._queue: asyncio.Queue[Response | asyncio.Future[Response | None] | None] = asyncio.Queue(
-            limits.max_in_flight
-        )
+        # In request order: a Response, the unsent rest of one, or a Future of one (work that
+        # waits); None ends the writer.
+        self._queue: asyncio.Queue[QueueItem] = asyncio.Queue(limits.max_in_flight)
+        self._writer_idle = False  # the writer waits for the queue and has nothing half-sent
         self.last_active = time.monotonic()
         # When the request frame now being received began (None: between frames); mute time excluded.
         self.frame_started: float | None = None
@@ -240,12 +263,12 @@ class Connection:
                 self.frame_started = None
             elif pos:
                 self.frame_started = time.monotonic()  # the incomplete frame began in this chunk
-            await self._dispatch_all(loop, frames)
+            await self._dispatch_all(loop, frames, more=bool(large_size))
             if large_size:
                 frame = await self._receive_frame(loop, view[large_start:end], large_size)
                 self.frame_started = None
                 await self._wait_unmuted()  # an earlier frame of this chunk may have been throttled
-                await self._dispatch(loop, frame)
+                await self._dispatch(loop, frame, last=True)
             elif end == len(chunk):
                 await asyncio.sleep(0)
 
@@ -279,10 +302,14 @@ class Connection:
         self.last_active = time.monotonic()
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
-    async def _dispatch_all(self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray]) -> None:
-        for frame in frames:
+    async def _dispatch_all(
+        self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray], *, more: bool = False
+    ) -> None:
+        """Dispatch ``frames`` in order; ``more``: another frame of the same recv follows them."""
+        last = len(frames) - 1
+        for i, frame in enumerate(frames):
             await self._wait_unmuted()
-            await self._dispatch(loop, frame)
+            await self._dispatch(loop, frame, last=i == last and not more)
 
     async def _wait_unmuted(self) -> None:
         """Sleep out a throttle (KIP-219); the frame timeout does not run meanwhile."""
@@ -295,14 +322,70 @@ class Connection:
         if self.frame_started is not None:
             self.frame_started = now
 
-    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray) -> None:
+    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray, *, last: bool) -> None:
+        """Handle one frame and queue its response (or the wait for it). ``last``: no further
+        frame of this recv is waiting, so a complete response may be written at once (module
+        docstring, "Writing")."""
         result = self._handler.handle(frame, self.ctx)
         if result is None:
             return  # no response (acks=0): nothing to keep a place for in the order
         if isinstance(result, Response):
+            if last and self._writer_idle and self._queue.empty() and self._tls is None and not result.close_after:
+                rest = self._send_now(result)
+                self.last_active = time.monotonic()
+                if rest is None:
+                    return
+                await self._queue.put(rest)
+                return
             await self._queue.put(result)
         else:
             await self._queue.put(asyncio.ensure_future(result))
+
+    def _send_now(self, response: Response) -> _Unsent | None:
+        """Write ``response`` (size prefix first) as far as the socket takes it without waiting:
+        bytes with ``send``, file regions of at least ``SENDFILE_MIN_BYTES`` with ``sendfile``
+        (smaller ones read and joined with the bytes around them, as ``_send`` does). Returns
+        the unsent rest, or None when everything went out."""
+        sock = self._sock
+        parts = response.parts
+        count = len(parts)
+        pending: list[bytes | bytearray | memoryview] = [_SIZE.pack(response.size)]
+        i = 0
+        while True:
+            while i < count:
+                part = parts[i]
+                if not isinstance(part, FileRegion):
+                    pending.append(part)
+                elif part.size < SENDFILE_MIN_BYTES:
+                    pending.append(part.read())
+                else:
+                    break
+                i += 1
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending = []
+                try:
+                    sent = sock.send(data, _MSG_MORE if i < count else 0)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    return _Unsent([memoryview(data)[sent:], *parts[i:]])
+            if i == count:
+                return None
+            region = parts[i]
+            assert isinstance(region, FileRegion)
+            i += 1
+            offset, remaining = region.position, region.size
+            in_fd, out_fd = region.file.fileno(), sock.fileno()
+            while remaining:
+                try:
+                    sent = os.sendfile(out_fd, in_fd, offset, remaining)
+                except BlockingIOError:
+                    return _Unsent([FileRegion(region.file, offset, remaining), *parts[i:]])
+                if sent == 0:
+                    raise ConnectionError(f"file region ended {remaining} bytes early: file shrank")
+                offset += sent
+                remaining -= sent
 
     async def _write_loop(self) -> None:
         """Responses in request order. Responses to later requests that are already complete
@@ -310,15 +393,19 @@ class Connection:
         requests cost one write between them rather than one each."""
         loop = asyncio.get_running_loop()
         queue = self._queue
-        item = await queue.get()
+        item = await self._next(queue)
         while item is not None:  # None: the reader is done
             parts: list[ResponsePart] = []
             nbytes = 0
             have_next = False
             closing = False
             while True:
-                if isinstance(item, Response):
-                    response: Response | None = item
+                if isinstance(item, _Unsent):
+                    parts.extend(item.parts)
+                    nbytes += item.size
+                    response: Response | None = None
+                elif isinstance(item, Response):
+                    response = item
                 else:
                     try:
                         response = await item
@@ -341,7 +428,7 @@ class Connection:
                 if closing or queue.empty() or nbytes >= COALESCE_MAX_BYTES:
                     break
                 item = queue.get_nowait()
-                if item is None or not (isinstance(item, Response) or item.done()):
+                if item is None or not (isinstance(item, (Response, _Unsent)) or item.done()):
                     have_next = True
                     break
             if parts:
@@ -352,7 +439,15 @@ class Connection:
                 self.close()
                 return
             if not have_next:
-                item = await queue.get()
+                item = await self._next(queue)
+
+    async def _next(self, queue: asyncio.Queue[QueueItem]) -> QueueItem:
+        """The next queue item; meanwhile the reader may write responses itself (``_send_now``)."""
+        self._writer_idle = True
+        try:
+            return await queue.get()
+        finally:
+            self._writer_idle = False
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: list[ResponsePart]) -> None:
         """Write size prefixes and bodies: bytes joined into one send, file regions of at least
