@@ -60,8 +60,6 @@ DIRECT_FRAME_MAX_BYTES = 1024 * 1024  # the most allocated ahead of the bytes th
 assert READ_CHUNK_BYTES > LARGE_FRAME_BYTES + 4  # an incomplete small frame fits before the next recv
 # The writer joins responses that are already complete into one send, up to this many bytes.
 COALESCE_MAX_BYTES = 1024 * 1024
-# send() flag: more bytes follow at once (a file region), so the kernel need not push these alone
-_MSG_MORE = getattr(socket, "MSG_MORE", 0)
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 HandlerResult = Response | None | Awaitable[Response | None]
@@ -365,7 +363,7 @@ class Connection:
                 data = pending[0] if len(pending) == 1 else b"".join(pending)
                 pending = []
                 try:
-                    sent = sock.send(data, _MSG_MORE if i < count else 0)
+                    sent = sock.send(data)
                 except BlockingIOError:
                     sent = 0
                 if sent < len(data):
