@@ -342,8 +342,9 @@ class Connection:
     def _send_now(self, response: Response) -> _Unsent | None:
         """Write ``response`` (size prefix first) as far as the socket takes it without waiting:
         bytes with ``send``, file regions of at least ``SENDFILE_MIN_BYTES`` with ``sendfile``
-        (smaller ones read and joined with the bytes around them, as ``_send`` does). Returns
-        the unsent rest, or None when everything went out."""
+        (smaller ones read and joined with the bytes around them, as ``_send`` does). A region
+        the page cache does not hold is left to the writer, which reads it off the loop.
+        Returns the unsent rest, or None when everything went out."""
         sock = self._sock
         parts = response.parts
         count = len(parts)
@@ -355,7 +356,10 @@ class Connection:
                 if not isinstance(part, FileRegion):
                     pending.append(part)
                 elif part.size < SENDFILE_MIN_BYTES:
-                    pending.append(part.read())
+                    cached = part.read_cached()
+                    if cached is None:
+                        return _Unsent([*pending, *parts[i:]])
+                    pending.append(cached)
                 else:
                     break
                 i += 1
@@ -372,6 +376,8 @@ class Connection:
                 return None
             region = parts[i]
             assert isinstance(region, FileRegion)
+            if not region.cached():
+                return _Unsent(parts[i:])
             i += 1
             offset, remaining = region.position, region.size
             in_fd, out_fd = region.file.fileno(), sock.fileno()
@@ -449,7 +455,9 @@ class Connection:
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: list[ResponsePart]) -> None:
         """Write size prefixes and bodies: bytes joined into one send, file regions of at least
-        ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline."""
+        ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline. File bytes
+        the page cache does not hold are read in the default executor first (``_read_region``,
+        ``FileRegion.warm``): a ``sendfile`` or read that waits for the disk would stall the loop."""
         if self._tls is not None:
             await self._send_tls(loop, self._tls, parts)
             return
@@ -458,11 +466,13 @@ class Connection:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif part.size < SENDFILE_MIN_BYTES:
-                pending.append(part.read())
+                pending.append(await _read_region(loop, part))
             else:
                 if pending:
                     await loop.sock_sendall(self._sock, b"".join(pending))
                     pending = []
+                if not part.cached():
+                    await loop.run_in_executor(None, part.warm)
                 await self._sendfile(loop, part)
         if pending:
             await loop.sock_sendall(self._sock, pending[0] if len(pending) == 1 else b"".join(pending))
@@ -475,7 +485,7 @@ class Connection:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif part.size < SENDFILE_MIN_BYTES:
-                pending.append(part.read())
+                pending.append(await _read_region(loop, part))
             else:
                 pending.append(await loop.run_in_executor(None, part.read))
         if pending:
@@ -514,3 +524,9 @@ class Connection:
         finally:
             if registered:
                 loop.remove_writer(out_fd)
+
+
+async def _read_region(loop: asyncio.AbstractEventLoop, region: FileRegion) -> bytes | bytearray:
+    """A small region's bytes: from the page cache at once, or read in the default executor."""
+    data = region.read_cached()
+    return data if data is not None else await loop.run_in_executor(None, region.read)
