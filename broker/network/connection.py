@@ -138,9 +138,15 @@ class Connection:
         self.frame_started: float | None = None
         self._closed = False
         self._writer_task: asyncio.Task[None] | None = None
+        self._fd = sock.fileno()
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by run()
+        # the read loop's waiting recv: its future and buffer, which ``_on_readable`` fills
+        self._recv_waiter: tuple[asyncio.Future[int], memoryview] | None = None
+        self._reading = False  # ``_on_readable`` is registered with the selector
 
     async def run(self) -> None:
         """Serve until the peer closes, an error occurs, or ``close()`` is called."""
+        self._loop = asyncio.get_running_loop()
         if self._tls is not None and not await self._tls_handshake():
             self._close_socket()
             return
@@ -210,8 +216,53 @@ class Connection:
 
     def _close_socket(self) -> None:
         self._closed = True
+        self._stop_reading()  # before the close: the selector must not keep a closed descriptor
         with contextlib.suppress(OSError):
             self._sock.close()
+
+    async def _recv_into(self, loop: asyncio.AbstractEventLoop, buf: memoryview) -> int:
+        """``recv_into`` for the read loop on plain TCP. ``loop.sock_recv_into`` registers the
+        socket with the selector before each wait and removes it after (two ``epoll_ctl`` calls
+        per request of a sequential client); here the registration stays while the reader keeps
+        coming back, and the readiness callback receives the bytes itself. Every recv of this
+        socket goes through here (a second registration would replace this one)."""
+        try:
+            return self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            pass
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._recv_waiter = (waiter, buf)
+        if not self._reading:
+            loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+        try:
+            return await waiter
+        finally:
+            self._recv_waiter = None
+
+    def _on_readable(self) -> None:
+        """The socket is readable: fill the waiting recv. With none waiting (the reader is muted,
+        back-pressured or dispatching) it deregisters, so a socket nobody reads never spins the loop."""
+        pending = self._recv_waiter
+        if pending is None or pending[0].done():
+            self._stop_reading()
+            return
+        waiter, buf = pending
+        try:
+            n = self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._recv_waiter = None
+            waiter.set_exception(exc)
+            return
+        self._recv_waiter = None
+        waiter.set_result(n)
+
+    def _stop_reading(self) -> None:
+        if self._reading and self._loop is not None:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
 
     def _drain_queue(self) -> None:
         while not self._queue.empty():
@@ -226,14 +277,13 @@ class Connection:
         whole is received into buffers of its own (``_receive_frame``). After a full chunk (more
         is likely waiting) the loop yields, so the writer and other connections run between."""
         loop = asyncio.get_running_loop()
-        sock = self._sock
         max_bytes = self._limits.request_max_bytes
         chunk = bytearray(READ_CHUNK_BYTES)
         view = memoryview(chunk)
         head = 0  # bytes of an incomplete frame kept at the front of ``chunk``
         while not self._closed:
             await self._wait_unmuted()
-            n = await (self._tls.recv_into(view[head:]) if self._tls else loop.sock_recv_into(sock, view[head:]))
+            n = await (self._tls.recv_into(view[head:]) if self._tls else self._recv_into(loop, view[head:]))
             if n == 0:
                 return
             self.last_active = time.monotonic()
@@ -287,11 +337,7 @@ class Connection:
                 piece[:got] = start
             with memoryview(piece) as target:
                 while got < len(piece):
-                    n = await (
-                        self._tls.recv_into(target[got:])
-                        if self._tls
-                        else loop.sock_recv_into(self._sock, target[got:])
-                    )
+                    n = await (self._tls.recv_into(target[got:]) if self._tls else self._recv_into(loop, target[got:]))
                     if n == 0:
                         raise ConnectionError(f"peer closed inside a frame ({filled + got} of {size} bytes)")
                     got += n

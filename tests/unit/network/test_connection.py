@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -155,3 +156,38 @@ def test_a_file_region_larger_than_the_socket_buffer_is_finished_by_the_writer(t
 
     with path.open("rb") as file:
         assert asyncio.run(scenario(file)) == [b"head" + data + b"tail", b"2"]
+
+
+def test_a_cancelled_connection_leaves_no_selector_registration_for_its_descriptor_number() -> None:
+    """The reader stays registered with the selector between requests (``Connection._recv_into``);
+    a connection that ends must drop that registration — here one cancelled while its reader
+    waits (as the listener cancels connections at shutdown). Epoll forgets a closed descriptor
+    but the selector's map would not, and a new socket given the same number would never be
+    woken. Each request is sent while the reader waits on the selector (after an answer)."""
+
+    async def serve(payloads: list[bytes], *, cancel: bool) -> tuple[int, list[bytes]]:
+        loop = asyncio.get_running_loop()
+        handler = ScriptedHandler({p: Response([p]) for p in payloads})
+        conn, client = start(handler)
+        fd = conn._sock.fileno()
+        task = asyncio.create_task(conn.run())
+        answers: list[bytes] = []
+        for payload in payloads:
+            await loop.sock_sendall(client, frame(payload))
+            answers += await asyncio.wait_for(read_frames(client, 1), 10)
+        if cancel:  # while the peer is still connected: no end of stream wakes the reader
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            client.close()
+        else:
+            client.close()
+            await task
+        return fd, answers
+
+    async def scenario() -> tuple[tuple[int, list[bytes]], tuple[int, list[bytes]]]:
+        return await serve([b"1"], cancel=True), await serve([b"2", b"3"], cancel=False)
+
+    (first_fd, first), (second_fd, second) = asyncio.run(scenario())
+    assert second_fd == first_fd  # the second connection got the first one's descriptor number
+    assert (first, second) == ([b"1"], [b"2", b"3"])
