@@ -26,7 +26,9 @@ recv brought, while the writer task is idle with nothing queued (nothing can be 
 written by the reader at once, as far as the socket takes it without waiting (``_send_now``);
 the writer task sends the rest. A sequential client (one request in flight, as a consumer's
 fetches) so gets its answer without a hand-off between tasks; pipelined requests still go
-through the writer, which joins their responses into one send.
+through the writer, which joins their responses into one send. File regions go out with
+``sendfile`` from the page cache; ones it does not hold are read in the default executor first
+(``FileRegion.cached`` / ``read_cached``), so the loop never waits for the disk.
 """
 
 from __future__ import annotations
