@@ -20,6 +20,15 @@ checks both), so connections that send a partial frame and wait cannot pile up.
 
 Throttling (KIP-219): while ``ctx.muted_until`` lies ahead, the connection reads and dispatches no
 further request; responses already decided are still written.
+
+Writing: a response that is complete when its handler returns, to the last request of what one
+recv brought, while the writer task is idle with nothing queued (nothing can be ahead of it), is
+written by the reader at once, as far as the socket takes it without waiting (``_send_now``);
+the writer task sends the rest. A sequential client (one request in flight, as a consumer's
+fetches) so gets its answer without a hand-off between tasks; pipelined requests still go
+through the writer, which joins their responses into one send. File regions go out with
+``sendfile`` from the page cache; ones it does not hold are read in the default executor first
+(``FileRegion.cached`` / ``read_cached``), so the loop never waits for the disk.
 """
 
 from __future__ import annotations
@@ -57,6 +66,20 @@ COALESCE_MAX_BYTES = 1024 * 1024
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then is dropped
 
 HandlerResult = Response | None | Awaitable[Response | None]
+
+
+class _Unsent:
+    """The rest of a response the reader began to write (``_send_now``): its size prefix and
+    first bytes are already out, so the writer sends these parts as they are."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[ResponsePart]) -> None:
+        self.parts = parts
+        self.size = sum(part.size if isinstance(part, FileRegion) else len(part) for part in parts)
+
+
+QueueItem = Response | _Unsent | asyncio.Future[Response | None] | None
 
 
 class CloseConnection(Exception):
@@ -112,18 +135,24 @@ class Connection:
         self._handler = handler
         self.ctx = ctx
         self._limits = limits
-        # In request order: a Response, or a Future of one (work that waits); None ends the writer.
-        self._queue: asyncio.Queue[Response | asyncio.Future[Response | None] | None] = asyncio.Queue(
-            limits.max_in_flight
-        )
+        # In request order: a Response, the unsent rest of one, or a Future of one (work that
+        # waits); None ends the writer.
+        self._queue: asyncio.Queue[QueueItem] = asyncio.Queue(limits.max_in_flight)
+        self._writer_idle = False  # the writer waits for the queue and has nothing half-sent
         self.last_active = time.monotonic()
         # When the request frame now being received began (None: between frames); mute time excluded.
         self.frame_started: float | None = None
         self._closed = False
         self._writer_task: asyncio.Task[None] | None = None
+        self._fd = sock.fileno()
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by run()
+        # the read loop's waiting recv: its future and buffer, which ``_on_readable`` fills
+        self._recv_waiter: tuple[asyncio.Future[int], memoryview] | None = None
+        self._reading = False  # ``_on_readable`` is registered with the selector
 
     async def run(self) -> None:
         """Serve until the peer closes, an error occurs, or ``close()`` is called."""
+        self._loop = asyncio.get_running_loop()
         if self._tls is not None and not await self._tls_handshake():
             self._close_socket()
             return
@@ -202,8 +231,53 @@ class Connection:
 
     def _close_socket(self) -> None:
         self._closed = True
+        self._stop_reading()  # before the close: the selector must not keep a closed descriptor
         with contextlib.suppress(OSError):
             self._sock.close()
+
+    async def _recv_into(self, loop: asyncio.AbstractEventLoop, buf: memoryview) -> int:
+        """``recv_into`` for the read loop on plain TCP. ``loop.sock_recv_into`` registers the
+        socket with the selector before each wait and removes it after (two ``epoll_ctl`` calls
+        per request of a sequential client); here the registration stays while the reader keeps
+        coming back, and the readiness callback receives the bytes itself. Every recv of this
+        socket goes through here (a second registration would replace this one)."""
+        try:
+            return self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            pass
+        waiter: asyncio.Future[int] = loop.create_future()
+        self._recv_waiter = (waiter, buf)
+        if not self._reading:
+            loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+        try:
+            return await waiter
+        finally:
+            self._recv_waiter = None
+
+    def _on_readable(self) -> None:
+        """The socket is readable: fill the waiting recv. With none waiting (the reader is muted,
+        back-pressured or dispatching) it deregisters, so a socket nobody reads never spins the loop."""
+        pending = self._recv_waiter
+        if pending is None or pending[0].done():
+            self._stop_reading()
+            return
+        waiter, buf = pending
+        try:
+            n = self._sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._recv_waiter = None
+            waiter.set_exception(exc)
+            return
+        self._recv_waiter = None
+        waiter.set_result(n)
+
+    def _stop_reading(self) -> None:
+        if self._reading and self._loop is not None:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
 
     def _drain_queue(self) -> None:
         while not self._queue.empty():
@@ -218,14 +292,13 @@ class Connection:
         whole is received into buffers of its own (``_receive_frame``). After a full chunk (more
         is likely waiting) the loop yields, so the writer and other connections run between."""
         loop = asyncio.get_running_loop()
-        sock = self._sock
         max_bytes = self._limits.request_max_bytes
         chunk = bytearray(READ_CHUNK_BYTES)
         view = memoryview(chunk)
         head = 0  # bytes of an incomplete frame kept at the front of ``chunk``
         while not self._closed:
             await self._wait_unmuted()
-            n = await (self._tls.recv_into(view[head:]) if self._tls else loop.sock_recv_into(sock, view[head:]))
+            n = await (self._tls.recv_into(view[head:]) if self._tls else self._recv_into(loop, view[head:]))
             if n == 0:
                 return
             self.last_active = time.monotonic()
@@ -253,12 +326,12 @@ class Connection:
                 self.frame_started = None
             elif pos:
                 self.frame_started = time.monotonic()  # the incomplete frame began in this chunk
-            await self._dispatch_all(loop, frames)
+            await self._dispatch_all(loop, frames, more=bool(large_size))
             if large_size:
                 frame = await self._receive_frame(loop, view[large_start:end], large_size)
                 self.frame_started = None
                 await self._wait_unmuted()  # an earlier frame of this chunk may have been throttled
-                await self._dispatch(loop, frame)
+                await self._dispatch(loop, frame, last=True)
             elif end == len(chunk):
                 await asyncio.sleep(0)
 
@@ -279,11 +352,7 @@ class Connection:
                 piece[:got] = start
             with memoryview(piece) as target:
                 while got < len(piece):
-                    n = await (
-                        self._tls.recv_into(target[got:])
-                        if self._tls
-                        else loop.sock_recv_into(self._sock, target[got:])
-                    )
+                    n = await (self._tls.recv_into(target[got:]) if self._tls else self._recv_into(loop, target[got:]))
                     if n == 0:
                         raise ConnectionError(f"peer closed inside a frame ({filled + got} of {size} bytes)")
                     got += n
@@ -292,10 +361,14 @@ class Connection:
         self.last_active = time.monotonic()
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
-    async def _dispatch_all(self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray]) -> None:
-        for frame in frames:
+    async def _dispatch_all(
+        self, loop: asyncio.AbstractEventLoop, frames: list[bytes | bytearray], *, more: bool = False
+    ) -> None:
+        """Dispatch ``frames`` in order; ``more``: another frame of the same recv follows them."""
+        last = len(frames) - 1
+        for i, frame in enumerate(frames):
             await self._wait_unmuted()
-            await self._dispatch(loop, frame)
+            await self._dispatch(loop, frame, last=i == last and not more)
 
     async def _wait_unmuted(self) -> None:
         """Sleep out a throttle (KIP-219); the frame timeout does not run meanwhile."""
@@ -308,14 +381,76 @@ class Connection:
         if self.frame_started is not None:
             self.frame_started = now
 
-    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray) -> None:
+    async def _dispatch(self, loop: asyncio.AbstractEventLoop, frame: bytes | bytearray, *, last: bool) -> None:
+        """Handle one frame and queue its response (or the wait for it). ``last``: no further
+        frame of this recv is waiting, so a complete response may be written at once (module
+        docstring, "Writing")."""
         result = self._handler.handle(frame, self.ctx)
         if result is None:
             return  # no response (acks=0): nothing to keep a place for in the order
         if isinstance(result, Response):
+            if last and self._writer_idle and self._queue.empty() and self._tls is None and not result.close_after:
+                rest = self._send_now(result)
+                self.last_active = time.monotonic()
+                if rest is None:
+                    return
+                await self._queue.put(rest)
+                return
             await self._queue.put(result)
         else:
             await self._queue.put(asyncio.ensure_future(result))
+
+    def _send_now(self, response: Response) -> _Unsent | None:
+        """Write ``response`` (size prefix first) as far as the socket takes it without waiting:
+        bytes with ``send``, file regions of at least ``SENDFILE_MIN_BYTES`` with ``sendfile``
+        (smaller ones read and joined with the bytes around them, as ``_send`` does). A region
+        the page cache does not hold is left to the writer, which reads it off the loop.
+        Returns the unsent rest, or None when everything went out."""
+        sock = self._sock
+        parts = response.parts
+        count = len(parts)
+        pending: list[bytes | bytearray | memoryview] = [_SIZE.pack(response.size)]
+        i = 0
+        while True:
+            while i < count:
+                part = parts[i]
+                if not isinstance(part, FileRegion):
+                    pending.append(part)
+                elif part.size < SENDFILE_MIN_BYTES:
+                    cached = part.read_cached()
+                    if cached is None:
+                        return _Unsent([*pending, *parts[i:]])
+                    pending.append(cached)
+                else:
+                    break
+                i += 1
+            if pending:
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                pending = []
+                try:
+                    sent = sock.send(data)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(data):
+                    return _Unsent([memoryview(data)[sent:], *parts[i:]])
+            if i == count:
+                return None
+            region = parts[i]
+            assert isinstance(region, FileRegion)
+            if not region.cached():
+                return _Unsent(parts[i:])
+            i += 1
+            offset, remaining = region.position, region.size
+            in_fd, out_fd = region.file.fileno(), sock.fileno()
+            while remaining:
+                try:
+                    sent = os.sendfile(out_fd, in_fd, offset, remaining)
+                except BlockingIOError:
+                    return _Unsent([FileRegion(region.file, offset, remaining), *parts[i:]])
+                if sent == 0:
+                    raise ConnectionError(f"file region ended {remaining} bytes early: file shrank")
+                offset += sent
+                remaining -= sent
 
     async def _write_loop(self) -> None:
         """Responses in request order. Responses to later requests that are already complete
@@ -323,15 +458,19 @@ class Connection:
         requests cost one write between them rather than one each."""
         loop = asyncio.get_running_loop()
         queue = self._queue
-        item = await queue.get()
+        item = await self._next(queue)
         while item is not None:  # None: the reader is done
             parts: list[ResponsePart] = []
             nbytes = 0
             have_next = False
             closing = False
             while True:
-                if isinstance(item, Response):
-                    response: Response | None = item
+                if isinstance(item, _Unsent):
+                    parts.extend(item.parts)
+                    nbytes += item.size
+                    response: Response | None = None
+                elif isinstance(item, Response):
+                    response = item
                 else:
                     try:
                         response = await item
@@ -354,7 +493,7 @@ class Connection:
                 if closing or queue.empty() or nbytes >= COALESCE_MAX_BYTES:
                     break
                 item = queue.get_nowait()
-                if item is None or not (isinstance(item, Response) or item.done()):
+                if item is None or not (isinstance(item, (Response, _Unsent)) or item.done()):
                     have_next = True
                     break
             if parts:
@@ -365,11 +504,21 @@ class Connection:
                 self.close()
                 return
             if not have_next:
-                item = await queue.get()
+                item = await self._next(queue)
+
+    async def _next(self, queue: asyncio.Queue[QueueItem]) -> QueueItem:
+        """The next queue item; meanwhile the reader may write responses itself (``_send_now``)."""
+        self._writer_idle = True
+        try:
+            return await queue.get()
+        finally:
+            self._writer_idle = False
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: list[ResponsePart]) -> None:
         """Write size prefixes and bodies: bytes joined into one send, file regions of at least
-        ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline."""
+        ``SENDFILE_MIN_BYTES`` with ``sendfile``, smaller ones read and sent inline. File bytes
+        the page cache does not hold are read in the default executor first (``_read_region``,
+        ``FileRegion.warm``): a ``sendfile`` or read that waits for the disk would stall the loop."""
         if self._tls is not None:
             await self._send_tls(loop, self._tls, parts)
             return
@@ -378,11 +527,13 @@ class Connection:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif part.size < SENDFILE_MIN_BYTES:
-                pending.append(part.read())
+                pending.append(await _read_region(loop, part))
             else:
                 if pending:
                     await loop.sock_sendall(self._sock, b"".join(pending))
                     pending = []
+                if not part.cached():
+                    await loop.run_in_executor(None, part.warm)
                 await self._sendfile(loop, part)
         if pending:
             await loop.sock_sendall(self._sock, pending[0] if len(pending) == 1 else b"".join(pending))
@@ -395,7 +546,7 @@ class Connection:
             if not isinstance(part, FileRegion):
                 pending.append(part)
             elif part.size < SENDFILE_MIN_BYTES:
-                pending.append(part.read())
+                pending.append(await _read_region(loop, part))
             else:
                 pending.append(await loop.run_in_executor(None, part.read))
         if pending:
@@ -434,3 +585,9 @@ class Connection:
         finally:
             if registered:
                 loop.remove_writer(out_fd)
+
+
+async def _read_region(loop: asyncio.AbstractEventLoop, region: FileRegion) -> bytes | bytearray:
+    """A small region's bytes: from the page cache at once, or read in the default executor."""
+    data = region.read_cached()
+    return data if data is not None else await loop.run_in_executor(None, region.read)
