@@ -12,6 +12,7 @@ from broker.controller.local import MetadataController
 from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
@@ -36,6 +37,7 @@ class Broker:
     txn: TransactionCoordinator | None = None  # the transaction coordinator (None: not served)
     raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
     listener_policy: ListenerPolicy = field(default_factory=ListenerPolicy)  # controller-only requests
+    authorizer: AclAuthority | None = None  # authorizer.class.name set: the ACL checks (broker.api.authz)
 
     @property
     def node_id(self) -> int:

@@ -26,6 +26,7 @@ from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, T
 from broker.controller.records import (
     NO_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
@@ -35,6 +36,7 @@ from broker.controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -42,6 +44,7 @@ from broker.controller.records import (
     UserScramCredentialRecord,
     decode_records,
 )
+from broker.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,7 @@ class ClusterState:
     applied_offset: int = -1
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     def live_brokers(self) -> list[int]:
         """Registered, unfenced broker ids in ascending order."""
@@ -141,7 +145,18 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
     if isinstance(record, RemoveUserScramCredentialRecord):
         scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
         return replace(state, scram=scram)
+    if isinstance(record, AccessControlEntryRecord):
+        return replace(state, acls={**state.acls, record.id: acl_binding(record)})
+    if isinstance(record, RemoveAccessControlEntryRecord):
+        return replace(state, acls={i: acl for i, acl in state.acls.items() if i != record.id})
     raise AssertionError(f"unhandled metadata record {record!r}")
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(
+        ResourceType(record.resource_type), record.resource_name, PatternType(record.pattern_type),
+        record.principal, record.host, Operation(record.operation), Permission(record.permission_type),
+    )  # fmt: skip
 
 
 def _apply_topic(state: ClusterState, record: TopicRecord) -> ClusterState:
@@ -243,4 +258,5 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         epoch=state.applied_offset + 1,
         scram=dict(state.scram),
         client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
+        acls=dict(state.acls),
     )

@@ -1,8 +1,7 @@
-"""Authorization decisions with Kafka's StandardAuthorizer semantics (pure; not wired yet).
+"""Authorization decisions with Kafka's StandardAuthorizer semantics (pure).
 
-Issue #15's last step builds on this: ACLs stored in the metadata, CreateAcls/DescribeAcls/
-DeleteAcls, and every API checking what Kafka checks. Until that is wired,
-``authorizer.class.name`` stays refused at start-up (``broker.security.unsupported``).
+The ACLs come from the metadata image (``AccessControlEntryRecord``s, ``MetadataImage.acls``);
+``broker.security.acl_checks`` declares what each API checks and ``broker.api.authz`` applies it.
 
 Rules (Kafka's ``StandardAuthorizer`` / ``AclAuthorizer``, ``AclOperation`` implications):
 
@@ -25,18 +24,27 @@ from enum import IntEnum
 
 
 class ResourceType(IntEnum):  # Kafka's ResourceType codes
+    UNKNOWN = 0
+    ANY = 1  # filters only
     TOPIC = 2
     GROUP = 3
     CLUSTER = 4
     TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
 
 
 class PatternType(IntEnum):  # Kafka's PatternType codes
+    UNKNOWN = 0
+    ANY = 1  # filters only: any pattern type, exact name
+    MATCH = 2  # filters only: every pattern that would apply to the name
     LITERAL = 3
     PREFIXED = 4
 
 
 class Operation(IntEnum):  # Kafka's AclOperation codes
+    UNKNOWN = 0
+    ANY = 1  # filters only
     ALL = 2
     READ = 3
     WRITE = 4
@@ -48,9 +56,13 @@ class Operation(IntEnum):  # Kafka's AclOperation codes
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
 
 
 class Permission(IntEnum):  # Kafka's AclPermissionType codes
+    UNKNOWN = 0
+    ANY = 1  # filters only
     DENY = 2
     ALLOW = 3
 
@@ -110,3 +122,58 @@ class Authorizer:
             return False
         allowing = {acl.operation for acl in applying if acl.permission == Permission.ALLOW}
         return bool(allowing & ({operation, Operation.ALL} | _IMPLIED_BY.get(operation, frozenset())))
+
+    def authorize_by_resource_type(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType
+    ) -> bool:
+        """Kafka's ``authorizeByResourceType`` (KIP-679): whether some resource of the type allows
+        ``operation`` — an applying ALLOW (of the operation, ALL or an implying one) that no
+        applying DENY covers (a DENY of the name ``*``, the same literal name, or a prefix of it)."""
+        if principal in self.super_users:
+            return True
+        of_type = [acl for acl in self.acls if acl.resource_type == resource_type and acl.applies_to(principal, host)]
+        wanted = {operation, Operation.ALL} | _IMPLIED_BY.get(operation, frozenset())
+        denies = [a for a in of_type if a.permission == Permission.DENY and a.operation in (operation, Operation.ALL)]
+        if any(d.pattern_type == PatternType.LITERAL and d.name == WILDCARD for d in denies):
+            return False
+        for allow in of_type:
+            if allow.permission != Permission.ALLOW or allow.operation not in wanted:
+                continue
+            if not any(_covers(d, allow) for d in denies):
+                return True
+        if not any(acl.resource_type == resource_type for acl in self.acls):
+            return self.allow_everyone_if_no_acl_found
+        return False
+
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: ResourceType, name: str, operations: Iterable[Operation]
+    ) -> int:
+        """Kafka's ``authorizedOperations`` bit field: bit ``op`` set for each of ``operations``
+        (the resource type's supported ones) that is authorized."""
+        bits = 0
+        for op in operations:
+            if self.authorize(principal, host, op, resource_type, name):
+                bits |= 1 << int(op)
+        return bits
+
+
+def _covers(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether ``deny`` denies every resource ``allow`` allows."""
+    if deny.pattern_type == PatternType.LITERAL:
+        return deny.name == WILDCARD or (allow.pattern_type == PatternType.LITERAL and deny.name == allow.name)
+    return allow.name.startswith(deny.name)
+
+
+# The operations Kafka reports in authorized-operations fields, per resource type.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
+        Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+}  # fmt: skip

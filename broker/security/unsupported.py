@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.security import authorizer_config
 from broker.security.sasl.config import is_sasl_key_read_here
 from broker.security.tls import check_keys
 
@@ -25,15 +26,11 @@ REFUSED_PREFIXES = {
     "delegation.token.": "delegation tokens are not supported",
 }
 REFUSED_KEYS = {
-    "authorizer.class.name": "authorization (ACLs) is not supported yet: every client may do everything",
-    "super.users": "authorization (ACLs) is not supported yet",
-    "allow.everyone.if.no.acl.found": "authorization (ACLs) is not supported yet",
     "principal.builder.class": "principals are not supported yet",
     "connections.max.reauth.ms": "SASL re-authentication is not supported yet",
 }
 # Keys that are harmless at these values (Kafka's defaults / "off").
 HARMLESS_VALUES = {
-    "authorizer.class.name": {""},
     "security.inter.broker.protocol": {"PLAINTEXT"},
     "connections.max.reauth.ms": {"0"},
 }
@@ -42,7 +39,12 @@ DOCS = "see docs/security.md"
 
 def is_security_key(key: str) -> bool:
     """A key read or refused here: start-up names it if need be, so no "unknown key" warning."""
-    return key in REFUSED_KEYS or key in HARMLESS_VALUES or key.startswith((*REFUSED_PREFIXES, "ssl."))
+    return (
+        key in REFUSED_KEYS
+        or key in HARMLESS_VALUES
+        or key in authorizer_config.KEYS
+        or key.startswith((*REFUSED_PREFIXES, "ssl."))
+    )
 
 
 def _is_listener_ssl_key(key: str) -> bool:
@@ -62,6 +64,9 @@ def refusals(
     them do not speak TLS yet) to the reason.
     """
     out: list[str] = list(check_keys(raw))
+    authorizer_refusal = authorizer_config.refusal(raw)
+    if authorizer_refusal is not None:
+        out.append(authorizer_refusal)
     for name, why in (plaintext_only or {}).items():
         protocol = listener_protocols.get(name, "PLAINTEXT")
         if protocol != "PLAINTEXT" and protocol in SUPPORTED_PROTOCOLS:
