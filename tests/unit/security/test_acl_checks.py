@@ -59,8 +59,7 @@ class FakeBroker:
 
 
 def image_with(*acls: AclBinding) -> MetadataImage:
-    image = MetadataImage.empty("c", 1)
-    return MetadataImage(image.cluster_id, 1, {}, {}, {}, acls=dict(enumerate(acls)))  # type: ignore[misc]
+    return replace(MetadataImage.empty("c", 1), acls={uuid.UUID(int=i): a for i, a in enumerate(acls)})
 
 
 def allow(rt: ResourceType, name: str, op: Operation, principal: str = "User:alice") -> AclBinding:
