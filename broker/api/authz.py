@@ -18,6 +18,7 @@ from broker.api.authz_base import (
     principal_of,
 )
 from broker.api.authz_special import SPECIAL
+from broker.api.broker_registration import FORWARDABLE
 from broker.api.context import Broker, Handler, HandlerResult, Request
 from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.security.acl_authority import AclAuthority
@@ -41,7 +42,11 @@ def _wrap(api_key: int, handler: Handler, authority: AclAuthority) -> Handler:
         auth = RequestAuth(principal_of(ctx), host_of(ctx), authority.authorizer(image), image)
         pending = Pending(request, [])
         applied: Sequence[Check] = checks
-        if request.header.client_id == FORWARD_CLIENT_ID and broker.listener_policy.is_controller(ctx.listener):
+        if (
+            api_key in FORWARDABLE
+            and request.header.client_id == FORWARD_CLIENT_ID
+            and broker.listener_policy.is_controller(ctx.listener)
+        ):
             applied = (Cluster(Operation.CLUSTER_ACTION),)  # the forwarding broker authorized the client
         try:
             for check in applied:

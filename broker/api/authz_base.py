@@ -29,6 +29,7 @@ from broker.network.connection import ConnectionContext
 from broker.security.acl_checks import CHECKS, Topics, TopicShape
 from broker.security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.message import Message
 from pyspark_log.wire.registry import get_api
 
@@ -94,10 +95,13 @@ class Pending:
 
 # -- topics ---------------------------------------------------------------------------------------
 def topic_name(auth: RequestAuth, topic: Any, shape: TopicShape) -> str | None:
+    """The topic's name; a request that names topics by id (Fetch v13+, absent names decode as
+    ``""``) is resolved through the image (None: an id this broker does not know)."""
     name = topic.get(shape.request_name)
-    if name is None and topic.get("topic_id") is not None:
-        name = auth.image.topic_ids.get(topic["topic_id"])
-    return name
+    topic_id = topic.get("topic_id")
+    if not name and topic_id is not None and topic_id.int != 0:
+        return auth.image.topic_ids.get(topic_id)
+    return name or None
 
 
 def filter_topics(
@@ -135,7 +139,9 @@ def _denied_topic_named(topic: Any, shape: TopicShape, code: int) -> dict[str, A
         indexes = [int(p[shape.request_index]) for p in topic.get(shape.request_partitions) or []]
     entry: dict[str, Any] = {
         shape.response_name: topic.get(shape.request_name),
-        shape.response_partitions: [{shape.response_index: i, shape.error_field: code} for i in indexes],
+        shape.response_partitions: [
+            {shape.response_index: i, shape.error_field: code, **dict(shape.partition_extra)} for i in indexes
+        ],
     }
     if topic.get("topic_id") is not None:
         entry["topic_id"] = topic["topic_id"]
@@ -164,6 +170,8 @@ def error_body(api_key: int, version: int, body: Any, code: int) -> Body:
     fields = {f.name: f for f in get_api(api_key).response.fields if f.present(version)}
     if "error_code" in fields:
         out["error_code"] = code
+    if "error_message" in fields:
+        out["error_message"] = ErrorCode(code).name.replace("_", " ").capitalize() + "."
     shape = _TOPIC_SHAPED.get(api_key)
     if shape is not None and shape.response_topics in fields:
         out[shape.response_topics] = [_denied_topic_named(t, shape, code) for t in body.get(shape.request_topics) or []]

@@ -27,6 +27,7 @@ from broker.api.topics import auto_create_enabled
 from broker.security.acl_checks import ADD_PARTITIONS, EPOCHS, FETCH, PRODUCE
 from broker.security.authorizer import SUPPORTED_OPERATIONS, Operation, ResourceType
 from pyspark_log.wire.errors import ErrorCode
+from pyspark_log.wire.message import Message
 
 TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -195,7 +196,7 @@ def offset_fetch(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
             replaced.append(group)
             continue
         allowed = [t for t in topics if auth.topic(Operation.DESCRIBE, t["name"])]
-        replaced.append({**group, "topics": allowed})
+        replaced.append(Message({**group, "topics": allowed}))  # handlers read attributes
     pending.replace(groups=replaced)
     denied_topics = {
         g["group_id"]: [t for t in g.get("topics") or [] if not auth.topic(Operation.DESCRIBE, t["name"])] for g in kept

@@ -40,6 +40,7 @@ class TopicShape:
     response_partitions: str
     response_index: str
     error_field: str = "error_code"
+    partition_extra: tuple[tuple[str, object], ...] = ()  # fields of a denied partition's answer
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,13 @@ class Special:
 
 Check = Cluster | Named | Topics | Special
 
-PRODUCE = TopicShape(
-    "topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses", "index"
-)
-FETCH = TopicShape("topics", "topic", "partitions", "partition", "responses", "topic", "partitions", "partition_index")
+PRODUCE = TopicShape("topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses",
+                     "index", partition_extra=(("base_offset", -1),))  # fmt: skip
+FETCH = TopicShape("topics", "topic", "partitions", "partition", "responses", "topic", "partitions", "partition_index",
+                   partition_extra=(("high_watermark", -1), ("last_stable_offset", -1), ("log_start_offset", -1),
+                                    ("aborted_transactions", None), ("records", b"")))  # fmt: skip
 LIST_OFFSETS = TopicShape("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
-                          "partition_index")  # fmt: skip
+                          "partition_index", partition_extra=(("timestamp", -1), ("offset", -1)))  # fmt: skip
 EPOCHS = TopicShape("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition")
 COMMIT = TopicShape("topics", "name", "partitions", "partition_index", "topics", "name", "partitions",
                     "partition_index")  # fmt: skip
