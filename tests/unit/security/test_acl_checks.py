@@ -91,7 +91,12 @@ def test_produce_runs_on_the_allowed_topics_and_answers_the_others_29_per_partit
     out, seen = call(ApiKey.PRODUCE, 9, produce_body("ok", "no"), (allow(ResourceType.TOPIC, "ok", Operation.WRITE),))
     assert [t["name"] for t in seen[0]["topic_data"]] == ["ok"]
     assert out["responses"] == [
-        {"name": "no", "partition_responses": [{"index": 0, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}]}
+        {
+            "name": "no",
+            "partition_responses": [
+                {"index": 0, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "base_offset": -1}
+            ],
+        }
     ]
 
 
