@@ -59,6 +59,17 @@ def produce_transactional(auth: RequestAuth, pending: Pending, broker: Broker) -
         raise Denied(deny_all_topics(pending, auth, PRODUCE, TXN_AUTH))
 
 
+def produce_create(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
+    """A topic that does not exist is created by pylog's Produce only with CREATE on the cluster
+    or the topic; without it the partitions are UNKNOWN_TOPIC_OR_PARTITION, what Kafka (which
+    never creates on Produce) answers."""
+    if auth.cluster(Operation.CREATE):
+        return
+    topics = auth.image.topics
+    filter_topics(pending, auth, PRODUCE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                  lambda name: name in topics or auth.topic(Operation.CREATE, name))  # fmt: skip
+
+
 def fetch(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
     """A follower's fetch needs CLUSTER_ACTION (else every partition TOPIC_AUTHORIZATION_FAILED);
     a consumer's READ on each topic (handleFetchRequest)."""
@@ -481,6 +492,7 @@ def alter_configs(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
 Rule = Callable[[RequestAuth, Pending, Broker], None]
 SPECIAL: dict[str, Rule] = {
     "produce_transactional": produce_transactional,
+    "produce_create": produce_create,
     "fetch": fetch,
     "offset_for_leader_epoch": offset_for_leader_epoch,
     "metadata": metadata,

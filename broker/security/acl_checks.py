@@ -94,7 +94,8 @@ _TXN_WRITE = Named(ResourceType.TRANSACTIONAL_ID, Operation.WRITE, "transactiona
 
 CHECKS: dict[int, tuple[Check, ...]] = {
     # data plane
-    ApiKey.PRODUCE: (Special("produce_transactional"), Topics(Operation.WRITE, PRODUCE)),
+    # pylog auto-creates a missing topic on Produce (Kafka does not): that needs CREATE too
+    ApiKey.PRODUCE: (Special("produce_transactional"), Topics(Operation.WRITE, PRODUCE), Special("produce_create")),
     ApiKey.FETCH: (Special("fetch"),),  # READ per topic; a follower's fetch CLUSTER_ACTION
     ApiKey.LIST_OFFSETS: (Topics(Operation.DESCRIBE, LIST_OFFSETS),),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (Special("offset_for_leader_epoch"),),  # DESCRIBE; a follower CLUSTER_ACTION

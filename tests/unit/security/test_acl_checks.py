@@ -17,7 +17,7 @@ from broker.api.authz_special import SPECIAL
 from broker.api.context import Request
 from broker.api.raft import raft_handlers
 from broker.controller.forwarding import FORWARD_CLIENT_ID
-from broker.controller.image import MetadataImage
+from broker.controller.image import MetadataImage, TopicImage
 from broker.network.connection import ConnectionContext
 from broker.security.acl_authority import AclAuthority
 from broker.security.acl_checks import CHECKS, Special
@@ -58,8 +58,14 @@ class FakeBroker:
         return self.current
 
 
+EXISTING = ("ok", "no", "t", "mine", "theirs")
+
+
 def image_with(*acls: AclBinding) -> MetadataImage:
-    return replace(MetadataImage.empty("c", 1), acls={uuid.UUID(int=i): a for i, a in enumerate(acls)})
+    image = MetadataImage.empty("c", 1)
+    for i, name in enumerate(EXISTING):
+        image = image.with_topic(TopicImage(name, uuid.UUID(int=100 + i), {}, {}))
+    return replace(image, acls={uuid.UUID(int=i): a for i, a in enumerate(acls)})
 
 
 def allow(rt: ResourceType, name: str, op: Operation, principal: str = "User:alice") -> AclBinding:
@@ -98,6 +104,15 @@ def test_produce_runs_on_the_allowed_topics_and_answers_the_others_29_per_partit
             ],
         }
     ]
+
+
+def test_produce_auto_creates_a_missing_topic_only_with_create() -> None:
+    write = allow(ResourceType.TOPIC, "new", Operation.WRITE)
+    out, seen = call(ApiKey.PRODUCE, 9, produce_body("new"), (write,))
+    assert seen[0]["topic_data"] == []
+    assert out["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    _, seen = call(ApiKey.PRODUCE, 9, produce_body("new"), (write, allow(ResourceType.TOPIC, "new", Operation.CREATE)))
+    assert [t["name"] for t in seen[0]["topic_data"]] == ["new"]
 
 
 def test_super_users_and_deny_over_allow() -> None:
@@ -175,3 +190,27 @@ def test_a_forwarded_admin_request_needs_cluster_action_on_the_controller_listen
     _, seen = call(ApiKey.CREATE_ACLS, 3, {"creations": [creation]}, action, client_id=FORWARD_CLIENT_ID,
                    listener="CONTROLLER")  # fmt: skip
     assert len(seen) == 1
+
+
+def test_describe_groups_answers_denied_groups_and_computes_authorized_operations() -> None:
+    """Kafka's DescribeGroups v3+: GROUP_AUTHORIZATION_FAILED for a group one may not DESCRIBE;
+    ``authorized_operations`` the bit field of READ/DESCRIBE/DELETE allowed when asked."""
+    seen: list[Any] = []
+
+    def handler(broker: Any, request: Request) -> dict[str, Any]:
+        seen.append(request.body)
+        return {"groups": [{"group_id": g, "error_code": 0, "authorized_operations": -(2**31)}
+                           for g in request.body["groups"]]}  # fmt: skip
+
+    handlers = authorized_handlers(
+        {ApiKey.DESCRIBE_GROUPS: handler}, AclAuthority(AuthorizerSettings(frozenset(), False))
+    )
+    ctx = ConnectionContext("10.0.0.9:5555", "CLIENT", 1, {"principal": "User:alice"})
+    body = Message({"groups": ["mine", "theirs"], "include_authorized_operations": True})
+    request = Request(RequestHeader(ApiKey.DESCRIBE_GROUPS, 5, 1, "c"), body, ctx)
+    broker = FakeBroker(image_with(allow(ResourceType.GROUP, "mine", Operation.READ)))
+    out = handlers[ApiKey.DESCRIBE_GROUPS](broker, request)  # type: ignore[arg-type]
+    assert seen[0]["groups"] == ["mine"]
+    by_id = {g["group_id"]: g for g in out["groups"]}
+    assert by_id["mine"]["authorized_operations"] == (1 << Operation.READ) | (1 << Operation.DESCRIBE)
+    assert by_id["theirs"]["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
