@@ -37,7 +37,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from broker.controller import operations
-from broker.controller.acl_changes import CreateResult, Creation, DeleteResult, create_acls, delete_acls
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import (
     ControllerChannel,
@@ -48,10 +47,8 @@ from broker.controller.forwarding import (
     forward_alter_client_quotas,
     forward_alter_topic_configs,
     forward_alter_user_scram_credentials,
-    forward_create_acls,
     forward_create_partitions,
     forward_create_topic,
-    forward_delete_acls,
     forward_delete_topic,
     forwarded_request,
     raise_for,
@@ -68,6 +65,7 @@ from broker.controller.partition_changes import (
     register_broker,
     unfence_broker,
 )
+from broker.controller.quorum_acls import AclOperations
 from broker.controller.records import (
     ClusterIdRecord,
     MetadataRecord,
@@ -77,8 +75,6 @@ from broker.controller.records import (
 from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
 from broker.raft.core import NotLeaderError
-from broker.security.acl_filter import AclFilter, InvalidAcl, new_binding
-from broker.security.authorizer import AclBinding
 from pyspark_log.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -116,7 +112,7 @@ def _system_clock_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class QuorumController(ReplicaLeadership):
+class QuorumController(AclOperations, ReplicaLeadership):
     """``MetadataController`` on the metadata quorum; see the module docstring."""
 
     _driver: RaftDriverLike
@@ -370,49 +366,6 @@ class QuorumController(ReplicaLeadership):
                 await self._await_image(applied, "the client quota change")
 
         await self._execute(local, remote)
-
-    async def create_acls(self, creations: Sequence[Creation]) -> list[CreateResult]:
-        """CreateAcls on the active controller (forwarded there); returns once this node's image
-        holds every ACL created."""
-
-        def wanted(results: list[CreateResult]) -> list[AclBinding]:
-            out = []
-            for creation, (code, _) in zip(creations, results, strict=True):
-                if code == ErrorCode.NONE:
-                    try:
-                        out.append(new_binding(*creation))
-                    except InvalidAcl:  # pragma: no cover - the controller refused it then
-                        continue
-            return out
-
-        def applied(results: list[CreateResult]) -> bool:
-            present = set(self._image.acls.values())
-            return all(b in present for b in wanted(results))
-
-        async def remote(channel: ControllerChannel, timeout_ms: int) -> list[CreateResult]:
-            return await forward_create_acls(channel, creations, timeout_ms=timeout_ms)
-
-        results = await self._execute(lambda state: create_acls(state, creations), remote)
-        await self._await_image(lambda: applied(results), "the created ACLs")
-        return results
-
-    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteResult]:
-        """DeleteAcls on the active controller (forwarded there); returns once this node's image
-        no longer holds the deleted ACLs. Forwarded results carry the ACLs without their ids
-        (DeleteAcls does not transmit them): ``uuid.UUID(int=0)`` stands in."""
-
-        def applied(results: list[DeleteResult]) -> bool:
-            present = set(self._image.acls.values())
-            return not any(binding in present for _, _, matched in results for _, binding in matched)
-
-        async def remote(channel: ControllerChannel, timeout_ms: int) -> list[DeleteResult]:
-            raw = await forward_delete_acls(channel, filters, timeout_ms=timeout_ms)
-            return [(code, message, [(uuid.UUID(int=0), new_binding(*m)) for m in matched])
-                    for code, message, matched in raw]  # fmt: skip
-
-        results = await self._execute(lambda state: delete_acls(state, filters), remote)
-        await self._await_image(lambda: applied(results), "the deleted ACLs")
-        return results
 
     async def _await_image(self, predicate: Callable[[], bool], what: str) -> None:
         if not await self.wait_until(predicate, self._request_timeout_ms):
