@@ -391,3 +391,33 @@ def test_acls_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> Non
         wait_until(lambda: "SASL_PLAINTEXT" in addresses(b), what="the restarted broker's listeners")
         assert produce_error(as_user(b, "alice"), topic) is None
         assert code_of(produce_error(as_user(b, "bob"), topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def poll_until_raises(consumer: Any) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        consumer.poll(timeout_ms=200)
+
+
+def test_kafka_python_consumer_group_needs_read_on_the_group(broker: EmbeddedBroker) -> None:
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    topic, group = create_topic(broker, unique("kpg")), unique("kp-group")
+    assert produce_error({"bootstrap.servers": addresses(broker)["PLAINTEXT"]}, topic) is None
+    grant(broker, acl(TOPIC, topic, "User:reader", A.READ))
+    refused = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **kp_user(broker, "reader"))
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            poll_until_raises(refused)
+    finally:
+        refused.close()
+    grant(broker, acl(GROUP, group, "User:reader", A.READ))
+    allowed = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **kp_user(broker, "reader"))
+    try:
+        got = wait_until(lambda: [r for rs in allowed.poll(timeout_ms=200).values() for r in rs], TIMEOUT_S,
+                         "a record through the group")  # fmt: skip
+        assert got[0].value == b"v"
+        allowed.commit()
+    finally:
+        allowed.close()
