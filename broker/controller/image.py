@@ -7,6 +7,7 @@ that took an image sees one consistent version for the whole request.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from broker.security.authorizer import AclBinding
@@ -71,8 +72,8 @@ class MetadataImage:
     scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
-    # ACLs by their id (AccessControlEntryRecord)
-    acls: dict[uuid.UUID, AclBinding] = field(default_factory=dict)
+    # ACLs by their id (AccessControlEntryRecord); replaced, never mutated, when an ACL changes
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

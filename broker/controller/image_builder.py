@@ -258,5 +258,5 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         epoch=state.applied_offset + 1,
         scram=dict(state.scram),
         client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
-        acls=dict(state.acls),
+        acls=state.acls,  # shared, never mutated: unchanged ACLs keep their identity (AclAuthority's cache)
     )

@@ -177,7 +177,7 @@ class LocalController:
                 epoch=self._image.epoch + 1,
                 client_quotas=quotas,
                 scram=dict(state.scram),
-                acls=dict(state.acls),
+                acls=state.acls,
             )
         )
 

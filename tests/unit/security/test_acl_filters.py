@@ -143,3 +143,39 @@ def test_authorized_operations_bit_field() -> None:
     bits = auth.authorized_operations("User:alice", "h", G, "g", SUPPORTED_OPERATIONS[G])
     assert bits == (1 << Operation.READ) | (1 << Operation.DESCRIBE)
     assert auth.authorized_operations("User:bob", "h", G, "g", SUPPORTED_OPERATIONS[G]) == 0
+
+
+def naive(auth: Authorizer, principal: str, host: str, op: Operation, rt: ResourceType, name: str) -> bool:
+    """The rules written out over the plain ACL list (what the index must agree with)."""
+    if principal in auth.super_users:
+        return True
+    on = [a for a in auth.acls if a.matches_resource(rt, name)]
+    if not on:
+        return auth.allow_everyone_if_no_acl_found
+    applying = [a for a in on if a.applies_to(principal, host)]
+    if any(a.permission == DENY and a.operation in (op, Operation.ALL) for a in applying):
+        return False
+    implied = {Operation.DESCRIBE: {Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER},
+               Operation.DESCRIBE_CONFIGS: {Operation.ALTER_CONFIGS}}.get(op, set())  # fmt: skip
+    return any(a.permission == ALLOW and a.operation in {op, Operation.ALL, *implied} for a in applying)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_indexed_authorizer_agrees_with_the_rules_over_random_acls(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    names = ["", "o", "or", "orders", "orders-eu", "logs", "*"]
+    ops = [Operation.READ, Operation.WRITE, Operation.DESCRIBE, Operation.ALL, Operation.ALTER_CONFIGS,
+           Operation.DESCRIBE_CONFIGS]  # fmt: skip
+    acls = tuple(
+        AclBinding(rng.choice([T, G]), rng.choice(names[1:]), rng.choice([LIT, PRE]),
+                   rng.choice(["User:alice", "User:bob", "User:*"]), rng.choice(["*", "10.0.0.1"]),
+                   rng.choice(ops), rng.choice([ALLOW, DENY]))
+        for _ in range(rng.randint(0, 12))
+    )  # fmt: skip
+    auth = Authorizer(acls, allow_everyone_if_no_acl_found=rng.random() < 0.3)
+    for _ in range(200):
+        args = ("User:" + rng.choice(["alice", "bob"]), rng.choice(["10.0.0.1", "10.0.0.2"]), rng.choice(ops),
+                rng.choice([T, G]), rng.choice([*names[1:], "orders-us", "x"]))  # fmt: skip
+        assert auth.authorize(*args) == naive(auth, *args), (seed, args)
