@@ -149,6 +149,18 @@ def _ops(auth: RequestAuth, resource_type: ResourceType, name: str) -> int:
     )
 
 
+def describe_cluster(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
+    """DescribeCluster's ``cluster_authorized_operations`` when asked (Kafka computes it)."""
+    if not pending.body.get("include_cluster_authorized_operations"):
+        return
+
+    def amend(out: Body) -> Body:
+        out["cluster_authorized_operations"] = _ops(auth, ResourceType.CLUSTER, "kafka-cluster")
+        return out
+
+    pending.amends.append(amend)
+
+
 def _key_rule(key_type: int) -> tuple[ResourceType, int]:
     if key_type == 1:
         return ResourceType.TRANSACTIONAL_ID, TXN_AUTH
@@ -497,6 +509,7 @@ SPECIAL: dict[str, Rule] = {
     "offset_for_leader_epoch": offset_for_leader_epoch,
     "metadata": metadata,
     "find_coordinator": find_coordinator,
+    "describe_cluster": describe_cluster,
     "offset_fetch": offset_fetch,
     "describe_groups": describe_groups,
     "list_groups": list_groups,

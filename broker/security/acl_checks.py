@@ -135,7 +135,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (Special("alter_configs"),),
     ApiKey.ELECT_LEADERS: (Cluster(Operation.ALTER),),
     ApiKey.DESCRIBE_LOG_DIRS: (Cluster(Operation.DESCRIBE),),
-    ApiKey.DESCRIBE_CLUSTER: (Cluster(Operation.DESCRIBE),),
+    ApiKey.DESCRIBE_CLUSTER: (Cluster(Operation.DESCRIBE), Special("describe_cluster")),  # + authorized operations
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (Cluster(Operation.DESCRIBE_CONFIGS),),
     ApiKey.ALTER_CLIENT_QUOTAS: (Cluster(Operation.ALTER_CONFIGS),),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (Cluster(Operation.DESCRIBE),),

@@ -214,3 +214,18 @@ def test_describe_groups_answers_denied_groups_and_computes_authorized_operation
     by_id = {g["group_id"]: g for g in out["groups"]}
     assert by_id["mine"]["authorized_operations"] == (1 << Operation.READ) | (1 << Operation.DESCRIBE)
     assert by_id["theirs"]["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_cluster_computes_cluster_authorized_operations() -> None:
+    def handler(broker: Any, request: Request) -> dict[str, Any]:
+        return {"error_code": 0, "cluster_authorized_operations": -(2**31)}
+
+    handlers = authorized_handlers(
+        {ApiKey.DESCRIBE_CLUSTER: handler}, AclAuthority(AuthorizerSettings(frozenset(), False))
+    )
+    ctx = ConnectionContext("10.0.0.9:5555", "CLIENT", 1, {"principal": "User:alice"})
+    request = Request(RequestHeader(ApiKey.DESCRIBE_CLUSTER, 1, 1, "c"),
+                      Message({"include_cluster_authorized_operations": True}), ctx)  # fmt: skip
+    acls = (allow(ResourceType.CLUSTER, "kafka-cluster", Operation.ALTER),)
+    out = handlers[ApiKey.DESCRIBE_CLUSTER](FakeBroker(image_with(*acls)), request)  # type: ignore[arg-type]
+    assert out["cluster_authorized_operations"] == (1 << Operation.ALTER) | (1 << Operation.DESCRIBE)
