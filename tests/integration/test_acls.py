@@ -421,3 +421,46 @@ def test_kafka_python_consumer_group_needs_read_on_the_group(broker: EmbeddedBro
         allowed.commit()
     finally:
         allowed.close()
+
+
+def pylog_cli(*args: str, stdin: bytes | None = None) -> Any:
+    import subprocess
+
+    argv = [sys.executable, "-m", "pyspark_log.cli", *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, timeout=120, check=False)
+
+
+def test_pylog_acls_cli_with_a_sasl_command_config(broker: EmbeddedBroker, tmp_path: Any) -> None:
+    """kafka-acls' flags through ``pylog acls``, logged in as the super user ``root`` with
+    ``--command-config`` (Kafka's client properties); the ACLs it adds and removes take effect."""
+    topic = create_topic(broker, unique("cli"))
+    props = tmp_path / "root.properties"
+    props.write_text(
+        f"bootstrap.servers={addresses(broker)['SASL_PLAINTEXT']}\nsecurity.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism=PLAIN\nsasl.username=root\nsasl.password={USERS['root']}\n"
+    )
+    common = ("acls", "--command-config", str(props))
+    added = pylog_cli(*common, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic)
+    assert added.returncode == 0, added.stderr
+    assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)" in added.stdout.decode()
+    assert produce_error(as_user(broker, "alice"), topic) is None
+    listed = pylog_cli(*common, "--list", "--topic", topic)
+    assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout.decode()
+    declined = pylog_cli(*common, "--remove", "--topic", topic, stdin=b"n\n")
+    assert declined.returncode == 1  # asked, answered no: nothing removed
+    assert produce_error(as_user(broker, "alice"), topic) is None
+    removed = pylog_cli(*common, "--remove", "--topic", topic, "--force")
+    assert removed.returncode == 0, removed.stderr
+    assert code_of(produce_error(as_user(broker, "alice"), topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    as_bob = pylog_cli("acls", "--bootstrap-server", addresses(broker)["SASL_PLAINTEXT"], "--list",
+                       "--command-config", str(_bob_props(broker, tmp_path)))  # fmt: skip
+    assert as_bob.returncode != 0
+    assert b"CLUSTER_AUTHORIZATION_FAILED" in as_bob.stderr
+
+
+def _bob_props(broker: EmbeddedBroker, tmp_path: Any) -> Any:
+    props = tmp_path / "bob.properties"
+    props.write_text(
+        f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=bob\nsasl.password={USERS['bob']}\n"
+    )
+    return props
