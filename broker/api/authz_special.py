@@ -24,6 +24,7 @@ from broker.api.context import Broker
 from broker.api.fetch import follower_id
 from broker.api.produce import has_transactional_batch
 from broker.api.topics import auto_create_enabled
+from broker.raft.rpc import is_metadata_fetch
 from broker.security.acl_checks import ADD_PARTITIONS, EPOCHS, FETCH, PRODUCE
 from broker.security.authorizer import SUPPORTED_OPERATIONS, Operation, ResourceType
 from pyspark_log.wire.errors import ErrorCode
@@ -71,8 +72,13 @@ def produce_create(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
 
 
 def fetch(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
-    """A follower's fetch needs CLUSTER_ACTION (else every partition TOPIC_AUTHORIZATION_FAILED);
-    a consumer's READ on each topic (handleFetchRequest)."""
+    """Raft replication of the metadata log needs CLUSTER_ACTION (Kafka's controller: the whole
+    request CLUSTER_AUTHORIZATION_FAILED); a follower's fetch CLUSTER_ACTION (else every partition
+    TOPIC_AUTHORIZATION_FAILED); a consumer's READ on each topic (handleFetchRequest)."""
+    if broker.raft is not None and is_metadata_fetch(_version(pending), pending.body):
+        if not auth.cluster(Operation.CLUSTER_ACTION):
+            raise Denied(error_body(_api(pending), _version(pending), pending.body, CLUSTER_AUTH))
+        return
     if follower_id(_version(pending), pending.body) >= 0:
         allowed = auth.cluster(Operation.CLUSTER_ACTION)
         filter_topics(pending, auth, FETCH, TOPIC_AUTH, lambda _name: allowed)
