@@ -3,8 +3,9 @@
 ``User:ANONYMOUS``, a super user as Kafka documents — and a SASL_PLAINTEXT listener for users).
 An ACL created through one broker is forwarded to the active controller, appended to the metadata
 log and enforced by every broker: alice may write to every partition, whichever broker leads it,
-bob to none; once the ACL is deleted (through another broker) alice is refused everywhere. Produce
-with acks=all shows the followers' fetches (CLUSTER_ACTION) still flow."""
+bob to none, also after a node restarts and replays the metadata log; once the ACL is deleted
+(through another broker) alice is refused everywhere. Produce with acks=all shows the followers'
+fetches (CLUSTER_ACTION) still flow."""
 
 from __future__ import annotations
 
@@ -109,6 +110,11 @@ def test_an_acl_made_through_one_broker_is_enforced_by_every_broker(cluster: Emb
         AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                          AclPermissionType.ANY)).result(timeout=TIMEOUT_S)  # fmt: skip
     assert described == [WRITE]
+
+    cluster.restart(3)  # node 3 rebuilds its image (ACLs included) from the metadata log
+    wait_until(lambda: produce_codes(cluster, "alice") == every_partition_written, TIMEOUT_S,
+               "alice's writes after node 3's restart")  # fmt: skip
+    assert produce_codes(cluster, "bob") == refused
 
     remover = admin_via(cluster, 3)
     filters = [AclBindingFilter(ResourceType.TOPIC, TOPIC, ResourcePatternType.MATCH, None, None, AclOperation.ANY,
