@@ -179,3 +179,43 @@ def test_the_indexed_authorizer_agrees_with_the_rules_over_random_acls(seed: int
         args = ("User:" + rng.choice(["alice", "bob"]), rng.choice(["10.0.0.1", "10.0.0.2"]), rng.choice(ops),
                 rng.choice([T, G]), rng.choice([*names[1:], "orders-us", "x"]))  # fmt: skip
         assert auth.authorize(*args) == naive(auth, *args), (seed, args)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_an_updated_index_decides_as_a_fresh_one(seed: int) -> None:
+    """``AclAuthority`` updates the index by the ACLs an image adds and removes; every decision
+    must equal the one of an authorizer built from scratch over the new ACLs."""
+    import random
+    import uuid
+    from dataclasses import replace
+
+    from broker.controller.image import MetadataImage
+    from broker.security.acl_authority import AclAuthority
+    from broker.security.authorizer_config import AuthorizerSettings
+
+    rng = random.Random(seed)
+    names = ["o", "or", "orders", "logs", "*"]
+
+    def random_acl() -> AclBinding:
+        return AclBinding(rng.choice([T, G]), rng.choice(names), rng.choice([LIT, PRE]),
+                          rng.choice(["User:alice", "User:*"]), "*", rng.choice([Operation.READ, Operation.WRITE]),
+                          rng.choice([ALLOW, DENY]))  # fmt: skip
+
+    authority = AclAuthority(AuthorizerSettings(frozenset(), False))
+    current: dict[uuid.UUID, AclBinding] = {}
+    image = MetadataImage.empty("c", 1)
+    for _ in range(30):
+        current = dict(current)
+        for key in rng.sample(sorted(current), k=min(len(current), rng.randint(0, 2))):
+            del current[key]
+        for _ in range(rng.randint(0, 3)):
+            binding = random_acl()
+            if binding not in current.values():
+                current[uuid.uuid4()] = binding
+        image = replace(image, acls=current)
+        incremental = authority.authorizer(image)
+        fresh = Authorizer(tuple(current.values()))
+        for _ in range(30):
+            args = ("User:alice", "h", rng.choice([Operation.READ, Operation.WRITE, Operation.DESCRIBE]),
+                    rng.choice([T, G]), rng.choice([*names, "orders-eu", "x"]))  # fmt: skip
+            assert incremental.authorize(*args) == fresh.authorize(*args), args
