@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
@@ -92,9 +92,37 @@ def apply_payload(state: ClusterState, offset: int, payload: bytes | memoryview)
     except MetadataRecordError as exc:
         log.warning("skipping metadata log entry at offset %d: %s", offset, exc)
         return replace(state, applied_offset=offset)
+    return replace(apply_records(state, offset, records), applied_offset=offset)
+
+
+_ACL_RECORDS = (AccessControlEntryRecord, RemoveAccessControlEntryRecord)
+
+
+def apply_records(state: ClusterState, offset: int, records: Sequence[MetadataRecord]) -> ClusterState:
+    """``apply_record`` for each record in order; a run of ACL records (one CreateAcls or
+    DeleteAcls) copies the ACL mapping once, not once per ACL."""
+    i = 0
+    while i < len(records):
+        if isinstance(records[i], _ACL_RECORDS):
+            j = i
+            while j < len(records) and isinstance(records[j], _ACL_RECORDS):
+                j += 1
+            state = _apply_acls(state, records[i:j])
+            i = j
+            continue
+        state = apply_record(state, offset, records[i])
+        i += 1
+    return state
+
+
+def _apply_acls(state: ClusterState, records: Sequence[MetadataRecord]) -> ClusterState:
+    acls = dict(state.acls)
     for record in records:
-        state = apply_record(state, offset, record)
-    return replace(state, applied_offset=offset)
+        if isinstance(record, AccessControlEntryRecord):
+            acls[record.id] = acl_binding(record)
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            acls.pop(record.id, None)
+    return replace(state, acls=acls)
 
 
 def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> ClusterState:
@@ -145,10 +173,8 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
     if isinstance(record, RemoveUserScramCredentialRecord):
         scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
         return replace(state, scram=scram)
-    if isinstance(record, AccessControlEntryRecord):
-        return replace(state, acls={**state.acls, record.id: acl_binding(record)})
-    if isinstance(record, RemoveAccessControlEntryRecord):
-        return replace(state, acls={i: acl for i, acl in state.acls.items() if i != record.id})
+    if isinstance(record, _ACL_RECORDS):
+        return _apply_acls(state, [record])
     raise AssertionError(f"unhandled metadata record {record!r}")
 
 

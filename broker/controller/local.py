@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from broker.controller import operations
 from broker.controller.acl_changes import CreateResult, Creation, DeleteResult, create_acls, delete_acls
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.image_builder import BrokerRegistration, ClusterState, acl_binding, apply_record
+from broker.controller.image_builder import BrokerRegistration, ClusterState, acl_binding, apply_records
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
 from broker.controller.records import AccessControlEntryRecord, MetadataRecord
@@ -165,8 +165,7 @@ class LocalController:
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
         """Apply an operation's records as every quorum node would, persist, then publish."""
         state = self._state()
-        for record in records:
-            state = apply_record(state, state.applied_offset, record)
+        state = apply_records(state, state.applied_offset, records)
         quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
         topics, topic_ids = dict(state.topics), dict(state.topic_ids)
         self._publish(
