@@ -464,3 +464,44 @@ def _bob_props(broker: EmbeddedBroker, tmp_path: Any) -> Any:
         f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=bob\nsasl.password={USERS['bob']}\n"
     )
     return props
+
+
+def test_kcat_and_aiokafka_producers(broker: EmbeddedBroker) -> None:
+    """librdkafka's kcat and aiokafka see the same decisions: alice writes, bob is refused with
+    TOPIC_AUTHORIZATION_FAILED."""
+    import asyncio
+    import subprocess
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import TopicAuthorizationFailedError
+
+    topic = create_topic(broker, unique("kc"))
+    grant(broker, acl(TOPIC, topic, "User:alice", A.WRITE))
+
+    def kcat_as(user: str) -> subprocess.CompletedProcess[bytes]:
+        settings = as_user(broker, user)
+        argv = ["kcat", "-P", "-b", settings["bootstrap.servers"], "-t", topic, "-p", "0",
+                "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+                "-X", f"sasl.username={user}", "-X", f"sasl.password={USERS[user]}",
+                "-X", "message.timeout.ms=10000"]  # fmt: skip
+        return subprocess.run(argv, input=b"from-kcat\n", capture_output=True, timeout=60, check=False)
+
+    assert kcat_as("alice").returncode == 0
+    refused = kcat_as("bob")
+    assert b"Topic authorization failed" in refused.stderr, refused.stderr
+
+    async def aio_send(user: str) -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=addresses(broker)["SASL_PLAINTEXT"], security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN", sasl_plain_username=user, sasl_plain_password=USERS[user],
+            request_timeout_ms=10_000,
+        )  # fmt: skip
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"from-aiokafka", partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio_send("alice"))
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(aio_send("bob"))
