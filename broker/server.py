@@ -19,6 +19,7 @@ import ssl
 import sys
 from collections.abc import Awaitable, Callable
 
+from broker.api.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.api.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -29,6 +30,7 @@ from broker.api.admin import (
     handle_incremental_alter_configs,
 )
 from broker.api.api_versions import handle_api_versions
+from broker.api.authz import authorized_handlers
 from broker.api.broker_registration import quorum_handlers
 from broker.api.configs import broker_log_config, topic_log_config
 from broker.api.context import Broker, Handler
@@ -85,6 +87,8 @@ from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
+from broker.security import authorizer_config
+from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
 from broker.security.outbound import (
     CONTROLLER_MECHANISM_KEY,
@@ -124,6 +128,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
     **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
@@ -290,6 +297,10 @@ class BrokerServer:
             mutation_quotas=ControllerMutationQuotas(quota_config),
         )  # fmt: skip
         handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
+        acl_settings = authorizer_config.settings(config.raw)
+        if acl_settings is not None:
+            broker.authorizer = AclAuthority(acl_settings)
+            handlers = authorized_handlers(handlers, broker.authorizer)
         dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
         for sl in self._listeners:
             sl.start(dispatcher)

@@ -107,6 +107,7 @@ class EmbeddedCluster:
         self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
         combined: bool = False, overrides: Mapping[str, str] | None = None, controller_listener: bool = False,
         client_protocol: str = "PLAINTEXT", controller_protocol: str = "PLAINTEXT",
+        sasl_plain_jaas: str | None = None,
     ) -> None:  # fmt: skip
         self.root = root
         self.combined = combined
@@ -117,6 +118,12 @@ class EmbeddedCluster:
         # (it is the inter-broker listener too), CONTROLLER uses ``controller_protocol``
         self.client_protocol = client_protocol
         self.controller_protocol = controller_protocol
+        # with a separate controller listener: each broker also serves SASL_PLAINTEXT (PLAIN, users
+        # from this JAAS line) after its client listener (``sasl_address``)
+        if sasl_plain_jaas is not None and client_protocol == "SASL_PLAINTEXT":
+            raise ValueError("sasl_plain_jaas adds a SASL_PLAINTEXT listener: the client listener must be another")
+        self.sasl_plain_jaas = sasl_plain_jaas
+        self._sasl_ports: dict[int, int] = {}
         self._client_ports: dict[int, int] = {}
         self.controller_ids = brokers if combined else controllers
         self.broker_ids = brokers
@@ -132,6 +139,8 @@ class EmbeddedCluster:
             uris = []
             if "broker" in roles:
                 uris.append(f"{self.client_protocol}://127.0.0.1:{self._client_ports[node_id]}")
+                if self.sasl_plain_jaas is not None:
+                    uris.append(f"SASL_PLAINTEXT://127.0.0.1:{self._sasl_ports[node_id]}")
             if "controller" in roles:
                 uris.append(f"CONTROLLER://127.0.0.1:{self._ports[node_id]}")
             listeners = {
@@ -141,6 +150,10 @@ class EmbeddedCluster:
                 ),
                 "controller.listener.names": "CONTROLLER",
             }
+            if self.sasl_plain_jaas is not None:
+                listeners["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+                listeners["sasl.enabled.mechanisms"] = "PLAIN"
+                listeners["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = self.sasl_plain_jaas
         return {
             **listeners,
             "process.roles": roles,
@@ -171,6 +184,7 @@ class EmbeddedCluster:
         ids = sorted({*self.controller_ids, *self.broker_ids})
         if self.controller_listener:  # fixed client ports too, so a restarted node keeps its addresses
             self._client_ports = {n: free_port() for n in self.broker_ids}
+            self._sasl_ports = {n: free_port() for n in self.broker_ids} if self.sasl_plain_jaas is not None else {}
         root = self.root
         self.nodes = {
             n: EmbeddedBroker(
@@ -246,6 +260,10 @@ class EmbeddedCluster:
     def address(self, node_id: int) -> str:
         """The node's first listener: its client listener (a controller-only node: its voter address)."""
         return self.nodes[node_id].bootstrap_servers
+
+    def sasl_address(self, node_id: int) -> str:
+        """The broker's SASL_PLAINTEXT listener (``sasl_plain_jaas`` given)."""
+        return f"127.0.0.1:{self._sasl_ports[node_id]}"
 
     def controller_address(self, node_id: int) -> str:
         """Where the node's quorum RPCs are served (its entry of ``controller.quorum.voters``)."""

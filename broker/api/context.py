@@ -13,6 +13,7 @@ from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.replication.replica_manager import ReplicaManager
+from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
@@ -38,6 +39,7 @@ class Broker:
     raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
     listener_policy: ListenerPolicy = field(default_factory=ListenerPolicy)  # controller-only requests
     mutation_quotas: ControllerMutationQuotas | None = None  # KIP-599 (None: not enforced)
+    authorizer: AclAuthority | None = None  # authorizer.class.name set: the ACL checks (broker.api.authz)
 
     @property
     def node_id(self) -> int:

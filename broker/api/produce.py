@@ -50,7 +50,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
         return _all_partitions(body, ErrorCode.UNSUPPORTED_VERSION, "message format v0/v1 is not supported")
     if acks not in (-1, 0, 1):
         return _all_partitions(body, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-    if body["transactional_id"] is None and _has_transactional_batch(body):
+    if body["transactional_id"] is None and has_transactional_batch(body):
         return _all_partitions(
             body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records need a transactional_id"
         )
@@ -61,7 +61,7 @@ def handle_produce(broker: Broker, request: Request) -> Any:
     return _produce(broker, request)
 
 
-def _has_transactional_batch(body: Any) -> bool:
+def has_transactional_batch(body: Any) -> bool:
     """Whether a partition's first batch has the isTransactional attribute (Kafka looks at the
     first batch: a producer sends one batch per partition)."""
     for topic in body["topic_data"]:

@@ -222,6 +222,50 @@ async def forward_alter_client_quotas(
 
 
 ELECT_LEADERS_VERSION = 2
+ACLS_VERSION = 3
+
+
+async def forward_create_acls(
+    channel: ControllerChannel, creations: Sequence[tuple[int, str, int, str, str, int, int]], *, timeout_ms: int
+) -> list[tuple[int, str | None]]:
+    """CreateAcls v3: one ``(error_code, message)`` per creation; NotActive when the receiver is
+    not the active controller."""
+    keys = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host", "operation",
+            "permission_type")  # fmt: skip
+    body = {"creations": [dict(zip(keys, c, strict=True)) for c in creations]}
+    response = await channel.request(ApiKey.CREATE_ACLS, ACLS_VERSION, body, client_id=FORWARD_CLIENT_ID,
+                                     timeout_ms=timeout_ms)  # fmt: skip
+    results = [(int(r.error_code), r.error_message) for r in response.results]
+    if any(code == ErrorCode.NOT_CONTROLLER for code, _ in results):
+        raise NotActive
+    return results
+
+
+async def forward_delete_acls(
+    channel: ControllerChannel, filters: Sequence[Any], *, timeout_ms: int
+) -> list[tuple[int, str | None, list[tuple[int, str, int, str, str, int, int]]]]:
+    """DeleteAcls v3: per filter ``(error_code, message, [matched ACL as a creation tuple])``."""
+    body = {
+        "filters": [
+            {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
+             "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
+             "operation": f.operation, "permission_type": f.permission}
+            for f in filters
+        ]
+    }  # fmt: skip
+    response = await channel.request(ApiKey.DELETE_ACLS, ACLS_VERSION, body, client_id=FORWARD_CLIENT_ID,
+                                     timeout_ms=timeout_ms)  # fmt: skip
+    results = []
+    for r in response.filter_results:
+        if r.error_code == ErrorCode.NOT_CONTROLLER:
+            raise NotActive
+        matched = [
+            (int(m.resource_type), str(m.resource_name), int(m.pattern_type), str(m.principal), str(m.host),
+             int(m.operation), int(m.permission_type))
+            for m in r.matching_acls
+        ]  # fmt: skip
+        results.append((int(r.error_code), r.error_message, matched))
+    return results
 
 
 async def forward_alter_user_scram_credentials(

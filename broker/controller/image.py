@@ -7,8 +7,10 @@ that took an image sees one consistent version for the whole request.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from broker.security.authorizer import AclBinding
 from broker.security.sasl.scram import ScramCredential
 
 Endpoint = tuple[str, str, int]  # (listener name, host, port), as BrokerRegistration lists them
@@ -70,6 +72,8 @@ class MetadataImage:
     scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
+    # ACLs by their id (AccessControlEntryRecord); replaced, never mutated, when an ACL changes
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

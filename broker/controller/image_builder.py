@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.records import (
     NO_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
@@ -35,6 +36,7 @@ from broker.controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -42,6 +44,7 @@ from broker.controller.records import (
     UserScramCredentialRecord,
     decode_records,
 )
+from broker.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,7 @@ class ClusterState:
     applied_offset: int = -1
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     def live_brokers(self) -> list[int]:
         """Registered, unfenced broker ids in ascending order."""
@@ -88,9 +92,37 @@ def apply_payload(state: ClusterState, offset: int, payload: bytes | memoryview)
     except MetadataRecordError as exc:
         log.warning("skipping metadata log entry at offset %d: %s", offset, exc)
         return replace(state, applied_offset=offset)
+    return replace(apply_records(state, offset, records), applied_offset=offset)
+
+
+_ACL_RECORDS = (AccessControlEntryRecord, RemoveAccessControlEntryRecord)
+
+
+def apply_records(state: ClusterState, offset: int, records: Sequence[MetadataRecord]) -> ClusterState:
+    """``apply_record`` for each record in order; a run of ACL records (one CreateAcls or
+    DeleteAcls) copies the ACL mapping once, not once per ACL."""
+    i = 0
+    while i < len(records):
+        if isinstance(records[i], _ACL_RECORDS):
+            j = i
+            while j < len(records) and isinstance(records[j], _ACL_RECORDS):
+                j += 1
+            state = _apply_acls(state, records[i:j])
+            i = j
+            continue
+        state = apply_record(state, offset, records[i])
+        i += 1
+    return state
+
+
+def _apply_acls(state: ClusterState, records: Sequence[MetadataRecord]) -> ClusterState:
+    acls = dict(state.acls)
     for record in records:
-        state = apply_record(state, offset, record)
-    return replace(state, applied_offset=offset)
+        if isinstance(record, AccessControlEntryRecord):
+            acls[record.id] = acl_binding(record)
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            acls.pop(record.id, None)
+    return replace(state, acls=acls)
 
 
 def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> ClusterState:
@@ -141,7 +173,16 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
     if isinstance(record, RemoveUserScramCredentialRecord):
         scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
         return replace(state, scram=scram)
+    if isinstance(record, _ACL_RECORDS):
+        return _apply_acls(state, [record])
     raise AssertionError(f"unhandled metadata record {record!r}")
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(
+        ResourceType(record.resource_type), record.resource_name, PatternType(record.pattern_type),
+        record.principal, record.host, Operation(record.operation), Permission(record.permission_type),
+    )  # fmt: skip
 
 
 def _apply_topic(state: ClusterState, record: TopicRecord) -> ClusterState:
@@ -243,4 +284,5 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         epoch=state.applied_offset + 1,
         scram=dict(state.scram),
         client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
+        acls=state.acls,  # shared, never mutated: unchanged ACLs keep their identity (AclAuthority's cache)
     )

@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from broker.controller import operations
+from broker.controller.acl_changes import CreateResult, Creation, DeleteResult, create_acls, delete_acls
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.image_builder import BrokerRegistration, ClusterState, apply_record
+from broker.controller.image_builder import BrokerRegistration, ClusterState, acl_binding, apply_records
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
-from broker.controller.records import MetadataRecord
+from broker.controller.records import AccessControlEntryRecord, MetadataRecord
 from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
+from broker.security.acl_filter import AclFilter
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode
 
@@ -67,6 +69,10 @@ class MetadataController(Protocol):
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
     ) -> None: ...
+
+    async def create_acls(self, creations: Sequence[Creation]) -> list[CreateResult]: ...
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteResult]: ...
 
 
 class LocalController:
@@ -133,6 +139,18 @@ class LocalController:
         if not validate_only:
             self._apply(records)
 
+    async def create_acls(self, creations: Sequence[Creation]) -> list[CreateResult]:
+        records, results = create_acls(self._state(), creations)
+        if records:
+            self._apply(records)
+        return results
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[DeleteResult]:
+        records, results = delete_acls(self._state(), filters)
+        if records:
+            self._apply(records)
+        return results
+
     def _state(self) -> ClusterState:
         """The image as the quorum controller's operations see a cluster: this one broker, live."""
         b = self._broker
@@ -141,13 +159,13 @@ class LocalController:
             self._image.cluster_id, {b.node_id: registration}, self._image.topics, self._image.topic_ids,
             scram=self._image.scram,
             client_quotas=self._image.client_quotas,
+            acls=self._image.acls,
         )  # fmt: skip
 
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
         """Apply an operation's records as every quorum node would, persist, then publish."""
         state = self._state()
-        for record in records:
-            state = apply_record(state, state.applied_offset, record)
+        state = apply_records(state, state.applied_offset, records)
         quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
         topics, topic_ids = dict(state.topics), dict(state.topic_ids)
         self._publish(
@@ -158,6 +176,7 @@ class LocalController:
                 epoch=self._image.epoch + 1,
                 client_quotas=quotas,
                 scram=dict(state.scram),
+                acls=state.acls,
             )
         )
 
@@ -216,7 +235,14 @@ class LocalController:
                 {"entity": [list(pair) for pair in entity], "values": values}
                 for entity, values in image.client_quotas.items()
             ],
-        }
+            # ACLs, as their AccessControlEntryRecords
+            "acls": [
+                {"id": str(acl_id), "resource_type": int(a.resource_type), "resource_name": a.name,
+                 "pattern_type": int(a.pattern_type), "principal": a.principal, "host": a.host,
+                 "operation": int(a.operation), "permission_type": int(a.permission)}
+                for acl_id, a in sorted(image.acls.items(), key=lambda item: str(item[0]))
+            ],
+        }  # fmt: skip
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=True)
@@ -252,4 +278,11 @@ class LocalController:
             tuple((str(kind), name) for kind, name in q["entity"]): {k: float(v) for k, v in q["values"].items()}
             for q in doc.get("client_quotas", [])
         }
-        return replace(image, client_quotas=quotas, scram=scram)
+        acls = {}
+        for a in doc.get("acls", []):
+            record = AccessControlEntryRecord(
+                uuid.UUID(a["id"]), a["resource_type"], a["resource_name"], a["pattern_type"], a["principal"],
+                a["host"], a["operation"], a["permission_type"],
+            )  # fmt: skip
+            acls[record.id] = acl_binding(record)
+        return replace(image, client_quotas=quotas, scram=scram, acls=acls)

@@ -65,6 +65,7 @@ from broker.controller.partition_changes import (
     register_broker,
     unfence_broker,
 )
+from broker.controller.quorum_acls import AclOperations
 from broker.controller.records import (
     ClusterIdRecord,
     MetadataRecord,
@@ -112,7 +113,7 @@ def _system_clock_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class QuorumController(ReplicaLeadership):
+class QuorumController(AclOperations, ReplicaLeadership):
     """``MetadataController`` on the metadata quorum; see the module docstring."""
 
     _driver: RaftDriverLike

@@ -19,6 +19,10 @@ record                     effect on the image
                            leader changes (KIP-497, KIP-631)
 ``ConfigRecord``           a topic config override is set (value) or removed (value None)
 ``RemoveTopicRecord``      the topic and its partitions are gone
+``AccessControlEntryRecord``        an ACL (Kafka's AccessControlEntryRecord, metadata apiKey 18):
+                           its id, resource type/name/pattern type, principal, host,
+                           operation and permission type
+``RemoveAccessControlEntryRecord``  the ACL with this id is gone (metadata apiKey 19)
 ``ClientQuotaRecord``      a client quota of an entity is set (``remove`` false) or removed
                            (seed 000 §4.9; Kafka's ClientQuotaRecord: entity, key, value, remove)
 =========================  ==================================================================
@@ -152,6 +156,25 @@ class ClientQuotaRecord:
     remove: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL (Kafka's AccessControlEntryRecord; codes as ``broker.security.authorizer``)."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    id: uuid.UUID
+
+
 MetadataRecord = (
     ClusterIdRecord
     | RegisterBrokerRecord
@@ -165,6 +188,8 @@ MetadataRecord = (
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -182,9 +207,11 @@ RECORD_TYPES: dict[str, type[Any]] = {
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
         ClientQuotaRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
-_UUID_FIELDS = frozenset({"topic_id"})
+_UUID_FIELDS = frozenset({"topic_id", "id"})
 _TUPLE_FIELDS = frozenset({"replicas", "isr"})
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from broker.security import authorizer_config
 from broker.security.sasl.config import is_sasl_key_read_here
 from broker.security.tls import check_keys
 
@@ -26,21 +27,18 @@ REFUSED_PREFIXES = {
     "delegation.token.": "delegation tokens are not supported",
 }
 REFUSED_KEYS = {
-    "authorizer.class.name": "authorization (ACLs) is not supported yet: every client may do everything",
-    "super.users": "authorization (ACLs) is not supported yet",
-    "allow.everyone.if.no.acl.found": "authorization (ACLs) is not supported yet",
     "principal.builder.class": "principals are not supported yet",
-}
-# Keys that are harmless at these values (Kafka's defaults / "off").
-HARMLESS_VALUES = {
-    "authorizer.class.name": {""},
 }
 DOCS = "see docs/security.md"
 
 
 def is_security_key(key: str) -> bool:
     """A key read or refused here: start-up names it if need be, so no "unknown key" warning."""
-    return key in REFUSED_KEYS or key in HARMLESS_VALUES or key.startswith((*REFUSED_PREFIXES, "ssl."))
+    return (
+        key in REFUSED_KEYS
+        or key in authorizer_config.KEYS
+        or key.startswith((*REFUSED_PREFIXES, "ssl."))
+    )
 
 
 def _is_listener_ssl_key(key: str) -> bool:
@@ -56,6 +54,9 @@ def refusals(raw: Mapping[str, str], listener_protocols: Mapping[str, str]) -> l
     (``broker.security.outbound``), so the inter-broker and controller listeners may use any.
     """
     out: list[str] = list(check_keys(raw))
+    authorizer_refusal = authorizer_config.refusal(raw)
+    if authorizer_refusal is not None:
+        out.append(authorizer_refusal)
     for name, protocol in listener_protocols.items():
         if protocol not in SUPPORTED_PROTOCOLS:
             out.append(
@@ -63,8 +64,8 @@ def refusals(raw: Mapping[str, str], listener_protocols: Mapping[str, str]) -> l
                 f"(supported: {', '.join(sorted(SUPPORTED_PROTOCOLS))}); refusing to start rather than serve it "
                 f"without {protocol} — change listeners / listener.security.protocol.map ({DOCS})"
             )
-    for key, value in raw.items():
-        if value.strip() in HARMLESS_VALUES.get(key, set()) or _is_listener_ssl_key(key) or is_sasl_key_read_here(key):
+    for key in raw:
+        if _is_listener_ssl_key(key) or is_sasl_key_read_here(key):
             continue
         reason = REFUSED_KEYS.get(key)
         if reason is None:

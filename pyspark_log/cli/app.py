@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 from pyspark_log import __version__
 from pyspark_log.cli import (
+    acls,
     cluster,
     configs,
     consume,
@@ -67,6 +68,7 @@ COMMANDS = (
     delete_records,
     configs,
     users,
+    acls,
 )
 
 _LOGGERS = ("pyspark_log", "asyncio")

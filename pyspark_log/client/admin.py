@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
+from pyspark_log.client import acl_admin
 from pyspark_log.client import config as cfg
 from pyspark_log.client.admin_items import ITEM_RETRIABLE, item_errors, raise_errors, settle_throttled
 from pyspark_log.client.backoff import ExponentialBackoff
@@ -584,6 +585,29 @@ class AsyncAdmin:
             return dict(errors)
 
         raise_errors(await self._retrying("AlterClientQuotas", timeout_ms, attempt))
+
+    # -- ACLs (``acl_admin``) -------------------------------------------------------------------
+    async def create_acls(self, bindings: Iterable[acl_admin.AclBinding], *, timeout_ms: float | None = None) -> None:
+        items, budget = list(bindings), timeout_ms or self.default_api_timeout_ms
+        await self._retrying(
+            "CreateAcls", timeout_ms, lambda: acl_admin.create_acls(self._send_any, items, timeout_ms=budget)
+        )
+
+    async def describe_acls(
+        self, acl_filter: acl_admin.AclBindingFilter, *, timeout_ms: float | None = None
+    ) -> list[acl_admin.AclBinding]:
+        budget = timeout_ms or self.default_api_timeout_ms
+        return await self._retrying(
+            "DescribeAcls", timeout_ms, lambda: acl_admin.describe_acls(self._send_any, acl_filter, timeout_ms=budget)
+        )
+
+    async def delete_acls(
+        self, filters: Iterable[acl_admin.AclBindingFilter], *, timeout_ms: float | None = None
+    ) -> list[acl_admin.AclBinding]:
+        items, budget = list(filters), timeout_ms or self.default_api_timeout_ms
+        return await self._retrying(
+            "DeleteAcls", timeout_ms, lambda: acl_admin.delete_acls(self._send_any, items, timeout_ms=budget)
+        )
 
     async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
         return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)

@@ -113,6 +113,10 @@ async def _leaders(admin: AsyncAdmin, partitions: Iterable[TopicPartition]) -> d
     by_leader: dict[int, list[TopicPartition]] = {}
     errors: dict[Any, KafkaError] = {}
     for tp in wanted:
+        topic = meta.topics.get(tp.topic)
+        if topic is not None and topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            errors[tp] = error_for(topic.error_code, context=f"{tp}")  # not retriable: no ACL
+            continue
         count = meta.partition_count(tp.topic)
         if count is None or not 0 <= tp.partition < count:
             errors[tp] = UnknownTopicOrPartitionError(f"{tp} does not exist")

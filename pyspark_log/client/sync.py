@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark_log.client import operations
 from pyspark_log.client.accumulator import ColumnarDelivery
+from pyspark_log.client.acl_admin import AclBinding, AclBindingFilter
 from pyspark_log.client.admin import (
     AlterConfigOp,
     AsyncAdmin,
@@ -290,6 +291,16 @@ class AdminClient(_SyncClient):
         """See ``AsyncAdmin.alter_user_scram_credentials``."""
         coro = self._core.alter_user_scram_credentials(list(upsertions), list(deletions), timeout_ms=timeout_ms)
         return self._run(coro, self._w(timeout_ms))
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: float | None = None) -> None:
+        """See ``AsyncAdmin.create_acls`` (``pyspark_log.client.acl_admin``)."""
+        self._run(self._core.create_acls(list(bindings), timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def describe_acls(self, acl_filter: AclBindingFilter, *, timeout_ms: float | None = None) -> list[AclBinding]:
+        return self._run(self._core.describe_acls(acl_filter, timeout_ms=timeout_ms), self._w(timeout_ms))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *, timeout_ms: float | None = None) -> list[AclBinding]:
+        return self._run(self._core.delete_acls(list(filters), timeout_ms=timeout_ms), self._w(timeout_ms))
 
     def describe_user_scram_credentials(
         self, users: Iterable[str] | None = None, *, timeout_ms: float | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pyspark_log.wire.schema import Api
 from pyspark_log.wire.schemas import (
+    acls,
     admin,
     broker_registration,
     elections,
@@ -41,4 +42,5 @@ ALL_APIS: tuple[Api, ...] = (
     *log_dirs.APIS,
     *operations.APIS,
     *quotas.APIS,
+    *acls.APIS,
 )

@@ -68,9 +68,6 @@ def test_an_unmapped_listener_name_is_refused_as_kafka_does() -> None:
         ("sasl.kerberos.service.name", "kafka"),
         ("sasl.jaas.config", "org.apache.kafka...ScramLoginModule required;"),
         ("listener.name.sasl_ssl.gssapi.sasl.jaas.config", "com.sun.security.auth.module.Krb5LoginModule required;"),
-        ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
-        ("super.users", "User:admin"),
-        ("allow.everyone.if.no.acl.found", "false"),
         ("principal.builder.class", "com.example.Builder"),
     ],
 )
@@ -81,9 +78,9 @@ def test_each_security_key_is_refused_by_name(key: str, value: str) -> None:
 
 def test_every_refused_key_is_named_at_once() -> None:
     with pytest.raises(ConfigError) as caught:
-        load({"sasl.kerberos.service.name": "kafka", "ssl.provider": "SunJSSE", "super.users": "User:a"})
+        load({"sasl.kerberos.service.name": "kafka", "ssl.provider": "SunJSSE", "authorizer.class.name": "com.x.Y"})
     message = str(caught.value)
-    for name in ("sasl.kerberos.service.name", "ssl.provider", "super.users"):
+    for name in ("sasl.kerberos.service.name", "ssl.provider", "authorizer.class.name"):
         assert name in message
 
 
@@ -131,3 +128,29 @@ def test_tls_and_sasl_on_the_inter_broker_and_controller_listeners_are_accepted_
     assert config.listener_protocols == {"SSL": "SSL", "CONTROLLER": "SASL_SSL"}
     assert config.inter_broker_listener == "SSL"
     assert config.controller_target == ("CONTROLLER", "SASL_SSL")
+
+
+@pytest.mark.parametrize(
+    "name", ["org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer"]
+)
+def test_kafkas_authorizer_class_names_start_pylogs_authorizer(name: str) -> None:
+    config = load({"authorizer.class.name": name, "super.users": "User:admin;User:ANONYMOUS",
+                   "allow.everyone.if.no.acl.found": "true"})  # fmt: skip
+    assert config.raw["authorizer.class.name"] == name
+
+
+def test_another_authorizer_class_is_refused_with_the_fix() -> None:
+    with pytest.raises(
+        ConfigError, match=r"authorizer\.class\.name=com\.example\.Custom cannot be honoured.*StandardAuthorizer"
+    ):
+        load({"authorizer.class.name": "com.example.Custom"})
+
+
+def test_allow_everyone_must_be_a_boolean() -> None:
+    with pytest.raises(ConfigError, match=r"allow\.everyone\.if\.no\.acl\.found"):
+        load(
+            {
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "allow.everyone.if.no.acl.found": "yes",
+            }
+        )
