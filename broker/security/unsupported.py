@@ -34,11 +34,7 @@ DOCS = "see docs/security.md"
 
 def is_security_key(key: str) -> bool:
     """A key read or refused here: start-up names it if need be, so no "unknown key" warning."""
-    return (
-        key in REFUSED_KEYS
-        or key in authorizer_config.KEYS
-        or key.startswith((*REFUSED_PREFIXES, "ssl."))
-    )
+    return key in REFUSED_KEYS or key in authorizer_config.KEYS or key.startswith((*REFUSED_PREFIXES, "ssl."))
 
 
 def _is_listener_ssl_key(key: str) -> bool:
