@@ -7,6 +7,8 @@ survives a SIGKILL of a leader. A client connection on the client listener canno
 metadata log or register a broker, and a connection to the controller listener with wrong
 credentials (or none) is refused cleanly while the cluster keeps working. The SASL sessions last
 3 s (``connections.max.reauth.ms``): the nodes renew their connections and are never cut off.
+The authorizer is on: the nodes' own principals are super users, and a valid login on the
+controller listener without CLUSTER_ACTION gets CLUSTER_AUTHORIZATION_FAILED for every quorum RPC.
 Certificates are made at test time (tests/tls_certs.py).
 """
 
@@ -36,9 +38,10 @@ pytestmark = pytest.mark.integration
 
 NODES = (1, 2, 3)
 PASSWORD = "controller-secret-71c"
+MALLORY_PASSWORD = "mallory-secret-9d2"  # a valid login on the controller listener, without CLUSTER_ACTION
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    f'username="controller" password="{PASSWORD}" user_controller="{PASSWORD}";'
+    f'username="controller" password="{PASSWORD}" user_controller="{PASSWORD}" user_mallory="{MALLORY_PASSWORD}";'
 )
 TOPIC = "secured-rf3"
 DEADLINE_S = 90.0
@@ -64,6 +67,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[
         # KIP-368 on the controller listener: the nodes' own logins expire every 3 s and their
         # connections are renewed before the controllers would cut them off
         "connections.max.reauth.ms": "3000",
+        # ACLs: the nodes' own principals (the SASL login on the controller listener, the node
+        # certificate on the inter-broker listener) and the test's client are super users; mallory
+        # may log in on the controller listener but holds no CLUSTER_ACTION
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:controller;User:CN=localhost,OU=brokers,O=pylog;User:CN=alice,OU=eng,O=pylog",
     }
     root = Path(tmp_path_factory.mktemp("internode"))
     c = EmbeddedCluster(
@@ -233,6 +241,45 @@ def test_wrong_credentials_on_the_controller_listener_are_refused_and_the_cluste
     assert len(confluent_produce(cluster.bootstrap(), "after-intrusion", records, **librdkafka(certs))) == 20
     got = confluent_consume(cluster.bootstrap(), "after-intrusion", 20, **librdkafka(certs))
     assert [g.value for g in got] == [r.value for r in records]
+
+
+def test_a_valid_login_without_cluster_action_cannot_vote_fetch_or_register_on_the_controller_listener(
+    cluster: EmbeddedCluster, certs: Certs
+) -> None:
+    """Authentication is not authorization: mallory logs in on the controller listener (a PLAIN user
+    of its JAAS line) but is not a super user and holds no CLUSTER_ACTION ACL, so every quorum RPC
+    she sends is answered CLUSTER_AUTHORIZATION_FAILED and the quorum is undisturbed."""
+    leader, epoch = wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "a quorum leader")
+    follower = next(n for n in NODES if n != leader)
+    forged = [
+        request_to_wire(VoteRequest(CLUSTER_ID, epoch + 5, follower, epoch, 1 << 40)),
+        request_to_wire(BeginQuorumEpochRequest(CLUSTER_ID, follower, epoch + 5)),
+        request_to_wire(FetchRequest(CLUSTER_ID, follower, 0, epoch, 1 << 40, epoch)),
+        (ApiKey.BROKER_REGISTRATION, 0, registration(99)),
+    ]
+
+    async def as_mallory() -> list[int]:
+        login = SaslLogin("PLAIN", "mallory", MALLORY_PASSWORD)
+        tls = ssl.create_default_context(cafile=str(certs.ca))
+        dialer = Dialer(OutboundSecurity("CONTROLLER", "SASL_SSL", tls, login), client_id="mallory")
+        host, port = cluster.controller_address(leader).rsplit(":", 1)
+        reader, writer = await dialer(host, int(port))
+        codes = []
+        try:
+            for correlation, (api_key, version, body) in enumerate(forged, start=10):
+                writer.write(encode_request(api_key, version, correlation, "mallory", body))
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                answer = decode_response(api_key, version, await reader.readexactly(size))[1]
+                codes.append(int(answer.error_code))
+        finally:
+            writer.close()
+        return codes
+
+    assert asyncio.run(as_mallory()) == [31] * len(forged)  # CLUSTER_AUTHORIZATION_FAILED
+    assert wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "the quorum undisturbed") == (leader, epoch)
+    assert 99 not in {b.node_id for b in call(cluster.address(leader), certs, ApiKey.METADATA, 12,
+                                              {"topics": [], "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False}).brokers}  # fmt: skip
 
 
 def test_survives_sigkill_of_the_partition_leader(cluster: EmbeddedCluster, certs: Certs) -> None:
