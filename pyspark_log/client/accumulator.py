@@ -33,12 +33,15 @@ their completion goes to one ``ColumnarDelivery`` per batch-API call instead of 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.futures import RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
 from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_section
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Thunk = Callable[[RecordMetadata | None, BaseException | None], None]
+Thunk = Callable[[RecordMetadata | None, BaseException | None], None]  # or a RecordFuture (also callable)
 
 BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5) + keyLen(5) + valueLen(5) + headerCount(5)
@@ -207,22 +210,20 @@ class ProducerBatch:
         if self.done:
             return
         self.done = True
-        topic, partition = self.tp.topic, self.tp.partition
-        for i, (record, thunk) in enumerate(zip(self.records, self.thunks, strict=True)):
-            if thunk is None:
-                continue
-            offset = base_offset + i if base_offset >= 0 else -1
-            timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp
-            _call(thunk, RecordMetadata(topic, partition, offset, timestamp), None)
+        tp = self.tp
+        outcome = RecordOutcome(tp.topic, tp.partition, base_offset, log_append_time_ms, self.records)
+        thunks = self.thunks
+        for i in settle_records(thunks, outcome, None):
+            _call(thunks[i], outcome.metadata(i), None)  # type: ignore[arg-type]
         self._finish()
 
     def fail(self, exc: BaseException) -> None:
         if self.done:
             return
         self.done = True
-        for thunk in self.thunks:
-            if thunk is not None:
-                _call(thunk, None, exc)
+        thunks = self.thunks
+        for i in settle_records(thunks, None, exc):
+            _call(thunks[i], None, exc)  # type: ignore[arg-type]
         self._finish(exc)
 
     def _finish(self, exc: BaseException | None = None) -> None:
@@ -377,6 +378,43 @@ class RecordAccumulator:
         queue.append(batch)
         self._incomplete.add(batch)
         return AppendResult(True, len(queue) > 1 or batch.is_full, True)
+
+    def append_many(
+        self, tp: TopicPartition, records: list[ProducerRecord], sizes: list[int], thunks: list[Any], now_ms: float
+    ) -> bool:
+        """Append ``records`` (in order) to ``tp`` as ``append`` would one by one, each reserving
+        its ``sizes`` estimate, in a few list operations per batch. True when the sender should
+        look (as ``append``'s ``batch_is_full or new_batch_created``)."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        n = len(records)
+        cum = list(accumulate(sizes, initial=0))
+        i = 0
+        opened = False
+        batch = queue[-1] if queue and not queue[-1].closed else None
+        while i < n:
+            if batch is None:
+                batch = ProducerBatch(tp, now_ms, self.batch_size_bytes)
+                batch.add_done_callback(self._on_batch_done)
+                queue.append(batch)
+                self._incomplete.add(batch)
+                opened = True
+            room = batch.max_bytes - batch.size_bytes
+            # records i..j-1 fit; an empty batch takes at least one record
+            j = bisect_right(cum, cum[i] + room, lo=i + 1) - 1
+            if j == i:
+                if batch.records:
+                    batch = None  # no room for the next record: it opens a new batch
+                    continue
+                j = i + 1
+            batch.records.extend(records[i:j])
+            batch.thunks.extend(thunks[i:j])
+            added = cum[j] - cum[i]
+            batch.size_bytes += added
+            batch.reserved_bytes += added
+            i = j
+        return opened or len(queue) > 1 or (bool(queue) and queue[-1].is_full)
 
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue columnar batches (``ProducerBatch.columnar``) of ``tp`` behind what is queued.

@@ -34,7 +34,6 @@ import asyncio
 import logging
 import random
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +50,7 @@ from pyspark_log.client.accumulator import (
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
-from pyspark_log.client.cluster import Cluster
+from pyspark_log.client.cluster import Cluster, ClusterMetadata
 from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
     BufferExhaustedError,
@@ -63,6 +62,7 @@ from pyspark_log.client.errors import (
     UnsupportedFeatureError,
 )
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
 from pyspark_log.client.sender import Sender
 from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests
@@ -162,10 +162,7 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        # A columnar item is ``(topic, None, None, 0, batches)`` (the batch API's encoded batches).
-        self._handoff: deque[tuple[str, int | None, ProducerRecord | None, int, Any]] = deque()
-        self._handoff_lock = threading.Lock()
-        self._handoff_scheduled = False
+        self._handoff = Handoff(self)
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -182,6 +179,7 @@ class AsyncProducer:
         if self._started:
             return self
         self._loop = asyncio.get_running_loop()
+        self._handoff.bind(self._loop)
         await self.cluster.start(max(self.max_block_ms, self.config["request.timeout.ms"]))
         await self._check_idempotence()
         c = self.config
@@ -261,7 +259,7 @@ class AsyncProducer:
 
     def fail_unsent(self, exc: BaseException) -> None:
         """Fail records queued but never sent (the sync facade's hand-off queue first)."""
-        self._drain_handoff()
+        self._handoff.drain()
         self.accumulator.abort_undrained(exc)
 
     async def __aenter__(self) -> AsyncProducer:
@@ -291,7 +289,7 @@ class AsyncProducer:
         self._fatal = exc
         err = exc if isinstance(exc, KafkaError) else ClientClosedError(f"producer sender died: {exc!r}")
         self.accumulator.abort_all(err)
-        self._abort_handoff(err)
+        self._handoff.abort(err)
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -523,7 +521,7 @@ class AsyncProducer:
             return
         self._append(topic, partition, record, reserved, thunk)
 
-    # -- the sync facade's path: records from other threads ------------------------------------
+    # -- the sync facade's path: records from other threads (handoff.py) ---------------------
 
     def enqueue_threadsafe(
         self,
@@ -539,28 +537,43 @@ class AsyncProducer:
         ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
         if not checked:
             self.check_send()
-        self._hand_off((topic, partition, record, reserved, thunk))
+        self._handoff.put((topic, partition, record, reserved, thunk))
 
     def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
         ``buffer.memory`` already reserved), in order with records from ``send()``."""
         self.check_send()
-        self._hand_off((tp.topic, tp.partition, None, 0, batches))
+        self._handoff.put((tp.topic, tp.partition, None, 0, batches))
 
-    def _hand_off(self, entry: tuple[str, int | None, ProducerRecord | None, int, Any]) -> None:
-        """Append ``entry`` to the hand-off queue and, unless a drain is already scheduled,
-        schedule one on the loop (one wake-up for a burst of records)."""
-        assert self._loop is not None
-        with self._handoff_lock:
-            self._handoff.append(entry)
-            if self._handoff_scheduled:
-                return
-            self._handoff_scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._drain_handoff)
-        except RuntimeError:  # the loop is closed
-            self._abort_handoff(ClientClosedError())
-            raise ClientClosedError() from None
+    # HandoffTarget: what the drain of the hand-off queue uses (on the loop)
+
+    def cluster_metadata(self) -> ClusterMetadata:
+        return self.cluster.metadata
+
+    def ignore_keys(self) -> bool:
+        return self._ignore_keys
+
+    def now_ms(self) -> float:
+        return self._clock.monotonic_ms()
+
+    def append_one(self, entry: tuple[str, int | None, ProducerRecord, int, Thunk]) -> None:
+        self._append(*entry)
+
+    def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        self._append_columns(tp, batches)
+
+    def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None:
+        if self._txns is not None:
+            for tp in tps:
+                self._txns.on_append(tp)
+        if wake_sender and self.sender is not None:
+            self.sender.wakeup()
+
+    def release(self, reserved: int) -> None:
+        self.pool.release(reserved)
+
+    def is_dead(self) -> bool:
+        return self._fatal is not None or self._closed
 
     def _append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue columnar batches (on the loop): the transaction hears of the partition first."""
@@ -570,45 +583,13 @@ class AsyncProducer:
         if self.sender is not None:
             self.sender.wakeup()
 
-    def _drain_handoff(self) -> None:
-        with self._handoff_lock:
-            self._handoff_scheduled = False
-        if self._fatal is not None or self._closed:
-            self._abort_handoff(ClientClosedError("the producer closed before the record was queued"))
-            return
-        while True:
-            try:
-                topic, partition, record, reserved, thunk = self._handoff.popleft()
-            except IndexError:
-                return
-            if record is None:
-                assert partition is not None
-                self._append_columns(TopicPartition(topic, partition), thunk)
-            else:
-                self._append(topic, partition, record, reserved, thunk)
-
-    def _abort_handoff(self, exc: BaseException) -> None:
-        while True:
-            try:
-                _topic, _partition, record, reserved, thunk = self._handoff.popleft()
-            except IndexError:
-                return
-            if record is None:
-                for batch in thunk:
-                    self.pool.release(batch.reserved_bytes)
-                    batch.reserved_bytes = 0
-                    batch.fail(exc)
-                continue
-            self.pool.release(reserved)
-            thunk(None, exc)
-
     # -- flush, close, metadata ----------------------------------------------------------------
 
     async def flush(self, timeout_ms: float | None = None) -> None:
         """Send everything queued now and wait until each record completes (or ``timeout_ms``)."""
         if not self._started:
             return
-        self._drain_handoff()
+        self._handoff.drain()
         pending = self.accumulator.incomplete()
         if not pending and not self._parked:
             return
@@ -660,7 +641,7 @@ class AsyncProducer:
             task.cancel()
         err = ClientClosedError("the producer was closed before the record was delivered")
         self.accumulator.abort_all(err)
-        self._abort_handoff(err)
+        self._handoff.abort(err)
         await self.cluster.close()
 
     async def partitions_for(self, topic: str) -> list[int]:

@@ -38,7 +38,7 @@ from pyspark_log.client.admin import (
 )
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
-from pyspark_log.client.futures import DeliveryFuture
+from pyspark_log.client.futures import DeliveryFuture, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
@@ -106,18 +106,9 @@ class Producer(_SyncClient):
                 raise BufferExhaustedError(
                     f"failed to allocate {size} bytes within max.block.ms={core.max_block_ms:.0f}"
                 )
-        fut: DeliveryFuture[RecordMetadata] = DeliveryFuture()
-
-        def thunk(meta: RecordMetadata | None, exc: BaseException | None) -> None:
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(meta)  # type: ignore[arg-type]
-            if on_delivery is not None:
-                on_delivery(meta, exc)
-
+        fut = RecordFuture(on_delivery)
         try:
-            core.enqueue_threadsafe(topic, partition, record, size, thunk, checked=True)
+            core.enqueue_threadsafe(topic, partition, record, size, fut, checked=True)
         except BaseException:
             core.pool.release(size)
             raise
