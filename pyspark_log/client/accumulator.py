@@ -44,7 +44,7 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.futures import RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
-from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_section
+from pyspark_log.records.batch import RecordFields, encode_batch, encode_batch_section
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ HEADER_OVERHEAD_BYTES = 10
 COLUMNAR_ENCODE_FROM = 256
 
 
-def estimate_record_bytes(record: ProducerRecord) -> int:
+def estimate_record_bytes(record: RecordFields) -> int:
     """An upper bound of the record's encoded size inside a batch (uncompressed)."""
     size = RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
     for hkey, hvalue in record.headers:
@@ -108,7 +108,7 @@ class ProducerBatch:
         self.tp = tp
         self.created_ms = created_ms
         self.max_bytes = max_bytes
-        self.records: list[ProducerRecord] = []
+        self.records: list[RecordFields] = []
         self.thunks: list[Thunk | None] = []
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.reserved_bytes = 0
@@ -164,7 +164,7 @@ class ProducerBatch:
     def is_full(self) -> bool:
         return self.size_bytes >= self.max_bytes
 
-    def try_append(self, record: ProducerRecord, size_bytes: int, reserved_bytes: int, thunk: Thunk | None) -> bool:
+    def try_append(self, record: RecordFields, size_bytes: int, reserved_bytes: int, thunk: Thunk | None) -> bool:
         """Append unless closed or (for a non-empty batch) out of room."""
         if self.closed or (self.records and self.size_bytes + size_bytes > self.max_bytes):
             return False
@@ -193,7 +193,11 @@ class ProducerBatch:
                 base_sequence=self.base_sequence,
                 transactional=self.transactional,
             )
-        if self.encoded is None and len(self.records) >= COLUMNAR_ENCODE_FROM and not any(r[3] for r in self.records):
+        if (
+            self.encoded is None
+            and len(self.records) >= COLUMNAR_ENCODE_FROM
+            and not any(r.headers for r in self.records)
+        ):
             from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
 
             section, base_timestamp, max_timestamp = encode_rows(self.records)
@@ -374,7 +378,7 @@ class RecordAccumulator:
     def append(
         self,
         tp: TopicPartition,
-        record: ProducerRecord,
+        record: RecordFields,
         thunk: Thunk | None,
         now_ms: float,
         *,
@@ -400,7 +404,7 @@ class RecordAccumulator:
         return AppendResult(True, len(queue) > 1 or batch.is_full, True)
 
     def append_many(
-        self, tp: TopicPartition, records: list[ProducerRecord], sizes: list[int], thunks: list[Any], now_ms: float
+        self, tp: TopicPartition, records: list[Any], sizes: list[int], thunks: list[Any], now_ms: float
     ) -> bool:
         """Append ``records`` (in order) to ``tp`` as ``append`` would one by one, each reserving
         its ``sizes`` estimate, in a few list operations per batch. True when the sender should

@@ -10,10 +10,10 @@ paths. A record cannot be cancelled once handed to the producer, so ``cancel`` r
 ``result(timeout)`` raises ``TimeoutError`` (``concurrent.futures.TimeoutError`` is the same class
 since Python 3.11) when the timeout passes first, and the delivery exception if it failed.
 
-``RecordFuture`` is the future of one ``send()``: its batch completes all of its futures at once
-(``settle_records``, one lock acquisition per batch) by pointing them at a shared
-``RecordOutcome``; the ``RecordMetadata`` is built only when someone asks for it. Its
-``on_delivery`` callback (if any) runs once the future is done, on the producer's I/O thread.
+``RecordFuture`` is one ``send()``: the record and its future in one object. Its batch completes
+all of its futures at once (``settle_records``, one lock acquisition per batch) by pointing them
+at a shared ``RecordOutcome``; the ``RecordMetadata`` is built only when someone asks for it.
+Its ``on_delivery`` callback (if any) runs once the future is done, on the producer's I/O thread.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pyspark_log.client.types import RecordMetadata
+from pyspark_log.client.types import Header, RecordMetadata
 
 if TYPE_CHECKING:
-    from pyspark_log.records.batch import ProducerRecord
+    from pyspark_log.records.batch import RecordFields
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class RecordOutcome:
     __slots__ = ("base_offset", "log_append_time_ms", "partition", "records", "topic")
 
     def __init__(
-        self, topic: str, partition: int, base_offset: int, log_append_time_ms: int, records: Sequence[ProducerRecord]
+        self, topic: str, partition: int, base_offset: int, log_append_time_ms: int, records: Sequence[RecordFields]
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -151,11 +151,36 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
 
 
 class RecordFuture(DeliveryFuture[RecordMetadata]):
-    """The future of one sent record; completed in bulk by its batch (``settle_records``)."""
+    """One record handed to the sync ``Producer.send`` *and* its future: the producer queues,
+    batches and encodes this object itself (it has the ``key``, ``value``, ``timestamp`` and
+    ``headers`` of a ``ProducerRecord``), so a ``send`` allocates one object the garbage
+    collector tracks instead of three (record, hand-off entry, future). Completed in bulk by
+    its batch (``settle_records``)."""
 
-    __slots__ = ("_index", "_on_delivery", "_outcome")
+    __slots__ = (
+        "_index",
+        "_on_delivery",
+        "_outcome",
+        "_partition",
+        "_size",
+        "_topic",
+        "headers",
+        "key",
+        "timestamp",
+        "value",
+    )
 
-    def __init__(self, on_delivery: DeliveryCallback | None = None) -> None:
+    def __init__(  # noqa: PLR0917 - built once per send() on the hot path
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: tuple[Header, ...],
+        size: int,
+        on_delivery: DeliveryCallback | None,
+    ) -> None:
         self._done = False
         self._value = None
         self._exc = None
@@ -164,6 +189,13 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
         self._outcome: RecordOutcome | None = None
         self._index = 0
         self._on_delivery = on_delivery
+        self._topic = topic
+        self._partition = partition
+        self._size = size
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.headers = headers
 
     def __repr__(self) -> str:
         if self._done and self._outcome is not None:
@@ -179,7 +211,7 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
         return self._value  # type: ignore[return-value]
 
     def __call__(self, meta: RecordMetadata | None, exc: BaseException | None) -> None:
-        """Complete one record (the per-record path: parked records, failures before a batch)."""
+        """Complete this record alone (parked records, failures before it joined a batch)."""
         if self._done:
             return
         self._finish(meta, exc)

@@ -21,25 +21,20 @@ keyed, explicit, null-key and batch-API records the chunk holds.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator, Thunk
+from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
+from pyspark_log.client.futures import RecordFuture
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import TopicPartition
-from pyspark_log.records.batch import ProducerRecord
 
 if TYPE_CHECKING:
     from pyspark_log.client.cluster import ClusterMetadata
 
-log = logging.getLogger(__name__)
-
-# (topic, partition, record, reserved bytes, thunk); a batch-API entry is
-# (topic, partition, None, 0, list of encoded ProducerBatch).
-Entry = tuple[str, int | None, ProducerRecord | None, int, Any]
+# A record (the sync send()'s ``RecordFuture``) or the batch API's encoded batches of a partition.
+Entry = RecordFuture | tuple[TopicPartition, list[ProducerBatch]]
 
 # Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
 # than building an Arrow array for a handful of keys).
@@ -54,7 +49,7 @@ class HandoffTarget(Protocol):
     def cluster_metadata(self) -> ClusterMetadata: ...
     def ignore_keys(self) -> bool: ...
     def now_ms(self) -> float: ...
-    def append_one(self, entry: tuple[str, int | None, ProducerRecord, int, Thunk]) -> None: ...
+    def append_one(self, record: RecordFuture) -> None: ...
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None: ...
     def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
     def release(self, reserved: int) -> None: ...
@@ -102,54 +97,51 @@ class Handoff:
         if target.is_dead():
             self.abort(ClientClosedError("the producer closed before the record was queued"))
             return
+        ignore_keys = target.ignore_keys()
         while self._queue:
-            entries = self._take()
-            run: list[Entry] = []
-            for entry in entries:
-                if entry[2] is None:  # the batch API's encoded batches
+            run: list[RecordFuture] = []
+            for entry in self._take():
+                if entry.__class__ is not RecordFuture:  # the batch API's encoded batches
                     self._flush_run(run)
-                    partition = entry[1]
-                    assert partition is not None
-                    target.append_columns(TopicPartition(entry[0], partition), entry[4])
-                elif entry[1] is not None or (entry[2].key is not None and not target.ignore_keys()):
+                    tp, batches = entry  # type: ignore[misc]
+                    target.append_columns(tp, batches)
+                elif entry._partition is not None or (entry.key is not None and not ignore_keys):
                     run.append(entry)
                 else:  # sticky: depends on the open batches, one at a time
                     self._flush_run(run)
-                    target.append_one(entry)  # type: ignore[arg-type]
+                    target.append_one(entry)
             self._flush_run(run)
 
-    def _flush_run(self, run: list[Entry]) -> None:
+    def _flush_run(self, run: list[RecordFuture]) -> None:
         """Append a run of keyed / explicit-partition records in bulk and empty ``run``."""
         if not run:
             return
         target = self._target
         meta = target.cluster_metadata()
-        by_topic: dict[str, list[Entry]] = {}
-        for entry in run:
-            by_topic.setdefault(entry[0], []).append(entry)
-        run.clear()
+        topic = run[0]._topic
+        by_topic = {topic: run} if all(r._topic == topic for r in run) else _by_topic(run)
         acc = target.accumulator
         now = target.now_ms()
         touched: list[TopicPartition] = []
         wake = False
-        for topic, entries in by_topic.items():
+        for topic, records in by_topic.items():
             count = meta.partition_count(topic)
             if count is None:  # metadata vanished: park them one by one, in order
-                for entry in entries:
-                    target.append_one(entry)  # type: ignore[arg-type]
+                for record in records:
+                    target.append_one(record)
                 continue
-            groups: dict[int, tuple[list[ProducerRecord], list[int], list[Thunk]]] = {}
-            for entry, p in zip(entries, _partitions(entries, count), strict=True):
+            groups: dict[int, list[RecordFuture]] = {}
+            for record, p in zip(records, _partitions(records, count), strict=True):
                 group = groups.get(p)
                 if group is None:
-                    group = groups[p] = ([], [], [])
-                group[0].append(entry[2])  # type: ignore[arg-type]
-                group[1].append(entry[3])
-                group[2].append(entry[4])
-            for p, (records, sizes, thunks) in groups.items():
+                    groups[p] = [record]
+                else:
+                    group.append(record)
+            for p, group in groups.items():
                 tp = TopicPartition(topic, p)
-                wake = acc.append_many(tp, records, sizes, thunks, now) or wake
+                wake = acc.append_many(tp, group, [r._size for r in group], group, now) or wake
                 touched.append(tp)
+        run.clear()
         if touched:
             target.appended(touched, wake)
 
@@ -157,41 +149,40 @@ class Handoff:
         """Fail every queued entry and give its ``buffer.memory`` back."""
         release = self._target.release
         while self._queue:
-            for _topic, _partition, record, reserved, thunk in self._take():
-                if record is None:
-                    for batch in thunk:
-                        release(batch.reserved_bytes)
-                        batch.reserved_bytes = 0
-                        batch.fail(exc)
+            for entry in self._take():
+                if entry.__class__ is RecordFuture:
+                    release(entry._size)
+                    entry(None, exc)
                     continue
-                release(reserved)
-                _fail(thunk, exc)
+                for batch in entry[1]:  # type: ignore[index]
+                    release(batch.reserved_bytes)
+                    batch.reserved_bytes = 0
+                    batch.fail(exc)
 
 
-def _fail(thunk: Callable[[Any, BaseException | None], None], exc: BaseException) -> None:
-    try:
-        thunk(None, exc)
-    except Exception:
-        log.exception("producer delivery callback raised")
+def _by_topic(run: list[RecordFuture]) -> dict[str, list[RecordFuture]]:
+    out: dict[str, list[RecordFuture]] = {}
+    for record in run:
+        out.setdefault(record._topic, []).append(record)
+    return out
 
 
-def _partitions(entries: list[Entry], count: int) -> list[int]:
-    """The partition of each entry: its explicit one, else murmur2 of its key."""
-    keyed = [i for i, e in enumerate(entries) if e[1] is None]
+def _partitions(records: list[RecordFuture], count: int) -> list[int]:
+    """The partition of each record: its explicit one, else murmur2 of its key."""
+    keyed = [i for i, r in enumerate(records) if r._partition is None]
     if not keyed:
-        return [e[1] for e in entries]  # type: ignore[misc]
-    out: list[int] = [-1 if e[1] is None else e[1] for e in entries]
+        return [r._partition for r in records]  # type: ignore[misc]
+    out: list[int] = [-1 if r._partition is None else r._partition for r in records]
     if len(keyed) < VECTORISE_KEYS_FROM:
         for i in keyed:
-            out[i] = partition_for_key(entries[i][2].key, count)  # type: ignore[union-attr, arg-type]
+            out[i] = partition_for_key(records[i].key, count)  # type: ignore[arg-type]
         return out
     import pyarrow as pa
 
     from pyspark_log.records.columnar_encode import partitions_for_keys
 
-    keys = pa.array([entries[i][2].key for i in keyed], pa.large_binary())  # type: ignore[union-attr]
-    parts = partitions_for_keys(keys, count).tolist()
-    if len(keyed) == len(entries):
+    parts = partitions_for_keys(pa.array([records[i].key for i in keyed], pa.large_binary()), count).tolist()
+    if len(keyed) == len(records):
         return parts
     for i, p in zip(keyed, parts, strict=True):
         out[i] = p

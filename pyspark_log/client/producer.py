@@ -34,18 +34,15 @@ import asyncio
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
-    BATCH_OVERHEAD_BYTES,
-    RECORD_OVERHEAD_BYTES,
     ColumnarDelivery,
     ProducerBatch,
     RecordAccumulator,
     Thunk,
-    estimate_record_bytes,
 )
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
@@ -57,18 +54,19 @@ from pyspark_log.client.errors import (
     ClientClosedError,
     IllegalTransactionStateError,
     KafkaTimeoutError,
-    RecordTooLargeError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
 )
+from pyspark_log.client.futures import DeliveryCallback, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
+from pyspark_log.client.send_prep import HeadersArg, check_record_size, prepare_record
 from pyspark_log.client.sender import Sender
 from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests
 from pyspark_log.client.txn_manager import TransactionManager, TxnState
-from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
-from pyspark_log.records.batch import ProducerRecord
+from pyspark_log.client.types import RecordMetadata, TopicPartition
+from pyspark_log.records.batch import RecordFields
 from pyspark_log.records.compression import CODEC_BY_NAME
 from pyspark_log.wire import ApiKey, KafkaError
 
@@ -76,32 +74,6 @@ if TYPE_CHECKING:
     from pyspark_log.records.columnar_encode import ArrowRecords
 
 log = logging.getLogger(__name__)
-
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-HeadersArg = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
-
-
-def to_bytes(value: Any, what: str) -> bytes | None:
-    """None, bytes-like or str (UTF-8) to bytes; anything else is a TypeError."""
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__} (serialize it first)")
-
-
-def to_headers(headers: HeadersArg) -> tuple[Header, ...]:
-    if not headers:
-        return ()
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for name, value in items:
-        if not isinstance(name, str):
-            raise TypeError(f"header names must be str, not {type(name).__name__}")
-        out.append((name, to_bytes(value, f"header {name!r}")))
-    return tuple(out)
 
 
 class AsyncProducer:
@@ -295,45 +267,31 @@ class AsyncProducer:
 
     def check_record_size(self, size: int) -> None:
         """``RecordTooLargeError`` for a record whose size estimate exceeds the limits."""
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
-            )
-        if size > self.pool.total_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
-            )
+        check_record_size(size, self.max_request_bytes, self.pool.total_bytes)
 
-    def prepare(
+    def prepare(  # noqa: PLR0917 - send()'s arguments
         self,
         topic: str,
-        *,
         value: Any,
         key: Any,
         headers: HeadersArg,
         partition: int | None,
         timestamp_ms: int | None,
-    ) -> tuple[ProducerRecord, int]:
-        """Validate and build the record; return it with its buffer reservation. Thread-safe."""
-        if not isinstance(topic, str) or not topic:
-            raise TypeError("topic must be a non-empty str")
-        if partition is not None and (not isinstance(partition, int) or partition < 0):
-            raise ValueError(f"partition must be a non-negative int, not {partition!r}")
-        ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
-        if ts < 0:
-            raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
-        if not headers and (value is None or type(value) is bytes) and (key is None or type(key) is bytes):
-            # the common case, without the conversions (same record and size as below)
-            size = (
-                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            )
-            record = ProducerRecord(key, value, ts)
-        else:
-            record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
-            size = estimate_record_bytes(record)
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes or size > self.pool.total_bytes:
-            self.check_record_size(size)
-        return record, size
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Validate and build the record (``send_prep.prepare_record``). Thread-safe."""
+        return prepare_record(
+            topic,
+            value,
+            key,
+            headers,
+            partition,
+            timestamp_ms,
+            self._clock.wall_ms,
+            self.max_request_bytes,
+            self.pool.total_bytes,
+            on_delivery,
+        )
 
     def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
         """``partition`` is beyond the cached partition count: partitions may have been added
@@ -363,9 +321,8 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future of its ``RecordMetadata`` (see the module doc)."""
         self.check_send()
-        record, size = self.prepare(
-            topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
-        )
+        record = self.prepare(topic, value, key, headers, partition, timestamp_ms)
+        size = record._size
         deadline = self._clock.monotonic_ms() + self.max_block_ms
         if self.cluster.metadata.partition_count(topic) is None:
             await self.cluster.wait_for_topic(topic, self.max_block_ms)
@@ -476,7 +433,7 @@ class AsyncProducer:
         fut = await self.send(topic, value, key, **kwargs)
         return await fut
 
-    def _append(self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk) -> None:
+    def _append(self, topic: str, partition: int | None, record: RecordFields, reserved: int, thunk: Thunk) -> None:
         """Choose the partition and append (on the loop). Parks the record if metadata vanished."""
         meta = self.cluster.metadata
         count = meta.partition_count(topic)
@@ -508,7 +465,7 @@ class AsyncProducer:
             self.sender.wakeup()
 
     async def _append_later(
-        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+        self, topic: str, partition: int | None, record: RecordFields, reserved: int, thunk: Thunk
     ) -> None:
         try:
             await self.cluster.wait_for_topic(topic, self.max_block_ms)
@@ -523,27 +480,18 @@ class AsyncProducer:
 
     # -- the sync facade's path: records from other threads (handoff.py) ---------------------
 
-    def enqueue_threadsafe(
-        self,
-        topic: str,
-        partition: int | None,
-        record: ProducerRecord,
-        reserved: int,
-        thunk: Thunk,
-        *,
-        checked: bool = False,
-    ) -> None:
-        """Queue a record from a non-loop thread (memory already reserved); drained in order.
-        ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
+    def enqueue_threadsafe(self, record: RecordFuture, *, checked: bool = False) -> None:
+        """Queue a record from a non-loop thread (its ``_size`` of memory already reserved);
+        drained in order. ``checked``: the caller ran ``check_send`` just before (the hot path)."""
         if not checked:
             self.check_send()
-        self._handoff.put((topic, partition, record, reserved, thunk))
+        self._handoff.put(record)
 
     def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
         ``buffer.memory`` already reserved), in order with records from ``send()``."""
         self.check_send()
-        self._handoff.put((tp.topic, tp.partition, None, 0, batches))
+        self._handoff.put((tp, batches))
 
     # HandoffTarget: what the drain of the hand-off queue uses (on the loop)
 
@@ -556,8 +504,8 @@ class AsyncProducer:
     def now_ms(self) -> float:
         return self._clock.monotonic_ms()
 
-    def append_one(self, entry: tuple[str, int | None, ProducerRecord, int, Thunk]) -> None:
-        self._append(*entry)
+    def append_one(self, record: RecordFuture) -> None:
+        self._append(record._topic, record._partition, record, record._size, record)
 
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         self._append_columns(tp, batches)

@@ -38,18 +38,18 @@ from pyspark_log.client.admin import (
 )
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
-from pyspark_log.client.futures import DeliveryFuture, RecordFuture
+from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
-from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
+from pyspark_log.client.producer import AsyncProducer
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
+from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
-    RecordMetadata,
     TopicPartition,
 )
 
@@ -84,15 +84,14 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
         *,
         on_delivery: DeliveryCallback | None = None,
-    ) -> DeliveryFuture[RecordMetadata]:
+    ) -> RecordFuture:
         """Queue one record (blocking up to ``max.block.ms`` for metadata and buffer room)."""
         core = self._core
         if self._closed:
             raise ClientClosedError("the producer is closed")
         core.check_send()
-        record, size = core.prepare(
-            topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
-        )
+        record = core.prepare(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        size = record._size
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
         if partition is not None:
@@ -100,19 +99,13 @@ class Producer(_SyncClient):
                 self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
             core.check_partition(topic, partition)
         if not core.pool.try_reserve(size):
-            if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
-                raise BufferExhaustedError("buffer.memory is full and send() ran on the I/O thread")
-            if not core.pool.reserve_blocking(size, core.max_block_ms / 1000.0):
-                raise BufferExhaustedError(
-                    f"failed to allocate {size} bytes within max.block.ms={core.max_block_ms:.0f}"
-                )
-        fut = RecordFuture(on_delivery)
+            self._reserve(size)
         try:
-            core.enqueue_threadsafe(topic, partition, record, size, fut, checked=True)
+            core.enqueue_threadsafe(record, checked=True)
         except BaseException:
             core.pool.release(size)
             raise
-        return fut
+        return record
 
     def send_batch(
         self,

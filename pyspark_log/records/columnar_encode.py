@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_log.records.batch import ProducerRecord
+from pyspark_log.records.batch import RecordFields
 
 _BINARY = pa.large_binary()
 _EMPTY = pa.scalar(b"", _BINARY)
@@ -388,8 +388,8 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
     return ((murmur2(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
 
 
-def records_of_rows(rows: Sequence[ProducerRecord]) -> ArrowRecords:
-    """The columns of ``ProducerRecord`` s (what a producer's ``send()`` queued), so a batch of
+def records_of_rows(rows: Sequence[RecordFields]) -> ArrowRecords:
+    """The columns of ``ProducerRecord`` s (or what a producer's ``send()`` queued), so a batch of
     them is encoded in one pass (``encode_rows``). One list comprehension per field."""
     keys = pa.array([r.key for r in rows], _BINARY)
     values = pa.array([r.value for r in rows], _BINARY)
@@ -400,7 +400,7 @@ def records_of_rows(rows: Sequence[ProducerRecord]) -> ArrowRecords:
     return ArrowRecords(keys, values, headers, timestamps)
 
 
-def encode_rows(rows: Sequence[ProducerRecord]) -> tuple[memoryview, int, int]:
+def encode_rows(rows: Sequence[RecordFields]) -> tuple[memoryview, int, int]:
     """The records section ``batch.encode_batch`` writes for ``rows`` (offset deltas from 0),
     with its baseTimestamp and maxTimestamp, encoded from columns."""
     sections = encode_sections(records_of_rows(rows), [0, len(rows)])
