@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.backoff import ExponentialBackoff
@@ -62,6 +63,7 @@ HEADER_OVERHEAD_BYTES = 10
 # (``columnar_encode.encode_rows``, byte-identical to ``encode_batch``): the fixed cost of the
 # vectorised pass is below the per-record cost of the row encoder from about here.
 COLUMNAR_ENCODE_FROM = 256
+_HEADERS = attrgetter("headers")
 
 
 def estimate_record_bytes(record: RecordFields) -> int:

@@ -21,7 +21,9 @@ keyed, explicit, null-key and batch-API records the chunk holds.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
+from operator import attrgetter
 from typing import TYPE_CHECKING, Protocol
 
 from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 
 # A record (the sync send()'s ``RecordFuture``) or the batch API's encoded batches of a partition.
 Entry = RecordFuture | tuple[TopicPartition, list[ProducerBatch]]
+
+_SIZE = attrgetter("_size")
+_PARTITION = attrgetter("_partition")
 
 # Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
 # than building an Arrow array for a handful of keys).
@@ -130,16 +135,9 @@ class Handoff:
                 for record in records:
                     target.append_one(record)
                 continue
-            groups: dict[int, list[RecordFuture]] = {}
-            for record, p in zip(records, _partitions(records, count), strict=True):
-                group = groups.get(p)
-                if group is None:
-                    groups[p] = [record]
-                else:
-                    group.append(record)
-            for p, group in groups.items():
+            for p, group in _by_partition(records, count):
                 tp = TopicPartition(topic, p)
-                wake = acc.append_many(tp, group, [r._size for r in group], group, now) or wake
+                wake = acc.append_many(tp, group, list(map(_SIZE, group)), group, now) or wake
                 touched.append(tp)
         run.clear()
         if touched:
@@ -167,23 +165,35 @@ def _by_topic(run: list[RecordFuture]) -> dict[str, list[RecordFuture]]:
     return out
 
 
-def _partitions(records: list[RecordFuture], count: int) -> list[int]:
-    """The partition of each record: its explicit one, else murmur2 of its key."""
-    keyed = [i for i, r in enumerate(records) if r._partition is None]
-    if not keyed:
-        return [r._partition for r in records]  # type: ignore[misc]
-    out: list[int] = [-1 if r._partition is None else r._partition for r in records]
+def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, list[RecordFuture]]]:
+    """The records grouped by partition (their explicit one, else murmur2 of the key), each
+    group in the order of ``records``."""
+    explicit = list(map(_PARTITION, records))
+    keyed = [i for i, p in enumerate(explicit) if p is None] if None in explicit else []
     if len(keyed) < VECTORISE_KEYS_FROM:
         for i in keyed:
-            out[i] = partition_for_key(records[i].key, count)  # type: ignore[arg-type]
-        return out
+            explicit[i] = partition_for_key(records[i].key, count)  # type: ignore[arg-type]
+        groups: dict[int, list[RecordFuture]] = {}
+        for record, p in zip(records, explicit, strict=True):
+            group = groups.get(p)
+            if group is None:
+                groups[p] = [record]
+            else:
+                group.append(record)
+        return list(groups.items())
+    import numpy as np
     import pyarrow as pa
 
     from pyspark_log.records.columnar_encode import partitions_for_keys
 
-    parts = partitions_for_keys(pa.array([records[i].key for i in keyed], pa.large_binary()), count).tolist()
+    hashed = partitions_for_keys(pa.array([records[i].key for i in keyed], pa.large_binary()), count)
     if len(keyed) == len(records):
-        return parts
-    for i, p in zip(keyed, parts, strict=True):
-        out[i] = p
-    return out
+        parts = hashed
+    else:
+        parts = np.array([-1 if p is None else p for p in explicit], np.int64)
+        parts[np.array(keyed, np.int64)] = hashed
+    order = np.argsort(parts, kind="stable")
+    sorted_parts = parts[order]
+    cuts = [0, *(np.flatnonzero(np.diff(sorted_parts)) + 1).tolist(), len(records)]
+    ordered = [records[i] for i in order.tolist()] if len(cuts) > 2 else records
+    return [(int(sorted_parts[a]), ordered[a:b]) for a, b in itertools.pairwise(cuts)]

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
+    BATCH_OVERHEAD_BYTES,
     ColumnarDelivery,
     ProducerBatch,
     RecordAccumulator,
@@ -97,6 +98,8 @@ class AsyncProducer:
         self.max_request_bytes: int = c["max.request.size"]
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
         self.pool = BufferPool(c["buffer.memory"])
+        # the largest record size estimate that passes check_record_size
+        self.record_size_limit = min(self.max_request_bytes - BATCH_OVERHEAD_BYTES, self.pool.total_bytes)
         self.cluster = Cluster(
             c,
             clock=clock,

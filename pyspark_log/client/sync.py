@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_log.client import operations
-from pyspark_log.client.accumulator import ColumnarDelivery
+from pyspark_log.client.accumulator import RECORD_OVERHEAD_BYTES, ColumnarDelivery
 from pyspark_log.client.admin import (
     AlterConfigOp,
     AsyncAdmin,
@@ -86,6 +86,45 @@ class Producer(_SyncClient):
         on_delivery: DeliveryCallback | None = None,
     ) -> RecordFuture:
         """Queue one record (blocking up to ``max.block.ms`` for metadata and buffer room)."""
+        core = self._core
+        if (
+            headers is None
+            and partition is None
+            and timestamp_ms is None
+            and (key is None or key.__class__ is bytes)
+            and (value is None or value.__class__ is bytes)
+            and topic.__class__ is str
+            and not self._closed
+        ):
+            # the common case, inlined (same checks and record as the general path below)
+            core.check_send()
+            size = (
+                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            )
+            if (
+                size <= core.record_size_limit
+                and core.cluster.metadata.partition_count(topic) is not None
+                and core.pool.try_reserve(size)
+            ):
+                record = RecordFuture(topic, None, key, value, core.clock.wall_ms(), (), size, on_delivery)
+                try:
+                    core.enqueue_threadsafe(record, checked=True)
+                except BaseException:
+                    core.pool.release(size)
+                    raise
+                return record
+        return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+
+    def _send(  # noqa: PLR0917
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp_ms: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture:
         core = self._core
         if self._closed:
             raise ClientClosedError("the producer is closed")

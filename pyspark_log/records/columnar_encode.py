@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -388,14 +389,17 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
     return ((murmur2(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
 
 
+_KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))
+
+
 def records_of_rows(rows: Sequence[RecordFields]) -> ArrowRecords:
     """The columns of ``ProducerRecord`` s (or what a producer's ``send()`` queued), so a batch of
     them is encoded in one pass (``encode_rows``). One list comprehension per field."""
-    keys = pa.array([r.key for r in rows], _BINARY)
-    values = pa.array([r.value for r in rows], _BINARY)
-    timestamps = np.fromiter((r.timestamp for r in rows), np.int64, len(rows))
+    keys = pa.array(list(map(_KEY, rows)), _BINARY)
+    values = pa.array(list(map(_VALUE, rows)), _BINARY)
+    timestamps = np.fromiter(map(_TIMESTAMP, rows), np.int64, len(rows))
     headers = None
-    if any(r.headers for r in rows):
+    if any(map(_HEADERS, rows)):
         headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in rows], HEADERS_TYPE)
     return ArrowRecords(keys, values, headers, timestamps)
 
