@@ -37,7 +37,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -181,48 +181,33 @@ class ProducerBatch:
 
     def encode(self, codec: int) -> bytes:
         """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across
-        retries. Done at drain time, in one pass over the batch's records."""
-        if self.encoded is None and self.section is not None:
-            sec = self.section
-            self.encoded = encode_batch_section(
-                sec.data,
-                sec.count,
-                base_timestamp=sec.base_timestamp,
-                max_timestamp=sec.max_timestamp,
-                codec=codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                transactional=self.transactional,
-            )
-        if (
-            self.encoded is None
-            and len(self.records) >= COLUMNAR_ENCODE_FROM
-            and not any(r.headers for r in self.records)
-        ):
-            from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
-
-            section, base_timestamp, max_timestamp = encode_rows(self.records)
-            self.encoded = encode_batch_section(
-                section,
-                len(self.records),
-                base_timestamp=base_timestamp,
-                max_timestamp=max_timestamp,
-                codec=codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                transactional=self.transactional,
-            )
+        retries; done at drain time. A batch of ``send()`` records gets its records section
+        from columns (``encode_sections``) when it is big enough, else from ``encode_batch``."""
         if self.encoded is None:
-            self.encoded = encode_batch(
-                self.records,
-                codec=codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                transactional=self.transactional,
-            )
+            if self.section is None and len(self.records) >= COLUMNAR_ENCODE_FROM:
+                encode_sections([self])
+            sec = self.section
+            if sec is not None:
+                self.encoded = encode_batch_section(
+                    sec.data,
+                    sec.count,
+                    base_timestamp=sec.base_timestamp,
+                    max_timestamp=sec.max_timestamp,
+                    codec=codec,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                    transactional=self.transactional,
+                )
+            else:
+                self.encoded = encode_batch(
+                    self.records,
+                    codec=codec,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                    transactional=self.transactional,
+                )
         return self.encoded
 
     def add_done_callback(self, fn: Callable[[ProducerBatch], None]) -> None:
@@ -268,6 +253,30 @@ class ColumnarSection:
     count: int
     base_timestamp: int
     max_timestamp: int
+
+
+def encode_sections(batches: Iterable[ProducerBatch]) -> None:
+    """Give the ``send()`` batches among ``batches`` (not encoded yet, no headers) their records
+    section from columns, all in one ``columnar_encode.encode_rows`` pass when together they
+    hold at least ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of
+    one Produce request, so the pass's fixed cost is shared). Byte-identical to
+    ``encode_batch``'s records; the header, compression and CRC come in ``encode``."""
+    todo = [
+        b
+        for b in batches
+        if b.section is None and b.encoded is None and b.records and not any(map(_HEADERS, b.records))
+    ]
+    counts = [len(b.records) for b in todo]
+    if sum(counts) < COLUMNAR_ENCODE_FROM:
+        return
+    from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
+
+    rows = list(chain.from_iterable(b.records for b in todo))
+    sections = encode_rows(rows, list(accumulate(counts, initial=0)))
+    for i, batch in enumerate(todo):
+        batch.section = ColumnarSection(
+            sections.section(i), counts[i], int(sections.base_timestamp[i]), int(sections.max_timestamp[i])
+        )
 
 
 class ColumnarDelivery:

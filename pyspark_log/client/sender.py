@@ -39,7 +39,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator, encode_sections
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import KafkaTimeoutError, error_for
@@ -176,6 +176,7 @@ class Sender:
     # -- one Produce request -------------------------------------------------------------------
 
     def _body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
+        encode_sections(batches)  # the request's send() batches in one columnar pass
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for batch in batches:
             data = batch.encode(self._acc.codec)

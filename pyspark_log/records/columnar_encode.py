@@ -404,8 +404,7 @@ def records_of_rows(rows: Sequence[RecordFields]) -> ArrowRecords:
     return ArrowRecords(keys, values, headers, timestamps)
 
 
-def encode_rows(rows: Sequence[RecordFields]) -> tuple[memoryview, int, int]:
-    """The records section ``batch.encode_batch`` writes for ``rows`` (offset deltas from 0),
-    with its baseTimestamp and maxTimestamp, encoded from columns."""
-    sections = encode_sections(records_of_rows(rows), [0, len(rows)])
-    return sections.section(0), int(sections.base_timestamp[0]), int(sections.max_timestamp[0])
+def encode_rows(rows: Sequence[RecordFields], starts: Sequence[int] | None = None) -> Sections:
+    """The records sections ``batch.encode_batch`` writes for ``rows`` cut into batches at
+    ``starts`` (default: one batch), encoded from columns in one pass."""
+    return encode_sections(records_of_rows(rows), [0, len(rows)] if starts is None else starts)

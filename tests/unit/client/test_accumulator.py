@@ -354,3 +354,26 @@ def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> Non
     batch = acc._queues[T0][0]
     batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 2, 40
     assert batch.encode(acc.codec) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
+
+
+def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> None:
+    """``encode_sections`` (the sender, per Produce request): small batches that together reach
+    ``COLUMNAR_ENCODE_FROM`` records share one columnar pass; batches with headers, columnar
+    batches and already encoded ones are left alone; every batch's bytes equal ``encode_batch``."""
+    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM, encode_sections
+    from pyspark_log.records.batch import encode_batch
+
+    acc = make(batch_size=1 << 20)
+    per = COLUMNAR_ENCODE_FROM // 3 + 1
+    tps = [T0, T1, T2]
+    for n, tp in enumerate(tps):
+        rows = [rec(b"%d-%d" % (n, i), key=b"k" if i % 2 else None, ts=50 - i) for i in range(per)]
+        acc.append_many(tp, rows, [estimate_record_bytes(r) for r in rows], [None] * per, 0)
+    with_headers = TopicPartition("t", 3)
+    acc.append(with_headers, ProducerRecord(b"k", b"v", 7, (("h", None),)), None, 0)
+    batches = [acc._queues[tp][0] for tp in [*tps, with_headers]]
+    encode_sections(batches)
+    assert all(b.section is not None for b in batches[:3])
+    assert batches[3].section is None
+    for b in batches:
+        assert b.encode(acc.codec) == encode_batch(b.records)
