@@ -11,8 +11,9 @@ when the topic's metadata or room in ``buffer.memory`` did not come within ``max
 ``delivery.timeout.ms`` are spent) fails the returned future and calls ``on_delivery(None, exc)``.
 Delivery callbacks run on the producer's event loop; keep them short.
 
-Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); batching is
-``accumulator.py``; the network side is ``sender.py``.
+Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); what ``send`` checks
+before queueing is ``send_prep.py``; records from the sync facade's threads reach the loop through
+``handoff.py`` (in bulk); batching is ``accumulator.py``; the network side is ``sender.py``.
 
 Idempotence (KIP-98, seed 003 "중복 없는 전송") is on by default, as in Kafka 3.x: ``start`` gets a
 producer id (InitProducerId) and batches carry per-partition sequence numbers, so a retried batch

@@ -12,7 +12,10 @@ Calling a facade method from a callback running on its own loop would deadlock; 
 The producer's hot path avoids a round trip per record: ``send`` validates the record, blocks for
 topic metadata only the first time a topic is seen, reserves ``buffer.memory`` on the caller's
 thread (blocking up to ``max.block.ms``: back-pressure), and hands the record to the loop through
-an ordered queue (one loop wake-up per burst). It returns a ``DeliveryFuture`` (``futures.py``).
+an ordered, lock-free queue (``handoff.py``: one loop wake-up per burst; the loop partitions and
+appends what queued meanwhile in bulk, and batches are encoded from columns at drain time). The
+record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
+future, completed with the rest of its batch at once.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.
