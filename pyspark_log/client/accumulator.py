@@ -414,6 +414,15 @@ class RecordAccumulator:
         self._incomplete.add(batch)
         return AppendResult(True, len(queue) > 1 or batch.is_full, True)
 
+    def open_room(self, tp: TopicPartition) -> int:
+        """Bytes a record may still take in ``tp``'s open batch (its newest, not closed), or -1
+        when it has none: a record needs a new batch (what sticky partitioning watches)."""
+        queue = self._queues.get(tp)
+        if not queue or queue[-1].closed:
+            return -1
+        batch = queue[-1]
+        return batch.max_bytes - batch.size_bytes
+
     def append_many(
         self, tp: TopicPartition, records: list[Any], sizes: list[int], thunks: list[Any], now_ms: float
     ) -> bool:

@@ -9,8 +9,10 @@ once and appends them in bulk (``Handoff.drain``):
   key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is
   long, ``columnar_encode.partitions_for_keys``) are grouped by partition, order kept, and each
   group goes to ``RecordAccumulator.append_many`` (a few list operations per batch);
-* a record with neither (sticky partitioning, which depends on the open batches) and records of a
-  topic whose metadata vanished go through the producer's per-record ``append`` one at a time;
+* runs of records with neither (sticky partitioning, KIP-480) fill the open batch of the sticky
+  partition while it has room, and move the sticky partition on where a record would need a new
+  batch, as one-by-one appends do (``_flush_sticky``);
+* records of a topic whose metadata vanished are parked one by one (the producer's ``append``);
 * the batch API's encoded batches (``send_batch``) are queued as they are.
 
 Entries are processed in the order they were queued, runs one after the other, so records of a
@@ -21,6 +23,7 @@ keyed, explicit, null-key and batch-API records the chunk holds.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 from collections import deque
 from operator import attrgetter
@@ -56,6 +59,8 @@ class HandoffTarget(Protocol):
     def now_ms(self) -> float: ...
     def append_one(self, record: RecordFuture) -> None: ...
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None: ...
+    def sticky_partition(self, topic: str, count: int) -> int: ...
+    def sticky_next(self, topic: str, count: int, previous: int) -> int: ...
     def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
     def release(self, reserved: int) -> None: ...
     def is_dead(self) -> bool: ...
@@ -104,18 +109,67 @@ class Handoff:
             return
         ignore_keys = target.ignore_keys()
         while self._queue:
-            run: list[RecordFuture] = []
+            run: list[RecordFuture] = []  # consecutive records of one kind, keyed or sticky
+            sticky = False
             for entry in self._take():
                 if entry.__class__ is not RecordFuture:  # the batch API's encoded batches
-                    self._flush_run(run)
+                    self._flush(run, sticky)
                     tp, batches = entry  # type: ignore[misc]
                     target.append_columns(tp, batches)
-                elif entry._partition is not None or (entry.key is not None and not ignore_keys):
-                    run.append(entry)
-                else:  # sticky: depends on the open batches, one at a time
-                    self._flush_run(run)
-                    target.append_one(entry)
+                    continue
+                kind = entry._partition is None and (entry.key is None or ignore_keys)
+                if kind is not sticky:
+                    self._flush(run, sticky)
+                    sticky = kind
+                run.append(entry)
+            self._flush(run, sticky)
+
+    def _flush(self, run: list[RecordFuture], sticky: bool) -> None:
+        if sticky:
+            self._flush_sticky(run)
+        else:
             self._flush_run(run)
+
+    def _flush_sticky(self, run: list[RecordFuture]) -> None:
+        """Append a run of records without key or partition (sticky partitioning, KIP-480) in
+        bulk and empty ``run``: each fills the open batch of the topic's sticky partition while
+        it has room; the record that would need a new batch moves the sticky partition on and
+        goes to the next one, exactly as one-by-one appends with ``abort_on_new_batch`` do."""
+        if not run:
+            return
+        target = self._target
+        meta = target.cluster_metadata()
+        acc = target.accumulator
+        now = target.now_ms()
+        touched: list[TopicPartition] = []
+        wake = False
+        for topic, records in _by_topic(run).items():
+            count = meta.partition_count(topic)
+            if count is None:  # metadata vanished: park them one by one, in order
+                for record in records:
+                    target.append_one(record)
+                continue
+            sizes = list(map(_SIZE, records))
+            cum = list(itertools.accumulate(sizes, initial=0))
+            i, n = 0, len(records)
+            while i < n:
+                p = target.sticky_partition(topic, count)
+                tp = TopicPartition(topic, p)
+                room = acc.open_room(tp)
+                j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
+                if j > i:  # these fit in the open batch
+                    wake = acc.append_many(tp, records[i:j], sizes[i:j], records[i:j], now) or wake
+                    touched.append(tp)
+                    i = j
+                    if i == n:
+                        break
+                tp = TopicPartition(topic, target.sticky_next(topic, count, p))  # record i needs a new batch
+                wake = acc.append_many(tp, records[i : i + 1], sizes[i : i + 1], records[i : i + 1], now) or wake
+                touched.append(tp)
+                i += 1
+        run.clear()
+        if touched:
+            target.appended(touched, wake)
 
     def _flush_run(self, run: list[RecordFuture]) -> None:
         """Append a run of keyed / explicit-partition records in bulk and empty ``run``."""

@@ -514,6 +514,13 @@ class AsyncProducer:
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         self._append_columns(tp, batches)
 
+    def sticky_partition(self, topic: str, count: int) -> int:
+        meta = self.cluster.metadata
+        return self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
+
+    def sticky_next(self, topic: str, count: int, previous: int) -> int:
+        return self._sticky.on_new_batch(topic, count, self.cluster.metadata.available_partitions(topic), previous)
+
     def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None:
         if self._txns is not None:
             for tp in tps:

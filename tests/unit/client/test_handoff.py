@@ -134,3 +134,97 @@ def test_records_queued_when_the_producer_closes_fail_and_give_memory_back() -> 
     assert isinstance(record.exception(timeout=1), ClientClosedError)
     assert core.pool.available_bytes == total
     p.close()
+
+
+class _Meta:
+    def partition_count(self, topic: str) -> int:
+        return 4
+
+
+class _Target:
+    """A real accumulator and sticky partitioner behind the drain (no loop, no sockets)."""
+
+    def __init__(self, seed: int, batch_size: int) -> None:
+        from pyspark_log.client.accumulator import RecordAccumulator
+        from pyspark_log.client.backoff import ExponentialBackoff
+        from pyspark_log.client.partitioner import StickyPartitioner
+
+        self.accumulator = RecordAccumulator(
+            batch_size_bytes=batch_size, linger_ms=5, retry_backoff=ExponentialBackoff(1, 1)
+        )
+        self.sticky = StickyPartitioner(random.Random(seed))
+        self.available = [0, 1, 3]  # partition 2 has no leader
+
+    def cluster_metadata(self) -> Any:
+        return _Meta()
+
+    def ignore_keys(self) -> bool:
+        return False
+
+    def now_ms(self) -> float:
+        return 0.0
+
+    def append_one(self, record: RecordFuture) -> None:
+        raise AssertionError("every record here is appended in bulk")
+
+    def append_columns(self, tp: Any, batches: Any) -> None:
+        raise AssertionError
+
+    def sticky_partition(self, topic: str, count: int) -> int:
+        return self.sticky.partition(topic, count, self.available)
+
+    def sticky_next(self, topic: str, count: int, previous: int) -> int:
+        return self.sticky.on_new_batch(topic, count, self.available, previous)
+
+    def appended(self, tps: Any, wake_sender: bool) -> None:
+        pass
+
+    def release(self, reserved: int) -> None:
+        pass
+
+    def is_dead(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_null_key_runs_fill_batches_like_one_by_one_sticky_appends(seed: int) -> None:
+    """KIP-480 sticky partitioning in bulk: the same partitions and batches as appending each
+    record with ``abort_on_new_batch`` and moving the sticky partition on when it is refused
+    (``AsyncProducer._append``), including explicit-partition records between null-key ones."""
+    from pyspark_log.client.handoff import Handoff
+    from pyspark_log.client.types import TopicPartition
+
+    rng = random.Random(seed)
+    batch_size = rng.choice([200, 600, 2048])
+    records = [
+        RecordFuture(
+            "t", rng.choice([None] * 5 + [1]), None, b"%d:" % i + b"x" * rng.choice([1, 30, 90, 400]), 0, (), 0, None
+        )
+        for i in range(300)
+    ]
+    for r in records:
+        r._size = 36 + len(r.value or b"")
+
+    bulk = _Target(seed, batch_size)
+    handoff = Handoff(bulk)
+    handoff._queue.extend(records)
+    handoff.drain()
+
+    ref = _Target(seed, batch_size)
+    acc = ref.accumulator
+    for r in records:  # AsyncProducer._append's branches for explicit partitions and null keys
+        if r._partition is not None:
+            acc.append(TopicPartition("t", r._partition), r, None, 0, reserved_bytes=r._size, size_bytes=r._size)
+            continue
+        p = ref.sticky.partition("t", 4, ref.available)
+        result = acc.append(
+            TopicPartition("t", p), r, None, 0, reserved_bytes=r._size, abort_on_new_batch=True, size_bytes=r._size
+        )
+        if not result.appended:
+            p = ref.sticky.on_new_batch("t", 4, ref.available, p)
+            acc.append(TopicPartition("t", p), r, None, 0, reserved_bytes=r._size, size_bytes=r._size)
+
+    def shape(a: Any) -> dict[Any, list[list[bytes | None]]]:
+        return {tp: [[r.value for r in b.records] for b in q] for tp, q in a._queues.items() if q}
+
+    assert shape(bulk.accumulator) == shape(acc)
