@@ -192,12 +192,14 @@ class Sender:
         try:
             conn = self._cluster.connection_if_ready(node)
             try:
-                if conn is None:
+                if conn is None and self._txn is not None:
                     # The connection broke between the drain and now. Fail the batches as a broken
                     # connection fails in-flight requests (they go back to their queues in sequence
                     # order): sending them on the next connection from here could let batches
                     # drained after them reach the broker first, out of sequence (KIP-98).
                     raise BrokerConnectionError(f"the connection to node {node} broke before the request was sent")
+                if conn is None:
+                    conn = await self._cluster.connection(node)
                 body = self._body(batches)
                 resp = await conn.request(ApiKey.PRODUCE, body, expect_response=self.acks != 0)
             except KafkaError as exc:
