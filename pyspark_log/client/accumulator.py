@@ -33,15 +33,19 @@ their completion goes to one ``ColumnarDelivery`` per batch-API call instead of 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import accumulate, chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.backoff import ExponentialBackoff
+from pyspark_log.client.futures import RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
-from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_section
+from pyspark_log.records.batch import RecordFields, encode_batch, encode_batch_section
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 if TYPE_CHECKING:
@@ -49,15 +53,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Thunk = Callable[[RecordMetadata | None, BaseException | None], None]
+Thunk = Callable[[RecordMetadata | None, BaseException | None], None]  # or a RecordFuture (also callable)
 
 BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5) + keyLen(5) + valueLen(5) + headerCount(5)
 RECORD_OVERHEAD_BYTES = 36
 HEADER_OVERHEAD_BYTES = 10
+# A batch of at least this many ``send()`` records without headers is encoded from columns
+# (``columnar_encode.encode_rows``, byte-identical to ``encode_batch``): the fixed cost of the
+# vectorised pass is below the per-record cost of the row encoder from about here.
+COLUMNAR_ENCODE_FROM = 256
+_HEADERS = attrgetter("headers")
 
 
-def estimate_record_bytes(record: ProducerRecord) -> int:
+def estimate_record_bytes(record: RecordFields) -> int:
     """An upper bound of the record's encoded size inside a batch (uncompressed)."""
     size = RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
     for hkey, hvalue in record.headers:
@@ -101,7 +110,7 @@ class ProducerBatch:
         self.tp = tp
         self.created_ms = created_ms
         self.max_bytes = max_bytes
-        self.records: list[ProducerRecord] = []
+        self.records: list[RecordFields] = []
         self.thunks: list[Thunk | None] = []
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.reserved_bytes = 0
@@ -157,7 +166,7 @@ class ProducerBatch:
     def is_full(self) -> bool:
         return self.size_bytes >= self.max_bytes
 
-    def try_append(self, record: ProducerRecord, size_bytes: int, reserved_bytes: int, thunk: Thunk | None) -> bool:
+    def try_append(self, record: RecordFields, size_bytes: int, reserved_bytes: int, thunk: Thunk | None) -> bool:
         """Append unless closed or (for a non-empty batch) out of room."""
         if self.closed or (self.records and self.size_bytes + size_bytes > self.max_bytes):
             return False
@@ -171,29 +180,34 @@ class ProducerBatch:
         self.closed = True
 
     def encode(self, codec: int) -> bytes:
-        """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across retries."""
-        if self.encoded is None and self.section is not None:
-            sec = self.section
-            self.encoded = encode_batch_section(
-                sec.data,
-                sec.count,
-                base_timestamp=sec.base_timestamp,
-                max_timestamp=sec.max_timestamp,
-                codec=codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                transactional=self.transactional,
-            )
+        """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across
+        retries; done at drain time. A batch of ``send()`` records gets its records section
+        from columns (``encode_sections``) when it is big enough, else from ``encode_batch``."""
         if self.encoded is None:
-            self.encoded = encode_batch(
-                self.records,
-                codec=codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                transactional=self.transactional,
-            )
+            if self.section is None and len(self.records) >= COLUMNAR_ENCODE_FROM:
+                encode_sections([self])
+            sec = self.section
+            if sec is not None:
+                self.encoded = encode_batch_section(
+                    sec.data,
+                    sec.count,
+                    base_timestamp=sec.base_timestamp,
+                    max_timestamp=sec.max_timestamp,
+                    codec=codec,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                    transactional=self.transactional,
+                )
+            else:
+                self.encoded = encode_batch(
+                    self.records,
+                    codec=codec,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence,
+                    transactional=self.transactional,
+                )
         return self.encoded
 
     def add_done_callback(self, fn: Callable[[ProducerBatch], None]) -> None:
@@ -207,22 +221,20 @@ class ProducerBatch:
         if self.done:
             return
         self.done = True
-        topic, partition = self.tp.topic, self.tp.partition
-        for i, (record, thunk) in enumerate(zip(self.records, self.thunks, strict=True)):
-            if thunk is None:
-                continue
-            offset = base_offset + i if base_offset >= 0 else -1
-            timestamp = log_append_time_ms if log_append_time_ms >= 0 else record.timestamp
-            _call(thunk, RecordMetadata(topic, partition, offset, timestamp), None)
+        tp = self.tp
+        outcome = RecordOutcome(tp.topic, tp.partition, base_offset, log_append_time_ms, self.records)
+        thunks = self.thunks
+        for i in settle_records(thunks, outcome, None):
+            _call(thunks[i], outcome.metadata(i), None)  # type: ignore[arg-type]
         self._finish()
 
     def fail(self, exc: BaseException) -> None:
         if self.done:
             return
         self.done = True
-        for thunk in self.thunks:
-            if thunk is not None:
-                _call(thunk, None, exc)
+        thunks = self.thunks
+        for i in settle_records(thunks, None, exc):
+            _call(thunks[i], None, exc)  # type: ignore[arg-type]
         self._finish(exc)
 
     def _finish(self, exc: BaseException | None = None) -> None:
@@ -241,6 +253,30 @@ class ColumnarSection:
     count: int
     base_timestamp: int
     max_timestamp: int
+
+
+def encode_sections(batches: Iterable[ProducerBatch]) -> None:
+    """Give the ``send()`` batches among ``batches`` (not encoded yet, no headers) their records
+    section from columns, all in one ``columnar_encode.encode_rows`` pass when together they
+    hold at least ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of
+    one Produce request, so the pass's fixed cost is shared). Byte-identical to
+    ``encode_batch``'s records; the header, compression and CRC come in ``encode``."""
+    todo = [
+        b
+        for b in batches
+        if b.section is None and b.encoded is None and b.records and not any(map(_HEADERS, b.records))
+    ]
+    counts = [len(b.records) for b in todo]
+    if sum(counts) < COLUMNAR_ENCODE_FROM:
+        return
+    from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
+
+    rows = list(chain.from_iterable(b.records for b in todo))
+    sections = encode_rows(rows, list(accumulate(counts, initial=0)))
+    for i, batch in enumerate(todo):
+        batch.section = ColumnarSection(
+            sections.section(i), counts[i], int(sections.base_timestamp[i]), int(sections.max_timestamp[i])
+        )
 
 
 class ColumnarDelivery:
@@ -353,7 +389,7 @@ class RecordAccumulator:
     def append(
         self,
         tp: TopicPartition,
-        record: ProducerRecord,
+        record: RecordFields,
         thunk: Thunk | None,
         now_ms: float,
         *,
@@ -377,6 +413,52 @@ class RecordAccumulator:
         queue.append(batch)
         self._incomplete.add(batch)
         return AppendResult(True, len(queue) > 1 or batch.is_full, True)
+
+    def open_room(self, tp: TopicPartition) -> int:
+        """Bytes a record may still take in ``tp``'s open batch (its newest, not closed), or -1
+        when it has none: a record needs a new batch (what sticky partitioning watches)."""
+        queue = self._queues.get(tp)
+        if not queue or queue[-1].closed:
+            return -1
+        batch = queue[-1]
+        return batch.max_bytes - batch.size_bytes
+
+    def append_many(
+        self, tp: TopicPartition, records: list[Any], sizes: list[int], thunks: list[Any], now_ms: float
+    ) -> bool:
+        """Append ``records`` (in order) to ``tp`` as ``append`` would one by one, each reserving
+        its ``sizes`` estimate, in a few list operations per batch. True when the sender should
+        look (as ``append``'s ``batch_is_full or new_batch_created``)."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        n = len(records)
+        cum = list(accumulate(sizes, initial=0))
+        i = 0
+        opened = False
+        batch = queue[-1] if queue and not queue[-1].closed else None
+        while i < n:
+            if batch is None:
+                batch = ProducerBatch(tp, now_ms, self.batch_size_bytes)
+                batch.add_done_callback(self._on_batch_done)
+                queue.append(batch)
+                self._incomplete.add(batch)
+                opened = True
+            room = batch.max_bytes - batch.size_bytes
+            # records i..j-1 fit; an empty batch takes at least one record
+            j = bisect_right(cum, cum[i] + room, lo=i + 1) - 1
+            if j == i:
+                if batch.records:
+                    batch = None  # no room for the next record: it opens a new batch
+                    continue
+                j = i + 1
+            batch.records.extend(records[i:j])
+            batch.thunks.extend(thunks[i:j])
+            added = cum[j] - cum[i]
+            batch.size_bytes += added
+            batch.reserved_bytes += added
+            i = j
+        return opened or len(queue) > 1 or (bool(queue) and queue[-1].is_full)
 
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue columnar batches (``ProducerBatch.columnar``) of ``tp`` behind what is queued.

@@ -36,11 +36,17 @@ class BufferPool:
         return self._thread_waiters > 0 or bool(self._loop_waiters)
 
     def try_reserve(self, n: int) -> bool:
-        with self._lock:  # the condition's lock, entered without Condition's Python-level wrapper
-            if self._available >= n:
-                self._available -= n
-                return True
-            return False
+        # once per send(): the condition's lock taken directly (no Condition wrapper, no
+        # context manager; nothing in between can raise)
+        lock = self._lock
+        lock.acquire()
+        available = self._available
+        if available >= n:
+            self._available = available - n
+            lock.release()
+            return True
+        lock.release()
+        return False
 
     def reserve_blocking(self, n: int, timeout_s: float) -> bool:
         """Reserve ``n`` bytes, waiting up to ``timeout_s`` (caller threads only, never the loop)."""

@@ -11,8 +11,9 @@ when the topic's metadata or room in ``buffer.memory`` did not come within ``max
 ``delivery.timeout.ms`` are spent) fails the returned future and calls ``on_delivery(None, exc)``.
 Delivery callbacks run on the producer's event loop; keep them short.
 
-Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); batching is
-``accumulator.py``; the network side is ``sender.py``.
+Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); what ``send`` checks
+before queueing is ``send_prep.py``; records from the sync facade's threads reach the loop through
+``handoff.py`` (in bulk); batching is ``accumulator.py``; the network side is ``sender.py``.
 
 Idempotence (KIP-98, seed 003 "중복 없는 전송") is on by default, as in Kafka 3.x: ``start`` gets a
 producer id (InitProducerId) and batches carry per-partition sequence numbers, so a retried batch
@@ -34,41 +35,40 @@ import asyncio
 import logging
 import random
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client import config as cfg
 from pyspark_log.client.accumulator import (
     BATCH_OVERHEAD_BYTES,
-    RECORD_OVERHEAD_BYTES,
     ColumnarDelivery,
     ProducerBatch,
     RecordAccumulator,
     Thunk,
-    estimate_record_bytes,
 )
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
-from pyspark_log.client.cluster import Cluster
+from pyspark_log.client.cluster import Cluster, ClusterMetadata
 from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
     BufferExhaustedError,
     ClientClosedError,
     IllegalTransactionStateError,
     KafkaTimeoutError,
-    RecordTooLargeError,
     UnknownTopicOrPartitionError,
     UnsupportedFeatureError,
 )
+from pyspark_log.client.futures import DeliveryCallback, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
+from pyspark_log.client.send_prep import HeadersArg, check_record_size, prepare_record
 from pyspark_log.client.sender import Sender
 from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests
 from pyspark_log.client.txn_manager import TransactionManager, TxnState
-from pyspark_log.client.types import Header, RecordMetadata, TopicPartition
-from pyspark_log.records.batch import ProducerRecord
+from pyspark_log.client.types import RecordMetadata, TopicPartition
+from pyspark_log.records.batch import RecordFields
 from pyspark_log.records.compression import CODEC_BY_NAME
 from pyspark_log.wire import ApiKey, KafkaError
 
@@ -76,32 +76,6 @@ if TYPE_CHECKING:
     from pyspark_log.records.columnar_encode import ArrowRecords
 
 log = logging.getLogger(__name__)
-
-DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
-HeadersArg = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
-
-
-def to_bytes(value: Any, what: str) -> bytes | None:
-    """None, bytes-like or str (UTF-8) to bytes; anything else is a TypeError."""
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    raise TypeError(f"{what} must be bytes, str or None, not {type(value).__name__} (serialize it first)")
-
-
-def to_headers(headers: HeadersArg) -> tuple[Header, ...]:
-    if not headers:
-        return ()
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for name, value in items:
-        if not isinstance(name, str):
-            raise TypeError(f"header names must be str, not {type(name).__name__}")
-        out.append((name, to_bytes(value, f"header {name!r}")))
-    return tuple(out)
 
 
 class AsyncProducer:
@@ -125,6 +99,8 @@ class AsyncProducer:
         self.max_request_bytes: int = c["max.request.size"]
         self._ignore_keys: bool = c["partitioner.ignore.keys"]
         self.pool = BufferPool(c["buffer.memory"])
+        # the largest record size estimate that passes check_record_size
+        self.record_size_limit = min(self.max_request_bytes - BATCH_OVERHEAD_BYTES, self.pool.total_bytes)
         self.cluster = Cluster(
             c,
             clock=clock,
@@ -162,10 +138,7 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        # A columnar item is ``(topic, None, None, 0, batches)`` (the batch API's encoded batches).
-        self._handoff: deque[tuple[str, int | None, ProducerRecord | None, int, Any]] = deque()
-        self._handoff_lock = threading.Lock()
-        self._handoff_scheduled = False
+        self._handoff = Handoff(self)
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -182,6 +155,7 @@ class AsyncProducer:
         if self._started:
             return self
         self._loop = asyncio.get_running_loop()
+        self._handoff.bind(self._loop)
         await self.cluster.start(max(self.max_block_ms, self.config["request.timeout.ms"]))
         await self._check_idempotence()
         c = self.config
@@ -261,7 +235,7 @@ class AsyncProducer:
 
     def fail_unsent(self, exc: BaseException) -> None:
         """Fail records queued but never sent (the sync facade's hand-off queue first)."""
-        self._drain_handoff()
+        self._handoff.drain()
         self.accumulator.abort_undrained(exc)
 
     async def __aenter__(self) -> AsyncProducer:
@@ -291,51 +265,37 @@ class AsyncProducer:
         self._fatal = exc
         err = exc if isinstance(exc, KafkaError) else ClientClosedError(f"producer sender died: {exc!r}")
         self.accumulator.abort_all(err)
-        self._abort_handoff(err)
+        self._handoff.abort(err)
 
     # -- send ----------------------------------------------------------------------------------
 
     def check_record_size(self, size: int) -> None:
         """``RecordTooLargeError`` for a record whose size estimate exceeds the limits."""
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than max.request.size={self.max_request_bytes}"
-            )
-        if size > self.pool.total_bytes:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes is larger than buffer.memory={self.pool.total_bytes}"
-            )
+        check_record_size(size, self.max_request_bytes, self.pool.total_bytes)
 
-    def prepare(
+    def prepare(  # noqa: PLR0917 - send()'s arguments
         self,
         topic: str,
-        *,
         value: Any,
         key: Any,
         headers: HeadersArg,
         partition: int | None,
         timestamp_ms: int | None,
-    ) -> tuple[ProducerRecord, int]:
-        """Validate and build the record; return it with its buffer reservation. Thread-safe."""
-        if not isinstance(topic, str) or not topic:
-            raise TypeError("topic must be a non-empty str")
-        if partition is not None and (not isinstance(partition, int) or partition < 0):
-            raise ValueError(f"partition must be a non-negative int, not {partition!r}")
-        ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
-        if ts < 0:
-            raise ValueError(f"timestamp_ms must be >= 0, not {ts}")
-        if not headers and (value is None or type(value) is bytes) and (key is None or type(key) is bytes):
-            # the common case, without the conversions (same record and size as below)
-            size = (
-                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            )
-            record = ProducerRecord(key, value, ts)
-        else:
-            record = ProducerRecord(to_bytes(key, "key"), to_bytes(value, "value"), ts, to_headers(headers))
-            size = estimate_record_bytes(record)
-        if size + BATCH_OVERHEAD_BYTES > self.max_request_bytes or size > self.pool.total_bytes:
-            self.check_record_size(size)
-        return record, size
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Validate and build the record (``send_prep.prepare_record``). Thread-safe."""
+        return prepare_record(
+            topic,
+            value,
+            key,
+            headers,
+            partition,
+            timestamp_ms,
+            self._clock.wall_ms,
+            self.max_request_bytes,
+            self.pool.total_bytes,
+            on_delivery,
+        )
 
     def partition_maybe_new(self, topic: str, partition: int | None) -> bool:
         """``partition`` is beyond the cached partition count: partitions may have been added
@@ -365,9 +325,8 @@ class AsyncProducer:
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; returns a future of its ``RecordMetadata`` (see the module doc)."""
         self.check_send()
-        record, size = self.prepare(
-            topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
-        )
+        record = self.prepare(topic, value, key, headers, partition, timestamp_ms)
+        size = record._size
         deadline = self._clock.monotonic_ms() + self.max_block_ms
         if self.cluster.metadata.partition_count(topic) is None:
             await self.cluster.wait_for_topic(topic, self.max_block_ms)
@@ -478,7 +437,7 @@ class AsyncProducer:
         fut = await self.send(topic, value, key, **kwargs)
         return await fut
 
-    def _append(self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk) -> None:
+    def _append(self, topic: str, partition: int | None, record: RecordFields, reserved: int, thunk: Thunk) -> None:
         """Choose the partition and append (on the loop). Parks the record if metadata vanished."""
         meta = self.cluster.metadata
         count = meta.partition_count(topic)
@@ -510,7 +469,7 @@ class AsyncProducer:
             self.sender.wakeup()
 
     async def _append_later(
-        self, topic: str, partition: int | None, record: ProducerRecord, reserved: int, thunk: Thunk
+        self, topic: str, partition: int | None, record: RecordFields, reserved: int, thunk: Thunk
     ) -> None:
         try:
             await self.cluster.wait_for_topic(topic, self.max_block_ms)
@@ -523,44 +482,57 @@ class AsyncProducer:
             return
         self._append(topic, partition, record, reserved, thunk)
 
-    # -- the sync facade's path: records from other threads ------------------------------------
+    # -- the sync facade's path: records from other threads (handoff.py) ---------------------
 
-    def enqueue_threadsafe(
-        self,
-        topic: str,
-        partition: int | None,
-        record: ProducerRecord,
-        reserved: int,
-        thunk: Thunk,
-        *,
-        checked: bool = False,
-    ) -> None:
-        """Queue a record from a non-loop thread (memory already reserved); drained in order.
-        ``checked``: the caller ran ``check_send`` just before (the per-record hot path)."""
+    def enqueue_threadsafe(self, record: RecordFuture, *, checked: bool = False) -> None:
+        """Queue a record from a non-loop thread (its ``_size`` of memory already reserved);
+        drained in order. ``checked``: the caller ran ``check_send`` just before (the hot path)."""
         if not checked:
             self.check_send()
-        self._hand_off((topic, partition, record, reserved, thunk))
+        self._handoff.put(record)
 
     def enqueue_columns_threadsafe(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue the batch API's encoded batches of ``tp`` from a non-loop thread (their
         ``buffer.memory`` already reserved), in order with records from ``send()``."""
         self.check_send()
-        self._hand_off((tp.topic, tp.partition, None, 0, batches))
+        self._handoff.put((tp, batches))
 
-    def _hand_off(self, entry: tuple[str, int | None, ProducerRecord | None, int, Any]) -> None:
-        """Append ``entry`` to the hand-off queue and, unless a drain is already scheduled,
-        schedule one on the loop (one wake-up for a burst of records)."""
-        assert self._loop is not None
-        with self._handoff_lock:
-            self._handoff.append(entry)
-            if self._handoff_scheduled:
-                return
-            self._handoff_scheduled = True
-        try:
-            self._loop.call_soon_threadsafe(self._drain_handoff)
-        except RuntimeError:  # the loop is closed
-            self._abort_handoff(ClientClosedError())
-            raise ClientClosedError() from None
+    # HandoffTarget: what the drain of the hand-off queue uses (on the loop)
+
+    def cluster_metadata(self) -> ClusterMetadata:
+        return self.cluster.metadata
+
+    def ignore_keys(self) -> bool:
+        return self._ignore_keys
+
+    def now_ms(self) -> float:
+        return self._clock.monotonic_ms()
+
+    def append_one(self, record: RecordFuture) -> None:
+        self._append(record._topic, record._partition, record, record._size, record)
+
+    def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        self._append_columns(tp, batches)
+
+    def sticky_partition(self, topic: str, count: int) -> int:
+        meta = self.cluster.metadata
+        return self._sticky.partition(topic, count, lambda: meta.available_partitions(topic))
+
+    def sticky_next(self, topic: str, count: int, previous: int) -> int:
+        return self._sticky.on_new_batch(topic, count, self.cluster.metadata.available_partitions(topic), previous)
+
+    def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None:
+        if self._txns is not None:
+            for tp in tps:
+                self._txns.on_append(tp)
+        if wake_sender and self.sender is not None:
+            self.sender.wakeup()
+
+    def release(self, reserved: int) -> None:
+        self.pool.release(reserved)
+
+    def is_dead(self) -> bool:
+        return self._fatal is not None or self._closed
 
     def _append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
         """Queue columnar batches (on the loop): the transaction hears of the partition first."""
@@ -570,45 +542,13 @@ class AsyncProducer:
         if self.sender is not None:
             self.sender.wakeup()
 
-    def _drain_handoff(self) -> None:
-        with self._handoff_lock:
-            self._handoff_scheduled = False
-        if self._fatal is not None or self._closed:
-            self._abort_handoff(ClientClosedError("the producer closed before the record was queued"))
-            return
-        while True:
-            try:
-                topic, partition, record, reserved, thunk = self._handoff.popleft()
-            except IndexError:
-                return
-            if record is None:
-                assert partition is not None
-                self._append_columns(TopicPartition(topic, partition), thunk)
-            else:
-                self._append(topic, partition, record, reserved, thunk)
-
-    def _abort_handoff(self, exc: BaseException) -> None:
-        while True:
-            try:
-                _topic, _partition, record, reserved, thunk = self._handoff.popleft()
-            except IndexError:
-                return
-            if record is None:
-                for batch in thunk:
-                    self.pool.release(batch.reserved_bytes)
-                    batch.reserved_bytes = 0
-                    batch.fail(exc)
-                continue
-            self.pool.release(reserved)
-            thunk(None, exc)
-
     # -- flush, close, metadata ----------------------------------------------------------------
 
     async def flush(self, timeout_ms: float | None = None) -> None:
         """Send everything queued now and wait until each record completes (or ``timeout_ms``)."""
         if not self._started:
             return
-        self._drain_handoff()
+        self._handoff.drain()
         pending = self.accumulator.incomplete()
         if not pending and not self._parked:
             return
@@ -660,7 +600,7 @@ class AsyncProducer:
             task.cancel()
         err = ClientClosedError("the producer was closed before the record was delivered")
         self.accumulator.abort_all(err)
-        self._abort_handoff(err)
+        self._handoff.abort(err)
         await self.cluster.close()
 
     async def partitions_for(self, topic: str) -> list[int]:

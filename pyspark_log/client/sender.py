@@ -39,10 +39,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator, encode_sections
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
-from pyspark_log.client.errors import KafkaTimeoutError, error_for
+from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, error_for
 from pyspark_log.client.txn_manager import TransactionManager, fatal_error
 from pyspark_log.records.header import NO_SEQUENCE
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -176,6 +176,7 @@ class Sender:
     # -- one Produce request -------------------------------------------------------------------
 
     def _body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
+        encode_sections(batches)  # the request's send() batches in one columnar pass
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for batch in batches:
             data = batch.encode(self._acc.codec)
@@ -191,6 +192,12 @@ class Sender:
         try:
             conn = self._cluster.connection_if_ready(node)
             try:
+                if conn is None and self._txn is not None:
+                    # The connection broke between the drain and now. Fail the batches as a broken
+                    # connection fails in-flight requests (they go back to their queues in sequence
+                    # order): sending them on the next connection from here could let batches
+                    # drained after them reach the broker first, out of sequence (KIP-98).
+                    raise BrokerConnectionError(f"the connection to node {node} broke before the request was sent")
                 if conn is None:
                     conn = await self._cluster.connection(node)
                 body = self._body(batches)

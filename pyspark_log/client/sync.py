@@ -12,7 +12,10 @@ Calling a facade method from a callback running on its own loop would deadlock; 
 The producer's hot path avoids a round trip per record: ``send`` validates the record, blocks for
 topic metadata only the first time a topic is seen, reserves ``buffer.memory`` on the caller's
 thread (blocking up to ``max.block.ms``: back-pressure), and hands the record to the loop through
-an ordered queue (one loop wake-up per burst). It returns a ``DeliveryFuture`` (``futures.py``).
+an ordered, lock-free queue (``handoff.py``: one loop wake-up per burst; the loop partitions and
+appends what queued meanwhile in bulk, and batches are encoded from columns at drain time). The
+record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
+future, completed with the rest of its batch at once.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_log.client import operations
-from pyspark_log.client.accumulator import ColumnarDelivery
+from pyspark_log.client.accumulator import RECORD_OVERHEAD_BYTES, ColumnarDelivery
 from pyspark_log.client.acl_admin import AclBinding, AclBindingFilter
 from pyspark_log.client.admin import (
     AlterConfigOp,
@@ -39,18 +42,18 @@ from pyspark_log.client.admin import (
 )
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
-from pyspark_log.client.futures import DeliveryFuture
+from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
-from pyspark_log.client.producer import AsyncProducer, DeliveryCallback, HeadersArg
+from pyspark_log.client.producer import AsyncProducer
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
+from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
-    RecordMetadata,
     TopicPartition,
 )
 
@@ -85,15 +88,53 @@ class Producer(_SyncClient):
         timestamp_ms: int | None = None,
         *,
         on_delivery: DeliveryCallback | None = None,
-    ) -> DeliveryFuture[RecordMetadata]:
+    ) -> RecordFuture:
         """Queue one record (blocking up to ``max.block.ms`` for metadata and buffer room)."""
+        core = self._core
+        if (
+            headers is None
+            and partition is None
+            and timestamp_ms is None
+            and (key is None or key.__class__ is bytes)
+            and (value is None or value.__class__ is bytes)
+            and topic.__class__ is str
+            and not self._closed
+        ):
+            # the common case, inlined (same checks and record as the general path below)
+            core.check_send()
+            size = (
+                RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            )
+            if (
+                size <= core.record_size_limit
+                and core.cluster.metadata.partition_count(topic) is not None
+                and core.pool.try_reserve(size)
+            ):
+                record = RecordFuture(topic, None, key, value, core.clock.wall_ms(), (), size, on_delivery)
+                try:
+                    core.enqueue_threadsafe(record, checked=True)
+                except BaseException:
+                    core.pool.release(size)
+                    raise
+                return record
+        return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+
+    def _send(  # noqa: PLR0917
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp_ms: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture:
         core = self._core
         if self._closed:
             raise ClientClosedError("the producer is closed")
         core.check_send()
-        record, size = core.prepare(
-            topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms
-        )
+        record = core.prepare(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        size = record._size
         if core.cluster.metadata.partition_count(topic) is None:
             self._run(core.cluster.wait_for_topic(topic, core.max_block_ms), _wait_s(core.max_block_ms, 0))
         if partition is not None:
@@ -101,28 +142,13 @@ class Producer(_SyncClient):
                 self._run(core.cluster.refresh(core.max_block_ms), _wait_s(core.max_block_ms, 0))
             core.check_partition(topic, partition)
         if not core.pool.try_reserve(size):
-            if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
-                raise BufferExhaustedError("buffer.memory is full and send() ran on the I/O thread")
-            if not core.pool.reserve_blocking(size, core.max_block_ms / 1000.0):
-                raise BufferExhaustedError(
-                    f"failed to allocate {size} bytes within max.block.ms={core.max_block_ms:.0f}"
-                )
-        fut: DeliveryFuture[RecordMetadata] = DeliveryFuture()
-
-        def thunk(meta: RecordMetadata | None, exc: BaseException | None) -> None:
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(meta)  # type: ignore[arg-type]
-            if on_delivery is not None:
-                on_delivery(meta, exc)
-
+            self._reserve(size)
         try:
-            core.enqueue_threadsafe(topic, partition, record, size, thunk, checked=True)
+            core.enqueue_threadsafe(record, checked=True)
         except BaseException:
             core.pool.release(size)
             raise
-        return fut
+        return record
 
     def send_batch(
         self,

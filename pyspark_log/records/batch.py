@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pyspark_log.records import compression
 from pyspark_log.records.errors import CorruptRecordError, UnsupportedCompressionError
@@ -61,8 +61,22 @@ class ProducerRecord(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
+class RecordFields(Protocol):
+    """What ``encode_batch`` reads of a record: a ``ProducerRecord`` or anything with its fields
+    (the producer's per-``send`` objects)."""
+
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def headers(self) -> tuple[Header, ...]: ...
+
+
 def encode_batch(
-    records: Sequence[ProducerRecord],
+    records: Sequence[RecordFields],
     *,
     base_offset: int = 0,
     codec: int = compression.NONE,

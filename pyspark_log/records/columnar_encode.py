@@ -28,12 +28,16 @@ whole column, used to cut batches at ``batch.size`` and to reserve ``buffer.memo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pyspark_log.records.batch import RecordFields
 
 _BINARY = pa.large_binary()
 _EMPTY = pa.scalar(b"", _BINARY)
@@ -383,3 +387,24 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
     if num_partitions <= 0:
         raise ValueError("a topic has at least one partition")
     return ((murmur2(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
+
+
+_KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))
+
+
+def records_of_rows(rows: Sequence[RecordFields]) -> ArrowRecords:
+    """The columns of ``ProducerRecord`` s (or what a producer's ``send()`` queued), so a batch of
+    them is encoded in one pass (``encode_rows``). One list comprehension per field."""
+    keys = pa.array(list(map(_KEY, rows)), _BINARY)
+    values = pa.array(list(map(_VALUE, rows)), _BINARY)
+    timestamps = np.fromiter(map(_TIMESTAMP, rows), np.int64, len(rows))
+    headers = None
+    if any(map(_HEADERS, rows)):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in rows], HEADERS_TYPE)
+    return ArrowRecords(keys, values, headers, timestamps)
+
+
+def encode_rows(rows: Sequence[RecordFields], starts: Sequence[int] | None = None) -> Sections:
+    """The records sections ``batch.encode_batch`` writes for ``rows`` cut into batches at
+    ``starts`` (default: one batch), encoded from columns in one pass."""
+    return encode_sections(records_of_rows(rows), [0, len(rows)] if starts is None else starts)

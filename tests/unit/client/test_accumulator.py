@@ -309,3 +309,71 @@ def test_batch_repr_and_done_callbacks() -> None:
     batch.add_done_callback(calls.append)
     assert calls == [batch, batch]
     assert "t-0" in repr(batch)
+
+
+def test_append_many_makes_the_batches_append_makes_one_by_one() -> None:
+    """The sync ``send()`` path appends a run of records per partition at once: same batches
+    (``batch.size`` cut, at least one record per batch, records bigger than it alone), same sizes
+    and reservations as appending them one at a time."""
+    rng = random.Random(14)
+    for _ in range(30):
+        batch_size = rng.choice([100, 300, 1024])
+        values = [b"x" * rng.choice([0, 5, 40, 120, 400]) for _ in range(rng.randrange(1, 60))]
+        split = rng.randrange(len(values) + 1)  # some records one by one first, then the rest in bulk
+        one, bulk = make(batch_size), make(batch_size)
+        for v in values:
+            one.append(T0, rec(v), None, 0, reserved_bytes=estimate_record_bytes(rec(v)))
+        for v in values[:split]:
+            bulk.append(T0, rec(v), None, 0, reserved_bytes=estimate_record_bytes(rec(v)))
+        rest = [rec(v) for v in values[split:]]
+        bulk.append_many(T0, rest, [estimate_record_bytes(r) for r in rest], [None] * len(rest), 0)
+        shape = lambda acc: [  # noqa: E731
+            (len(b.records), b.size_bytes, b.reserved_bytes, [r.value for r in b.records]) for b in acc._queues[T0]
+        ]
+        assert shape(bulk) == shape(one)
+
+
+def test_append_many_asks_for_the_sender_when_a_batch_opens_or_fills() -> None:
+    acc = make(batch_size=BATCH_OVERHEAD_BYTES + 200)
+    small = [rec(b"x" * 10)]
+    assert acc.append_many(T0, small, [estimate_record_bytes(small[0])], [None], 0)  # opened a batch
+    assert not acc.append_many(T0, small, [estimate_record_bytes(small[0])], [None], 0)  # room left
+    big = [rec(b"x" * 150)]
+    assert acc.append_many(T0, big, [estimate_record_bytes(big[0])], [None], 0)  # a second batch
+
+
+def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> None:
+    """Batches of at least ``COLUMNAR_ENCODE_FROM`` records without headers are encoded from
+    columns at drain time; the bytes are those of ``encode_batch``."""
+    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM
+    from pyspark_log.records.batch import encode_batch
+
+    acc = make(batch_size=1 << 20)
+    records = [rec(b"v%d" % i, key=None if i % 3 else b"k%d" % i, ts=1000 + i % 5) for i in range(COLUMNAR_ENCODE_FROM)]
+    acc.append_many(T0, records, [estimate_record_bytes(r) for r in records], [None] * len(records), 0)
+    batch = acc._queues[T0][0]
+    batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 2, 40
+    assert batch.encode(acc.codec) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
+
+
+def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> None:
+    """``encode_sections`` (the sender, per Produce request): small batches that together reach
+    ``COLUMNAR_ENCODE_FROM`` records share one columnar pass; batches with headers, columnar
+    batches and already encoded ones are left alone; every batch's bytes equal ``encode_batch``."""
+    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM, encode_sections
+    from pyspark_log.records.batch import encode_batch
+
+    acc = make(batch_size=1 << 20)
+    per = COLUMNAR_ENCODE_FROM // 3 + 1
+    tps = [T0, T1, T2]
+    for n, tp in enumerate(tps):
+        rows = [rec(b"%d-%d" % (n, i), key=b"k" if i % 2 else None, ts=50 - i) for i in range(per)]
+        acc.append_many(tp, rows, [estimate_record_bytes(r) for r in rows], [None] * per, 0)
+    with_headers = TopicPartition("t", 3)
+    acc.append(with_headers, ProducerRecord(b"k", b"v", 7, (("h", None),)), None, 0)
+    batches = [acc._queues[tp][0] for tp in [*tps, with_headers]]
+    encode_sections(batches)
+    assert all(b.section is not None for b in batches[:3])
+    assert batches[3].section is None
+    for b in batches:
+        assert b.encode(acc.codec) == encode_batch(b.records)

@@ -57,3 +57,39 @@ def test_a_raising_callback_is_logged_not_propagated(caplog: pytest.LogCaptureFi
     fut.set_result(1)
     assert "callback raised" in caplog.text
     assert "pending" in repr(DeliveryFuture())
+
+
+def test_record_futures_of_a_batch_settle_at_once_with_lazy_metadata() -> None:
+    """``settle_records``: a batch's ``RecordFuture`` s complete together (offset ``base + i``,
+    LogAppendTime when the broker set one); waiters, done callbacks and ``on_delivery`` run;
+    other entries (plain callables) are left to the caller; done futures are not touched again."""
+    from pyspark_log.client.futures import RecordFuture, RecordOutcome, settle_records
+    from pyspark_log.client.types import RecordMetadata
+
+    reports: list[tuple[object, object]] = []
+    futs = [RecordFuture("t", None, b"k", b"v", 100 + i, (), 40, None) for i in range(3)]
+    futs[1]._on_delivery = lambda m, e: reports.append((m, e))
+    seen: list[RecordMetadata] = []
+    futs[2].add_done_callback(lambda f: seen.append(f.result()))
+    waiter = threading.Thread(target=lambda: seen.append(futs[0].result(timeout=5)))
+    waiter.start()
+    plain = object()
+    others = settle_records([*futs, plain, None], RecordOutcome("t", 4, 10, -1, futs), None)
+    waiter.join()
+    assert others == [3]
+    assert [f.result() for f in futs] == [RecordMetadata("t", 4, 10 + i, 100 + i) for i in range(3)]
+    assert reports == [(RecordMetadata("t", 4, 11, 101), None)]
+    assert sorted(m.offset for m in seen) == [10, 12]
+    settle_records(futs, None, RuntimeError("late"))  # already done: ignored
+    assert futs[0].exception() is None
+
+    lat = [RecordFuture("t", None, None, b"v", 5, (), 40, None)]
+    settle_records(lat, RecordOutcome("t", 0, -1, 999, lat), None)  # acks=0 and LogAppendTime
+    assert lat[0].result() == RecordMetadata("t", 0, -1, 999)
+
+    failed = [RecordFuture("t", None, None, b"v", 5, (), 40, lambda m, e: reports.append((m, e)))]
+    settle_records(failed, None, ValueError("no"))
+    with pytest.raises(ValueError, match="no"):
+        failed[0].result()
+    assert reports[-1][0] is None
+    assert isinstance(reports[-1][1], ValueError)

@@ -241,3 +241,63 @@ def test_idempotent_producer_closes_cleanly(run: Run) -> None:
             await p.send("t", b"x")
 
     run(main())
+
+
+def test_a_request_whose_connection_broke_before_it_was_sent_is_retried_in_order(run: Callable[..., Any]) -> None:
+    """Sequences must reach the broker in order (KIP-98). A Produce request drained for a
+    connection that broke before its task ran is failed like an in-flight request on a broken
+    connection (its batch goes back to the head of its queue, sequence kept), never sent later
+    on a new connection where batches drained after it could overtake it."""
+    from pyspark_log.client.clock import ManualClock
+    from pyspark_log.client.sender import Sender
+
+    class Cluster:
+        metadata = None
+        connects = 0
+
+        def add_listener(self, fn: Any) -> None:
+            pass
+
+        def connection_if_ready(self, node: int) -> None:
+            return None  # broke since the drain
+
+        async def connection(self, node: int) -> Any:
+            Cluster.connects += 1
+            raise AssertionError("must not wait for a new connection")
+
+        def request_update(self) -> None:
+            pass
+
+    class Leaders:
+        def leader_for(self, tp: TopicPartition) -> int:
+            return 0
+
+    async def scenario() -> None:
+        txn = TransactionManager(None, 60000)
+        txn.set_producer_id_and_epoch(7, 0)
+        acc = RecordAccumulator(
+            batch_size_bytes=1024, linger_ms=0, retry_backoff=ExponentialBackoff(1, 1), sequencer=txn
+        )
+        acc.append(TP, ProducerRecord(None, b"v", 0), None, 0.0)
+        sender = Sender(
+            cluster=Cluster(),  # type: ignore[arg-type]
+            accumulator=acc,
+            clock=ManualClock(),
+            acks=-1,
+            retries=5,
+            request_timeout_ms=1000,
+            delivery_timeout_ms=60000,
+            max_request_bytes=1 << 20,
+            max_in_flight=5,
+            on_fatal=lambda exc: None,
+            txn=txn,
+        )
+        (batch,) = acc.drain(Leaders(), [0], 1 << 20, 0.0)[0]
+        assert batch.base_sequence == 0
+        sender._in_flight[0] = 1
+        await sender._produce(0, [batch])
+        assert Cluster.connects == 0
+        assert list(acc._queues[TP]) == [batch]
+        assert (batch.attempts, batch.base_sequence, batch.done) == (1, 0, False)
+
+    run(scenario())

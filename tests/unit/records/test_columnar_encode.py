@@ -8,6 +8,8 @@ timestamp deltas; and the column murmur2 equals Kafka's ``Utils.murmur2`` per ke
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -173,3 +175,39 @@ def test_murmur2_known_values() -> None:
         b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
     ):
         assert int(ce.murmur2(pa.array([key])).view(np.int32)[0]) == murmur2(key)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=record_lists)
+def test_rows_encode_from_columns_byte_identical_to_encode_batch(records: list[ProducerRecord]) -> None:
+    """``encode_rows`` (what the producer does with a batch of ``send()`` records at drain time)
+    writes the records section ``encode_batch`` writes for the same records."""
+    cut = len(records) // 2
+    starts = [0, cut, len(records)] if 0 < cut < len(records) else [0, len(records)]
+    sections = ce.encode_rows(records, starts)
+    ours = [
+        encode_batch_section(
+            sections.section(b),
+            starts[b + 1] - starts[b],
+            base_timestamp=int(sections.base_timestamp[b]),
+            max_timestamp=int(sections.max_timestamp[b]),
+        )
+        for b in range(len(starts) - 1)
+    ]
+    assert ours == [encode_batch(records[a:z]) for a, z in itertools.pairwise(starts)]
+
+
+def test_rows_with_nulls_empties_headers_and_falling_timestamps_encode_from_columns() -> None:
+    records = [
+        ProducerRecord(None, None, TS_BASE),
+        ProducerRecord(b"", b"", TS_BASE - 5),
+        ProducerRecord(b"k", b"v" * 300, TS_BASE + 10**10, (("h", None), ("", b""))),
+        ProducerRecord(None, b"tomb?", TS_BASE, (("only", None),)),
+    ]
+    for rows in (records, records[:2]):
+        sections = ce.encode_rows(rows)
+        section, base_ts, max_ts = sections.section(0), int(sections.base_timestamp[0]), int(sections.max_timestamp[0])
+        assert (base_ts, max_ts) == (rows[0].timestamp, max(r.timestamp for r in rows))
+        assert encode_batch_section(section, len(rows), base_timestamp=base_ts, max_timestamp=max_ts) == encode_batch(
+            rows
+        )

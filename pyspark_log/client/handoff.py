@@ -1,0 +1,253 @@
+"""Records from other threads to the producer's loop, a chunk at a time (the sync ``send`` path).
+
+Caller threads (``Producer.send`` / ``send_batch`` in ``sync.py``) append entries to a deque
+(``deque.append`` is atomic: no lock per record) and schedule a drain on the loop only when none
+is pending, so a burst of records costs one loop wake-up. The drain takes every queued entry at
+once and appends them in bulk (``Handoff.drain``):
+
+* runs of records whose partition needs no accumulator state (an explicit ``partition``, or a
+  key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is
+  long, ``columnar_encode.partitions_for_keys``) are grouped by partition, order kept, and each
+  group goes to ``RecordAccumulator.append_many`` (a few list operations per batch);
+* runs of records with neither (sticky partitioning, KIP-480) fill the open batch of the sticky
+  partition while it has room, and move the sticky partition on where a record would need a new
+  batch, as one-by-one appends do (``_flush_sticky``);
+* records of a topic whose metadata vanished are parked one by one (the producer's ``append``);
+* the batch API's encoded batches (``send_batch``) are queued as they are.
+
+Entries are processed in the order they were queued, runs one after the other, so records of a
+partition keep the order of the ``send`` calls (Kafka's per-partition ordering), whatever mix of
+keyed, explicit, null-key and batch-API records the chunk holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+from collections import deque
+from operator import attrgetter
+from typing import TYPE_CHECKING, Protocol
+
+from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.errors import ClientClosedError
+from pyspark_log.client.futures import RecordFuture
+from pyspark_log.client.partitioner import partition_for_key
+from pyspark_log.client.types import TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark_log.client.cluster import ClusterMetadata
+
+# A record (the sync send()'s ``RecordFuture``) or the batch API's encoded batches of a partition.
+Entry = RecordFuture | tuple[TopicPartition, list[ProducerBatch]]
+
+_SIZE = attrgetter("_size")
+_PARTITION = attrgetter("_partition")
+
+# Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
+# than building an Arrow array for a handful of keys).
+VECTORISE_KEYS_FROM = 48
+
+
+class HandoffTarget(Protocol):
+    """What the drain needs of ``AsyncProducer`` (a protocol: no import cycle)."""
+
+    @property
+    def accumulator(self) -> RecordAccumulator: ...
+    def cluster_metadata(self) -> ClusterMetadata: ...
+    def ignore_keys(self) -> bool: ...
+    def now_ms(self) -> float: ...
+    def append_one(self, record: RecordFuture) -> None: ...
+    def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None: ...
+    def sticky_partition(self, topic: str, count: int) -> int: ...
+    def sticky_next(self, topic: str, count: int, previous: int) -> int: ...
+    def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
+    def release(self, reserved: int) -> None: ...
+    def is_dead(self) -> bool: ...
+
+
+class Handoff:
+    """The ordered queue of entries from caller threads; drained on the producer's loop."""
+
+    def __init__(self, target: HandoffTarget) -> None:
+        self._target = target
+        self._queue: deque[Entry] = deque()
+        self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def put(self, entry: Entry) -> None:
+        """Queue ``entry`` (any thread) and make sure a drain will see it. Lock-free: the drain
+        clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller that
+        saw ``_scheduled`` set is always taken by that drain or a later one."""
+        self._queue.append(entry)
+        if self._scheduled:
+            return
+        self._scheduled = True
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self.drain)
+        except RuntimeError:  # the loop is closed
+            self.abort(ClientClosedError())
+            raise ClientClosedError() from None
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def _take(self) -> list[Entry]:
+        queue = self._queue
+        return [queue.popleft() for _ in range(len(queue))]
+
+    def drain(self) -> None:
+        """Append everything queued (on the loop), in order."""
+        self._scheduled = False
+        target = self._target
+        if target.is_dead():
+            self.abort(ClientClosedError("the producer closed before the record was queued"))
+            return
+        ignore_keys = target.ignore_keys()
+        while self._queue:
+            run: list[RecordFuture] = []  # consecutive records of one kind, keyed or sticky
+            sticky = False
+            for entry in self._take():
+                if entry.__class__ is not RecordFuture:  # the batch API's encoded batches
+                    self._flush(run, sticky)
+                    tp, batches = entry  # type: ignore[misc]
+                    target.append_columns(tp, batches)
+                    continue
+                kind = entry._partition is None and (entry.key is None or ignore_keys)
+                if kind is not sticky:
+                    self._flush(run, sticky)
+                    sticky = kind
+                run.append(entry)
+            self._flush(run, sticky)
+
+    def _flush(self, run: list[RecordFuture], sticky: bool) -> None:
+        if sticky:
+            self._flush_sticky(run)
+        else:
+            self._flush_run(run)
+
+    def _flush_sticky(self, run: list[RecordFuture]) -> None:
+        """Append a run of records without key or partition (sticky partitioning, KIP-480) in
+        bulk and empty ``run``: each fills the open batch of the topic's sticky partition while
+        it has room; the record that would need a new batch moves the sticky partition on and
+        goes to the next one, exactly as one-by-one appends with ``abort_on_new_batch`` do."""
+        if not run:
+            return
+        target = self._target
+        meta = target.cluster_metadata()
+        acc = target.accumulator
+        now = target.now_ms()
+        touched: list[TopicPartition] = []
+        wake = False
+        for topic, records in _by_topic(run).items():
+            count = meta.partition_count(topic)
+            if count is None:  # metadata vanished: park them one by one, in order
+                for record in records:
+                    target.append_one(record)
+                continue
+            sizes = list(map(_SIZE, records))
+            cum = list(itertools.accumulate(sizes, initial=0))
+            i, n = 0, len(records)
+            while i < n:
+                p = target.sticky_partition(topic, count)
+                tp = TopicPartition(topic, p)
+                room = acc.open_room(tp)
+                j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
+                if j > i:  # these fit in the open batch
+                    wake = acc.append_many(tp, records[i:j], sizes[i:j], records[i:j], now) or wake
+                    touched.append(tp)
+                    i = j
+                    if i == n:
+                        break
+                tp = TopicPartition(topic, target.sticky_next(topic, count, p))  # record i needs a new batch
+                wake = acc.append_many(tp, records[i : i + 1], sizes[i : i + 1], records[i : i + 1], now) or wake
+                touched.append(tp)
+                i += 1
+        run.clear()
+        if touched:
+            target.appended(touched, wake)
+
+    def _flush_run(self, run: list[RecordFuture]) -> None:
+        """Append a run of keyed / explicit-partition records in bulk and empty ``run``."""
+        if not run:
+            return
+        target = self._target
+        meta = target.cluster_metadata()
+        topic = run[0]._topic
+        by_topic = {topic: run} if all(r._topic == topic for r in run) else _by_topic(run)
+        acc = target.accumulator
+        now = target.now_ms()
+        touched: list[TopicPartition] = []
+        wake = False
+        for topic, records in by_topic.items():
+            count = meta.partition_count(topic)
+            if count is None:  # metadata vanished: park them one by one, in order
+                for record in records:
+                    target.append_one(record)
+                continue
+            for p, group in _by_partition(records, count):
+                tp = TopicPartition(topic, p)
+                wake = acc.append_many(tp, group, list(map(_SIZE, group)), group, now) or wake
+                touched.append(tp)
+        run.clear()
+        if touched:
+            target.appended(touched, wake)
+
+    def abort(self, exc: BaseException) -> None:
+        """Fail every queued entry and give its ``buffer.memory`` back."""
+        release = self._target.release
+        while self._queue:
+            for entry in self._take():
+                if entry.__class__ is RecordFuture:
+                    release(entry._size)
+                    entry(None, exc)
+                    continue
+                for batch in entry[1]:  # type: ignore[index]
+                    release(batch.reserved_bytes)
+                    batch.reserved_bytes = 0
+                    batch.fail(exc)
+
+
+def _by_topic(run: list[RecordFuture]) -> dict[str, list[RecordFuture]]:
+    out: dict[str, list[RecordFuture]] = {}
+    for record in run:
+        out.setdefault(record._topic, []).append(record)
+    return out
+
+
+def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, list[RecordFuture]]]:
+    """The records grouped by partition (their explicit one, else murmur2 of the key), each
+    group in the order of ``records``."""
+    explicit = list(map(_PARTITION, records))
+    keyed = [i for i, p in enumerate(explicit) if p is None] if None in explicit else []
+    if len(keyed) < VECTORISE_KEYS_FROM:
+        for i in keyed:
+            explicit[i] = partition_for_key(records[i].key, count)  # type: ignore[arg-type]
+        groups: dict[int, list[RecordFuture]] = {}
+        for record, p in zip(records, explicit, strict=True):
+            group = groups.get(p)
+            if group is None:
+                groups[p] = [record]
+            else:
+                group.append(record)
+        return list(groups.items())
+    import numpy as np
+    import pyarrow as pa
+
+    from pyspark_log.records.columnar_encode import partitions_for_keys
+
+    hashed = partitions_for_keys(pa.array([records[i].key for i in keyed], pa.large_binary()), count)
+    if len(keyed) == len(records):
+        parts = hashed
+    else:
+        parts = np.array([-1 if p is None else p for p in explicit], np.int64)
+        parts[np.array(keyed, np.int64)] = hashed
+    order = np.argsort(parts, kind="stable")
+    sorted_parts = parts[order]
+    cuts = [0, *(np.flatnonzero(np.diff(sorted_parts)) + 1).tolist(), len(records)]
+    ordered = [records[i] for i in order.tolist()] if len(cuts) > 2 else records
+    return [(int(sorted_parts[a]), ordered[a:b]) for a, b in itertools.pairwise(cuts)]
