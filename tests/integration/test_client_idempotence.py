@@ -12,6 +12,7 @@ from pyspark_log.embedded import EmbeddedBroker
 
 PARTITIONS = 3
 PER_PARTITION = 3000
+CHUNK = 300  # records per partition sent between two forced breaks
 
 
 def _break_connections(producer: Producer) -> int:
@@ -43,11 +44,19 @@ def test_broken_connections_during_produce_leave_no_duplicates_and_no_gaps(
 
         thread = threading.Thread(target=breaker, daemon=True)
         thread.start()
-        futures = [
-            p.send(topic_name, b"%d-%06d" % (part, i) + b"." * 100, partition=part)
-            for i in range(PER_PARTITION)
-            for part in range(PARTITIONS)
-        ]
+        futures = []
+        for start in range(0, PER_PARTITION, CHUNK):
+            futures += [
+                p.send(topic_name, b"%d-%06d" % (part, i) + b"." * 100, partition=part)
+                for i in range(start, start + CHUNK)
+                for part in range(PARTITIONS)
+            ]
+            # besides the breaker's random ones, one break right after each chunk's sends, while
+            # its requests are queued or in flight; polled, so a chunk waits for a connection to exist
+            deadline = time.monotonic() + 60
+            while (closed := p._run(_async(lambda: _break_connections(p)))) == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            breaks += closed
         p.flush()
         stop.set()
         thread.join()
