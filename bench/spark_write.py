@@ -15,7 +15,9 @@ For each value size a broker is filled through Spark and read back, in a local S
                     time includes reading), from ``start()`` to the end of the run; ``stream
                     batches`` is the same rows over the time inside its micro-batches (Spark's
                     ``triggerExecution``: without the query's start and stop, ~1-2 s);
-* ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``;
+* ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``
+                    (every column, the value included, is decoded by the Python reader and
+                    handed to the JVM as Arrow; the noop sink then drops the rows);
 * ``generate``      the batch write's DataFrame → ``write.format("noop")``: what Spark alone costs
                     to make the rows (for context; not part of the ratios).
 
