@@ -158,6 +158,8 @@ def encode_batch_section(
     if control:
         attributes |= CONTROL_MASK
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    # The header with a zero CRC, the CRC over its tail and the payload (incremental), then the
+    # batch in one join: the payload (up to batch.size, 1 MiB in the Spark sink) is copied once.
     out = bytearray(HEADER_SIZE)
     HEADER_STRUCT.pack_into(
         out,
@@ -176,9 +178,9 @@ def encode_batch_section(
         base_sequence,
         count,
     )
-    out += payload
-    _UINT32.pack_into(out, CRC_POS, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
-    return bytes(out)
+    crc = crc32c(payload, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
+    _UINT32.pack_into(out, CRC_POS, crc)
+    return b"".join((out, payload))
 
 
 def decode_records(

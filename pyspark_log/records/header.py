@@ -68,9 +68,10 @@ _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
 
-def crc32c(data: bytes | bytearray | memoryview) -> int:
-    """CRC-32C (Castagnoli), the checksum of RecordBatch v2."""
-    return _crc32c.crc32c(data)
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC-32C (Castagnoli), the checksum of RecordBatch v2; ``value`` is the CRC of the bytes
+    before ``data`` (``crc32c(a + b) == crc32c(b, crc32c(a))``)."""
+    return _crc32c.crc32c(data, value)
 
 
 @dataclass(frozen=True, slots=True)

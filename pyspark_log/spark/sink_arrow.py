@@ -4,7 +4,8 @@
 ``DataSourceStreamArrowWriter`` (``writer.py`` picks them where PySpark has them): the same
 transaction protocol (``sink.run_task``: per-task transactional id, batch mark, prepare, driver
 commit), the same columns and the same records, but no Python object per row. The task's
-batches are coalesced up to ``COALESCE_ROWS`` rows / ``COALESCE_BYTES`` bytes and handed to
+batches are coalesced up to ``COALESCE_ROWS`` rows / ``COALESCE_BYTES`` bytes (a batch at or
+above either goes as it is, without a copy: Spark's Arrow batches of big values) and handed to
 ``Producer.send_batch``, which partitions them (explicit ``partition``, murmur2 of ``key``,
 sticky for null keys) and encodes Kafka RecordBatches from the columns in bulk
 (``client/columnar_send.py``, ``records/columnar_encode.py``).
@@ -38,7 +39,7 @@ from pyspark_log.spark.sink_options import SinkOptions
 __all__ = ["COALESCE_BYTES", "COALESCE_ROWS", "write_task_arrow"]
 
 COALESCE_ROWS = 200_000
-COALESCE_BYTES = 32 * 1024 * 1024
+COALESCE_BYTES = 8 * 1024 * 1024
 
 
 def _bad_row(row_number: int, problem: str, fix: str) -> PylogSinkError:
@@ -74,6 +75,12 @@ class _ArrowSender:
         for batch in items:
             if batch.num_rows == 0:
                 continue
+            if batch.num_rows >= COALESCE_ROWS or batch.nbytes >= COALESCE_BYTES:
+                if pending:
+                    self._send(pending)
+                    pending, rows, size = [], 0, 0
+                self._send([batch])
+                continue
             pending.append(batch)
             rows += batch.num_rows
             size += batch.nbytes
@@ -84,13 +91,17 @@ class _ArrowSender:
             self._send(pending)
 
     def _send(self, batches: list[pa.RecordBatch]) -> None:
-        table = pa.Table.from_batches(batches).combine_chunks()
         c = self._columns
         base = self.rows
-        self.rows += table.num_rows
+        self.rows += sum(b.num_rows for b in batches)
 
         def column(index: int | None) -> Any:
-            return None if index is None else table.column(index).combine_chunks()
+            # One batch: its column as it is (no copy); several: one concatenation per column.
+            if index is None:
+                return None
+            if len(batches) == 1:
+                return batches[0].column(index)
+            return pa.concat_arrays([b.column(index) for b in batches])
 
         headers = column(c.headers)
         if headers is not None:

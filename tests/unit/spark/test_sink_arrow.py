@@ -12,6 +12,7 @@ import pytest
 
 from pyspark_log.client import TopicPartition
 from pyspark_log.records.columnar_encode import HEADERS_TYPE
+from pyspark_log.spark import sink_arrow
 from pyspark_log.spark.sink import Columns, PylogSinkError, TaskResult, complete_all, write_task
 from pyspark_log.spark.sink_arrow import write_task_arrow
 from tests.unit.spark.test_sink import NO_TOPIC, OPTIONS, VALUE_ONLY, FakeProducer, Model, stream_task
@@ -117,3 +118,31 @@ def test_bad_rows_fail_with_the_row_paths_messages() -> None:
     with pytest.raises(PylogSinkError, match=r"row 2 of this task has a null header or header key"):
         write_task_arrow(NO_TOPIC, COLUMNS, batches(rows), stream_task(0, 0), model.clients())
     assert model.open == {}
+
+
+def test_small_batches_are_coalesced_and_a_big_one_goes_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's Arrow batches below ``COALESCE_ROWS`` are concatenated (one copy per column) before
+    ``send_batch``; a batch at the threshold is handed over as it is (its value buffer, no copy),
+    after what was pending, so the order of the rows is kept."""
+    monkeypatch.setattr(sink_arrow, "COALESCE_ROWS", 3)
+    calls: list[tuple[list[Any], int]] = []
+
+    def recording(self: FakeProducer, topic: str, data: Any, **kw: Any) -> None:
+        calls.append((data["value"].to_pylist(), data["value"].buffers()[2].address))
+        _send_batch(self, topic, data, **kw)
+
+    monkeypatch.setattr(FakeProducer, "send_batch", recording, raising=False)
+    schema = pa.schema([("value", pa.binary())])
+    sizes = [2, 2, 5, 1]
+    data, n = [], 0
+    for size in sizes:
+        data.append(pa.RecordBatch.from_pylist([{"value": b"%d" % (n + i)} for i in range(size)], schema=schema))
+        n += size
+    model = Model()
+    result = write_task_arrow(OPTIONS, VALUE_ONLY, data, stream_task(0, 0), model.clients())
+    assert result.rows == 10
+    assert [len(values) for values, _ in calls] == [4, 5, 1]
+    assert [v for values, _ in calls for v in values] == [b"%d" % i for i in range(10)]
+    assert calls[1][1] == data[2].column(0).buffers()[2].address
+    complete_all(OPTIONS, [result], commit=True, what="b0", clients=model.clients())
+    assert [r[1] for r in model.log] == [b"%d" % i for i in range(10)]
