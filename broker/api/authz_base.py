@@ -27,7 +27,8 @@ from broker.api.context import Request
 from broker.controller.image import MetadataImage
 from broker.network.connection import ConnectionContext
 from broker.security.acl_checks import CHECKS, Topics, TopicShape
-from broker.security.authorizer import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from broker.security.authorizer import Authorizer, Operation, ResourceType
+from pyspark_log.wire.acl_codes import CLUSTER_NAME
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.message import Message

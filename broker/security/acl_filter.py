@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.security.authorizer import (
-    CLUSTER_NAME,
     WILDCARD,
     AclBinding,
     Operation,
@@ -27,6 +26,7 @@ from broker.security.authorizer import (
     Permission,
     ResourceType,
 )
+from pyspark_log.wire.acl_codes import CLUSTER_NAME
 
 
 @dataclass(frozen=True)

@@ -20,56 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 
-
-class ResourceType(IntEnum):  # Kafka's ResourceType codes
-    UNKNOWN = 0
-    ANY = 1  # filters only
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):  # Kafka's PatternType codes
-    UNKNOWN = 0
-    ANY = 1  # filters only: any pattern type, exact name
-    MATCH = 2  # filters only: every pattern that would apply to the name
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(IntEnum):  # Kafka's AclOperation codes
-    UNKNOWN = 0
-    ANY = 1  # filters only
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class Permission(IntEnum):  # Kafka's AclPermissionType codes
-    UNKNOWN = 0
-    ANY = 1  # filters only
-    DENY = 2
-    ALLOW = 3
-
+from pyspark_log.wire.acl_codes import AclOperation as Operation
+from pyspark_log.wire.acl_codes import AclPermissionType as Permission
+from pyspark_log.wire.acl_codes import PatternType, ResourceType
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
-CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name in Kafka
 
 # ALLOW of any of these operations also allows the key (Kafka's implied operations)
 _IMPLIED_BY = {

@@ -16,60 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
 
 from pyspark_log.client.errors import error_for
 from pyspark_log.wire import ApiKey, Message
+from pyspark_log.wire.acl_codes import (  # noqa: F401  (re-exported: the admin API's names)
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 Send = Callable[[int, dict[str, Any], float], Awaitable[Message]]
-
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-CLUSTER_NAME = "kafka-cluster"
 
 
 @dataclass(frozen=True)
