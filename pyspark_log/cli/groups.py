@@ -31,8 +31,8 @@ from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError, kafka_error
 from pyspark_log.cli.parsing import EARLIEST, LATEST, non_negative_int, parse_timestamp_ms, positive_int
 from pyspark_log.client import AdminClient, KafkaError, TopicPartition
-from pyspark_log.client.admin import ConsumerGroupDescription, MemberDescription
 from pyspark_log.client.errors import ErrorCode
+from pyspark_log.client.group_admin import ConsumerGroupDescription, MemberDescription
 
 MISSING = "-"
 STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")

@@ -35,14 +35,13 @@ from pyspark_log.client.admin import (
     ClusterDescription,
     ConfigEntry,
     ConfigResource,
-    ConsumerGroupDescription,
-    ConsumerGroupListing,
     ElectionType,
     NewTopic,
 )
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
+from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s

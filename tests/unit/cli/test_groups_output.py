@@ -14,9 +14,9 @@ from pyspark_log.cli import groups as groups_cli
 from pyspark_log.cli import main
 from pyspark_log.cli.parsing import EARLIEST, LATEST
 from pyspark_log.client import TopicPartition
-from pyspark_log.client.admin import ConsumerGroupDescription, ConsumerGroupListing, MemberDescription
 from pyspark_log.client.cluster import BrokerNode, PartitionMetadata, TopicMetadata
 from pyspark_log.client.errors import UnknownTopicOrPartitionError, error_for
+from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing, MemberDescription
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.types import OffsetAndTimestamp
 from pyspark_log.wire import ErrorCode, KafkaError

@@ -21,7 +21,7 @@ from pyspark_log.cli.groups import (
     plan_reset,
 )
 from pyspark_log.client import TopicPartition
-from pyspark_log.client.admin import ConsumerGroupDescription, MemberDescription
+from pyspark_log.client.group_admin import ConsumerGroupDescription, MemberDescription
 
 T0, T1, T2, U0 = (TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2), TopicPartition("u", 0))
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from pyspark_log.client.admin import AsyncAdmin, ConsumerGroupListing, MemberDescription
+from pyspark_log.client.admin import AsyncAdmin
 from pyspark_log.client.errors import UnsupportedFeatureError
+from pyspark_log.client.group_admin import ConsumerGroupListing, MemberDescription
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError
 from pyspark_log.wire.consumer_protocol import Assignment, encode_assignment
