@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from pyspark_log.delta import delta_sink, load_to_delta
 from pyspark_log.embedded import EmbeddedBroker
 from spark_tests.helpers import Kafka, batch_sizes, read, recent_ms, stream, wait_until
-from tests.integration.compat import disk_batches
+from tests.on_disk import disk_batches
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("stop_queries")]
 

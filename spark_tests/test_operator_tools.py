@@ -21,7 +21,7 @@ import pytest
 
 from pyspark_log.client import TopicPartition
 from spark_tests.helpers import Kafka, read, stream, values_of, wait_until
-from tests.integration.killed_producer import leave_open_transaction
+from tests.killed_producer import leave_open_transaction
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240), pytest.mark.usefixtures("stop_queries")]
 

@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark_log.embedded import EmbeddedBroker
-from pyspark_log.records.batch import decode_records
-from pyspark_log.records.header import BatchHeader, iter_batch_headers
-from pyspark_log.records.record import Record
+from tests.on_disk import disk_batches, segment_files  # noqa: F401  (re-exported for the matrix tests)
 
 BIG_VALUE_BYTES = 1 << 20
 MAX_BYTES = 4 << 20  # broker message.max.bytes and client max request size: a 1 MiB value fits
@@ -169,19 +167,6 @@ def cluster_id_of(broker: EmbeddedBroker) -> str:
     return found[-1]
 
 
-def disk_batches(broker: EmbeddedBroker, topic: str, partition: int = 0) -> list[tuple[BatchHeader, list[Record]]]:
-    """Every batch in the partition's segment files, decoded with pylog's own record codec."""
-    directory = broker.data_dir / "logs" / f"{topic}-{partition}"
-    segments = sorted(directory.glob("*.log"))
-    assert segments, f"no segment files in {directory}"
-    out = []
-    for path in segments:
-        buf = path.read_bytes()
-        for pos, _ in iter_batch_headers(buf):
-            out.append(decode_records(buf, pos))
-    return out
-
-
 def assert_codec_on_disk(broker: EmbeddedBroker, topic: str, codec: str, partition: int = 0) -> None:
     """The client really compressed: some stored batch uses ``codec`` (clients may skip a codec
     for a batch it does not shrink, never for all of them), and ``none`` means none at all."""
@@ -191,10 +176,6 @@ def assert_codec_on_disk(broker: EmbeddedBroker, topic: str, codec: str, partiti
     else:
         assert CODEC_IDS[codec] in used, f"no {codec} batch on disk; codecs used: {used}"
         assert used <= {0, CODEC_IDS[codec]}, used
-
-
-def segment_files(broker: EmbeddedBroker, topic: str, partition: int = 0) -> list[Path]:
-    return sorted((broker.data_dir / "logs" / f"{topic}-{partition}").glob("*.log"))
 
 
 # ---------------------------------------------------------------------------------------------

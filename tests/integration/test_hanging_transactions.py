@@ -26,7 +26,7 @@ from confluent_kafka import IsolationLevel as CkIsolation
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from pyspark_log.embedded import EmbeddedBroker
-from tests.integration.killed_producer import TXN_TIMEOUT_MS, leave_open_transaction
+from tests.killed_producer import TXN_TIMEOUT_MS, leave_open_transaction
 
 pytestmark = [
     pytest.mark.integration,

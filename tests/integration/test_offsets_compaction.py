@@ -29,7 +29,8 @@ from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import decode_response, encode_request
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
-from tests.integration.compat import disk_batches, segment_files, wait_until
+from tests.integration.compat import wait_until
+from tests.on_disk import disk_batches, segment_files
 
 COMMITS_CI = 20_000
 COMMITS = int(os.environ.get("PYLOG_OFFSET_COMMITS", COMMITS_CI))
