@@ -16,7 +16,8 @@ It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.p
   ``request_timeout_ms``, and answered once this node's image shows the result.
 * **Brokers** (``broker`` given) register with the active controller at ``start`` (the broker
   epoch is the offset of its ``RegisterBrokerRecord``), wait until their own image shows the
-  registration, then heartbeat every ``heartbeat_interval_ms``. The active controller fences a
+  registration, then heartbeat every ``heartbeat_interval_ms`` (the ``BrokerSession`` part,
+  ``broker.controller.broker_session``). The active controller fences a
   broker whose heartbeats stop for ``session_timeout_ms`` (out of Metadata, out of every ISR that
   has another member, its leaderships moved to live ISR members: ``partition_changes.fence_broker``)
   and unfences it on its next heartbeat. A registration whose cluster id differs from
@@ -37,6 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from broker.controller import operations
+from broker.controller.broker_session import BrokerSession
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import (
     ControllerChannel,
@@ -52,8 +54,6 @@ from broker.controller.forwarding import (
     forward_delete_topic,
     forwarded_request,
     raise_for,
-    send_heartbeat,
-    send_registration,
 )
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
@@ -105,15 +105,11 @@ class RaftDriverLike(Protocol):
     def voter_endpoints(self) -> dict[int, tuple[str, int]]: ...
 
 
-class ClusterIdMismatchError(RuntimeError):
-    """The quorum belongs to another cluster than this node's ``meta.properties``."""
-
-
 def _system_clock_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class QuorumController(AclOperations, ReplicaLeadership):
+class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
     """``MetadataController`` on the metadata quorum; see the module docstring."""
 
     _driver: RaftDriverLike
@@ -534,11 +530,6 @@ class QuorumController(AclOperations, ReplicaLeadership):
             pass
         return fenced
 
-    def _leads_nothing(self) -> bool:
-        assert self._broker is not None
-        me = self._broker.node_id
-        return not any(p.leader == me for t in self._image.topics.values() for p in t.partitions.values())
-
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the controller duties; on a broker, register, start heartbeating at once (a
@@ -551,99 +542,6 @@ class QuorumController(AclOperations, ReplicaLeadership):
         await self._send_until_registered()
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="broker-heartbeat"))
         await self._wait_registration_applied()
-
-    async def _register(self) -> None:
-        await self._send_until_registered()
-        await self._wait_registration_applied()
-
-    async def _send_until_registered(self) -> None:
-        assert self._broker is not None
-        broker = self._broker
-        reg = Registration(
-            broker.node_id,
-            self._cluster_id,
-            self._incarnation_id,
-            broker.host,
-            broker.port,
-            broker.rack,
-            broker.endpoints,
-        )
-        attempts = 0
-        while True:
-            attempts += 1
-            fatal = getattr(self._driver, "fatal_error", None)
-            if fatal:
-                raise RuntimeError(f"the metadata quorum replica failed before broker registration: {fatal}")
-            code, epoch = await self._send_registration(reg)
-            if code == ErrorCode.INCONSISTENT_CLUSTER_ID:
-                raise ClusterIdMismatchError(
-                    f"the metadata quorum refused broker {broker.node_id}: its cluster id {self._cluster_id} "
-                    "is not the quorum's (INCONSISTENT_CLUSTER_ID); check cluster.id and meta.properties"
-                )
-            if code == ErrorCode.NONE:
-                self._broker_epoch = epoch
-                break
-            if attempts % 40 == 0:
-                log.warning("broker %d still waiting to register (last error %s)", broker.node_id, code)
-            await asyncio.sleep(self._retry_backoff_ms * 4 / 1000)
-
-    async def _wait_registration_applied(self) -> None:
-        assert self._broker is not None
-        broker = self._broker
-        epoch = self._broker_epoch
-        while not await self.wait_until(self._own_registration_applied, self._request_timeout_ms):
-            log.warning("broker %d: waiting for the metadata log to catch up to epoch %d", broker.node_id, epoch)
-        log.info("broker %d registered with broker epoch %d", broker.node_id, self._broker_epoch)
-
-    def _own_registration_applied(self) -> bool:
-        assert self._broker is not None
-        reg = self._state.registrations.get(self._broker.node_id)
-        return reg is not None and reg.epoch >= self._broker_epoch
-
-    async def _send_registration(self, reg: Registration) -> tuple[int, int]:
-        if self._driver.is_leader:
-            return await self.handle_registration(reg)
-        channel = self._any_controller_channel()
-        if channel is None:
-            return ErrorCode.NOT_CONTROLLER, -1
-        try:
-            return await send_registration(channel, reg, timeout_ms=self._request_timeout_ms)
-        except ControllerUnavailable as exc:
-            log.debug("registration: %s", exc)
-            return ErrorCode.NOT_CONTROLLER, -1
-
-    async def _heartbeat_once(self, *, want_shut_down: bool = False) -> int:
-        assert self._broker is not None
-        broker_id = self._broker.node_id
-        if self._driver.is_leader:
-            code, _ = await self.handle_heartbeat(broker_id, self._broker_epoch, want_shut_down=want_shut_down)
-            return code
-        channel = self._leader_channel()
-        if channel is None:
-            return ErrorCode.NOT_CONTROLLER
-        try:
-            code, _ = await send_heartbeat(
-                channel, broker_id, self._broker_epoch, self._state.applied_offset,
-                want_shut_down=want_shut_down, timeout_ms=self._heartbeat_interval_ms * 2,
-            )  # fmt: skip
-        except ControllerUnavailable as exc:
-            log.debug("heartbeat: %s", exc)
-            return ErrorCode.NOT_CONTROLLER
-        return code
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                code = await self._heartbeat_once()
-                if code == ErrorCode.STALE_BROKER_EPOCH:
-                    log.warning("broker epoch %d is stale: registering again", self._broker_epoch)
-                    await self._register()
-                    continue
-                delay_ms = self._heartbeat_interval_ms if code == ErrorCode.NONE else self._retry_backoff_ms * 4
-            except (MetadataError, ClusterIdMismatchError):
-                log.exception("broker heartbeat failed")
-                delay_ms = self._heartbeat_interval_ms
-            await asyncio.sleep(delay_ms / 1000)
 
     async def _controller_loop(self) -> None:
         """Leader duties: catch up once per epoch (commits the cluster id), fence silent brokers,

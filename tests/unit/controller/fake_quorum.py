@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from broker.controller import broker_session as session_module
 from broker.controller import leadership as leadership_module
 from broker.controller import quorum as quorum_module
 from broker.controller.errors import MetadataError
@@ -178,6 +179,6 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
     monkeypatch.setattr(quorum_module, "forward_create_partitions", partitions)
     monkeypatch.setattr(quorum_module, "forward_alter_topic_configs", alter)
     monkeypatch.setattr(quorum_module, "forward_alter_client_quotas", quotas)
-    monkeypatch.setattr(quorum_module, "send_registration", register)
-    monkeypatch.setattr(quorum_module, "send_heartbeat", heartbeat)
+    monkeypatch.setattr(session_module, "send_registration", register)
+    monkeypatch.setattr(session_module, "send_heartbeat", heartbeat)
     return calls

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
+from broker.controller.broker_session import ClusterIdMismatchError
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Registration, forwarded_request
-from broker.controller.quorum import ClusterIdMismatchError
 from broker.controller.records import ClusterIdRecord, decode_records
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
