@@ -45,7 +45,7 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.futures import RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
-from pyspark_log.records.batch import RecordFields, encode_batch, encode_batch_section
+from pyspark_log.records.batch import BatchParts, RecordFields, encode_batch, encode_batch_parts, encode_batch_section
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class ProducerBatch:
         self.retry_at_ms = 0.0
         self.closed = False
         self.done = False
-        self.encoded: bytes | None = None
+        self.encoded: bytes | BatchParts | None = None
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
@@ -179,7 +179,7 @@ class ProducerBatch:
     def close(self) -> None:
         self.closed = True
 
-    def encode(self, codec: int) -> bytes:
+    def encode(self, codec: int) -> bytes | BatchParts:
         """The RecordBatch v2 bytes (base offset 0; the broker assigns offsets). Cached across
         retries; done at drain time. A batch of ``send()`` records gets its records section
         from columns (``encode_sections``) when it is big enough, else from ``encode_batch``."""
@@ -188,7 +188,10 @@ class ProducerBatch:
                 encode_sections([self])
             sec = self.section
             if sec is not None:
-                self.encoded = encode_batch_section(
+                # The batch API's batches stay in two parts (header, records section): the
+                # connection writes the section as it is (``BatchParts``), no joined copy.
+                encode = encode_batch_parts if self.columns is not None else encode_batch_section
+                self.encoded = encode(
                     sec.data,
                     sec.count,
                     base_timestamp=sec.base_timestamp,

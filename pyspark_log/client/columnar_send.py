@@ -12,8 +12,9 @@ records (partitioning, encoding) never blocks the producer's I/O loop:
    ``columnar_encode.murmur2``); null keys are sticky (KIP-480): a run of null-key rows fills
    one partition up to ``batch.size`` and then the sticky partition moves on.
 3. ``encode_partitions`` groups rows by partition (stable: order within a partition is kept),
-   cuts batches with the accumulator's ``batch.size`` rule and encodes every records section of
-   a partition in one pass (``columnar_encode.encode_sections``).
+   cuts batches with the accumulator's ``batch.size`` rule and encodes the records sections of
+   a partition in runs of whole batches (``ENCODE_RUN_BYTES``), one pass per run
+   (``columnar_encode.encode_sections``); each run is queued before the next is encoded.
 
 The batches are then queued on the loop (``AsyncProducer.enqueue_columns_threadsafe``) where
 they take sequence numbers, join transactions, linger and retry like ``send()``'s batches.
@@ -161,6 +162,9 @@ class PartitionBatches:
         return sum(b.reserved_bytes for b in self.batches)
 
 
+ENCODE_RUN_BYTES = 8 << 20  # records (by estimate) encoded per pass: batches leave while the rest encodes
+
+
 def encode_partitions(
     topic: str,
     records: ArrowRecords,
@@ -170,44 +174,54 @@ def encode_partitions(
     batch_size_bytes: int,
     created_ms: float,
     delivery: ColumnarDelivery,
-) -> list[PartitionBatches]:
-    """Group rows by partition (order kept within each), cut batches, encode them."""
+    run_bytes: int | None = None,
+) -> Iterator[PartitionBatches]:
+    """Group rows by partition (order kept within each), cut batches, encode them. Lazily, in
+    runs of whole batches of about ``run_bytes`` each (default ``ENCODE_RUN_BYTES``; at least
+    one batch), oldest first within a partition: the caller queues a run while the next is
+    encoded, so the first requests go out early, and each run's reordered copy of the rows
+    (``take``) is small and short-lived."""
+    run_bytes = ENCODE_RUN_BYTES if run_bytes is None else run_bytes
     order = np.argsort(parts, kind="stable")
     sorted_parts = parts[order]
-    cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
-    groups = np.split(np.arange(len(parts)), cuts)
-    if len(groups) > 1 or (len(order) and (order != np.arange(len(order))).any()):
-        records = records.take(order)
-        estimates = estimates[order]
-    out: list[PartitionBatches] = []
-    for group in groups:
-        lo, hi = int(group[0]), int(group[-1]) + 1
-        rows = records.slice(lo, hi)
-        est = estimates[lo:hi]
+    bounds = [0, *(np.flatnonzero(np.diff(sorted_parts)) + 1).tolist(), len(parts)]
+    for g in range(len(bounds) - 1):
+        rows_of_partition = order[bounds[g] : bounds[g + 1]]
+        est = estimates[rows_of_partition]
         starts = columnar_encode.batch_bounds(est, batch_size_bytes, BATCH_OVERHEAD_BYTES)
-        sections = columnar_encode.encode_sections(rows, starts)
         est_cum = np.zeros(len(est) + 1, np.int64)
         np.cumsum(est, out=est_cum[1:])
-        tp = TopicPartition(topic, int(sorted_parts[lo]))
-        batches = []
-        for b in range(len(starts) - 1):
-            a, z = int(starts[b]), int(starts[b + 1])
-            section = ColumnarSection(
-                sections.section(b), z - a, int(sections.base_timestamp[b]), int(sections.max_timestamp[b])
-            )
-            batches.append(
-                ProducerBatch.columnar(
-                    tp,
-                    created_ms,
-                    batch_size_bytes,
-                    section=section,
-                    columns=rows.slice(a, z),
-                    size_bytes=int(est_cum[z] - est_cum[a]),
-                    delivery=delivery,
+        tp = TopicPartition(topic, int(sorted_parts[bounds[g]]))
+        first = 0
+        while first < len(starts) - 1:
+            last = int(np.searchsorted(est_cum[starts], est_cum[starts[first]] + run_bytes, side="right")) - 1
+            last = min(max(last, first + 1), len(starts) - 1)
+            lo, hi = int(starts[first]), int(starts[last])
+            idx = rows_of_partition[lo:hi]
+            if hi - lo == idx[-1] - idx[0] + 1:  # consecutive input rows: no reordered copy
+                rows = records.slice(int(idx[0]), int(idx[-1]) + 1)
+            else:
+                rows = records.take(idx)
+            sections = columnar_encode.encode_sections(rows, starts[first : last + 1] - lo)
+            batches = []
+            for b in range(last - first):
+                a, z = int(starts[first + b]), int(starts[first + b + 1])
+                section = ColumnarSection(
+                    sections.section(b), z - a, int(sections.base_timestamp[b]), int(sections.max_timestamp[b])
                 )
-            )
-        out.append(PartitionBatches(tp, batches))
-    return out
+                batches.append(
+                    ProducerBatch.columnar(
+                        tp,
+                        created_ms,
+                        batch_size_bytes,
+                        section=section,
+                        columns=rows.slice(a - lo, z - lo),
+                        size_bytes=int(est_cum[z] - est_cum[a]),
+                        delivery=delivery,
+                    )
+                )
+            yield PartitionBatches(tp, batches)
+            first = last
 
 
 def reservation_groups(batches: Sequence[ProducerBatch], limit_bytes: int) -> list[list[ProducerBatch]]:

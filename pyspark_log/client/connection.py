@@ -42,7 +42,8 @@ from pyspark_log.wire import (
     KafkaError,
     Message,
     decode_response,
-    encode_request,
+    encode_request_parts,
+    frame_chunks,
     peek_correlation_id,
 )
 from pyspark_log.wire.registry import find_api
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME_BYTES = 1 << 30
+# Chunks of a request frame this big (a batch-API records section) are written as they are,
+# without joining them into the frame's bytes: one copy fewer, the kernel's being the only one.
+DIRECT_WRITE_BYTES = 64 * 1024
 
 # The versions this client knows how to build and read, per API (intersected with the declared
 # schemas and the broker's ranges). Fetch stops at 12: from 13 topics are named by id;
@@ -104,7 +108,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 class Writer(Protocol):
     """The write half of a transport (``asyncio.StreamWriter`` or a test fake)."""
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes | memoryview) -> None: ...
 
     async def drain(self) -> None: ...
 
@@ -291,13 +295,16 @@ class BrokerConnection:
                 raise self._closed_exc or BrokerConnectionError(f"{self} is not connected")
             correlation_id = self._next_correlation_id
             self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-            frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+            chunks = frame_chunks(
+                encode_request_parts(api_key, version, correlation_id, self.client_id, body), DIRECT_WRITE_BYTES
+            )
             fut: asyncio.Future[Message] | None = None
             if expect_response:
                 fut = asyncio.get_running_loop().create_future()
                 self._in_flight.append((correlation_id, int(api_key), version, fut))
             try:
-                self._writer.write(frame)
+                for chunk in chunks:  # one frame: no await between its chunks
+                    self._writer.write(chunk)
                 await self._writer.drain()
             except (OSError, RuntimeError) as exc:
                 self.close(BrokerConnectionError(f"write to {self} failed: {exc}"))

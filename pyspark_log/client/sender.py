@@ -165,6 +165,12 @@ class Sender:
             drained = self._acc.drain(meta, nodes, self.max_request_bytes, now)
             for node, batches in drained.items():
                 self._spawn(node, batches)
+            if drained:
+                # More may be sendable behind what was drained (a drain takes one batch per
+                # partition): go round again once the new requests are written, as Kafka's
+                # sender polls without waiting while data is sendable, so up to
+                # max.in.flight.requests.per.connection requests fill instead of one per wake-up.
+                return 0.0
         return max(delay, 0.0)
 
     def _spawn(self, node: int, batches: list[ProducerBatch]) -> None:

@@ -125,6 +125,30 @@ def encode_batch(
     )
 
 
+class BatchParts:
+    """One encoded batch as its header and its records bytes, not joined: the producer's batch
+    API writes the two to the socket one after the other, so the records (up to ``batch.size``)
+    are never copied into a joined ``bytes``. ``len`` is the batch's size; ``bytes()`` joins.
+    A records value the wire encoders pass through as given (``pyspark_log.wire``)."""
+
+    __slots__ = ("header", "payload", "size")
+
+    def __init__(self, header: bytes | bytearray, payload: bytes | bytearray | memoryview) -> None:
+        self.header = header
+        self.payload = payload
+        self.size = len(header) + len(payload)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join((self.header, self.payload))
+
+    @property
+    def parts(self) -> tuple[bytes | bytearray | memoryview, ...]:
+        return (self.header, self.payload)
+
+
 def encode_batch_section(
     section: bytes | bytearray | memoryview,
     count: int,
@@ -145,6 +169,45 @@ def encode_batch_section(
     """Build one batch around ``count`` already encoded records (an uncompressed records
     section, offset deltas from 0): header, compression, CRC. ``encode_batch`` and the columnar
     encoder (``columnar_encode.py``) both end here."""
+    return bytes(
+        encode_batch_parts(
+            section,
+            count,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            base_offset=base_offset,
+            codec=codec,
+            log_append_time=log_append_time,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=transactional,
+            control=control,
+            partition_leader_epoch=partition_leader_epoch,
+            compression_level=compression_level,
+        )
+    )
+
+
+def encode_batch_parts(
+    section: bytes | bytearray | memoryview,
+    count: int,
+    *,
+    base_timestamp: int,
+    max_timestamp: int,
+    base_offset: int = 0,
+    codec: int = compression.NONE,
+    log_append_time: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression_level: int | None = None,
+) -> BatchParts:
+    """``encode_batch_section`` without the final join: the header (CRC set) and the records
+    bytes (``section`` itself, uncompressed, or its compressed form)."""
     if count <= 0:
         raise ValueError("a batch needs at least one record")
     if codec & ~COMPRESSION_MASK or codec not in compression.CODEC_NAMES:
@@ -158,8 +221,8 @@ def encode_batch_section(
     if control:
         attributes |= CONTROL_MASK
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    # The header with a zero CRC, the CRC over its tail and the payload (incremental), then the
-    # batch in one join: the payload (up to batch.size, 1 MiB in the Spark sink) is copied once.
+    # The header with a zero CRC, then the CRC over its tail and the payload (incremental): the
+    # payload (up to batch.size, 1 MiB in the Spark sink) is not copied here.
     out = bytearray(HEADER_SIZE)
     HEADER_STRUCT.pack_into(
         out,
@@ -180,7 +243,7 @@ def encode_batch_section(
     )
     crc = crc32c(payload, crc32c(memoryview(out)[ATTRIBUTES_POS:]))
     _UINT32.pack_into(out, CRC_POS, crc)
-    return b"".join((out, payload))
+    return BatchParts(bytes(out), payload)
 
 
 def decode_records(

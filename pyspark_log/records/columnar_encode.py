@@ -50,12 +50,17 @@ _VARINT_LIMITS = [np.uint64(1) << np.uint64(7 * k) for k in range(1, 10)]
 _Ints = Any  # numpy int64 arrays
 
 
+def _one_array(array: pa.ChunkedArray) -> pa.Array:
+    """The chunks as one array: a single chunk as it is (``combine_chunks`` copies even one)."""
+    return array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
+
+
 def _as_binary(array: pa.Array | pa.ChunkedArray | None, n: int, what: str) -> pa.Array:
     """A ``large_binary`` array of ``n`` values (all null when ``array`` is None)."""
     if array is None:
         return pa.nulls(n, _BINARY)
     if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+        array = _one_array(array)
     if len(array) != n:
         raise ValueError(f"{what} has {len(array)} values, expected {n}")
     t = array.type
@@ -80,7 +85,7 @@ def _as_timestamps_ms(array: pa.Array | pa.ChunkedArray | np.ndarray | int, n: i
         out = array.astype(np.int64, copy=False)
     else:
         if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
+            array = _one_array(array)
         if array.null_count:
             raise ValueError("timestamps must not be null")
         unit = array.type.unit if pa.types.is_timestamp(array.type) else "ms"
@@ -119,7 +124,7 @@ class ArrowRecords:
         """Normalise columns (strings become their UTF-8 bytes; ``timestamp`` types become ms)."""
         n = num_rows if num_rows is not None else len(value if value is not None else key)  # type: ignore[arg-type]
         if isinstance(headers, pa.ChunkedArray):
-            headers = headers.combine_chunks()
+            headers = _one_array(headers)
         if headers is not None:
             if pa.types.is_null(headers.type):
                 headers = None

@@ -26,8 +26,10 @@ from pyspark_log.wire.headers import (
     decode_response,
     encode_api_versions_fallback,
     encode_request,
+    encode_request_parts,
     encode_response,
     encode_response_parts,
+    frame_chunks,
     peek_correlation_id,
 )
 from pyspark_log.wire.message import Message
@@ -66,9 +68,11 @@ __all__ = [
     "encode_api_versions_fallback",
     "encode_request",
     "encode_request_body",
+    "encode_request_parts",
     "encode_response",
     "encode_response_body",
     "encode_response_parts",
+    "frame_chunks",
     "get_api",
     "peek_correlation_id",
 ]

@@ -135,6 +135,36 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
 ) -> bytes:
     """A whole request frame, int32 size included."""
+    return b"".join(frame_chunks(encode_request_parts(api_key, api_version, correlation_id, client_id, body)))
+
+
+def frame_chunks(parts: list[Any], direct_bytes: int | None = None) -> list[Any]:
+    """The bytes of ``parts`` (``encode_request_parts``) in order, for writing: an object with
+    ``parts`` is opened up; runs of chunks are joined into one ``bytes``, except chunks of at
+    least ``direct_bytes`` (None: never), which stay as they are (written without a copy)."""
+    out: list[Any] = []
+    run: list[Any] = []
+    for part in parts:
+        for chunk in getattr(part, "parts", (part,)):
+            if direct_bytes is not None and len(chunk) >= direct_bytes:
+                if run:
+                    out.append(run[0] if len(run) == 1 else b"".join(run))
+                    run = []
+                out.append(chunk)
+            else:
+                run.append(chunk)
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
+    return out
+
+
+def encode_request_parts(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Mapping[str, Any]
+) -> list[Any]:
+    """A request frame as a list of chunks, the int32 size first. Records values are passed
+    through as given (bytes-like, or an object with ``parts`` and ``len`` such as
+    ``records.batch.BatchParts``, which the producer writes to the socket piece by piece);
+    every other chunk is bytes. ``sum(map(len, parts[1:]))`` equals the size in ``parts[0]``."""
     api = get_api(api_key)
     head = _REQUEST_HEAD.pack(api_key, api_version, correlation_id) + write_nullable_string(client_id)
     if api.request_header_version(api_version) == 2:
@@ -142,7 +172,7 @@ def encode_request(
     parts: list[Any] = [b"", head]
     api.request.encode_into(body, api_version, parts)
     parts[0] = INT32.pack(sum(map(len, parts)))
-    return b"".join(parts)
+    return parts
 
 
 def peek_correlation_id(frame: bytes | memoryview) -> int:

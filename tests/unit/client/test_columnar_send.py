@@ -15,7 +15,7 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records import columnar_encode
-from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.records.batch import BatchParts, ProducerRecord, encode_batch
 
 pytestmark = pytest.mark.unit
 
@@ -66,8 +66,10 @@ def test_encoded_partition_batches_equal_encode_batch_and_keep_order() -> None:
     parts = columnar_encode.partitions_for_keys(records.key, 4)
     estimates = columnar_encode.estimate_bytes(records)
     delivery = ColumnarDelivery(n, lambda _n, _e: None)
-    chunks = columnar_send.encode_partitions(
-        "t", records, parts, estimates, batch_size_bytes=2048, created_ms=0.0, delivery=delivery
+    chunks = list(
+        columnar_send.encode_partitions(
+            "t", records, parts, estimates, batch_size_bytes=2048, created_ms=0.0, delivery=delivery
+        )
     )
     assert explicit is None
     assert sorted(c.tp.partition for c in chunks) == sorted(set(parts.tolist()))
@@ -80,7 +82,7 @@ def test_encoded_partition_batches_equal_encode_batch_and_keep_order() -> None:
         at = 0
         for batch in chunk.batches:
             count = batch.record_count
-            assert batch.encode(3) == encode_batch(recs[at : at + count], codec=3)
+            assert bytes(batch.encode(3)) == encode_batch(recs[at : at + count], codec=3)
             assert (
                 batch.size_bytes - 61
                 == batch.reserved_bytes
@@ -93,14 +95,16 @@ def test_encoded_partition_batches_equal_encode_batch_and_keep_order() -> None:
 
 def make_batches(n: int, delivery: ColumnarDelivery) -> list[columnar_send.PartitionBatches]:
     records, _ = columnar_send.records_of({"value": [b"x" * 100] * n}, partition=None, timestamp_ms=TS, now_ms=0)
-    return columnar_send.encode_partitions(
-        "t",
-        records,
-        np.zeros(n, np.int64),
-        columnar_encode.estimate_bytes(records),
-        batch_size_bytes=1 << 20,
-        created_ms=0.0,
-        delivery=delivery,
+    return list(
+        columnar_send.encode_partitions(
+            "t",
+            records,
+            np.zeros(n, np.int64),
+            columnar_encode.estimate_bytes(records),
+            batch_size_bytes=1 << 20,
+            created_ms=0.0,
+            delivery=delivery,
+        )
     )
 
 
@@ -136,7 +140,7 @@ def test_a_split_columnar_batch_delivers_through_its_halves() -> None:
     (a,) = acc.drain(Leaders(), [1], 1 << 20, 0)[1]
     (second,) = acc.drain(Leaders(), [1], 1 << 20, 0)[1]
     assert (a.record_count, second.record_count) == (4, 5)
-    assert a.encode(0) == encode_batch([ProducerRecord(None, b"x" * 100, TS)] * 4)
+    assert bytes(a.encode(0)) == encode_batch([ProducerRecord(None, b"x" * 100, TS)] * 4)
     a.complete(0)
     assert done == []
     second.complete(4)
@@ -163,3 +167,100 @@ def test_bad_columns_are_refused_with_the_fix() -> None:
         )
     with pytest.raises(TypeError, match="binary or string"):
         columnar_send.records_of(pa.table({"value": [1]}), partition=None, timestamp_ms=None, now_ms=0)
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_encoding_in_runs_keeps_batches_whole_ordered_and_byte_identical(keyed: bool) -> None:
+    """``encode_partitions`` encodes a partition in runs of whole batches (``run_bytes``): every
+    run's batches equal ``encode_batch`` of the same records, a partition's runs come oldest
+    first, and the cut into batches is the one a single pass makes (``batch.size``)."""
+    n = 500
+    data = {
+        "value": [f"value-{i}".encode() * (1 + i % 5) for i in range(n)],
+        "key": [f"key-{i % 17}".encode() for i in range(n)],
+        "timestamp": [TS + i for i in range(n)],
+    }
+    records, _ = columnar_send.records_of(data, partition=None, timestamp_ms=None, now_ms=0)
+    parts = columnar_encode.partitions_for_keys(records.key, 3) if keyed else np.zeros(n, np.int64)
+    estimates = columnar_encode.estimate_bytes(records)
+
+    def batches_by_partition(run_bytes: int | None) -> dict[int, list[tuple[int, bytes]]]:
+        out: dict[int, list[tuple[int, bytes]]] = {}
+        delivery = ColumnarDelivery(n, lambda _n, _e: None)
+        for chunk in columnar_send.encode_partitions(
+            "t",
+            records,
+            parts,
+            estimates,
+            batch_size_bytes=1024,
+            created_ms=0.0,
+            delivery=delivery,
+            run_bytes=run_bytes,
+        ):
+            assert len(chunk.batches) >= 1
+            out.setdefault(chunk.tp.partition, []).extend((b.record_count, bytes(b.encode(0))) for b in chunk.batches)
+        return out
+
+    whole = batches_by_partition(1 << 30)
+    runs = batches_by_partition(3000)
+    assert runs == whole
+    for partition, batches in runs.items():
+        rows = [i for i in range(n) if parts[i] == partition]
+        recs = [ProducerRecord(data["key"][i], data["value"][i], data["timestamp"][i]) for i in rows]
+        at = 0
+        for count, encoded in batches:
+            assert encoded == encode_batch(recs[at : at + count])
+            at += count
+        assert at == len(recs)
+
+
+def test_runs_are_at_least_one_batch_and_about_run_bytes() -> None:
+    n = 64
+    records, _ = columnar_send.records_of({"value": [b"v" * 200] * n}, partition=None, timestamp_ms=TS, now_ms=0)
+    estimates = columnar_encode.estimate_bytes(records)
+    delivery = ColumnarDelivery(n, lambda _n, _e: None)
+    per_batch = [
+        len(chunk.batches)
+        for chunk in columnar_send.encode_partitions(
+            "t",
+            records,
+            np.zeros(n, np.int64),
+            estimates,
+            batch_size_bytes=1000,
+            created_ms=0.0,
+            delivery=delivery,
+            run_bytes=1,
+        )
+    ]
+    assert per_batch == [1] * len(per_batch)
+    assert len(per_batch) > 1
+    runs = list(
+        columnar_send.encode_partitions(
+            "t",
+            records,
+            np.zeros(n, np.int64),
+            estimates,
+            batch_size_bytes=1000,
+            created_ms=0.0,
+            delivery=delivery,
+            run_bytes=3000,
+        )
+    )
+    assert all(sum(b.reserved_bytes for b in run.batches) <= 3000 for run in runs)
+    assert sum(b.record_count for run in runs for b in run.batches) == n
+
+
+def test_batch_api_batches_encode_to_parts_that_join_to_the_batch() -> None:
+    """A batch-API batch is encoded as ``BatchParts`` (header, records section): the connection
+    writes the section without joining it; joined, the parts are the batch ``encode_batch`` makes."""
+    (chunk,) = make_batches(5, ColumnarDelivery(5, lambda _n, _e: None))
+    (batch,) = chunk.batches
+    batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 1, 40
+    encoded = batch.encode(0)
+    assert isinstance(encoded, BatchParts)
+    assert len(encoded) == len(bytes(encoded)) == len(encoded.parts[0]) + len(encoded.parts[1])
+    expected = encode_batch(
+        [ProducerRecord(None, b"x" * 100, TS)] * 5, producer_id=7, producer_epoch=1, base_sequence=40
+    )
+    assert bytes(encoded) == expected
+    assert isinstance(encoded.parts[1], memoryview)  # the encoded section itself, not a copy

@@ -211,3 +211,16 @@ def test_rows_with_nulls_empties_headers_and_falling_timestamps_encode_from_colu
         assert encode_batch_section(section, len(rows), base_timestamp=base_ts, max_timestamp=max_ts) == encode_batch(
             rows
         )
+
+
+def test_table_columns_of_one_chunk_are_used_without_a_copy() -> None:
+    """A ``pyarrow.Table``'s columns are chunked arrays; one chunk is used as it is (its values'
+    bytes are not copied: ``combine_chunks`` would), several are combined."""
+    table = pa.table({"value": pa.array([b"v" * 100] * 10), "key": pa.array([b"k"] * 10)})
+    records = ce.ArrowRecords.build(value=table.column("value"), key=table.column("key"), timestamp_ms=TS_BASE)
+    assert records.value.buffers()[2].address == table.column("value").chunk(0).buffers()[2].address
+    two = pa.chunked_array([pa.array([b"a", None]), pa.array([b"bc"])])
+    assert ce.ArrowRecords.build(value=two, timestamp_ms=TS_BASE).value.to_pylist() == [b"a", None, b"bc"]
+    sections = ce.encode_sections(ce.ArrowRecords.build(value=two, timestamp_ms=TS_BASE), [0, 3])
+    expected = encode_batch([ProducerRecord(None, v, TS_BASE) for v in (b"a", None, b"bc")])
+    assert sections.data.to_pybytes() == expected[HEADER_SIZE:]

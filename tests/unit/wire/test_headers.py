@@ -15,8 +15,10 @@ from pyspark_log.wire import (
     decode_response,
     encode_api_versions_fallback,
     encode_request,
+    encode_request_parts,
     encode_response,
     encode_response_parts,
+    frame_chunks,
     peek_correlation_id,
 )
 from pyspark_log.wire.headers import request_header_version, response_header_version
@@ -164,3 +166,38 @@ def test_response_parts_carry_size_and_records_objects():
     assert region in parts
     plain = encode_response(ApiKey.FETCH, 4, 3, {"responses": [{"topic": "t", "partitions": [{"records": b"12345"}]}]})
     assert len(plain) == sum(len(p) for p in parts)
+
+
+class _Pieces:
+    """A records value in pieces (as ``records.batch.BatchParts``): ``parts`` and ``len``."""
+
+    def __init__(self, *parts: bytes | memoryview) -> None:
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+
+def test_request_parts_pass_records_pieces_through_and_chunks_keep_big_ones_unjoined():
+    """A Produce request whose records value is in pieces: the frame's chunks are its bytes in
+    order; pieces of at least ``direct_bytes`` stay as they are (written without a copy), the
+    rest is joined; joined, the chunks are the frame ``decode_request`` reads back."""
+    big = memoryview(b"R" * 5000)
+    records = _Pieces(b"H" * 61, big)
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 30000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 2, "records": records}]}],
+    }
+    parts = encode_request_parts(ApiKey.PRODUCE, 9, 5, "c", body)
+    assert records in parts
+    chunks = frame_chunks(parts, 4096)
+    assert len(chunks) == 3
+    assert chunks[1] is big
+    assert frame_chunks(parts) == [b"".join(frame_chunks(parts, 4096))]  # no threshold: one chunk
+    frame = b"".join(chunks)
+    assert frame == encode_request(ApiKey.PRODUCE, 9, 5, "c", body)
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    _, got = decode_request(frame[4:])
+    assert bytes(got.topic_data[0].partition_data[0].records) == b"H" * 61 + b"R" * 5000
