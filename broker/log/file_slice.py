@@ -16,7 +16,7 @@ close the connection, as Kafka does ("size of FileRecords has been truncated dur
 from __future__ import annotations
 
 import os
-import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -27,7 +27,7 @@ class FileSlice:
     empty slice, the offset that was asked for).
     """
 
-    __slots__ = ("__weakref__", "_closer", "fd", "next_offset", "path", "position", "size")
+    __slots__ = ("__weakref__", "fd", "next_offset", "path", "position", "size")
 
     def __init__(self, path: Path | None, fd: int, position: int, size: int, next_offset: int) -> None:
         self.path = path
@@ -35,7 +35,6 @@ class FileSlice:
         self.position = position
         self.size = size
         self.next_offset = next_offset
-        self._closer = weakref.finalize(self, os.close, fd) if fd >= 0 else None
 
     @classmethod
     def empty(cls, next_offset: int) -> FileSlice:
@@ -78,10 +77,18 @@ class FileSlice:
         return sent
 
     def close(self) -> None:
-        if self._closer is not None:
-            self._closer()
-            self._closer = None
-        self.fd = -1
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # ``__del__`` rather than ``weakref.finalize`` (about 3 us for each Fetch read); ``_close``
+        # is bound at definition so it still works while the interpreter shuts down.
+        if self.fd >= 0:
+            try:
+                _close(self.fd)
+            except OSError:
+                pass
 
     def __enter__(self) -> FileSlice:
         return self

@@ -104,6 +104,10 @@ class LogSegment:
         self.renamed_for_deletion = False
         self._last_index_position = 0
         self._indexes_verified = False
+        # ``(position, header)`` of the batch a read stopped before (``_furthest_boundary``):
+        # where a sequential consumer's next read starts, so ``find_batch`` need not read it again.
+        # Bytes below ``size_bytes`` change only by truncation, which forgets it.
+        self._peeked: tuple[int, BatchHeader] | None = None
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
@@ -195,6 +199,7 @@ class LogSegment:
         self.time_index.flush()
 
     def _reset_facts(self) -> None:
+        self._peeked = None
         self.next_offset = self.base_offset
         self.max_timestamp_ms = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
@@ -334,6 +339,9 @@ class LogSegment:
         """``(position, header)`` of the first batch whose last offset is ≥ ``offset``, or None.
 
         ``position_hint`` is a known batch boundary at or before that batch (a cached one)."""
+        peeked = self._peeked
+        if peeked is not None and peeked[0] == position_hint and peeked[1].last_offset >= offset:
+            return peeked
         if position_hint is None:
             self.verify_indexes()
             _, position_hint = self.offset_index.lookup(offset)
@@ -384,6 +392,7 @@ class LogSegment:
             if next_offset < 0:
                 next_offset = header.base_offset
             if position + header.size > limit:
+                self._peeked = (position, header)
                 break
             end, next_offset = position + header.size, header.next_offset
         return end, next_offset
@@ -442,6 +451,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
+        self._peeked = None
         os.ftruncate(self.fd, position)
         removed = self.size_bytes - position
         self.size_bytes = position
