@@ -1,4 +1,5 @@
-"""``Log``: one topic-partition's segments — append, read, roll, flush, retention, truncation.
+"""``Log``: one topic-partition's segments — append, read, roll, flush (``log_flush``), producer
+state (``log_producers``), retention, truncation.
 
 Seed 002 §5.4: "a log for a topic named my_topic with two partitions consists of two directories
 ... populated with data files"; writes go to the last segment, which rolls at ``segment.bytes``
@@ -38,20 +39,19 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.config import Clock, LogConfig
 from broker.log.dir_health import LogDirState
-from broker.log.errors import InvalidRecordError, KafkaStorageError, LogError, OffsetOutOfRangeError
+from broker.log.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.files import fsync_dir
-from broker.log.flush import FlushJob, FlushScheduler
+from broker.log.flush import FlushScheduler
+from broker.log.log_flush import LogFlushing
+from broker.log.log_producers import LogProducerState
 from broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -61,20 +61,17 @@ from broker.log.producer_state import (
     parse_txn_marker,
 )
 from broker.log.retention import SegmentFacts, segments_to_delete
-from broker.log.scan import iter_headers
 from broker.log.segment import LogSegment
-from broker.log.txn_index import AbortedTxn
 from broker.log.validate import (
     AppendOrigin,
     BatchInfo,
     Buffer,
     ValidationResult,
-    batch_info,
     validate_and_assign_offsets,
     validate_as_follower,
 )
 from pyspark_log.records.control import ControlType, encode_control_batch
-from pyspark_log.records.header import NO_PARTITION_LEADER_EPOCH, BatchHeader
+from pyspark_log.records.header import NO_PARTITION_LEADER_EPOCH
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +96,7 @@ class LogAppendInfo(NamedTuple):
     batches: tuple[BatchInfo, ...]
 
 
-class Log:
+class Log(LogFlushing, LogProducerState):
     """A partition's log in ``directory``. Built by ``broker.log.recovery.load_log`` (existing
     directory) or ``Log.create`` (new one); owned by the ``LogManager``."""
 
@@ -363,111 +360,6 @@ class Log:
         self._flusher.request(base)
         return segment
 
-    # -- flush ---------------------------------------------------------------------------------
-    @property
-    def flush_executor(self) -> Executor | None:
-        """Where flush jobs run (the ``LogManager``'s threads); None: synchronously, inline."""
-        return self._flusher.executor
-
-    @flush_executor.setter
-    def flush_executor(self, executor: Executor | None) -> None:
-        self._flusher.executor = executor
-
-    @property
-    def flush_in_flight(self) -> bool:
-        return self._flusher.in_flight is not None
-
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """Blocking flush (close, tools, tests): wait for the flush in flight, then fsync every
-        segment holding offsets below ``up_to_offset`` (default: all) that has unflushed bytes,
-        the files ``sync_before`` named, then the directory if entries changed; advance the
-        recovery point. Raises KafkaStorageError when an fsync failed (the log is failed then)."""
-        failed_before = self.failure is not None
-        self._flusher.run_now(self.log_end_offset if up_to_offset is None else up_to_offset)
-        if self.failure is not None and not failed_before:
-            raise KafkaStorageError(f"flush failed for {self.name}: {self.failure}")
-
-    def wait_durable(self, offset: int) -> asyncio.Future[None] | None:
-        """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
-        KafkaStorageError if the log fails or closes first), for a produce to answer only then, as
-        Kafka's append returns after its fsync; None when it is there already or no flush is
-        pending for it (``flush.messages`` not reached: a roll's or ``flush.ms``'s flush is not
-        waited for, as Kafka's append does not). Call on the event loop, after an append."""
-        if self._recovery_point >= offset or self.unflushed_messages < self.config.flush_messages:
-            return None
-        if not self.flush_in_flight and self._flusher.wanted is None:
-            return None
-        return self._flusher.waiters.add(offset)
-
-    def _settle_durable_waiters(self) -> None:
-        """Complete the waiters the recovery point passed, or fail them all (log failed or closed)."""
-        if self.failure is not None or self.closed:
-            error = KafkaStorageError(f"the log of {self.name} failed or closed before its flush completed")
-            self._flusher.waiters.fail_all(error)
-        else:
-            self._flusher.waiters.settle(min(self._recovery_point, self.log_end_offset))
-
-    def sync_before(self, path: Path, offset: int) -> None:
-        """``path``, a file of this log's directory replaced without fsync (``files.write_replace``),
-        must be durable before the recovery point exceeds ``offset``: the next flush fsyncs it and
-        the directory first; a flush already in flight (which does not hold it) and the recovery
-        point itself are capped at ``offset`` meanwhile (lowering it only costs recovery work)."""
-        if path not in self._unsynced_files:
-            self._unsynced_files.append(path)
-        self._recovery_point = min(self._recovery_point, max(offset, 0))
-        self._flusher.cap(max(offset, 0))
-
-    def _build_flush_job(self, up_to_offset: int) -> FlushJob | None:
-        """The loop's part of a flush up to ``up_to_offset`` (see ``flush.py``); None when the
-        log is closed or failed, or nothing needs syncing. Raises KafkaStorageError on I/O."""
-        if self.closed or self.failure is not None:
-            return None
-        offset = min(up_to_offset, self.log_end_offset)
-        if offset <= self._recovery_point and not self._dir_dirty and not self._unsynced_files:
-            return None
-        job = FlushJob(offset)
-        try:
-            first = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
-            active = self._segments[-1]
-            for segment in self._segments[first:]:
-                if segment.base_offset >= offset:
-                    break
-                segment.add_to_flush(job, indexes=segment is not active)
-            for path in self._unsynced_files:
-                job.add_path(path, str(path))
-            if self._dir_dirty or self._unsynced_files:
-                job.add_dir(self.directory)
-        except OSError as exc:
-            job.discard()
-            raise self._fail("preparing a flush", exc) from exc
-        self._unsynced_files.clear()
-        self._dir_dirty = False
-        self._last_flush_ms = self._clock()
-        return job
-
-    def _finish_flush_job(self, job: FlushJob) -> Exception | None:
-        """The loop's part after the fsyncs: advance the recovery point to the job's (capped)
-        target, never above the log end; or fail the log (returns the error to raise)."""
-        if job.error is not None:
-            what, exc = job.error
-            if self.closed or self.failure is not None:
-                log.warning("%s: fsync of %s failed after the log closed or failed: %s", self.name, what, exc)
-                return None
-            return self._fail(f"fsync of {what}", exc)  # the page cache may have dropped the data
-        if not self.closed:
-            self._recovery_point = max(self._recovery_point, min(job.cap, self.log_end_offset))
-        self._settle_durable_waiters()
-        return None
-
-    def flush_if_due(self, now_ms: int) -> bool:
-        """``flush.ms``: request a flush when data is unflushed and the last flush started that
-        long ago; it completes asynchronously (with a flush executor)."""
-        due = self.unflushed_messages > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms
-        if due and self.failure is None and not self.flush_in_flight:
-            self._flusher.request(self.log_end_offset)
-            return True
-        return False
-
     # -- read ----------------------------------------------------------------------------------
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, *, min_one_batch: bool = True
@@ -548,81 +440,6 @@ class Log:
                 if found is not None:
                     return found
         return None
-
-    # -- producer state and transactions ----------------------------------------------------
-    def load_producer_state(self, snapshot_limit: int, rebuild_txn_indexes: Iterable[LogSegment] = ()) -> None:
-        """Start-up: drop snapshots past the log end, load the newest one at or below
-        ``snapshot_limit`` (the recovery loader passes the base of the first segment it
-        re-validated, or the log end after a clean shutdown) and replay the batch headers after
-        it. ``rebuild_txn_indexes`` are segments whose ``.txnindex`` recovery emptied: the
-        aborted transactions whose markers they hold are indexed again during the replay."""
-        end = self.log_end_offset
-        self._producers.delete_snapshots(lambda offset: offset > end)
-        loaded = self._producers.load_latest_snapshot(min(snapshot_limit, end), self._clock())
-        self._replay_producer_state(loaded if loaded is not None else 0, rebuild_txn_indexes)
-        self._last_abort_offset = self._find_last_abort()
-
-    def _find_last_abort(self) -> int:
-        """The newest ABORT marker's offset, from the newest ``.txnindex`` with entries."""
-        for segment in reversed(self._segments):
-            entries = segment.txn_index.entries
-            if entries:
-                return entries[-1].last_offset
-        return -1
-
-    def _reload_producer_state(self) -> None:
-        """After a truncation: the newest snapshot at or below the new log end, then a replay."""
-        self.load_producer_state(self.log_end_offset)
-
-    def _replay_producer_state(self, start_offset: int, rebuild_txn_indexes: Iterable[LogSegment]) -> None:
-        """Apply every producer batch and marker from ``start_offset`` to the log end, unchecked
-        (``AppendOrigin.REPLICATION``), reading batch headers only (and the one record of each
-        control batch)."""
-        rebuild = {id(segment) for segment in rebuild_txn_indexes}
-        state = self._producers
-        start = max(start_offset, self._bases[0])
-        for segment in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
-            if segment.next_offset <= start:
-                continue
-            position = 0
-            if start > segment.base_offset:
-                found = segment.find_batch(start)
-                if found is None:
-                    continue
-                position = found[0]
-            index = segment.txn_index if id(segment) in rebuild else None
-            for pos, header in iter_headers(segment.fd, position, segment.size_bytes):
-                if header.producer_id < 0:
-                    continue
-                for txn in self._replay_batch(segment, pos, header):
-                    if index is not None:
-                        index.append(txn)
-        state.map_end_offset = self.log_end_offset
-
-    def _replay_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> list[AbortedTxn]:
-        marker_of = _fixed_marker(segment.read_batch(position, header)) if header.is_control else None
-        try:
-            pending = self._producers.prepare([batch_info(position, header)], AppendOrigin.REPLICATION, marker_of)
-        except LogError as exc:  # the leader accepted the batch once; a start-up must not fail on it
-            log.warning("%s: producer state skips the batch at %d: %s", self.name, header.base_offset, exc)
-            return []
-        return self._producers.apply(pending, header.next_offset)
-
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping ``[start_offset, upper_bound_offset)`` (what a
-        read_committed fetch of that range returns; Kafka ``collectAbortedTransactions``): the
-        ``.txnindex`` of the segment holding ``start_offset`` and of later ones, until an entry's
-        LSO reaches the upper bound (no later marker can then end an overlapping transaction).
-        Nothing to look for at or after the newest ABORT marker."""
-        if start_offset > self._last_abort_offset:
-            return []
-        found: list[AbortedTxn] = []
-        for segment in self._segments[max(bisect_right(self._bases, start_offset) - 1, 0) :]:
-            entries, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
-            found.extend(entries)
-            if complete:
-                break
-        return found
 
     # -- truncation ----------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
@@ -809,8 +626,3 @@ class Log:
             f"Log({self.name}, start={self._log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self._segments)})"
         )
-
-
-def _fixed_marker(control_batch: bytes) -> Callable[[BatchInfo], TxnMarker | None]:
-    marker = parse_txn_marker(control_batch)
-    return lambda _: marker
