@@ -23,6 +23,7 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ from pyspark_log.client.admin import (
     ElectionType,
     NewTopic,
 )
+from pyspark_log.client.clock import SystemClock
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
@@ -59,6 +61,8 @@ from pyspark_log.client.types import (
 
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
+_new_record = object.__new__
+
 
 class Producer(_SyncClient):
     """The blocking producer. ``send`` returns a ``DeliveryFuture[RecordMetadata]`` (the
@@ -73,6 +77,12 @@ class Producer(_SyncClient):
         except BaseException:
             self._shutdown()
             raise
+        core = self._core
+        # send()'s fast path, bound once: the wall clock (CreateTime), the hand-off, the pool
+        clock = core.clock
+        self._time_ns = time.time_ns if clock.__class__ is SystemClock else None
+        self._put = core._handoff.put
+        self._try_reserve = core.pool.try_reserve
 
     @property
     def core(self) -> AsyncProducer:
@@ -101,18 +111,29 @@ class Producer(_SyncClient):
             and not self._closed
         ):
             # the common case, inlined (same checks and record as the general path below)
-            core.check_send()
+            if core._fatal is not None or core._closed or not core._started or core.txn is not None:
+                core.check_send()
             size = (
                 RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
+            time_ns = self._time_ns
             if (
-                size <= core.record_size_limit
+                time_ns is not None
+                and size <= core.record_size_limit
                 and core.cluster.metadata.partition_count(topic) is not None
-                and core.pool.try_reserve(size)
+                and self._try_reserve(size)
             ):
-                record = RecordFuture(topic, None, key, value, core.clock.wall_ms(), (), size, on_delivery)
+                # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
+                # call: the class holds the other attributes' defaults
+                record = _new_record(RecordFuture)
+                record._row = (key, value, time_ns() // 1_000_000, ())
+                record._topic = topic
+                record._size = size
+                if on_delivery is not None:
+                    record._on_delivery = on_delivery
+                    record._hooked = True
                 try:
-                    core.enqueue_threadsafe(record, checked=True)
+                    self._put(record)
                 except BaseException:
                     core.pool.release(size)
                     raise
