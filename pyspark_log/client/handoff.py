@@ -93,10 +93,14 @@ class Handoff:
         """Queue ``entry`` (any thread) and make sure a drain will see it. Lock-free: the drain
         clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller that
         saw ``_scheduled`` set is always taken by that drain or a later one."""
-        queue = self._queue
-        queue.append(entry)
+        self._queue.append(entry)
+        self.after_put()
+
+    def after_put(self) -> None:
+        """What ``put`` does after queueing (``Producer.send`` queues inline, then calls this
+        when no drain is scheduled or ``HANDOFF_CHUNK`` entries are queued)."""
         if self._scheduled:
-            if len(queue) >= HANDOFF_CHUNK:
+            if len(self._queue) >= HANDOFF_CHUNK:
                 self._wait_drained()
             return
         self._scheduled = True

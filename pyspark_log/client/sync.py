@@ -46,6 +46,7 @@ from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.handoff import HANDOFF_CHUNK
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
@@ -81,8 +82,14 @@ class Producer(_SyncClient):
         # send()'s fast path, bound once: the wall clock (CreateTime), the hand-off, the pool
         clock = core.clock
         self._time_ns = time.time_ns if clock.__class__ is SystemClock else None
-        self._put = core._handoff.put
-        self._try_reserve = core.pool.try_reserve
+        self._handoff = core._handoff
+        self._queue = core._handoff._queue
+        self._pool = core.pool
+        self._pool_lock = core.pool._lock
+        # topics whose metadata send() has seen in ``_meta`` (the cluster replaces its
+        # ClusterMetadata on each refresh, so identity tells when to look again)
+        self._meta: object = None
+        self._meta_topics: set[str] = set()
 
     @property
     def core(self) -> AsyncProducer:
@@ -117,28 +124,47 @@ class Producer(_SyncClient):
                 RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
             time_ns = self._time_ns
+            meta = core.cluster.metadata
             if (
                 time_ns is not None
                 and size <= core.record_size_limit
-                and core.cluster.metadata.partition_count(topic) is not None
-                and self._try_reserve(size)
+                and ((meta is self._meta and topic in self._meta_topics) or self._topic_known(meta, topic))
             ):
-                # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
-                # call: the class holds the other attributes' defaults
-                record = _new_record(RecordFuture)
-                record._row = (key, value, time_ns() // 1_000_000, ())
-                record._topic = topic
-                record._size = size
-                if on_delivery is not None:
-                    record._on_delivery = on_delivery
-                    record._hooked = True
-                try:
-                    self._put(record)
-                except BaseException:
-                    core.pool.release(size)
-                    raise
-                return record
+                # buffer.memory (BufferPool.try_reserve, inlined)
+                pool = self._pool
+                lock = self._pool_lock
+                lock.acquire()
+                available = pool._available
+                if available >= size:
+                    pool._available = available - size
+                    lock.release()
+                    # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
+                    # call: the class holds the other attributes' defaults
+                    record = _new_record(RecordFuture)
+                    record._row = (key, value, time_ns() // 1_000_000, ())
+                    record._topic = topic
+                    record._size = size
+                    if on_delivery is not None:
+                        record._on_delivery = on_delivery
+                        record._hooked = True
+                    queue = self._queue
+                    queue.append(record)  # Handoff.put, inlined
+                    handoff = self._handoff
+                    if not handoff._scheduled or len(queue) >= HANDOFF_CHUNK:
+                        handoff.after_put()  # if the loop is gone, its abort() gives the memory back
+                    return record
+                lock.release()
         return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+
+    def _topic_known(self, meta: Any, topic: str) -> bool:
+        """Is ``topic``'s metadata known (``partition_count``)? Remembered per ``meta``."""
+        if meta.partition_count(topic) is None:
+            return False
+        if meta is not self._meta:
+            self._meta_topics = set()
+            self._meta = meta
+        self._meta_topics.add(topic)
+        return True
 
     def _send(  # noqa: PLR0917
         self,
