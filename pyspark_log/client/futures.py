@@ -10,10 +10,15 @@ paths. A record cannot be cancelled once handed to the producer, so ``cancel`` r
 ``result(timeout)`` raises ``TimeoutError`` (``concurrent.futures.TimeoutError`` is the same class
 since Python 3.11) when the timeout passes first, and the delivery exception if it failed.
 
-``RecordFuture`` is one ``send()``: the record and its future in one object. Its batch completes
-all of its futures at once (``settle_records``, one lock acquisition per batch) by pointing them
-at a shared ``RecordOutcome``; the ``RecordMetadata`` is built only when someone asks for it.
-Its ``on_delivery`` callback (if any) runs once the future is done, on the producer's I/O thread.
+``RecordFuture`` is one ``send()``: the queued record and its future in one object until the
+loop appends the record's row to a batch; from then on the future points at the batch
+(``link_records``) and the batch does not hold the future, so nothing per record outlives the
+caller's interest in it (the garbage collector never sees a record survive to an old generation
+because of the producer). A future is completed lazily from its batch's shared ``RecordOutcome``
+when asked (``done``/``result``/``exception``); one that someone waits on, registers a callback
+with, or that has an ``on_delivery`` callback is handed to its batch and completed with it
+(``settle_records``, one lock acquisition per batch), so the callbacks run once the batch is
+done, on the producer's I/O thread. The ``RecordMetadata`` is built only when someone asks.
 """
 
 from __future__ import annotations

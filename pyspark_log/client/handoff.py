@@ -17,7 +17,13 @@ once and appends them in bulk (``Handoff.drain``):
 
 Entries are processed in the order they were queued, runs one after the other, so records of a
 partition keep the order of the ``send`` calls (Kafka's per-partition ordering), whatever mix of
-keyed, explicit, null-key and batch-API records the chunk holds.
+keyed, explicit, null-key and batch-API records the chunk holds. A batch gets each record's row
+tuple, and the record's future is pointed at the batch (``futures.link_records``).
+
+A caller that finds ``HANDOFF_CHUNK`` entries queued and a drain pending lets the loop run it
+before it goes on (``_wait_drained``, bounded): without that, a caller thread holding the GIL
+starves the loop, the queue grows to every record sent, and each queued future lives long enough
+to reach the garbage collector's oldest generation, whose collections then scan all of them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import bisect
 import itertools
 import threading
 from collections import deque
+from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Protocol
 
@@ -284,7 +291,14 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
     """The records grouped by partition (their explicit one, else murmur2 of the key), each
     group in the order of ``records``."""
     explicit = list(map(_PARTITION, records))
-    keyed = [i for i, p in enumerate(explicit) if p is None] if None in explicit else []
+    nones = explicit.count(None)
+    keyed: Sequence[int] = (
+        range(len(explicit))
+        if nones == len(explicit)
+        else [i for i, p in enumerate(explicit) if p is None]
+        if nones
+        else []
+    )
     if len(keyed) < VECTORISE_KEYS_FROM:
         for i in keyed:
             explicit[i] = partition_for_key(records[i]._row[0], count)  # type: ignore[arg-type]
@@ -311,5 +325,5 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
     order = np.argsort(parts, kind="stable")
     sorted_parts = parts[order]
     cuts = [0, *(np.flatnonzero(np.diff(sorted_parts)) + 1).tolist(), len(records)]
-    ordered = [records[i] for i in order.tolist()] if len(cuts) > 2 else records
+    ordered = list(itemgetter(*order.tolist())(records)) if len(cuts) > 2 else records
     return [(int(sorted_parts[a]), ordered[a:b]) for a, b in itertools.pairwise(cuts)]

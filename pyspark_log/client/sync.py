@@ -15,7 +15,9 @@ thread (blocking up to ``max.block.ms``: back-pressure), and hands the record to
 an ordered, lock-free queue (``handoff.py``: one loop wake-up per burst; the loop partitions and
 appends what queued meanwhile in bulk, and batches are encoded from columns at drain time). The
 record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
-future, completed with the rest of its batch at once.
+future; once appended, its batch keeps only the record's row and the future reads the batch's
+outcome lazily. The common case (bytes key and value, no headers, partition or timestamp) is
+inlined in ``send``: no call for the clock, the ``buffer.memory`` reservation or the hand-off.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.
