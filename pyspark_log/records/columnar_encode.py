@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -390,18 +390,16 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
 
 
 _KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))
+_ROW_FIELDS = tuple(map(itemgetter, range(4)))
 
 
 def records_of_rows(rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]]) -> ArrowRecords:
     """The columns of ``ProducerRecord`` s, or of row tuples ``(key, value, timestamp, headers)``
     (what the producer's ``send()`` batches hold; all rows of one kind), so a batch of them is
     encoded in one pass (``encode_rows``)."""
-    columns: Any
-    if rows and rows[0].__class__ is tuple:
-        columns = zip(*rows, strict=True)
-    else:
-        columns = (list(map(get, rows)) for get in (_KEY, _VALUE, _TIMESTAMP, _HEADERS))
-    keys, values, stamps, heads = columns
+    # (not ``zip(*rows)``: that makes an iterator per row for the garbage collector to track)
+    getters = _ROW_FIELDS if rows and rows[0].__class__ is tuple else (_KEY, _VALUE, _TIMESTAMP, _HEADERS)
+    keys, values, stamps, heads = (list(map(get, rows)) for get in getters)  # type: ignore[arg-type]
     timestamps = np.fromiter(stamps, np.int64, len(rows))
     headers = None
     if any(heads):
