@@ -58,7 +58,7 @@ _KEY = itemgetter(0)
 
 # A caller waits for the loop to take its queued entries when this many are queued
 # (``Handoff._wait_drained``), for at most ``_DRAIN_WAIT_S``.
-HANDOFF_CHUNK = 1024
+HANDOFF_CHUNK = 256
 _DRAIN_WAIT_S = 0.05
 
 # Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
