@@ -202,6 +202,8 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
         self._row = (key, value, timestamp, headers)
         self._topic = topic
         self._size = size
+        self._batch = None  # (linking then updates attributes the instance has: cheaper)
+        self._index = 0
         if partition is not None:
             self._partition = partition
         if on_delivery is not None:

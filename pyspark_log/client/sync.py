@@ -146,6 +146,8 @@ class Producer(_SyncClient):
                     record._row = (key, value, time_ns() // 1_000_000, ())
                     record._topic = topic
                     record._size = size
+                    record._batch = None  # set here, the drain's link_records only updates them
+                    record._index = 0
                     if on_delivery is not None:
                         record._on_delivery = on_delivery
                         record._hooked = True
