@@ -92,6 +92,7 @@ class Handoff:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drained = threading.Event()
+        self._warm = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -125,9 +126,15 @@ class Handoff:
         which a caller spinning on the GIL starves (each time the loop blocks it waits a switch
         interval for the GIL). Handing over keeps the queue short, so a record's future is freed
         young (see ``RecordFuture``) instead of surviving into the collector's old generation.
-        Never on the loop itself (a delivery callback that sends): nothing would drain."""
+        Never on the loop itself (a delivery callback that sends): nothing would drain.
+
+        The first time, it imports ``columnar_encode`` (pyarrow, numpy) on the caller's thread,
+        where it would otherwise hold up the loop's first drains while the caller queues on."""
         if asyncio._get_running_loop() is not None:
             return
+        if not self._warm:  # a bulk sender: import the vectorised code here, not on the loop
+            self._warm = True
+            import pyspark_log.records.columnar_encode  # noqa: F401 - pyarrow, numpy: ~0.3 s once
         drained = self._drained
         drained.clear()
         if len(self._queue) >= HANDOFF_CHUNK and self._scheduled:  # the drain has not run since
