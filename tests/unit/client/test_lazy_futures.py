@@ -169,3 +169,25 @@ def test_many_sends_hand_over_in_chunks_and_a_send_on_the_loop_never_waits() -> 
         assert len(handoff) == HANDOFF_CHUNK + 2
     finally:
         loop.close()
+
+
+def test_send_looks_up_a_topic_again_once_the_metadata_is_replaced() -> None:
+    """``send`` remembers which topics have metadata per ``ClusterMetadata`` object (the cluster
+    replaces it on every refresh): a topic deleted since is waited for again, up to
+    ``max.block.ms``, exactly as before it was remembered."""
+    from pyspark_log.client import Producer
+    from pyspark_log.client.errors import KafkaError
+
+    from .fake_broker import FakeCluster
+
+    fake = FakeCluster(1, topics={"t": 2})
+    fake.auto_create = False
+    config = {"bootstrap.servers": "fake:9092", "retry.backoff.ms": 1, "linger.ms": 1, "max.block.ms": 200}
+    with Producer(config, connector=fake.connector) as p:
+        assert p.send("t", b"a", b"k").result(timeout=5).topic == "t"  # waits for the metadata
+        assert p.send("t", b"a", b"k").result(timeout=5).topic == "t"  # the fast path: remembered
+        assert "t" in p._meta_topics
+        del fake.topics["t"]
+        p._run(p.core.cluster.refresh(1000), 5)
+        with pytest.raises((KafkaError, TimeoutError)):
+            p.send("t", b"b", b"k")
