@@ -56,6 +56,7 @@ from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterCo
 from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
+from pyspark_log.client.txn_manager import TxnState
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
@@ -65,6 +66,9 @@ from pyspark_log.client.types import (
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
 _new_record = object.__new__
+# what an idempotent (not transactional) producer's send checks (TransactionManager.check_send)
+_FATAL = TxnState.FATAL_ERROR
+_ABORTABLE = TxnState.ABORTABLE_ERROR
 
 
 class Producer(_SyncClient):
@@ -120,8 +124,14 @@ class Producer(_SyncClient):
             and not self._closed
         ):
             # the common case, inlined (same checks and record as the general path below)
-            if core._fatal is not None or core._closed or not core._started or core.txn is not None:
-                core.check_send()
+            txn = core.txn
+            if (
+                core._fatal is not None
+                or core._closed
+                or not core._started
+                or (txn is not None and (txn.transactional or txn.state is _FATAL or txn.state is _ABORTABLE))
+            ):
+                core.check_send()  # raises, or checks the transaction's state
             size = (
                 RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
