@@ -280,6 +280,9 @@ class ProducerBatch:
             fn(self)
         if self.delivery is not None:  # after the callbacks: buffer.memory is released first
             self.delivery.batch_done(self, exc)
+        elif self.records:  # a send() batch: its futures may keep it, but need only its outcome
+            self.encoded = None
+            self.section = None
 
 
 def _all_rows(records: list[Any]) -> bool:

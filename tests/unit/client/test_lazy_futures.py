@@ -191,3 +191,18 @@ def test_send_looks_up_a_topic_again_once_the_metadata_is_replaced() -> None:
         p._run(p.core.cluster.refresh(1000), 5)
         with pytest.raises((KafkaError, TimeoutError)):
             p.send("t", b"b", b"k")
+
+
+def test_a_completed_batch_lets_go_of_its_bytes_for_the_futures_that_keep_it() -> None:
+    """A caller may keep every future; what they keep of a done batch is its outcome, not its
+    encoded bytes."""
+    futs = futures(300)  # above COLUMNAR_ENCODE_FROM: the records section comes from columns
+    _, (batch,) = appended(futs)
+    batch.close()
+    assert batch.encode(0)
+    assert batch.section is not None
+    batch.complete(0)
+    assert batch.encoded is None
+    assert batch.section is None
+    assert batch.record_count == 300
+    assert futs[299].result().offset == 299
