@@ -12,9 +12,9 @@ since Python 3.11) when the timeout passes first, and the delivery exception if 
 
 ``RecordFuture`` is one ``send()``: the queued record and its future in one object until the
 loop appends the record's row to a batch; from then on the future points at the batch
-(``link_records``) and the batch does not hold the future, so nothing per record outlives the
-caller's interest in it (the garbage collector never sees a record survive to an old generation
-because of the producer). A future is completed lazily from its batch's shared ``RecordOutcome``
+(``link_records``) and the batch does not hold the future, so nothing the garbage collector
+tracks per record outlives the caller's interest in it (and the short hand-off queue: see
+``handoff.HANDOFF_CHUNK``). A future is completed lazily from its batch's shared ``RecordOutcome``
 when asked (``done``/``result``/``exception``); one that someone waits on, registers a callback
 with, or that has an ``on_delivery`` callback is handed to its batch and completed with it
 (``settle_records``, one lock acquisition per batch), so the callbacks run once the batch is
@@ -170,8 +170,9 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
     (``settle_records``), so blocking ``result()``, ``add_done_callback`` and ``on_delivery``
     (run on the producer's I/O thread) keep their ``concurrent.futures`` semantics.
 
-    No ``__slots__``: the class holds the defaults, so ``send`` sets three attributes
-    (``_row``, ``_topic``, ``_size``) on an instance made with ``object.__new__``."""
+    No ``__slots__``: the class holds the defaults, so ``send`` sets only ``_row``, ``_topic``,
+    ``_size`` (and ``_batch``/``_index``, which the drain then updates rather than adds) on an
+    instance made with ``object.__new__``."""
 
     _done = False
     _value = None
