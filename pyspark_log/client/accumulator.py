@@ -38,11 +38,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import accumulate, chain
-from operator import attrgetter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.backoff import ExponentialBackoff
-from pyspark_log.client.futures import RecordOutcome, settle_records
+from pyspark_log.client.futures import _LOCK, RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records import compression
 from pyspark_log.records.batch import BatchParts, RecordFields, encode_batch, encode_batch_parts, encode_batch_section
@@ -63,13 +63,41 @@ HEADER_OVERHEAD_BYTES = 10
 # (``columnar_encode.encode_rows``, byte-identical to ``encode_batch``): the fixed cost of the
 # vectorised pass is below the per-record cost of the row encoder from about here.
 COLUMNAR_ENCODE_FROM = 256
-_HEADERS = attrgetter("headers")
+_ROW_HEADERS = itemgetter(3)
 
 
-def estimate_record_bytes(record: RecordFields) -> int:
+# A batch holds records as ``RecordFields`` objects (``ProducerRecord``, a parked ``RecordFuture``)
+# or, from the sync ``send()``, as row tuples ``(key, value, timestamp, headers)``: a tuple of
+# bytes and ints is not tracked by the garbage collector once it has seen it, and it does not keep
+# the record's future alive (``futures.RecordFuture``).
+Row = tuple[bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]
+
+
+def as_row(record: RecordFields | Row) -> Row:
+    """A record as a row tuple."""
+    if isinstance(record, tuple):  # exactly a tuple here: RecordFields are never tuples
+        return record
+    return (record.key, record.value, record.timestamp, record.headers)
+
+
+class _Fields:
+    """A row tuple as ``RecordFields`` (for ``encode_batch``)."""
+
+    __slots__ = ("headers", "key", "timestamp", "value")
+
+    def __init__(self, row: Row) -> None:
+        self.key, self.value, self.timestamp, self.headers = row
+
+
+def as_fields(record: RecordFields | Row) -> RecordFields:
+    return _Fields(record) if isinstance(record, tuple) else record
+
+
+def estimate_record_bytes(record: RecordFields | Row) -> int:
     """An upper bound of the record's encoded size inside a batch (uncompressed)."""
-    size = RECORD_OVERHEAD_BYTES + len(record.key or b"") + len(record.value or b"")
-    for hkey, hvalue in record.headers:
+    key, value, _, headers = as_row(record)
+    size = RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"")
+    for hkey, hvalue in headers:
         size += HEADER_OVERHEAD_BYTES + len(hkey.encode()) + len(hvalue or b"")
     return size
 
@@ -91,8 +119,10 @@ class ProducerBatch:
         "delivery",
         "done",
         "encoded",
+        "error",
         "last_attempt_ms",
         "max_bytes",
+        "outcome",
         "producer_epoch",
         "producer_id",
         "records",
@@ -101,6 +131,7 @@ class ProducerBatch:
         "section",
         "sequence_reset",
         "size_bytes",
+        "split_parts",
         "thunks",
         "tp",
         "transactional",
@@ -110,7 +141,7 @@ class ProducerBatch:
         self.tp = tp
         self.created_ms = created_ms
         self.max_bytes = max_bytes
-        self.records: list[RecordFields] = []
+        self.records: list[Any] = []  # RecordFields or Row
         self.thunks: list[Thunk | None] = []
         self.size_bytes = BATCH_OVERHEAD_BYTES
         self.reserved_bytes = 0
@@ -126,6 +157,11 @@ class ProducerBatch:
         self.transactional = False
         self.sequence_reset = False
         self._done_callbacks: list[Callable[[ProducerBatch], None]] = []
+        # How it ended (set before ``done``; read by ``RecordFuture`` s from any thread), and the
+        # halves it was split into, with the first half's record count.
+        self.outcome: RecordOutcome | None = None
+        self.error: BaseException | None = None
+        self.split_parts: tuple[ProducerBatch, ProducerBatch, int] | None = None
         # Columnar batches only: the encoded records section, its rows (kept for a split) and
         # where its completion goes.
         self.section: ColumnarSection | None = None
@@ -204,7 +240,7 @@ class ProducerBatch:
                 )
             else:
                 self.encoded = encode_batch(
-                    self.records,
+                    list(map(as_fields, self.records)),
                     codec=codec,
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
@@ -223,17 +259,18 @@ class ProducerBatch:
         """Deliver every record: offset ``base_offset + i`` (-1 for acks=0)."""
         if self.done:
             return
-        self.done = True
         tp = self.tp
-        outcome = RecordOutcome(tp.topic, tp.partition, base_offset, log_append_time_ms, self.records)
+        outcome = self.outcome = RecordOutcome(tp.topic, tp.partition, base_offset, log_append_time_ms)
+        self.done = True  # after the outcome: futures read it without a lock
         thunks = self.thunks
         for i in settle_records(thunks, outcome, None):
-            _call(thunks[i], outcome.metadata(i), None)  # type: ignore[arg-type]
+            _call(thunks[i], outcome.metadata(i, as_row(self.records[i])[2]), None)  # type: ignore[arg-type]
         self._finish()
 
     def fail(self, exc: BaseException) -> None:
         if self.done:
             return
+        self.error = exc
         self.done = True
         thunks = self.thunks
         for i in settle_records(thunks, None, exc):
@@ -246,6 +283,20 @@ class ProducerBatch:
             fn(self)
         if self.delivery is not None:  # after the callbacks: buffer.memory is released first
             self.delivery.batch_done(self, exc)
+        elif self.records:  # a send() batch: its futures may keep it, but need only its outcome
+            self.encoded = None
+            self.section = None
+
+
+def _all_rows(records: list[Any]) -> bool:
+    """Are all of ``records`` row tuples (the sync ``send()``'s)?"""
+    return set(map(type, records)) == {tuple}
+
+
+def _has_headers(records: list[Any]) -> bool:
+    if _all_rows(records):
+        return any(map(_ROW_HEADERS, records))
+    return any(row[3] for row in map(as_row, records))
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,17 +315,15 @@ def encode_sections(batches: Iterable[ProducerBatch]) -> None:
     hold at least ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of
     one Produce request, so the pass's fixed cost is shared). Byte-identical to
     ``encode_batch``'s records; the header, compression and CRC come in ``encode``."""
-    todo = [
-        b
-        for b in batches
-        if b.section is None and b.encoded is None and b.records and not any(map(_HEADERS, b.records))
-    ]
+    todo = [b for b in batches if b.section is None and b.encoded is None and b.records and not _has_headers(b.records)]
     counts = [len(b.records) for b in todo]
     if sum(counts) < COLUMNAR_ENCODE_FROM:
         return
     from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
 
     rows = list(chain.from_iterable(b.records for b in todo))
+    if not _all_rows(rows):
+        rows = list(map(as_row, rows))
     sections = encode_rows(rows, list(accumulate(counts, initial=0)))
     for i, batch in enumerate(todo):
         batch.section = ColumnarSection(
@@ -426,12 +475,20 @@ class RecordAccumulator:
         batch = queue[-1]
         return batch.max_bytes - batch.size_bytes
 
-    def append_many(
-        self, tp: TopicPartition, records: list[Any], sizes: list[int], thunks: list[Any], now_ms: float
+    def append_many(  # noqa: PLR0917
+        self,
+        tp: TopicPartition,
+        records: list[Any],
+        sizes: list[int],
+        thunks: list[Any],
+        now_ms: float,
+        placed: list[tuple[ProducerBatch, int, int, int]] | None = None,
     ) -> bool:
         """Append ``records`` (in order) to ``tp`` as ``append`` would one by one, each reserving
         its ``sizes`` estimate, in a few list operations per batch. True when the sender should
-        look (as ``append``'s ``batch_is_full or new_batch_created``)."""
+        look (as ``append``'s ``batch_is_full or new_batch_created``). ``placed`` (if given) gets
+        ``(batch, position, i, j)`` for each run ``records[i:j]`` appended at ``position`` of a
+        batch (``futures.link_records``)."""
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
@@ -455,6 +512,8 @@ class RecordAccumulator:
                     batch = None  # no room for the next record: it opens a new batch
                     continue
                 j = i + 1
+            if placed is not None:
+                placed.append((batch, len(batch.records), i, j))
             batch.records.extend(records[i:j])
             batch.thunks.extend(thunks[i:j])
             added = cum[j] - cum[i]
@@ -579,10 +638,12 @@ class RecordAccumulator:
         many batches it became (1 = could not split)."""
         if batch.record_count < 2:
             return 1
-        parts = self._split_columnar(batch) if batch.columns is not None else self._split_records(batch)
+        with _LOCK:  # futures pointing at ``batch`` hook themselves on it under the lock
+            parts = self._split_columnar(batch) if batch.columns is not None else self._split_records(batch)
+            batch.split_parts = (parts[0], parts[1], parts[0].record_count)
+            batch.thunks = [None] * len(batch.records)
         parts[0].reserved_bytes = batch.reserved_bytes
         batch.reserved_bytes = 0
-        batch.thunks = [None] * len(batch.records)
         batch.delivery = None  # the parts deliver its records
         if self.sequencer is not None:
             self.sequencer.on_split(batch, parts)

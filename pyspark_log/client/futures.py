@@ -10,10 +10,15 @@ paths. A record cannot be cancelled once handed to the producer, so ``cancel`` r
 ``result(timeout)`` raises ``TimeoutError`` (``concurrent.futures.TimeoutError`` is the same class
 since Python 3.11) when the timeout passes first, and the delivery exception if it failed.
 
-``RecordFuture`` is one ``send()``: the record and its future in one object. Its batch completes
-all of its futures at once (``settle_records``, one lock acquisition per batch) by pointing them
-at a shared ``RecordOutcome``; the ``RecordMetadata`` is built only when someone asks for it.
-Its ``on_delivery`` callback (if any) runs once the future is done, on the producer's I/O thread.
+``RecordFuture`` is one ``send()``: the queued record and its future in one object until the
+loop appends the record's row to a batch; from then on the future points at the batch
+(``link_records``) and the batch does not hold the future, so nothing the garbage collector
+tracks per record outlives the caller's interest in it (and the short hand-off queue: see
+``handoff.HANDOFF_CHUNK``). A future is completed lazily from its batch's shared ``RecordOutcome``
+when asked (``done``/``result``/``exception``); one that someone waits on, registers a callback
+with, or that has an ``on_delivery`` callback is handed to its batch and completed with it
+(``settle_records``, one lock acquisition per batch), so the callbacks run once the batch is
+done, on the producer's I/O thread. The ``RecordMetadata`` is built only when someone asks.
 """
 
 from __future__ import annotations
@@ -21,12 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from operator import attrgetter
+from typing import Any, Generic, TypeVar
 
 from pyspark_log.client.types import Header, RecordMetadata
-
-if TYPE_CHECKING:
-    from pyspark_log.records.batch import RecordFields
 
 log = logging.getLogger(__name__)
 
@@ -123,27 +126,30 @@ class DeliveryFuture(Generic[T]):
 
 class RecordOutcome:
     """How one batch ended, shared by the futures of its records (record ``i`` has offset
-    ``base_offset + i``; -1 with acks=0; the timestamp is LogAppendTime when the broker set one)."""
+    ``base_offset + i``; -1 with acks=0; the timestamp is LogAppendTime when the broker set one,
+    else the record's own CreateTime).
 
-    __slots__ = ("base_offset", "log_append_time_ms", "partition", "records", "topic")
+    It holds no reference to the batch's records: a future points at its outcome, so an outcome
+    that held the records (the futures themselves) would make every record a reference cycle,
+    freed only by the garbage collector's full collections instead of at once by refcounting."""
 
-    def __init__(
-        self, topic: str, partition: int, base_offset: int, log_append_time_ms: int, records: Sequence[RecordFields]
-    ) -> None:
+    __slots__ = ("base_offset", "log_append_time_ms", "partition", "topic")
+
+    def __init__(self, topic: str, partition: int, base_offset: int, log_append_time_ms: int) -> None:
         self.topic = topic
         self.partition = partition
         self.base_offset = base_offset
         self.log_append_time_ms = log_append_time_ms
-        self.records = records
 
-    def metadata(self, index: int) -> RecordMetadata:
+    def metadata(self, index: int, timestamp: int) -> RecordMetadata:
+        """Record ``index``'s metadata; ``timestamp`` is its CreateTime."""
         base = self.base_offset
         lat = self.log_append_time_ms
         return RecordMetadata(
             self.topic,
             self.partition,
             base + index if base >= 0 else -1,
-            lat if lat >= 0 else self.records[index].timestamp,
+            lat if lat >= 0 else timestamp,
         )
 
 
@@ -151,26 +157,39 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
 
 
 class RecordFuture(DeliveryFuture[RecordMetadata]):
-    """One record handed to the sync ``Producer.send`` *and* its future: the producer queues,
-    batches and encodes this object itself (it has the ``key``, ``value``, ``timestamp`` and
-    ``headers`` of a ``ProducerRecord``), so a ``send`` allocates one object the garbage
-    collector tracks instead of three (record, hand-off entry, future). Completed in bulk by
-    its batch (``settle_records``)."""
+    """One record handed to the sync ``Producer.send`` *and* its future.
 
-    __slots__ = (
-        "_index",
-        "_on_delivery",
-        "_outcome",
-        "_partition",
-        "_size",
-        "_topic",
-        "headers",
-        "key",
-        "timestamp",
-        "value",
-    )
+    Until the producer's loop appends it to a batch, this object is the queued record (``_row``
+    is ``(key, value, timestamp, headers)``, also readable as ``key``, ``value``, ``timestamp``
+    and ``headers``). The batch then keeps only the row tuple and the future points at the batch
+    (``_batch``, ``_index``; ``link_records``): the batch does *not* hold the future, so a
+    future the caller dropped is freed at once by refcounting rather than living (GC-tracked)
+    until its batch is acknowledged. ``done``/``result``/``exception`` read the batch's outcome
+    lazily; a future someone waits on, registers a callback with, or gave an ``on_delivery``
+    (``_hooked``) is put into its batch's ``thunks`` and completed with the batch
+    (``settle_records``), so blocking ``result()``, ``add_done_callback`` and ``on_delivery``
+    (run on the producer's I/O thread) keep their ``concurrent.futures`` semantics.
 
-    def __init__(  # noqa: PLR0917 - built once per send() on the hot path
+    No ``__slots__``: the class holds the defaults, so ``send`` sets only ``_row``, ``_topic``,
+    ``_size`` (and ``_batch``/``_index``, which the drain then updates rather than adds) on an
+    instance made with ``object.__new__``."""
+
+    _done = False
+    _value = None
+    _exc = None
+    _event = None
+    _callbacks: list[Callable[[DeliveryFuture[RecordMetadata]], None]] | None = None
+    _outcome: RecordOutcome | None = None
+    _index = 0
+    _batch: Any = None  # the ProducerBatch it was appended to (accumulator.py)
+    _partition: int | None = None
+    _on_delivery: DeliveryCallback | None = None
+    _hooked = False
+    _row: tuple[bytes | None, bytes | None, int, tuple[Header, ...]]
+    _topic: str
+    _size: int
+
+    def __init__(  # noqa: PLR0917 - send()'s record fields
         self,
         topic: str,
         partition: int | None,
@@ -181,75 +200,182 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
         size: int,
         on_delivery: DeliveryCallback | None,
     ) -> None:
-        self._done = False
-        self._value = None
-        self._exc = None
-        self._event = None
-        self._callbacks = None
-        self._outcome: RecordOutcome | None = None
-        self._index = 0
-        self._on_delivery = on_delivery
+        self._row = (key, value, timestamp, headers)
         self._topic = topic
-        self._partition = partition
         self._size = size
-        self.key = key
-        self.value = value
-        self.timestamp = timestamp
-        self.headers = headers
+        self._batch = None  # (linking then updates attributes the instance has: cheaper)
+        self._index = 0
+        if partition is not None:
+            self._partition = partition
+        if on_delivery is not None:
+            self._on_delivery = on_delivery
+            self._hooked = True
+
+    @property
+    def key(self) -> bytes | None:
+        return self._row[0]
+
+    @property
+    def value(self) -> bytes | None:
+        return self._row[1]
+
+    @property
+    def timestamp(self) -> int:
+        return self._row[2]
+
+    @property
+    def headers(self) -> tuple[Header, ...]:
+        return self._row[3]
 
     def __repr__(self) -> str:
-        if self._done and self._outcome is not None:
-            return f"<RecordFuture {self._outcome.metadata(self._index)!r}>"
+        if self.done() and self._outcome is not None:
+            return f"<RecordFuture {self._outcome.metadata(self._index, self._row[2])!r}>"
         return super().__repr__().replace("DeliveryFuture", "RecordFuture")
+
+    def _settled(self) -> bool:
+        """Done? Takes the outcome from the batch when it has completed (any thread)."""
+        if self._done:
+            return True
+        batch = self._batch
+        if batch is None:
+            return False
+        index = self._index
+        if batch.split_parts is not None:
+            batch, index = _follow_split(batch, index)
+            self._batch, self._index = batch, index
+        if not batch.done:
+            return False
+        err = batch.error
+        if err is not None:
+            self._exc = err
+        else:
+            self._outcome = batch.outcome
+        self._done = True
+        return True
+
+    def _watch(self) -> None:
+        """Under ``_LOCK``, not done: have the batch (or the drain) complete this future."""
+        self._hooked = True
+        batch = self._batch
+        if batch is not None:  # appended already: its batch settles it with the others
+            batch.thunks[self._index] = self
+
+    def done(self) -> bool:
+        return self._done or self._settled()
+
+    def running(self) -> bool:
+        return not self.done()
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._done or self._settled():
+            return
+        with _LOCK:
+            if self._settled():
+                return
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+            self._watch()
+        if not event.wait(timeout):
+            raise TimeoutError(f"record not delivered within {timeout} s")
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         self._wait(timeout)
         if self._exc is not None:
             raise self._exc
         if self._value is None and self._outcome is not None:
-            self._value = self._outcome.metadata(self._index)
+            self._value = self._outcome.metadata(self._index, self._row[2])
         return self._value  # type: ignore[return-value]
+
+    def add_done_callback(self, fn: Callable[[DeliveryFuture[RecordMetadata]], None]) -> None:
+        with _LOCK:
+            if not self._settled():
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                self._watch()
+                return
+        self._run_callback(fn)
 
     def __call__(self, meta: RecordMetadata | None, exc: BaseException | None) -> None:
         """Complete this record alone (parked records, failures before it joined a batch)."""
         if self._done:
             return
         self._finish(meta, exc)
-        if self._on_delivery is not None:
-            _deliver(self._on_delivery, meta, exc)
+        with _LOCK:
+            on_delivery, self._on_delivery = self._on_delivery, None
+        if on_delivery is not None:
+            _deliver(on_delivery, meta, exc)
+
+
+_HOOKED = attrgetter("_hooked")
+
+
+def _follow_split(batch: Any, index: int) -> tuple[Any, int]:
+    """The batch (and index in it) that holds record ``index`` of ``batch`` after splits."""
+    while batch.split_parts is not None:
+        first, second, half = batch.split_parts
+        if index < half:
+            batch = first
+        else:
+            batch, index = second, index - half
+    return batch, index
+
+
+def link_records(futures: Sequence[RecordFuture], placed: Sequence[tuple[Any, int, int, int]]) -> None:
+    """Point ``futures`` at the batches the loop appended their rows to: ``placed`` holds
+    ``(batch, position, i, j)`` for ``futures[i:j]`` at ``batch.thunks[position:]`` (from
+    ``RecordAccumulator.append_many``). A hooked future (``_hooked``: waited on, with callbacks
+    or an ``on_delivery``) goes into its batch's ``thunks``, so the batch completes it. Under
+    ``_LOCK``: a caller thread that hooks a future at the same time sees either no batch (and
+    the hook here) or the batch (and hooks it there)."""
+    with _LOCK:
+        for batch, position, i, j in placed:
+            group = futures[i:j]
+            for index, fut in enumerate(group, position):
+                fut._batch = batch
+                fut._index = index
+            if any(map(_HOOKED, group)):
+                thunks = batch.thunks
+                for index, fut in enumerate(group, position):
+                    if fut._hooked:
+                        thunks[index] = fut
 
 
 def settle_records(futures: Sequence[Any], outcome: RecordOutcome | None, exc: BaseException | None) -> list[int]:
-    """Complete every not-yet-done ``RecordFuture`` in ``futures`` (record ``i`` of a batch) with
-    ``outcome`` (or ``exc``) under one lock acquisition, then wake its waiters and run its
-    callbacks. Returns the indices of the other entries (plain callables; None entries are
-    skipped), which the caller completes itself."""
+    """Complete every ``RecordFuture`` in ``futures`` (record ``i`` of a batch) with ``outcome``
+    (or ``exc``) under one lock acquisition, then wake its waiters and run its callbacks and
+    ``on_delivery`` (each once). Returns the indices of the other entries (plain callables; None
+    entries are skipped), which the caller completes itself."""
     others: list[int] = []
-    notify: list[RecordFuture] = []
+    notify: list[tuple[RecordFuture, DeliveryCallback | None, list[Any] | None]] = []
     with _LOCK:
+        if futures.count(None) == len(futures):  # a sync batch nobody watches: nothing to do
+            return others
         for i, fut in enumerate(futures):
             if fut.__class__ is RecordFuture:
-                if fut._done:
-                    continue
-                fut._done = True
-                if exc is not None:
-                    fut._exc = exc
-                else:
-                    fut._outcome = outcome
-                    fut._index = i
-                if fut._event is not None or fut._callbacks is not None or fut._on_delivery is not None:
-                    notify.append(fut)
+                if not fut._done:
+                    if exc is not None:
+                        fut._exc = exc
+                    else:
+                        fut._outcome = outcome
+                        fut._index = i
+                    fut._done = True
+                if fut._hooked:
+                    fut._hooked = False
+                    on_delivery, fut._on_delivery = fut._on_delivery, None
+                    fns, fut._callbacks = fut._callbacks, None
+                    notify.append((fut, on_delivery, fns))
             elif fut is not None:
                 others.append(i)
-    for fut in notify:
-        event, callbacks, fut._callbacks = fut._event, fut._callbacks, None
-        if event is not None:
-            event.set()
-        for fn in callbacks or ():
+    for fut, on_delivery, fns in notify:
+        if fut._event is not None:
+            fut._event.set()
+        for fn in fns or ():
             fut._run_callback(fn)
-        if fut._on_delivery is not None:
-            meta = None if exc is not None else fut.result()
-            _deliver(fut._on_delivery, meta, exc)
+        if on_delivery is not None:
+            meta = None if fut._exc is not None else fut.result()
+            _deliver(on_delivery, meta, fut._exc)
     return others
 
 

@@ -17,7 +17,13 @@ once and appends them in bulk (``Handoff.drain``):
 
 Entries are processed in the order they were queued, runs one after the other, so records of a
 partition keep the order of the ``send`` calls (Kafka's per-partition ordering), whatever mix of
-keyed, explicit, null-key and batch-API records the chunk holds.
+keyed, explicit, null-key and batch-API records the chunk holds. A batch gets each record's row
+tuple, and the record's future is pointed at the batch (``futures.link_records``).
+
+A caller that finds ``HANDOFF_CHUNK`` entries queued and a drain pending lets the loop run it
+before it goes on (``_wait_drained``, bounded): without that, a caller thread holding the GIL
+starves the loop, the queue grows to every record sent, and each queued future lives long enough
+to reach the garbage collector's oldest generation, whose collections then scan all of them.
 """
 
 from __future__ import annotations
@@ -25,13 +31,15 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import threading
 from collections import deque
-from operator import attrgetter
+from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
-from pyspark_log.client.futures import RecordFuture
+from pyspark_log.client.futures import RecordFuture, link_records
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import TopicPartition
 
@@ -43,6 +51,15 @@ Entry = RecordFuture | tuple[TopicPartition, list[ProducerBatch]]
 
 _SIZE = attrgetter("_size")
 _PARTITION = attrgetter("_partition")
+_ROW = attrgetter("_row")
+_TOPIC = attrgetter("_topic")
+_RECORDS_ONLY = {RecordFuture}
+_KEY = itemgetter(0)
+
+# A caller waits for the loop to take its queued entries when this many are queued
+# (``Handoff._wait_drained``), for at most ``_DRAIN_WAIT_S``.
+HANDOFF_CHUNK = 256
+_DRAIN_WAIT_S = 0.05
 
 # Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
 # than building an Arrow array for a handful of keys).
@@ -74,6 +91,8 @@ class Handoff:
         self._queue: deque[Entry] = deque()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._drained = threading.Event()
+        self._warm = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -83,7 +102,14 @@ class Handoff:
         clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller that
         saw ``_scheduled`` set is always taken by that drain or a later one."""
         self._queue.append(entry)
+        self.after_put()
+
+    def after_put(self) -> None:
+        """What ``put`` does after queueing (``Producer.send`` queues inline, then calls this
+        when no drain is scheduled or ``HANDOFF_CHUNK`` entries are queued)."""
         if self._scheduled:
+            if len(self._queue) >= HANDOFF_CHUNK:
+                self._wait_drained()
             return
         self._scheduled = True
         assert self._loop is not None
@@ -92,6 +118,27 @@ class Handoff:
         except RuntimeError:  # the loop is closed
             self.abort(ClientClosedError())
             raise ClientClosedError() from None
+
+    def _wait_drained(self) -> None:
+        """A caller thread that has queued ``HANDOFF_CHUNK`` entries the loop has not taken yet
+        lets the loop take them (up to ``_DRAIN_WAIT_S``) before it queues more. Not a limit on
+        what is buffered (that is ``buffer.memory``): the drain needs no broker, only the loop,
+        which a caller spinning on the GIL starves (each time the loop blocks it waits a switch
+        interval for the GIL). Handing over keeps the queue short, so a record's future is freed
+        young (see ``RecordFuture``) instead of surviving into the collector's old generation.
+        Never on the loop itself (a delivery callback that sends): nothing would drain.
+
+        The first time, it imports ``columnar_encode`` (pyarrow, numpy) on the caller's thread,
+        where it would otherwise hold up the loop's first drains while the caller queues on."""
+        if asyncio._get_running_loop() is not None:
+            return
+        if not self._warm:  # a bulk sender: import the vectorised code here, not on the loop
+            self._warm = True
+            import pyspark_log.records.columnar_encode  # noqa: F401 - pyarrow, numpy: ~0.3 s once
+        drained = self._drained
+        drained.clear()
+        if len(self._queue) >= HANDOFF_CHUNK and self._scheduled:  # the drain has not run since
+            drained.wait(_DRAIN_WAIT_S)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -103,21 +150,26 @@ class Handoff:
     def drain(self) -> None:
         """Append everything queued (on the loop), in order."""
         self._scheduled = False
+        self._drained.set()
         target = self._target
         if target.is_dead():
             self.abort(ClientClosedError("the producer closed before the record was queued"))
             return
         ignore_keys = target.ignore_keys()
         while self._queue:
+            entries = self._take()
+            if _all_keyed(entries, ignore_keys):  # the common case: no per-entry loop
+                self._flush_run(entries)  # type: ignore[arg-type]
+                continue
             run: list[RecordFuture] = []  # consecutive records of one kind, keyed or sticky
             sticky = False
-            for entry in self._take():
+            for entry in entries:
                 if entry.__class__ is not RecordFuture:  # the batch API's encoded batches
                     self._flush(run, sticky)
                     tp, batches = entry  # type: ignore[misc]
                     target.append_columns(tp, batches)
                     continue
-                kind = entry._partition is None and (entry.key is None or ignore_keys)
+                kind = entry._partition is None and (entry._row[0] is None or ignore_keys)
                 if kind is not sticky:
                     self._flush(run, sticky)
                     sticky = kind
@@ -158,13 +210,13 @@ class Handoff:
                 room = acc.open_room(tp)
                 j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
                 if j > i:  # these fit in the open batch
-                    wake = acc.append_many(tp, records[i:j], sizes[i:j], records[i:j], now) or wake
+                    wake = _append(acc, tp, records[i:j], sizes[i:j], now) or wake
                     touched.append(tp)
                     i = j
                     if i == n:
                         break
                 tp = TopicPartition(topic, target.sticky_next(topic, count, p))  # record i needs a new batch
-                wake = acc.append_many(tp, records[i : i + 1], sizes[i : i + 1], records[i : i + 1], now) or wake
+                wake = _append(acc, tp, records[i : i + 1], sizes[i : i + 1], now) or wake
                 touched.append(tp)
                 i += 1
         run.clear()
@@ -177,8 +229,8 @@ class Handoff:
             return
         target = self._target
         meta = target.cluster_metadata()
-        topic = run[0]._topic
-        by_topic = {topic: run} if all(r._topic == topic for r in run) else _by_topic(run)
+        topics = set(map(_TOPIC, run))
+        by_topic = {topics.pop(): run} if len(topics) == 1 else _by_topic(run)
         acc = target.accumulator
         now = target.now_ms()
         touched: list[TopicPartition] = []
@@ -191,7 +243,7 @@ class Handoff:
                 continue
             for p, group in _by_partition(records, count):
                 tp = TopicPartition(topic, p)
-                wake = acc.append_many(tp, group, list(map(_SIZE, group)), group, now) or wake
+                wake = _append(acc, tp, group, list(map(_SIZE, group)), now) or wake
                 touched.append(tp)
         run.clear()
         if touched:
@@ -212,6 +264,29 @@ class Handoff:
                     batch.fail(exc)
 
 
+def _all_keyed(entries: list[Entry], ignore_keys: bool) -> bool:
+    """Are all ``entries`` records with an explicit partition or a key (none sticky, none from the
+    batch API)? A few C-level passes instead of a Python loop per entry."""
+    if set(map(type, entries)) != _RECORDS_ONLY:
+        return False
+    parts = list(map(_PARTITION, entries))
+    if None not in parts:
+        return True
+    if ignore_keys:
+        return False
+    return None not in list(map(_KEY, map(_ROW, entries)))
+
+
+def _append(
+    acc: RecordAccumulator, tp: TopicPartition, records: list[RecordFuture], sizes: list[int], now: float
+) -> bool:
+    """Append the records' rows to ``tp`` (``append_many``) and point each future at its batch."""
+    placed: list[tuple[ProducerBatch, int, int, int]] = []
+    wake = acc.append_many(tp, list(map(_ROW, records)), sizes, [None] * len(records), now, placed)
+    link_records(records, placed)
+    return wake
+
+
 def _by_topic(run: list[RecordFuture]) -> dict[str, list[RecordFuture]]:
     out: dict[str, list[RecordFuture]] = {}
     for record in run:
@@ -223,10 +298,17 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
     """The records grouped by partition (their explicit one, else murmur2 of the key), each
     group in the order of ``records``."""
     explicit = list(map(_PARTITION, records))
-    keyed = [i for i, p in enumerate(explicit) if p is None] if None in explicit else []
+    nones = explicit.count(None)
+    keyed: Sequence[int] = (
+        range(len(explicit))
+        if nones == len(explicit)
+        else [i for i, p in enumerate(explicit) if p is None]
+        if nones
+        else []
+    )
     if len(keyed) < VECTORISE_KEYS_FROM:
         for i in keyed:
-            explicit[i] = partition_for_key(records[i].key, count)  # type: ignore[arg-type]
+            explicit[i] = partition_for_key(records[i]._row[0], count)  # type: ignore[arg-type]
         groups: dict[int, list[RecordFuture]] = {}
         for record, p in zip(records, explicit, strict=True):
             group = groups.get(p)
@@ -240,7 +322,8 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
 
     from pyspark_log.records.columnar_encode import partitions_for_keys
 
-    hashed = partitions_for_keys(pa.array([records[i].key for i in keyed], pa.large_binary()), count)
+    keys = list(map(_KEY, map(_ROW, records))) if len(keyed) == len(records) else [records[i]._row[0] for i in keyed]
+    hashed = partitions_for_keys(pa.array(keys, pa.large_binary()), count)
     if len(keyed) == len(records):
         parts = hashed
     else:
@@ -249,5 +332,5 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
     order = np.argsort(parts, kind="stable")
     sorted_parts = parts[order]
     cuts = [0, *(np.flatnonzero(np.diff(sorted_parts)) + 1).tolist(), len(records)]
-    ordered = [records[i] for i in order.tolist()] if len(cuts) > 2 else records
+    ordered = list(itemgetter(*order.tolist())(records)) if len(cuts) > 2 else records
     return [(int(sorted_parts[a]), ordered[a:b]) for a, b in itertools.pairwise(cuts)]

@@ -15,7 +15,9 @@ thread (blocking up to ``max.block.ms``: back-pressure), and hands the record to
 an ordered, lock-free queue (``handoff.py``: one loop wake-up per burst; the loop partitions and
 appends what queued meanwhile in bulk, and batches are encoded from columns at drain time). The
 record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
-future, completed with the rest of its batch at once.
+future; once appended, its batch keeps only the record's row and the future reads the batch's
+outcome lazily. The common case (bytes key and value, no headers, partition or timestamp) is
+inlined in ``send``: no call for the clock, the ``buffer.memory`` reservation or the hand-off.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.
@@ -23,6 +25,7 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -38,11 +41,13 @@ from pyspark_log.client.admin import (
     ElectionType,
     NewTopic,
 )
+from pyspark_log.client.clock import SystemClock
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.handoff import HANDOFF_CHUNK
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
@@ -50,6 +55,7 @@ from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterCo
 from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
+from pyspark_log.client.txn_manager import TxnState
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
@@ -57,6 +63,11 @@ from pyspark_log.client.types import (
 )
 
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
+
+_new_record = object.__new__
+# what an idempotent (not transactional) producer's send checks (TransactionManager.check_send)
+_FATAL = TxnState.FATAL_ERROR
+_ABORTABLE = TxnState.ABORTABLE_ERROR
 
 
 class Producer(_SyncClient):
@@ -72,6 +83,18 @@ class Producer(_SyncClient):
         except BaseException:
             self._shutdown()
             raise
+        core = self._core
+        # send()'s fast path, bound once: the wall clock (CreateTime), the hand-off, the pool
+        clock = core.clock
+        self._time_ns = time.time_ns if clock.__class__ is SystemClock else None
+        self._handoff = core._handoff
+        self._queue = core._handoff._queue
+        self._pool = core.pool
+        self._pool_lock = core.pool._lock
+        # topics whose metadata send() has seen in ``_meta`` (the cluster replaces its
+        # ClusterMetadata on each refresh, so identity tells when to look again)
+        self._meta: object = None
+        self._meta_topics: set[str] = set()
 
     @property
     def core(self) -> AsyncProducer:
@@ -100,23 +123,61 @@ class Producer(_SyncClient):
             and not self._closed
         ):
             # the common case, inlined (same checks and record as the general path below)
-            core.check_send()
+            txn = core.txn
+            if (
+                core._fatal is not None
+                or core._closed
+                or not core._started
+                or (txn is not None and (txn.transactional or txn.state is _FATAL or txn.state is _ABORTABLE))
+            ):
+                core.check_send()  # raises, or checks the transaction's state
             size = (
                 RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
+            time_ns = self._time_ns
+            meta = core.cluster.metadata
             if (
-                size <= core.record_size_limit
-                and core.cluster.metadata.partition_count(topic) is not None
-                and core.pool.try_reserve(size)
+                time_ns is not None
+                and size <= core.record_size_limit
+                and ((meta is self._meta and topic in self._meta_topics) or self._topic_known(meta, topic))
             ):
-                record = RecordFuture(topic, None, key, value, core.clock.wall_ms(), (), size, on_delivery)
-                try:
-                    core.enqueue_threadsafe(record, checked=True)
-                except BaseException:
-                    core.pool.release(size)
-                    raise
-                return record
+                # buffer.memory (BufferPool.try_reserve, inlined)
+                pool = self._pool
+                lock = self._pool_lock
+                lock.acquire()
+                available = pool._available
+                if available >= size:
+                    pool._available = available - size
+                    lock.release()
+                    # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
+                    # call: the class holds the other attributes' defaults
+                    record = _new_record(RecordFuture)
+                    record._row = (key, value, time_ns() // 1_000_000, ())
+                    record._topic = topic
+                    record._size = size
+                    record._batch = None  # set here, the drain's link_records only updates them
+                    record._index = 0
+                    if on_delivery is not None:
+                        record._on_delivery = on_delivery
+                        record._hooked = True
+                    queue = self._queue
+                    queue.append(record)  # Handoff.put, inlined
+                    handoff = self._handoff
+                    if not handoff._scheduled or len(queue) >= HANDOFF_CHUNK:
+                        handoff.after_put()  # if the loop is gone, its abort() gives the memory back
+                    return record
+                lock.release()
         return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+
+    def _topic_known(self, meta: Any, topic: str) -> bool:
+        """Is ``topic``'s metadata known (``partition_count``)? Remembered per ``meta``."""
+        if meta.partition_count(topic) is None:
+            return False
+        if meta is not self._meta:
+            self._meta_topics = set()
+            self._meta = meta
+        self._meta_topics.add(topic)
+        return True
 
     def _send(  # noqa: PLR0917
         self,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -395,21 +395,26 @@ def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
 
 
 _KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))
+_ROW_FIELDS = tuple(map(itemgetter, range(4)))
 
 
-def records_of_rows(rows: Sequence[RecordFields]) -> ArrowRecords:
-    """The columns of ``ProducerRecord`` s (or what a producer's ``send()`` queued), so a batch of
-    them is encoded in one pass (``encode_rows``). One list comprehension per field."""
-    keys = pa.array(list(map(_KEY, rows)), _BINARY)
-    values = pa.array(list(map(_VALUE, rows)), _BINARY)
-    timestamps = np.fromiter(map(_TIMESTAMP, rows), np.int64, len(rows))
+def records_of_rows(rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]]) -> ArrowRecords:
+    """The columns of ``ProducerRecord`` s, or of row tuples ``(key, value, timestamp, headers)``
+    (what the producer's ``send()`` batches hold; all rows of one kind), so a batch of them is
+    encoded in one pass (``encode_rows``)."""
+    # (not ``zip(*rows)``: that makes an iterator per row for the garbage collector to track)
+    getters = _ROW_FIELDS if rows and rows[0].__class__ is tuple else (_KEY, _VALUE, _TIMESTAMP, _HEADERS)
+    keys, values, stamps, heads = (list(map(get, rows)) for get in getters)  # type: ignore[arg-type]
+    timestamps = np.fromiter(stamps, np.int64, len(rows))
     headers = None
-    if any(map(_HEADERS, rows)):
-        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in rows], HEADERS_TYPE)
-    return ArrowRecords(keys, values, headers, timestamps)
+    if any(heads):
+        headers = pa.array([[{"key": k, "value": v} for k, v in hs] for hs in heads], HEADERS_TYPE)
+    return ArrowRecords(pa.array(keys, _BINARY), pa.array(values, _BINARY), headers, timestamps)
 
 
-def encode_rows(rows: Sequence[RecordFields], starts: Sequence[int] | None = None) -> Sections:
+def encode_rows(
+    rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]], starts: Sequence[int] | None = None
+) -> Sections:
     """The records sections ``batch.encode_batch`` writes for ``rows`` cut into batches at
     ``starts`` (default: one batch), encoded from columns in one pass."""
     return encode_sections(records_of_rows(rows), [0, len(rows)] if starts is None else starts)

@@ -67,14 +67,16 @@ def test_record_futures_of_a_batch_settle_at_once_with_lazy_metadata() -> None:
     from pyspark_log.client.types import RecordMetadata
 
     reports: list[tuple[object, object]] = []
-    futs = [RecordFuture("t", None, b"k", b"v", 100 + i, (), 40, None) for i in range(3)]
-    futs[1]._on_delivery = lambda m, e: reports.append((m, e))
+    futs = [
+        RecordFuture("t", None, b"k", b"v", 100 + i, (), 40, (lambda m, e: reports.append((m, e))) if i == 1 else None)
+        for i in range(3)
+    ]
     seen: list[RecordMetadata] = []
     futs[2].add_done_callback(lambda f: seen.append(f.result()))
     waiter = threading.Thread(target=lambda: seen.append(futs[0].result(timeout=5)))
     waiter.start()
     plain = object()
-    others = settle_records([*futs, plain, None], RecordOutcome("t", 4, 10, -1, futs), None)
+    others = settle_records([*futs, plain, None], RecordOutcome("t", 4, 10, -1), None)
     waiter.join()
     assert others == [3]
     assert [f.result() for f in futs] == [RecordMetadata("t", 4, 10 + i, 100 + i) for i in range(3)]
@@ -84,7 +86,7 @@ def test_record_futures_of_a_batch_settle_at_once_with_lazy_metadata() -> None:
     assert futs[0].exception() is None
 
     lat = [RecordFuture("t", None, None, b"v", 5, (), 40, None)]
-    settle_records(lat, RecordOutcome("t", 0, -1, 999, lat), None)  # acks=0 and LogAppendTime
+    settle_records(lat, RecordOutcome("t", 0, -1, 999), None)  # acks=0 and LogAppendTime
     assert lat[0].result() == RecordMetadata("t", 0, -1, 999)
 
     failed = [RecordFuture("t", None, None, b"v", 5, (), 40, lambda m, e: reports.append((m, e)))]
