@@ -35,8 +35,8 @@ two ratios (rows/s of the line over rows/s of another line, so 0.5 means half as
 
 * ``x read``: over the batch ``read`` line, for every write and stream line (the issue's target,
   write >= 0.5x read). For ``stream write`` this compares a topic → topic stream, which reads
-  and writes and pays the query's start and stop (~1.3-1.6 s on 2 cores, the same with the noop
-  sink), with a batch read that does neither; ``stream batches`` leaves start and stop out.
+  and writes and pays the query's start and stop (1.2-3 s on a shared 2-core machine, the same
+  with the noop sink), with a batch read that does neither; ``stream batches`` leaves start and stop out.
 * ``x stream read``: ``stream write`` over ``stream read`` and ``stream batches`` over ``stream
   read batches``: like with like (the same query, start and stop included or both left out),
   i.e. what the pylog sink costs in a stream beyond reading the rows and running the query.
