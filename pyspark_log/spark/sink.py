@@ -21,6 +21,9 @@ driver commits the micro-batch. How (issue #5, KIP-98 transactions, KIP-447 stab
   is harmless.
 * Batch writes (``df.write``) use the same task protocol without the mark: one transaction per
   task, committed at job commit or all aborted.
+* A task builds its producer (and, streams, the admin client that reads the mark) on a helper
+  thread while it waits for its first input (``_Opening``); every step above runs on the task's
+  thread once the first input is there, so a task without rows touches no transaction.
 
 Preconditions (README "Writing to pylog"): a replayed micro-batch holds the same rows in the
 same Spark partitions (deterministic replay: the pylog source and a checkpoint give it for a
