@@ -15,6 +15,14 @@ For each value size a broker is filled through Spark and read back, in a local S
                     time includes reading), from ``start()`` to the end of the run; ``stream
                     batches`` is the same rows over the time inside its micro-batches (Spark's
                     ``triggerExecution``: without the query's start and stop, ~1-2 s);
+* ``stream read``   the same streaming query with ``writeStream.format("noop")`` instead of the
+                    pylog sink (same source, options, trigger, checkpoint kind, and timed the same
+                    way: from ``start()`` to the end): a streaming read alone, with the query's
+                    start and stop; ``stream read batches`` is its time inside micro-batches;
+* ``table stream``  ``readStream.format("parquet")`` of a directory holding the same rows (written
+                    before, not timed) → ``writeStream.format("pylog")``, Trigger.AvailableNow,
+                    timed like ``stream write`` (a table → topic pipeline: Spark's own reader, so
+                    mostly the sink and the query's start and stop);
 * ``read``          ``spark.read.format("pylog")`` of the first topic → ``write.format("noop")``
                     (every column, the value included, is decoded by the Python reader and
                     handed to the JVM as Arrow; the noop sink then drops the rows);
@@ -22,11 +30,20 @@ For each value size a broker is filled through Spark and read back, in a local S
                     to make the rows (for context; not part of the ratios).
 
 A warm-up round of 20,000 rows runs first (JVM, Python workers, the transaction coordinator's
-topic). Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and the
-ratios batch write / read and stream write / read, and for the batch write the ratio without
-Spark's cost of making the rows (``net``: rows / (write - generate) seconds, over read). Which
-writer ran (Arrow or rows) is printed too. ``BENCH_EXTRA="k=v,..."`` adds sink options (e.g.
-``kafka.linger.ms=20``). Figures only.
+topic). Each is timed end to end (best of ``--repeat``); printed: rows/s and MB/s (value bytes) and
+two ratios (rows/s of the line over rows/s of another line, so 0.5 means half as fast):
+
+* ``x read``: over the batch ``read`` line, for every write and stream line (the issue's target,
+  write >= 0.5x read). For ``stream write`` this compares a topic → topic stream, which reads
+  and writes and pays the query's start and stop (1.2-3 s on a shared 2-core machine, the same
+  with the noop sink), with a batch read that does neither; ``stream batches`` leaves start and stop out.
+* ``x stream read``: ``stream write`` over ``stream read`` and ``stream batches`` over ``stream
+  read batches``: like with like (the same query, start and stop included or both left out),
+  i.e. what the pylog sink costs in a stream beyond reading the rows and running the query.
+
+and for the batch write the ratio without Spark's cost of making the rows (``net``: rows /
+(write - generate) seconds, over read). Which writer ran (Arrow or rows) is printed too.
+``BENCH_EXTRA="k=v,..."`` adds sink options (e.g. ``kafka.linger.ms=20``). Figures only.
 """
 
 from __future__ import annotations
@@ -85,8 +102,11 @@ def batch_write(spark: SparkSession, servers: str, topic: str, rows: int, size: 
     return time.perf_counter() - start
 
 
-def stream_write(spark: SparkSession, servers: str, source: str, sink: str, checkpoint: Path) -> tuple[float, float]:
-    """(seconds from start() to the end of the AvailableNow run, seconds inside its micro-batches)."""
+def stream_write(
+    spark: SparkSession, servers: str, source: str, sink: str | None, checkpoint: Path
+) -> tuple[float, float]:
+    """(seconds from start() to the end of the AvailableNow run, seconds inside its micro-batches);
+    ``sink`` None: the same query into the noop sink (the ``stream read`` line)."""
     df = (
         spark.readStream.format("pylog")
         .option("bootstrap.servers", servers)
@@ -96,21 +116,31 @@ def stream_write(spark: SparkSession, servers: str, source: str, sink: str, chec
         .selectExpr("key", "value")
     )
     start = time.perf_counter()
-    query = (
-        df.writeStream.format("pylog")
-        .option("bootstrap.servers", servers)
-        .option("topic", sink)
-        .option("checkpointLocation", str(checkpoint))
-        .options(**EXTRA)
-        .trigger(availableNow=True)
-        .start()
-    )
+    if sink is None:
+        writer = df.writeStream.format("noop")
+    else:
+        writer = df.writeStream.format("pylog").option("bootstrap.servers", servers).option("topic", sink)
+        writer = writer.options(**EXTRA)
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     query.awaitTermination()
     elapsed = time.perf_counter() - start
     if query.exception() is not None:
-        raise RuntimeError(f"the streaming write failed: {query.exception()}")
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
     in_batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
     return elapsed, in_batches
+
+
+def table_stream_write(spark: SparkSession, servers: str, table: Path, sink: str, checkpoint: Path) -> float:
+    """Seconds from start() to the end of an AvailableNow run of parquet ``table`` → pylog ``sink``."""
+    df = spark.readStream.schema(spark.read.parquet(str(table)).schema).parquet(str(table))
+    start = time.perf_counter()
+    writer = df.writeStream.format("pylog").option("bootstrap.servers", servers).option("topic", sink)
+    query = writer.options(**EXTRA).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query.awaitTermination()
+    elapsed = time.perf_counter() - start
+    if query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    return elapsed
 
 
 def read(spark: SparkSession, servers: str, topic: str) -> float:
@@ -151,16 +181,26 @@ def main() -> None:
         f"best of {args.repeat}; writers: batch {writer.PylogBatchWriter.__name__}, "
         f"stream {writer.PylogStreamWriter.__name__}"
     )
-    print(f"{'value':>6} {'path':>13} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'x read':>7} {'net x read':>9}")
+    print(
+        f"{'value':>6} {'path':>18} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'x read':>7} {'net x read':>10} "
+        f"{'x stream read':>13}"
+    )
     work = Path(tempfile.mkdtemp(prefix="pylog-bench-write-"))
     with EmbeddedBroker(work / "broker") as broker:
         servers = broker.bootstrap_servers
         warm = create(servers, args.partitions)
         batch_write(spark, servers, warm, 20_000, 100)
         stream_write(spark, servers, warm, create(servers, args.partitions), work / "chk-warm-up")
+        stream_write(spark, servers, warm, None, work / "chk-warm-up-noop")
+        rows_df(spark, 20_000, 100).write.parquet(str(work / "table-warm-up"))
+        table_stream_write(
+            spark, servers, work / "table-warm-up", create(servers, args.partitions), work / "chk-t-warm-up"
+        )
         read(spark, servers, warm)
         for size in (int(s) for s in args.sizes.split(",")):
             best: dict[str, float] = {}
+            table = work / f"table-{size}"
+            rows_df(spark, args.rows, size).write.parquet(str(table))
             for i in range(args.repeat):
                 first = create(servers, args.partitions)
                 timings = {"batch write": batch_write(spark, servers, first, args.rows, size)}
@@ -169,22 +209,27 @@ def main() -> None:
                 whole, in_batches = stream_write(spark, servers, first, second, work / f"chk-{size}-{i}")
                 timings["stream write"] = whole
                 timings["stream batches"] = in_batches
+                whole, in_batches = stream_write(spark, servers, first, None, work / f"chk-noop-{size}-{i}")
+                timings["stream read"] = whole
+                timings["stream read batches"] = in_batches
+                sink = create(servers, args.partitions)
+                timings["table stream"] = table_stream_write(spark, servers, table, sink, work / f"chk-t-{size}-{i}")
                 timings["read"] = read(spark, servers, first)
                 timings["generate"] = generate(spark, args.rows, size)
                 for label, seconds in timings.items():
                     best[label] = min(best.get(label, float("inf")), seconds)
             read_rate = args.rows / best["read"]
+            versus = {"stream write": "stream read", "stream batches": "stream read batches"}
             for label, seconds in best.items():
                 rate = args.rows / seconds
                 ratio = "" if label in {"read", "generate"} else f"{rate / read_rate:7.2f}"
                 net = ""
                 if label == "batch write" and seconds > best["generate"]:
-                    net = f"{args.rows / (seconds - best['generate']) / read_rate:9.2f}"
+                    net = f"{args.rows / (seconds - best['generate']) / read_rate:10.2f}"
+                like = f"{best[versus[label]] / seconds:13.2f}" if label in versus else ""
                 mb_s = rate * size / 1e6
-                print(
-                    f"{size:>5}B {label:>13} {rate:>12,.0f} {mb_s:>8.1f} {seconds:>8.2f} {ratio:>7} {net:>9}",
-                    flush=True,
-                )
+                line = f"{size:>5}B {label:>18} {rate:>12,.0f} {mb_s:>8.1f} {seconds:>8.2f} {ratio:>7} {net:>10}"
+                print(f"{line} {like:>13}", flush=True)
     spark.stop()
 
 

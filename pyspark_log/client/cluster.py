@@ -257,12 +257,14 @@ class Cluster:
         if self._update_event is not None:
             self._update_event.set()
 
-    async def refresh(self, timeout_ms: float | None = None) -> ClusterMetadata:
-        """Ask for a refresh and wait for its result (raising its error)."""
+    async def refresh(self, timeout_ms: float | None = None, *, new_topics: bool = False) -> ClusterMetadata:
+        """Ask for a refresh and wait for its result (raising its error). ``new_topics``: the
+        caller just tracked new topics (``add_topics`` returned True), so the refresh is not held
+        back by the ``retry.backoff.ms`` spacing (``request_update(new_topics=True)``)."""
         self._check_alive()
         fut: asyncio.Future[ClusterMetadata] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
-        self.request_update()
+        self.request_update(new_topics=new_topics)
         try:
             async with asyncio.timeout((timeout_ms or self.request_timeout_ms * 2) / 1000.0):
                 return await fut

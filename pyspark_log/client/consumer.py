@@ -462,8 +462,9 @@ class AsyncConsumer:
                 or (topic.error_code == ErrorCode.NONE and tp.partition not in topic.partitions)
             )
 
-        if cluster.add_topics([tp.topic]) or tp.topic not in cluster.metadata.topics or missing():
-            await cluster.refresh()
+        added = cluster.add_topics([tp.topic])
+        if added or tp.topic not in cluster.metadata.topics or missing():
+            await cluster.refresh(new_topics=added)
         if missing():
             raise UnknownTopicOrPartitionError(f"{tp} does not exist")
 

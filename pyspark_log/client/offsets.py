@@ -31,8 +31,11 @@ OffsetResult = OffsetAndTimestamp | None | KafkaError
 
 async def _ensure_metadata(cluster: Cluster, topics: set[str]) -> None:
     missing = {t for t in topics if t not in cluster.metadata.topics}
-    if cluster.add_topics(topics) or missing:
-        await cluster.refresh()
+    added = cluster.add_topics(topics)
+    if added or missing:
+        # Newly tracked topics refresh at once (a source that listed the topics a moment ago
+        # would otherwise wait out retry.backoff.ms before its first ListOffsets).
+        await cluster.refresh(new_topics=added)
 
 
 async def list_offsets(

@@ -21,6 +21,9 @@ driver commits the micro-batch. How (issue #5, KIP-98 transactions, KIP-447 stab
   is harmless.
 * Batch writes (``df.write``) use the same task protocol without the mark: one transaction per
   task, committed at job commit or all aborted.
+* A task builds its producer (and, streams, the admin client that reads the mark) on a helper
+  thread while it waits for its first input (``_Opening``); every step above runs on the task's
+  thread once the first input is there, so a task without rows touches no transaction.
 
 Preconditions (README "Writing to pylog"): a replayed micro-batch holds the same rows in the
 same Spark partitions (deterministic replay: the pylog source and a checkpoint give it for a
@@ -306,13 +309,62 @@ def _timestamp_ms(value: datetime.datetime | None) -> int | None:
     return (value - _EPOCH) // _MS
 
 
-def _committed_batch(options: SinkOptions, clients: Clients, txn_id: str, task: TaskInfo) -> int | None:
-    admin = clients.admin(options.admin_config())
-    try:
-        offsets = admin.list_consumer_group_offsets(txn_id, require_stable=True)
-    finally:
-        admin.close()
+def _committed_batch(admin: OffsetsAdmin, txn_id: str, task: TaskInfo) -> int | None:
+    offsets = admin.list_consumer_group_offsets(txn_id, require_stable=True)
     return last_committed_batch(offsets, txn_id, task.query_id)
+
+
+def _close_quietly(client: TxnProducer | OffsetsAdmin | None) -> None:
+    if client is None:
+        return
+    try:
+        client.close()
+    except Exception as exc:  # noqa: BLE001 - closing is best effort; the task's outcome is decided
+        log.warning("pylog sink: could not close a client: %s", exc)
+
+
+class _Opening:
+    """The task's clients, built on a helper thread while the task waits for its first input.
+
+    Building a client (a loop thread, a connection, ApiVersions, metadata) takes tens of
+    milliseconds, and Spark hands a task its first rows only after the source has fetched and
+    converted them, so the two overlap. Building sends nothing about the transaction: the
+    producer's ``init_transactions`` (which fences and aborts) runs on the task's thread, after
+    the first input arrived, as before; an empty task closes what was built unused. ``admin``
+    (streams only) reads the batch mark.
+    """
+
+    def __init__(self, options: SinkOptions, clients: Clients, txn_id: str, with_admin: bool) -> None:
+        self._future: concurrent.futures.Future[tuple[TxnProducer, OffsetsAdmin | None]] = concurrent.futures.Future()
+        self._args = (options, clients, txn_id, with_admin)
+        threading.Thread(target=self._build, name="pylog-sink-open", daemon=True).start()
+
+    def _build(self) -> None:
+        options, clients, txn_id, with_admin = self._args
+        producer: TxnProducer | None = None
+        try:
+            producer = clients.producer(options.producer_config(txn_id))
+            admin = clients.admin(options.admin_config()) if with_admin else None
+        except BaseException as exc:  # noqa: BLE001 - handed to the task's thread by result()
+            _close_quietly(producer)
+            self._future.set_exception(exc)
+        else:
+            self._future.set_result((producer, admin))
+
+    def result(self) -> tuple[TxnProducer, OffsetsAdmin | None]:
+        """The clients (waits for them); raises what building them raised."""
+        return self._future.result()
+
+    def discard(self) -> None:
+        """Close the clients once built (the task will not use them); never raises."""
+
+        def close(fut: concurrent.futures.Future[tuple[TxnProducer, OffsetsAdmin | None]]) -> None:
+            if fut.exception() is None:
+                producer, admin = fut.result()
+                _close_quietly(admin)
+                _close_quietly(producer)
+
+        self._future.add_done_callback(close)
 
 
 def _abort_quietly(producer: TxnProducer, txn_id: str) -> None:
@@ -366,16 +418,27 @@ def run_task(  # noqa: PLR0917 - the protocol's inputs
     prefix = resolve_prefix(options, task)
     txn_id = transactional_id(prefix, task.partition_id)
     it: Iterator[Any] = iter(items)
-    first = next(it, None)
+    opening = _Opening(options, clients, txn_id, task.batch_id is not None)
+    try:
+        first = next(it, None)
+    except BaseException:
+        opening.discard()
+        raise
     if first is None:
+        opening.discard()
         return TaskResult(prefix, task.partition_id, 0)
-    producer = clients.producer(options.producer_config(txn_id))
+    producer, admin = opening.result()
     sender = make_sender(producer)
     begun = False
     try:
         producer.init_transactions()
         if task.batch_id is not None:
-            done = _committed_batch(options, clients, txn_id, task)
+            assert admin is not None  # built for every stream task
+            try:
+                done = _committed_batch(admin, txn_id, task)
+            finally:
+                admin.close()
+                admin = None
             if done is not None and done >= task.batch_id:
                 count = count_rows(first, it)  # Spark expects the input consumed
                 log.info(
@@ -398,6 +461,7 @@ def run_task(  # noqa: PLR0917 - the protocol's inputs
             _abort_quietly(producer, txn_id)
         raise
     finally:
+        _close_quietly(admin)
         producer.close()
     if sender.failure is not None:  # a delivery failed after the last send() returned
         clients.complete(options.admin_config(), handle, False, COMPLETE_TIMEOUT_MS)

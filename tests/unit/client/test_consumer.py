@@ -217,6 +217,26 @@ def test_pause_and_resume(run: Run) -> None:
     run(main())
 
 
+def test_offsets_and_fetches_of_a_newly_tracked_topic_skip_the_refresh_spacing(run: Run) -> None:
+    """Right after a metadata refresh (here: list_topics), the first ListOffsets or Fetch of a topic
+    the client did not track yet refreshes at once, as the Java client's
+    ``requestUpdateForNewTopics``, instead of waiting ``retry.backoff.ms`` (the Spark source's
+    first ListOffsets of a query waited 100 ms for it)."""
+    fake = FakeCluster(1, topics={"t": 1, "u": 1})
+    fill(fake, TP0, 3)
+
+    async def main() -> None:
+        async with consumer(fake, retry_backoff_ms=60_000, retry_backoff_max_ms=60_000) as c:
+            async with asyncio.timeout(10):  # far below the 60 s spacing
+                assert await c.list_topics() == {"t": [0], "u": [0]}
+                assert await c.end_offsets([TP0]) == {TP0: 3}
+                assert await c.list_topics() == {"t": [0], "u": [0]}
+                raw = await c.fetch_raw(TopicPartition("u", 0), 0, 1 << 20)
+                assert raw.records == b""
+
+    run(main())
+
+
 def test_fetch_raw_returns_whole_batches_and_offsets(run: Run) -> None:
     fake = FakeCluster(1, topics={"t": 1})
     fill(fake, TP0, 9)

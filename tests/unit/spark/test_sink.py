@@ -5,7 +5,9 @@ failure, the driver's commit/abort, and pickling of what crosses the executor/dr
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,10 +224,55 @@ def test_a_commit_tries_every_handle_before_failing_and_an_abort_never_raises() 
     complete_all(OPTIONS, results, commit=False, what="b0", clients=model.clients())  # logs, does not raise
 
 
-def test_an_empty_task_opens_no_producer() -> None:
+def wait_until_closed(model: Model) -> None:
+    """The clients an empty or failed task built on its helper thread get closed (polled)."""
+    deadline = time.monotonic() + 30
+    while not (model.producers and all(p.closed for p in model.producers)):
+        assert time.monotonic() < deadline, "the task's unused producer was not closed"
+        time.sleep(0.01)
+
+
+def test_an_empty_task_begins_no_transaction_and_closes_its_clients() -> None:
+    """Clients are built while a task waits for its first input, but init_transactions (which
+    fences and aborts) runs only once there is input: an empty task touches no transaction."""
     model = Model()
     assert write_task(OPTIONS, VALUE_ONLY, [], stream_task(0, 0), model.clients()) == TaskResult("q", 0, 0)
-    assert model.producers == []
+    wait_until_closed(model)
+    assert model.epochs == {}
+    assert model.open == {}
+
+
+def test_the_clients_are_built_while_the_task_waits_for_its_first_input() -> None:
+    model = Model()
+    built = threading.Event()
+    clients = model.clients()
+
+    def producer(config: Mapping[str, str]) -> FakeProducer:
+        made = FakeProducer(model, config)
+        built.set()
+        return made
+
+    def slow_input() -> Iterator[tuple[str]]:
+        assert built.wait(30), "the producer was not built before the first row arrived"
+        yield ("a",)
+
+    overlapping = Clients(producer=producer, admin=clients.admin, complete=clients.complete)
+    result = write_task(OPTIONS, VALUE_ONLY, slow_input(), stream_task(0, 0), overlapping)
+    complete_all(OPTIONS, [result], commit=True, what="b0", clients=overlapping)
+    assert [r[1] for r in model.log] == ["a"]
+
+
+def test_a_task_whose_input_fails_closes_its_clients_and_begins_nothing() -> None:
+    model = Model()
+
+    def failing() -> Iterator[tuple[str]]:
+        raise RuntimeError("injected input failure")
+        yield ("never",)
+
+    with pytest.raises(RuntimeError, match="injected input failure"):
+        write_task(OPTIONS, VALUE_ONLY, failing(), stream_task(0, 0), model.clients())
+    wait_until_closed(model)
+    assert model.epochs == {}
 
 
 def test_a_failing_send_aborts_the_transaction() -> None:

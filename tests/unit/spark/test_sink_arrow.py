@@ -15,7 +15,15 @@ from pyspark_log.records.columnar_encode import HEADERS_TYPE
 from pyspark_log.spark import sink_arrow
 from pyspark_log.spark.sink import Columns, PylogSinkError, TaskResult, complete_all, write_task
 from pyspark_log.spark.sink_arrow import write_task_arrow
-from tests.unit.spark.test_sink import NO_TOPIC, OPTIONS, VALUE_ONLY, FakeProducer, Model, stream_task
+from tests.unit.spark.test_sink import (
+    NO_TOPIC,
+    OPTIONS,
+    VALUE_ONLY,
+    FakeProducer,
+    Model,
+    stream_task,
+    wait_until_closed,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -94,11 +102,13 @@ def test_a_replayed_batch_skips_and_consumes_its_input() -> None:
     assert [r[1] for r in model.log] == [b"a", b"b", b"c"]
 
 
-def test_an_empty_task_opens_no_producer() -> None:
+def test_an_empty_task_begins_no_transaction() -> None:
     model = Model()
     empty = [pa.RecordBatch.from_pylist([], schema=SCHEMA)]
     assert write_task_arrow(OPTIONS, COLUMNS, empty, stream_task(0, 0), model.clients()) == TaskResult("q", 0, 0)
-    assert model.producers == []
+    wait_until_closed(model)
+    assert model.epochs == {}
+    assert model.open == {}
 
 
 def test_a_failed_delivery_aborts() -> None:
