@@ -1,7 +1,8 @@
 """Start-up, the running broker, and clean shutdown.
 
 Start-up order: check/write ``meta.properties`` → bind listeners (port 0 picks a free one) →
-load the logs (recovery) → load the metadata → create missing partition logs → serve → print
+load the logs (recovery) → load the metadata → create missing partition logs → serve → freeze
+the start-up heap out of garbage collection (``gc.freeze.enable``, ``broker.runtime``) → print
 the ready line ``pylog broker ready: node.id=… cluster.id=… listeners=…`` on stdout.
 
 Shutdown (SIGTERM or SIGINT): stop accepting and close connections, stop background tasks,
