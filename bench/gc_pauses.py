@@ -16,9 +16,10 @@ are loaded at start-up, as in a long-running broker after a restart. Under load 
 records/s spread over one topic's partitions and a group consumer reading them back (Fetch
 requests across all those partitions). Printed per mode, from the broker's own ``/metrics``
 (``python_gc_*``, since the broker became ready): gen-0/1/2 collections, their p99 (last 1024)
-and max pause; the objects frozen; the broker's RSS after start and after the load (bounded
-memory: cycles are still collected); and the loop's stalls as a client sees them: ApiVersions
-round trips every 2 ms on a connection of their own (``Pinger``, p50/p99/max).
+and max pause; the objects frozen; the broker's RSS after start and after the load and the
+unreachable objects the collector freed (bounded memory: cycles are still collected); and the
+loop's stalls as a client sees them: ApiVersions round trips every 2 ms on a connection of
+their own (``Pinger``, p50/p99/max).
 
 Also in this process: the cost of one full collection (``gc.collect()``) over the same kind of heap,
 a ``LogManager`` that opened every partition of the data dir, before and after ``gc.freeze()``.
@@ -150,6 +151,7 @@ def broker_round(data_dir: Path, args: argparse.Namespace, freeze: bool, round_n
         row[f"gen{g} p99 ms"] = figures[f"python_gc_pause_seconds{g}@0.99"] * 1000
         row[f"gen{g} max ms"] = figures[f"python_gc_pause_seconds_max{g}"] * 1000
         row[f"gen{g} total ms"] = figures[f"python_gc_pause_seconds_sum{g}"] * 1000
+    row["objects collected"] = sum(figures[f"python_gc_objects_collected_total{g}"] for g in "012")
     row |= {"ping p50 ms": pct(rtts, 50), "ping p99 ms": pct(rtts, 99), "ping max ms": max(rtts, default=0.0)}
     return row
 
