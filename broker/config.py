@@ -196,6 +196,7 @@ _KEYS: list[ConfigKey] = [
         )
     ),
     ConfigKey("metrics.port", int, -1, "Prometheus text endpoint port (-1: off)"),
+    ConfigKey("gc.freeze.enable", _bool, True, "freeze the start-up heap out of Python's garbage collection"),
     ConfigKey("broker.heartbeat.interval.ms", int, 2000, "KRaft: a broker heartbeats to the controller this often"),
     ConfigKey("broker.session.timeout.ms", int, 9000, "KRaft: a broker silent this long is fenced"),
 ]

@@ -1,7 +1,8 @@
 """Start-up, the running broker, and clean shutdown.
 
 Start-up order: check/write ``meta.properties`` → bind listeners (port 0 picks a free one) →
-load the logs (recovery) → load the metadata → create missing partition logs → serve → print
+load the logs (recovery) → load the metadata → create missing partition logs → serve → freeze
+the start-up heap out of garbage collection (``gc.freeze.enable``, ``broker.runtime``) → print
 the ready line ``pylog broker ready: node.id=… cluster.id=… listeners=…`` on stdout.
 
 Shutdown (SIGTERM or SIGINT): stop accepting and close connections, stop background tasks,
@@ -87,6 +88,10 @@ from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import render_replication
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
+from broker.runtime.gc_freeze import CONFIG_KEY as GC_FREEZE_KEY
+from broker.runtime.gc_freeze import freeze_start_up_heap, thaw
+from broker.runtime.gc_pauses import GcPauses
+from broker.runtime.metrics import render_gc
 from broker.security import authorizer_config
 from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
@@ -151,8 +156,14 @@ def _advertised_address(bound: SocketListener, advertised: Listener | None) -> t
 class BrokerServer:
     """One running broker; ``start()`` then ``shutdown()`` (both idempotent once)."""
 
-    def __init__(self, config: BrokerConfig, clock_ms: Callable[[], int] = system_clock_ms) -> None:
+    def __init__(
+        self, config: BrokerConfig, clock_ms: Callable[[], int] = system_clock_ms, *, freeze_heap: bool = False
+    ) -> None:
+        """``freeze_heap``: ``gc.freeze.enable`` (``broker.runtime.gc_freeze``); only the broker
+        process's ``run()`` passes it, tests running a server in their own process leave it off."""
         self.config = config
+        self._freeze_heap = freeze_heap
+        self._frozen = False
         self._clock_ms = clock_ms
         self._listeners: list[SocketListener] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -165,6 +176,7 @@ class BrokerServer:
         self.raft: RaftDriver | None = None  # the KIP-595 quorum replica (process.roles set)
         self._quorum: QuorumController | None = None  # the metadata on that quorum
         self._metrics: MetricsServer | None = None
+        self.gc_pauses = GcPauses()  # collection pauses once ready, on /metrics
         self.fatal_reason: str | None = None
         self.stop_requested = asyncio.Event()  # SIGTERM/SIGINT, or a fatal error of the quorum
 
@@ -311,6 +323,7 @@ class BrokerServer:
                 extra=lambda: (
                     render_replication(replicas, controller.image()) + render_log_dirs(logs) + render_cleaner(cleaner)
                     + render_quotas(client_quotas, connection_quotas, self._clock_ms())
+                    + render_gc(self.gc_pauses)
                 ),
             )  # fmt: skip
             await self._metrics.start()
@@ -319,6 +332,10 @@ class BrokerServer:
             await self._quorum.start()
             replicas.serving = True
         log.info("serving %d api(s) at the ranges of Kafka %s", len(dispatcher.advertised), "3.7.0")
+        if self._freeze_heap:  # start-up is over: its heap leaves the collector's reach (once)
+            freeze_start_up_heap()
+            self._frozen = True
+        self.gc_pauses.install()  # pauses while serving, not start-up's (nor the freeze's collection)
         print(
             f"pylog broker ready: node.id={config.node_id} cluster.id={cluster_id} "
             f"listeners={','.join(self.advertised)}",
@@ -453,6 +470,10 @@ class BrokerServer:
         if self._logs is not None:
             self._logs.shutdown()
             self._logs = None
+        if self._frozen:  # what start-up made may now be collected again
+            thaw()
+            self._frozen = False
+        self.gc_pauses.uninstall()
         log.info("shut down cleanly")
 
 
@@ -491,7 +512,7 @@ async def _every(name: str, interval_ms: int, work: Callable[[], Awaitable[objec
 
 async def run(config: BrokerConfig) -> int:
     """Run a broker until SIGTERM/SIGINT; returns the process exit code."""
-    server = BrokerServer(config)
+    server = BrokerServer(config, freeze_heap=bool(config[GC_FREEZE_KEY]))
     try:
         await server.start()
     except ConfigError as exc:  # a setting found unusable at start-up (a TLS keystore): no traceback

@@ -40,7 +40,7 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
@@ -125,7 +125,10 @@ class Log(LogFlushing, LogProducerState):
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._boundaries: dict[int, tuple[LogSegment, int]] = {}  # offset -> (segment, batch start)
+        # offset -> (segment base offset, batch start): ints only, so the garbage collector untracks
+        # these tuples at their first young collection and full collections never traverse the
+        # cache (up to BOUNDARY_CACHE_ENTRIES per partition); cleared whenever a segment goes
+        self._boundaries: dict[int, tuple[int, int]] = {}
         self._dir_dirty = False
         self._producers = ProducerStateManager(directory, producer_id_expiration_ms)
         self._last_abort_offset = -1  # offset of the newest ABORT marker indexed (-1: none), or above
@@ -391,7 +394,7 @@ class Log(LogFlushing, LogProducerState):
                 max_bytes,
                 limit_position if segment is limit_segment else None,
                 min_one_batch=min_one_batch,
-                position_hint=hint[1] if hint is not None and hint[0] is segment else None,
+                position_hint=hint[1] if hint is not None and hint[0] == segment.base_offset else None,
             )
             if result is not None:
                 if result.size:
@@ -406,7 +409,9 @@ class Log(LogFlushing, LogProducerState):
             return active, active.size_bytes
         cached = self._boundaries.get(offset)
         if cached is not None:
-            return cached
+            index = bisect_left(self._bases, cached[0])
+            if index < len(self._bases) and self._bases[index] == cached[0]:
+                return self._segments[index], cached[1]
         segment = self._segments[max(bisect_right(self._bases, offset) - 1, 0)]
         position, _ = segment.position_of(offset)
         return segment, position
@@ -414,7 +419,7 @@ class Log(LogFlushing, LogProducerState):
     def _remember(self, offset: int, segment: LogSegment, position: int) -> None:
         """Cache a batch boundary: most reads start or stop where an append or a read ended."""
         boundaries = self._boundaries
-        boundaries[offset] = (segment, position)
+        boundaries[offset] = (segment.base_offset, position)
         if len(boundaries) > BOUNDARY_CACHE_ENTRIES:
             del boundaries[next(iter(boundaries))]
 
