@@ -37,10 +37,11 @@ from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Protocol
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import RecordFuture, link_records
 from pyspark_log.client.partitioner import partition_for_key
+from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
 
 if TYPE_CHECKING:

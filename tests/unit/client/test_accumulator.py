@@ -7,14 +7,10 @@ import random
 
 import pytest
 
-from pyspark_log.client.accumulator import (
-    BATCH_OVERHEAD_BYTES,
-    ProducerBatch,
-    RecordAccumulator,
-    estimate_record_bytes,
-)
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import ManualClock
+from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ProducerBatch, estimate_record_bytes
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord, decode_records
 
@@ -345,7 +341,7 @@ def test_append_many_asks_for_the_sender_when_a_batch_opens_or_fills() -> None:
 def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> None:
     """Batches of at least ``COLUMNAR_ENCODE_FROM`` records without headers are encoded from
     columns at drain time; the bytes are those of ``encode_batch``."""
-    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM
     from pyspark_log.records.batch import encode_batch
 
     acc = make(batch_size=1 << 20)
@@ -360,7 +356,7 @@ def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> No
     """``encode_sections`` (the sender, per Produce request): small batches that together reach
     ``COLUMNAR_ENCODE_FROM`` records share one columnar pass; batches with headers, columnar
     batches and already encoded ones are left alone; every batch's bytes equal ``encode_batch``."""
-    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM, encode_sections
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM, encode_sections
     from pyspark_log.records.batch import encode_batch
 
     acc = make(batch_size=1 << 20)

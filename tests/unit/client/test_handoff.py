@@ -225,7 +225,7 @@ def test_null_key_runs_fill_batches_like_one_by_one_sticky_appends(seed: int) ->
             acc.append(TopicPartition("t", p), r, None, 0, reserved_bytes=r._size, size_bytes=r._size)
 
     def shape(a: Any) -> dict[Any, list[list[bytes | None]]]:
-        from pyspark_log.client.accumulator import as_row
+        from pyspark_log.client.producer_batch import as_row
 
         return {tp: [[as_row(r)[1] for r in b.records] for b in q] for tp, q in a._queues.items() if q}
 

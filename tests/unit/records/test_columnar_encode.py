@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_log.client import accumulator
+from pyspark_log.client import producer_batch
 from pyspark_log.client.partitioner import murmur2, partition_for_key
 from pyspark_log.records import columnar_encode as ce
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch, encode_batch_section
@@ -134,15 +134,15 @@ def test_a_null_header_key_is_refused() -> None:
 
 def test_estimates_match_the_accumulator_and_bounds_follow_its_greedy_rule() -> None:
     assert (ce.RECORD_OVERHEAD_BYTES, ce.HEADER_OVERHEAD_BYTES) == (
-        accumulator.RECORD_OVERHEAD_BYTES,
-        accumulator.HEADER_OVERHEAD_BYTES,
+        producer_batch.RECORD_OVERHEAD_BYTES,
+        producer_batch.HEADER_OVERHEAD_BYTES,
     )
     records = [
         ProducerRecord(b"k" * (i % 7), None if i % 5 == 0 else b"v" * (i * 13 % 500), TS_BASE, (("h", b"x"),) * (i % 3))
         for i in range(500)
     ]
     estimates = ce.estimate_bytes(columns_of(records))
-    assert estimates.tolist() == [accumulator.estimate_record_bytes(r) for r in records]
+    assert estimates.tolist() == [producer_batch.estimate_record_bytes(r) for r in records]
     bounds = ce.batch_bounds(estimates, 4096, HEADER_SIZE).tolist()
     # the accumulator's rule, one record at a time
     expected, size = [0], HEADER_SIZE
