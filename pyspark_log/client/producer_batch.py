@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client.futures import RecordOutcome, settle_records
 from pyspark_log.client.types import RecordMetadata, TopicPartition
-from pyspark_log.records.batch import BatchParts, RecordFields, encode_batch, encode_batch_parts, encode_batch_section
+from pyspark_log.records.batch import BatchParts, RecordFields, encode_batch, encode_batch_parts
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 if TYPE_CHECKING:
@@ -199,10 +199,10 @@ class ProducerBatch:
                 encode_sections([self])
             sec = self.section
             if sec is not None:
-                # The batch API's batches stay in two parts (header, records section): the
-                # connection writes the section as it is (``BatchParts``), no joined copy.
-                encode = encode_batch_parts if self.columns is not None else encode_batch_section
-                self.encoded = encode(
+                # Two parts (header, records section), for the batch API's batches and send()'s
+                # alike: the connection writes a big section as it is (``BatchParts``), never
+                # copied into a joined batch, and a small one once, into the request's bytes.
+                self.encoded = encode_batch_parts(
                     sec.data,
                     sec.count,
                     base_timestamp=sec.base_timestamp,
@@ -294,7 +294,7 @@ def encode_sections(batches: Iterable[ProducerBatch]) -> None:
     counts = [len(b.records) for b in todo]
     if sum(counts) < COLUMNAR_ENCODE_FROM:
         return
-    from pyspark_log.records.columnar_encode import encode_rows  # pyarrow: on first use
+    from pyspark_log.records.row_encode import encode_rows  # numpy, pyarrow: on first use
 
     rows = list(chain.from_iterable(b.records for b in todo))
     if not _all_rows(rows):

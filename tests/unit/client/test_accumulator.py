@@ -145,7 +145,7 @@ def test_drained_batches_are_closed_and_encode_their_records() -> None:
     acc.append(T0, rec(b"b"), None, 0)
     (batch,) = acc.drain(CLUSTER, [1], 10**6, 0)[1]
     assert batch.closed
-    header, records = decode_records(batch.encode(acc.codec))
+    header, records = decode_records(bytes(batch.encode(acc.codec)))
     assert [r.value for r in records] == [b"a", b"b"]
     assert records[0].key == b"k"
     assert header.producer_id == -1
@@ -349,7 +349,7 @@ def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> Non
     acc.append_many(T0, records, [estimate_record_bytes(r) for r in records], [None] * len(records), 0)
     batch = acc._queues[T0][0]
     batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 2, 40
-    assert batch.encode(acc.codec) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
+    assert bytes(batch.encode(acc.codec)) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
 
 
 def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> None:
@@ -372,4 +372,4 @@ def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> No
     assert all(b.section is not None for b in batches[:3])
     assert batches[3].section is None
     for b in batches:
-        assert b.encode(acc.codec) == encode_batch(b.records)
+        assert bytes(b.encode(acc.codec)) == encode_batch(b.records)
