@@ -284,7 +284,7 @@ class Sections:
     """The records sections of consecutive batches in one buffer: batch ``b`` holds rows
     ``starts[b]:starts[b+1]`` and bytes ``byte_starts[b]:byte_starts[b+1]`` of ``data``."""
 
-    data: pa.Buffer
+    data: pa.Buffer | bytes
     starts: _Ints
     byte_starts: _Ints
     base_timestamp: _Ints
