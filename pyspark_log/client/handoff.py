@@ -319,12 +319,11 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
                 group.append(record)
         return list(groups.items())
     import numpy as np
-    import pyarrow as pa
 
     from pyspark_log.records.columnar_encode import partitions_for_keys
 
     keys = list(map(_KEY, map(_ROW, records))) if len(keyed) == len(records) else [records[i]._row[0] for i in keyed]
-    hashed = partitions_for_keys(pa.array(keys, pa.large_binary()), count)
+    hashed = partitions_for_keys(keys, count)
     if len(keyed) == len(records):
         parts = hashed
     else:

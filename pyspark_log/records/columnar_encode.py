@@ -353,10 +353,32 @@ def murmur2(keys: pa.Array) -> Any:
     offsets_buf, data_buf = keys.buffers()[1], keys.buffers()[2]
     offsets = np.frombuffer(offsets_buf, np.int64)[keys.offset : keys.offset + n + 1]
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    starts = offsets[:-1]
-    lens = np.diff(offsets)
-    m = np.uint32(0x5BD1E995)
-    h = (np.uint32(0x9747B28C) ^ lens.astype(np.uint32)).astype(np.uint32)
+    return _murmur2(data, offsets[:-1], np.diff(offsets))
+
+
+def murmur2_of_list(keys: list[bytes]) -> Any:
+    """``murmur2`` of a list of ``bytes`` keys (no nulls), without building an Arrow array: keys
+    of one length (a common key format) are hashed as the rows of a matrix, a few whole-array
+    operations per 4 bytes of key; keys of mixed lengths as ``murmur2`` does."""
+    n = len(keys)
+    lens = np.fromiter(map(len, keys), np.int64, n)
+    data = np.frombuffer(b"".join(keys), np.uint8)
+    if n and lens[0] == lens[-1] and (lens == lens[0]).all():
+        return _murmur2_fixed(data.reshape(n, int(lens[0])))
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return _murmur2(data, starts, lens)
+
+
+_M = np.uint32(0x5BD1E995)
+_SEED = 0x9747B28C
+
+
+def _murmur2(data: Any, starts: _Ints, lens: _Ints) -> Any:
+    """murmur2 of the keys ``data[starts[i] : starts[i] + lens[i]]``."""
+    n = len(lens)
+    m = _M
+    h = (np.uint32(_SEED) ^ lens.astype(np.uint32)).astype(np.uint32)
     words = lens // 4
     widest = int(words.max()) if n else 0
     with np.errstate(over="ignore"):
@@ -381,17 +403,50 @@ def murmur2(keys: pa.Array) -> Any:
         sel = np.flatnonzero(rest >= 1)
         h[sel] ^= data[tail[sel]].astype(np.uint32)
         h[sel] *= m
-        h ^= h >> np.uint32(13)
-        h *= m
-        h ^= h >> np.uint32(15)
+        return _murmur2_finish(h)
+
+
+def _murmur2_fixed(keys: Any) -> Any:
+    """murmur2 of each row of a ``(n, length)`` uint8 matrix (keys of one length)."""
+    n, length = keys.shape
+    m = _M
+    h = np.full(n, _SEED ^ length, np.uint32)
+    words = length // 4
+    with np.errstate(over="ignore"):
+        if words:
+            blocks = np.ascontiguousarray(keys[:, : 4 * words]).view("<u4").astype(np.uint32, copy=False)
+            for w in range(words):
+                k = blocks[:, w] * m
+                k ^= k >> np.uint32(24)
+                k *= m
+                h *= m
+                h ^= k
+        rest = length & 3
+        tail = 4 * words
+        if rest >= 3:
+            h ^= keys[:, tail + 2].astype(np.uint32) << np.uint32(16)
+        if rest >= 2:
+            h ^= keys[:, tail + 1].astype(np.uint32) << np.uint32(8)
+        if rest >= 1:
+            h ^= keys[:, tail].astype(np.uint32)
+            h *= m
+        return _murmur2_finish(h)
+
+
+def _murmur2_finish(h: Any) -> Any:
+    h ^= h >> np.uint32(13)
+    h *= _M
+    h ^= h >> np.uint32(15)
     return h
 
 
-def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
-    """``toPositive(murmur2(key)) % num_partitions`` per key (meaningless for null keys)."""
+def partitions_for_keys(keys: pa.Array | list[bytes], num_partitions: int) -> _Ints:
+    """``toPositive(murmur2(key)) % num_partitions`` per key (meaningless for null keys); the
+    keys an Arrow binary column or a list of ``bytes`` (``murmur2_of_list``)."""
     if num_partitions <= 0:
         raise ValueError("a topic has at least one partition")
-    return ((murmur2(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
+    hashed = murmur2_of_list(keys) if isinstance(keys, list) else murmur2(keys)
+    return ((hashed & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
 
 
 _KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))

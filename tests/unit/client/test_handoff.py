@@ -33,9 +33,10 @@ def future(key: bytes | None, partition: int | None = None, topic: str = "t") ->
 
 
 @pytest.mark.parametrize("n", [5, VECTORISE_KEYS_FROM, 3 * VECTORISE_KEYS_FROM])
-def test_runs_are_grouped_by_murmur2_or_explicit_partition_in_order(n: int) -> None:
+@pytest.mark.parametrize("key_format", [b"key-%d", b"key-%07d"], ids=["mixed-lengths", "one-length"])
+def test_runs_are_grouped_by_murmur2_or_explicit_partition_in_order(n: int, key_format: bytes) -> None:
     rng = random.Random(n)
-    records = [future(b"key-%d" % rng.randrange(10**6), rng.choice([None, None, 1, 4])) for _ in range(n)]
+    records = [future(key_format % rng.randrange(10**6), rng.choice([None, None, 1, 4])) for _ in range(n)]
     groups = dict(_by_partition(records, 5))
     assert sum(len(g) for g in groups.values()) == n
     for p, group in groups.items():

@@ -165,6 +165,21 @@ def test_column_murmur2_is_kafkas_murmur2(keys: list[bytes], partitions: int) ->
     assert ce.partitions_for_keys(sliced, partitions).tolist() == [partition_for_key(k, partitions) for k in keys[1:]]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.one_of(
+        st.lists(st.binary(max_size=70), min_size=1, max_size=40),
+        st.integers(0, 23).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n), min_size=1, max_size=60)),
+    ),
+    partitions=st.integers(1, 1000),
+)
+def test_list_murmur2_is_kafkas_murmur2(keys: list[bytes], partitions: int) -> None:
+    """``murmur2_of_list`` (what the send() hand-off hashes): keys of one length take the
+    matrix path, keys of mixed lengths the per-word one; both are Kafka's ``Utils.murmur2``."""
+    assert [int(h) for h in ce.murmur2_of_list(keys).view(np.int32)] == [murmur2(k) for k in keys]
+    assert ce.partitions_for_keys(keys, partitions).tolist() == [partition_for_key(k, partitions) for k in keys]
+
+
 def test_murmur2_known_values() -> None:
     # Kafka's own UtilsTest.testMurmur2 vectors (the per-key implementation is checked against them too)
     for key in (
@@ -175,6 +190,7 @@ def test_murmur2_known_values() -> None:
         b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
     ):
         assert int(ce.murmur2(pa.array([key])).view(np.int32)[0]) == murmur2(key)
+        assert int(ce.murmur2_of_list([key, key]).view(np.int32)[1]) == murmur2(key)
 
 
 @settings(max_examples=100, deadline=None)
