@@ -364,7 +364,7 @@ def murmur2_of_list(keys: list[bytes]) -> Any:
     lens = np.fromiter(map(len, keys), np.int64, n)
     data = np.frombuffer(b"".join(keys), np.uint8)
     if n and lens[0] == lens[-1] and (lens == lens[0]).all():
-        return _murmur2_fixed(data.reshape(n, int(lens[0])))
+        return _murmur2_fixed(data, n, int(lens[0]))
     starts = np.zeros(n, np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
     return _murmur2(data, starts, lens)
@@ -406,15 +406,17 @@ def _murmur2(data: Any, starts: _Ints, lens: _Ints) -> Any:
         return _murmur2_finish(h)
 
 
-def _murmur2_fixed(keys: Any) -> Any:
-    """murmur2 of each row of a ``(n, length)`` uint8 matrix (keys of one length)."""
-    n, length = keys.shape
+def _murmur2_fixed(data: Any, n: int, length: int) -> Any:
+    """murmur2 of ``n`` keys of ``length`` bytes each, back to back in the contiguous uint8
+    array ``data``."""
+    keys = data.reshape(n, length)
     m = _M
     h = np.full(n, _SEED ^ length, np.uint32)
     words = length // 4
     with np.errstate(over="ignore"):
         if words:
-            blocks = np.ascontiguousarray(keys[:, : 4 * words]).view("<u4").astype(np.uint32, copy=False)
+            # the 4-byte words in place (unaligned rows of ``length`` bytes; no copy)
+            blocks = np.ndarray((n, words), np.dtype("<u4"), data, 0, (length, 4))
             for w in range(words):
                 k = blocks[:, w] * m
                 k ^= k >> np.uint32(24)
