@@ -34,9 +34,9 @@ BATCH_OVERHEAD_BYTES = HEADER_SIZE
 # length(5) + attributes(1) + timestampDelta(10) + offsetDelta(5) + keyLen(5) + valueLen(5) + headerCount(5)
 RECORD_OVERHEAD_BYTES = 36
 HEADER_OVERHEAD_BYTES = 10
-# A batch of at least this many ``send()`` records without headers is encoded from columns
-# (``columnar_encode.encode_rows``, byte-identical to ``encode_batch``): the fixed cost of the
-# vectorised pass is below the per-record cost of the row encoder from about here.
+# A batch of at least this many ``send()`` records without headers is encoded in one vectorised
+# pass (``row_encode.encode_rows``, byte-identical to ``encode_batch``): the fixed cost of the
+# pass is below the per-record cost of the row encoder from about here.
 COLUMNAR_ENCODE_FROM = 256
 _ROW_HEADERS = itemgetter(3)
 
@@ -286,19 +286,23 @@ class ColumnarSection:
 
 def encode_sections(batches: Iterable[ProducerBatch]) -> None:
     """Give the ``send()`` batches among ``batches`` (not encoded yet, no headers) their records
-    section from columns, all in one ``columnar_encode.encode_rows`` pass when together they
+    section, all in one ``row_encode.encode_rows`` pass when together they
     hold at least ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of
     one Produce request, so the pass's fixed cost is shared). Byte-identical to
     ``encode_batch``'s records; the header, compression and CRC come in ``encode``."""
-    todo = [b for b in batches if b.section is None and b.encoded is None and b.records and not _has_headers(b.records)]
+    todo = [b for b in batches if b.section is None and b.encoded is None and b.records]
+    if sum(len(b.records) for b in todo) < COLUMNAR_ENCODE_FROM:
+        return
+    rows = list(chain.from_iterable(b.records for b in todo))
+    rows_only = _all_rows(rows)
+    if not rows_only or any(map(_ROW_HEADERS, rows)):  # (the common case checks all rows at once)
+        todo = [b for b in todo if not _has_headers(b.records)]
+        rows = list(map(as_row, chain.from_iterable(b.records for b in todo)))
     counts = [len(b.records) for b in todo]
     if sum(counts) < COLUMNAR_ENCODE_FROM:
         return
     from pyspark_log.records.row_encode import encode_rows  # numpy, pyarrow: on first use
 
-    rows = list(chain.from_iterable(b.records for b in todo))
-    if not _all_rows(rows):
-        rows = list(map(as_row, rows))
     sections = encode_rows(rows, list(accumulate(counts, initial=0)))
     for i, batch in enumerate(todo):
         batch.section = ColumnarSection(

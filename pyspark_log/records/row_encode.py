@@ -21,6 +21,7 @@ so the join takes four pieces per record.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -80,10 +81,9 @@ def encode_plain_rows(
     packed = ce.pack_varints([None, length, None, ts_delta, off_delta, klen])
     offsets = np.frombuffer(packed.buffers()[1], np.int64)
     blob = packed.buffers()[2].to_pybytes()
-    ends = offsets[1:].tolist()
-    begins = offsets[:-1].tolist()
-    begins[0] = 1
-    head_bytes = list(map(blob.__getitem__, map(slice, begins, ends)))
+    cuts = offsets.tolist()
+    cuts[0] = 1
+    head_bytes = [blob[a:b] for a, b in pairwise(cuts)]  # (faster than map over slices)
     varints = {size: encode_varint(size) for size in set(value_lens)}
     parts: list[bytes] = [b""] * (4 * n)
     parts[0::4] = head_bytes

@@ -373,3 +373,25 @@ def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> No
     assert batches[3].section is None
     for b in batches:
         assert bytes(b.encode(acc.codec)) == encode_batch(b.records)
+
+
+def test_send_rows_of_one_request_take_the_plain_pass_and_batches_with_headers_are_left_alone() -> None:
+    """Row tuples as the sync ``send()`` queues them (bytes keys and values): the batches without
+    headers share one pass (``row_encode``), a batch of rows with headers keeps the row encoder;
+    every batch's bytes equal ``encode_batch``."""
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM, as_fields, encode_sections
+    from pyspark_log.records.batch import encode_batch
+
+    acc = make(batch_size=1 << 20)
+    tps = [T0, T1, T2]
+    for n, tp in enumerate(tps):
+        rows = [(b"k%d" % i, b"%d-%d" % (n, i) * (i % 50), 10**12 + i * 997, ()) for i in range(COLUMNAR_ENCODE_FROM)]
+        acc.append_many(tp, rows, [estimate_record_bytes(r) for r in rows], [None] * len(rows), 0)
+    with_headers = TopicPartition("t", 3)
+    acc.append_many(with_headers, [(b"k", b"v", 7, (("h", None),))] * 3, [60] * 3, [None] * 3, 0)
+    batches = [acc._queues[tp][0] for tp in [*tps, with_headers]]
+    encode_sections(batches)
+    assert all(isinstance(b.section.data, memoryview) for b in batches[:3])  # type: ignore[union-attr]
+    assert batches[3].section is None
+    for b in batches:
+        assert bytes(b.encode(acc.codec)) == encode_batch(list(map(as_fields, b.records)))
