@@ -17,7 +17,7 @@ import pytest
 from pyspark_log.client import Producer
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import RecordFuture
-from pyspark_log.client.handoff import VECTORISE_KEYS_FROM, _by_partition
+from pyspark_log.client.handoff import VECTORISE_KEYS_FROM, _all_keyed, _by_partition
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import RecordMetadata
 
@@ -39,6 +39,10 @@ def test_runs_are_grouped_by_murmur2_or_explicit_partition_in_order(n: int, key_
     records = [future(key_format % rng.randrange(10**6), rng.choice([None, None, 1, 4])) for _ in range(n)]
     groups = dict(_by_partition(records, 5))
     assert sum(len(g) for g in groups.values()) == n
+    # the same with the partitions and keys the drain found already (``_all_keyed``)
+    given = _all_keyed(list(records), ignore_keys=False)
+    assert given is not None
+    assert dict(_by_partition(records, 5, *given)) == groups
     for p, group in groups.items():
         for r in group:
             assert p == (r._partition if r._partition is not None else partition_for_key(r.key, 5))  # type: ignore[arg-type]
