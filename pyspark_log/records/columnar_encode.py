@@ -362,15 +362,17 @@ def murmur2_of_list(keys: list[bytes]) -> Any:
     operations per 4 bytes of key; keys of mixed lengths as ``murmur2`` does."""
     n = len(keys)
     lens = np.fromiter(map(len, keys), np.int64, n)
-    data = np.frombuffer(b"".join(keys), np.uint8)
     if n and lens[0] == lens[-1] and (lens == lens[0]).all():
-        return _murmur2_fixed(data, n, int(lens[0]))
+        return _murmur2_fixed(np.frombuffer(b"".join(keys) + b"\0\0\0", np.uint8), n, int(lens[0]))
+    data = np.frombuffer(b"".join(keys), np.uint8)
     starts = np.zeros(n, np.int64)
     np.cumsum(lens[:-1], out=starts[1:])
     return _murmur2(data, starts, lens)
 
 
 _M = np.uint32(0x5BD1E995)
+_S24 = np.uint32(24)
+_LE_UINT32 = np.dtype("<u4")
 _SEED = 0x9747B28C
 
 
@@ -408,29 +410,24 @@ def _murmur2(data: Any, starts: _Ints, lens: _Ints) -> Any:
 
 def _murmur2_fixed(data: Any, n: int, length: int) -> Any:
     """murmur2 of ``n`` keys of ``length`` bytes each, back to back in the contiguous uint8
-    array ``data``."""
-    keys = data.reshape(n, length)
+    array ``data``, which has at least 3 bytes more after the last key (any value)."""
     m = _M
     h = np.full(n, _SEED ^ length, np.uint32)
     words = length // 4
+    u4 = _LE_UINT32
     with np.errstate(over="ignore"):
-        if words:
-            # the 4-byte words in place (unaligned rows of ``length`` bytes; no copy)
-            blocks = np.ndarray((n, words), np.dtype("<u4"), data, 0, (length, 4))
-            for w in range(words):
-                k = blocks[:, w] * m
-                k ^= k >> np.uint32(24)
-                k *= m
-                h *= m
-                h ^= k
+        for w in range(words):
+            # word ``w`` of every key, read in place (unaligned, a row every ``length`` bytes)
+            k = np.ndarray((n,), u4, data, 4 * w, (length,)) * m
+            k ^= k >> _S24
+            k *= m
+            h *= m
+            h ^= k
         rest = length & 3
-        tail = 4 * words
-        if rest >= 3:
-            h ^= keys[:, tail + 2].astype(np.uint32) << np.uint32(16)
-        if rest >= 2:
-            h ^= keys[:, tail + 1].astype(np.uint32) << np.uint32(8)
-        if rest >= 1:
-            h ^= keys[:, tail].astype(np.uint32)
+        if rest:
+            # the last 1-3 bytes as the low bytes of a 4-byte read; the bytes read past the key
+            # (the next key's, or the padding after the last) are masked off
+            h ^= np.ndarray((n,), u4, data, 4 * words, (length,)) & np.uint32((1 << 8 * rest) - 1)
             h *= m
         return _murmur2_finish(h)
 
