@@ -243,7 +243,11 @@ def _put_varints(data: Any, pos: _Ints, z: Any, size: _Ints) -> None:
     if widest <= 1:
         data[pos] = z.astype(np.uint8)
         return
-    for b in range(widest):
+    # byte 0 of every varint: whole-array operations, no gather
+    first = (z & np.uint64(0x7F)).astype(np.uint8)
+    first |= (size > 1).astype(np.uint8) << np.uint8(7)
+    data[pos] = first
+    for b in range(1, widest):
         sel = np.flatnonzero(size > b)
         group = ((z[sel] >> np.uint64(7 * b)) & np.uint64(0x7F)).astype(np.uint8)
         group |= np.where(size[sel] - 1 > b, 0x80, 0).astype(np.uint8)

@@ -20,7 +20,7 @@ so the join takes four pieces per record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -31,8 +31,8 @@ from pyspark_log.records import columnar_encode as ce
 from pyspark_log.records.batch import RecordFields
 from pyspark_log.records.varint import encode_varint
 
-_ROW_FIELDS = tuple(map(itemgetter, range(4)))
-_FIELDS = tuple(map(attrgetter, ("key", "value", "timestamp", "headers")))
+_ROW_FIELDS: tuple[Callable[[Any], Any], ...] = tuple(map(itemgetter, range(4)))
+_FIELDS: tuple[Callable[[Any], Any], ...] = tuple(map(attrgetter, ("key", "value", "timestamp", "headers")))
 _BYTES = {bytes}
 
 
@@ -55,8 +55,10 @@ def encode_plain_rows(
     if n == 0 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or (np.diff(bounds) <= 0).any():
         raise ValueError("starts must rise strictly from 0 to the number of records (at least one record)")
     getters = _ROW_FIELDS if rows[0].__class__ is tuple else _FIELDS
-    keys, values, stamps, heads = (list(map(get, rows)) for get in getters)  # type: ignore[arg-type]
-    if any(heads) or set(map(type, keys)) != _BYTES or set(map(type, values)) != _BYTES:
+    if any(map(getters[3], rows)):  # headers
+        return None
+    keys, values, stamps = (list(map(get, rows)) for get in getters[:3])
+    if set(map(type, keys)) != _BYTES or set(map(type, values)) != _BYTES:
         return None
     key_len = np.fromiter(map(len, keys), np.int64, n)
     value_lens = list(map(len, values))
