@@ -7,7 +7,8 @@ once and appends them in bulk (``Handoff.drain``):
 
 * runs of records whose partition needs no accumulator state (an explicit ``partition``, or a
   key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is
-  long, ``columnar_encode.partitions_for_keys``) are grouped by partition, order kept, and each
+  long, ``columnar_encode.partitions_for_keys`` of the list of keys, no Arrow array; keys of one
+  length hashed as the rows of a matrix) are grouped by partition, order kept, and each
   group goes to ``RecordAccumulator.append_many`` (a few list operations per batch);
 * runs of records with neither (sticky partitioning, KIP-480) fill the open batch of the sticky
   partition while it has room, and move the sticky partition on where a record would need a new

@@ -4,7 +4,9 @@
 an already encoded records section (``ColumnarSection``) until it is drained, encoded (RecordBatch
 v2, seed 003 "프로듀서의 배치"; header, compression and CRC at drain time) and completed or failed
 exactly once. ``encode_sections`` gives many ``send()`` batches their records sections in one
-columnar pass; ``ColumnarDelivery`` reports one batch-API call's completion. Queuing, readiness,
+vectorised pass (``records/row_encode.py``); every encoded batch is a ``BatchParts`` (header and
+records section unjoined, so the connection can write a big section without copying it);
+``ColumnarDelivery`` reports one batch-API call's completion. Queuing, readiness,
 draining, retries and expiry of batches are the ``RecordAccumulator``'s (``accumulator.py``).
 Pure: no I/O, no asyncio.
 """
