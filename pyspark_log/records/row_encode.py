@@ -20,8 +20,8 @@ so the join takes four pieces per record.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
-from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -34,6 +34,8 @@ from pyspark_log.records.varint import encode_varint
 _ROW_FIELDS: tuple[Callable[[Any], Any], ...] = tuple(map(itemgetter, range(4)))
 _FIELDS: tuple[Callable[[Any], Any], ...] = tuple(map(attrgetter, ("key", "value", "timestamp", "headers")))
 _BYTES = {bytes}
+# struct format fields of a head's size (at most 1 + 5 + 1 + 10 + 5 + 5 bytes)
+_BYTES_FORMATS = [f"{size}s" for size in range(64)]
 
 
 def encode_rows(rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]], starts: Sequence[int]) -> ce.Sections:
@@ -81,11 +83,11 @@ def encode_plain_rows(
 
     # Every head starts with the previous record's header count (0); the first one's is cut off.
     packed = ce.pack_varints([None, length, None, ts_delta, off_delta, klen])
-    offsets = np.frombuffer(packed.buffers()[1], np.int64)
+    head_sizes = np.diff(np.frombuffer(packed.buffers()[1], np.int64))
+    head_sizes[0] -= 1
     blob = packed.buffers()[2].to_pybytes()
-    cuts = offsets.tolist()
-    cuts[0] = 1
-    head_bytes = [blob[a:b] for a, b in pairwise(cuts)]  # (faster than map over slices)
+    # all heads cut out by one struct format of ``<size>s`` fields (half the cost of slicing)
+    head_bytes = struct.Struct("<" + "".join(map(_BYTES_FORMATS.__getitem__, head_sizes.tolist()))).unpack_from(blob, 1)
     varints = {size: encode_varint(size) for size in set(value_lens)}
     parts: list[bytes] = [b""] * (4 * n)
     parts[0::4] = head_bytes
