@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ColumnarSection, ProducerBatch
 from pyspark_log.client.errors import UnknownTopicOrPartitionError
+from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ColumnarSection, ProducerBatch
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records import columnar_encode
 from pyspark_log.records.columnar_encode import ArrowRecords

@@ -7,7 +7,8 @@ once and appends them in bulk (``Handoff.drain``):
 
 * runs of records whose partition needs no accumulator state (an explicit ``partition``, or a
   key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is
-  long, ``columnar_encode.partitions_for_keys``) are grouped by partition, order kept, and each
+  long, ``columnar_encode.partitions_for_keys`` of the list of keys, no Arrow array; keys of one
+  length hashed as the rows of a matrix) are grouped by partition, order kept, and each
   group goes to ``RecordAccumulator.append_many`` (a few list operations per batch);
 * runs of records with neither (sticky partitioning, KIP-480) fill the open batch of the sticky
   partition while it has room, and move the sticky partition on where a record would need a new
@@ -35,12 +36,13 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import RecordFuture, link_records
 from pyspark_log.client.partitioner import partition_for_key
+from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -158,8 +160,9 @@ class Handoff:
         ignore_keys = target.ignore_keys()
         while self._queue:
             entries = self._take()
-            if _all_keyed(entries, ignore_keys):  # the common case: no per-entry loop
-                self._flush_run(entries)  # type: ignore[arg-type]
+            keyed = _all_keyed(entries, ignore_keys)
+            if keyed is not None:  # the common case: no per-entry loop
+                self._flush_run(entries, *keyed)  # type: ignore[arg-type]
                 continue
             run: list[RecordFuture] = []  # consecutive records of one kind, keyed or sticky
             sticky = False
@@ -223,14 +226,21 @@ class Handoff:
         if touched:
             target.appended(touched, wake)
 
-    def _flush_run(self, run: list[RecordFuture]) -> None:
-        """Append a run of keyed / explicit-partition records in bulk and empty ``run``."""
+    def _flush_run(
+        self, run: list[RecordFuture], explicit: list[Any] | None = None, keys: list[Any] | None = None
+    ) -> None:
+        """Append a run of keyed / explicit-partition records in bulk and empty ``run``.
+        ``explicit`` and ``keys`` (from ``_all_keyed``) are the records' partitions and keys
+        when the caller has them already."""
         if not run:
             return
         target = self._target
         meta = target.cluster_metadata()
         topics = set(map(_TOPIC, run))
-        by_topic = {topics.pop(): run} if len(topics) == 1 else _by_topic(run)
+        if len(topics) == 1:
+            by_topic = {topics.pop(): run}
+        else:
+            by_topic, explicit, keys = _by_topic(run), None, None
         acc = target.accumulator
         now = target.now_ms()
         touched: list[TopicPartition] = []
@@ -241,7 +251,7 @@ class Handoff:
                 for record in records:
                     target.append_one(record)
                 continue
-            for p, group in _by_partition(records, count):
+            for p, group in _by_partition(records, count, explicit, keys):
                 tp = TopicPartition(topic, p)
                 wake = _append(acc, tp, group, list(map(_SIZE, group)), now) or wake
                 touched.append(tp)
@@ -264,17 +274,19 @@ class Handoff:
                     batch.fail(exc)
 
 
-def _all_keyed(entries: list[Entry], ignore_keys: bool) -> bool:
-    """Are all ``entries`` records with an explicit partition or a key (none sticky, none from the
-    batch API)? A few C-level passes instead of a Python loop per entry."""
+def _all_keyed(entries: list[Entry], ignore_keys: bool) -> tuple[list[Any], list[Any] | None] | None:
+    """When all ``entries`` are records with an explicit partition or a key (none sticky, none
+    from the batch API): their explicit partitions and (when some have none) their keys, for
+    ``_by_partition``; else None. A few C-level passes instead of a Python loop per entry."""
     if set(map(type, entries)) != _RECORDS_ONLY:
-        return False
+        return None
     parts = list(map(_PARTITION, entries))
     if None not in parts:
-        return True
+        return parts, None
     if ignore_keys:
-        return False
-    return None not in list(map(_KEY, map(_ROW, entries)))
+        return None
+    keys = list(map(_KEY, map(_ROW, entries)))
+    return None if None in keys else (parts, keys)
 
 
 def _append(
@@ -294,10 +306,17 @@ def _by_topic(run: list[RecordFuture]) -> dict[str, list[RecordFuture]]:
     return out
 
 
-def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, list[RecordFuture]]]:
+def _by_partition(
+    records: list[RecordFuture],
+    count: int,
+    explicit: list[Any] | None = None,
+    all_keys: list[Any] | None = None,
+) -> list[tuple[int, list[RecordFuture]]]:
     """The records grouped by partition (their explicit one, else murmur2 of the key), each
-    group in the order of ``records``."""
-    explicit = list(map(_PARTITION, records))
+    group in the order of ``records``. ``explicit`` (the records' ``partition`` s, consumed) and
+    ``all_keys`` (their keys) when the caller has them."""
+    if explicit is None:
+        explicit = list(map(_PARTITION, records))
     nones = explicit.count(None)
     keyed: Sequence[int] = (
         range(len(explicit))
@@ -318,12 +337,14 @@ def _by_partition(records: list[RecordFuture], count: int) -> list[tuple[int, li
                 group.append(record)
         return list(groups.items())
     import numpy as np
-    import pyarrow as pa
 
     from pyspark_log.records.columnar_encode import partitions_for_keys
 
-    keys = list(map(_KEY, map(_ROW, records))) if len(keyed) == len(records) else [records[i]._row[0] for i in keyed]
-    hashed = partitions_for_keys(pa.array(keys, pa.large_binary()), count)
+    if len(keyed) == len(records):
+        keys = all_keys if all_keys is not None else list(map(_KEY, map(_ROW, records)))
+    else:
+        keys = [records[i]._row[0] for i in keyed]
+    hashed = partitions_for_keys(keys, count)
     if len(keyed) == len(records):
         parts = hashed
     else:

@@ -39,13 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark_log.client import config as cfg
-from pyspark_log.client.accumulator import (
-    BATCH_OVERHEAD_BYTES,
-    ColumnarDelivery,
-    ProducerBatch,
-    RecordAccumulator,
-    Thunk,
-)
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.bufferpool import BufferPool
 from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
@@ -63,6 +57,7 @@ from pyspark_log.client.futures import DeliveryCallback, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
+from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ProducerBatch, Thunk
 from pyspark_log.client.send_prep import HeadersArg, check_record_size, prepare_record
 from pyspark_log.client.sender import Sender
 from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests

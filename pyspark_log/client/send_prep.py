@@ -1,7 +1,7 @@
 """What ``send`` checks and builds before a record is queued (pure; thread-safe).
 
 ``prepare_record`` turns ``send``'s arguments into the record the producer queues, with its size
-estimate (``accumulator.estimate_record_bytes``: what it reserves of ``buffer.memory`` and counts
+estimate (``producer_batch.estimate_record_bytes``: what it reserves of ``buffer.memory`` and counts
 against ``batch.size``). It raises at once for what is wrong before queueing:
 
 * ``TypeError`` / ``ValueError``: a topic that is not a non-empty str, a key, value or header
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pyspark_log.client.accumulator import BATCH_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES
 from pyspark_log.client.errors import RecordTooLargeError
 from pyspark_log.client.futures import DeliveryCallback, RecordFuture
+from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, HEADER_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES
 from pyspark_log.client.types import Header
 
 HeadersArg = Mapping[str, Any] | Iterable[tuple[str, Any]] | None

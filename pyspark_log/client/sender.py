@@ -39,10 +39,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator, encode_sections
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, error_for
+from pyspark_log.client.producer_batch import ProducerBatch, encode_sections
 from pyspark_log.client.txn_manager import TransactionManager, fatal_error
 from pyspark_log.records.header import NO_SEQUENCE
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message

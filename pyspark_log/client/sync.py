@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark_log.client import operations
-from pyspark_log.client.accumulator import RECORD_OVERHEAD_BYTES, ColumnarDelivery
 from pyspark_log.client.acl_admin import AclBinding, AclBindingFilter
 from pyspark_log.client.admin import (
     AlterConfigOp,
@@ -51,6 +50,7 @@ from pyspark_log.client.handoff import HANDOFF_CHUNK
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
+from pyspark_log.client.producer_batch import RECORD_OVERHEAD_BYTES, ColumnarDelivery
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer

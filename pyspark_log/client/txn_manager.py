@@ -49,13 +49,13 @@ import bisect
 import enum
 from collections.abc import Callable, Iterable
 
-from pyspark_log.client.accumulator import ProducerBatch
 from pyspark_log.client.errors import (
     IllegalTransactionStateError,
     ProducerFencedError,
     TransactionAbortableError,
     UnsupportedFeatureError,
 )
+from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from pyspark_log.wire import ErrorCode, KafkaError

@@ -243,7 +243,11 @@ def _put_varints(data: Any, pos: _Ints, z: Any, size: _Ints) -> None:
     if widest <= 1:
         data[pos] = z.astype(np.uint8)
         return
-    for b in range(widest):
+    # byte 0 of every varint: whole-array operations, no gather
+    first = (z & np.uint64(0x7F)).astype(np.uint8)
+    first |= (size > 1).astype(np.uint8) << np.uint8(7)
+    data[pos] = first
+    for b in range(1, widest):
         sel = np.flatnonzero(size > b)
         group = ((z[sel] >> np.uint64(7 * b)) & np.uint64(0x7F)).astype(np.uint8)
         group |= np.where(size[sel] - 1 > b, 0x80, 0).astype(np.uint8)
@@ -284,7 +288,7 @@ class Sections:
     """The records sections of consecutive batches in one buffer: batch ``b`` holds rows
     ``starts[b]:starts[b+1]`` and bytes ``byte_starts[b]:byte_starts[b+1]`` of ``data``."""
 
-    data: pa.Buffer
+    data: pa.Buffer | bytes
     starts: _Ints
     byte_starts: _Ints
     base_timestamp: _Ints
@@ -353,10 +357,34 @@ def murmur2(keys: pa.Array) -> Any:
     offsets_buf, data_buf = keys.buffers()[1], keys.buffers()[2]
     offsets = np.frombuffer(offsets_buf, np.int64)[keys.offset : keys.offset + n + 1]
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    starts = offsets[:-1]
-    lens = np.diff(offsets)
-    m = np.uint32(0x5BD1E995)
-    h = (np.uint32(0x9747B28C) ^ lens.astype(np.uint32)).astype(np.uint32)
+    return _murmur2(data, offsets[:-1], np.diff(offsets))
+
+
+def murmur2_of_list(keys: list[bytes]) -> Any:
+    """``murmur2`` of a list of ``bytes`` keys (no nulls), without building an Arrow array: keys
+    of one length (a common key format) are hashed as the rows of a matrix, a few whole-array
+    operations per 4 bytes of key; keys of mixed lengths as ``murmur2`` does."""
+    n = len(keys)
+    lens = np.fromiter(map(len, keys), np.int64, n)
+    if n and lens[0] == lens[-1] and (lens == lens[0]).all():
+        return _murmur2_fixed(np.frombuffer(b"".join(keys) + b"\0\0\0", np.uint8), n, int(lens[0]))
+    data = np.frombuffer(b"".join(keys), np.uint8)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    return _murmur2(data, starts, lens)
+
+
+_M = np.uint32(0x5BD1E995)
+_S24 = np.uint32(24)
+_LE_UINT32 = np.dtype("<u4")
+_SEED = 0x9747B28C
+
+
+def _murmur2(data: Any, starts: _Ints, lens: _Ints) -> Any:
+    """murmur2 of the keys ``data[starts[i] : starts[i] + lens[i]]``."""
+    n = len(lens)
+    m = _M
+    h = (np.uint32(_SEED) ^ lens.astype(np.uint32)).astype(np.uint32)
     words = lens // 4
     widest = int(words.max()) if n else 0
     with np.errstate(over="ignore"):
@@ -381,17 +409,47 @@ def murmur2(keys: pa.Array) -> Any:
         sel = np.flatnonzero(rest >= 1)
         h[sel] ^= data[tail[sel]].astype(np.uint32)
         h[sel] *= m
-        h ^= h >> np.uint32(13)
-        h *= m
-        h ^= h >> np.uint32(15)
+        return _murmur2_finish(h)
+
+
+def _murmur2_fixed(data: Any, n: int, length: int) -> Any:
+    """murmur2 of ``n`` keys of ``length`` bytes each, back to back in the contiguous uint8
+    array ``data``, which has at least 3 bytes more after the last key (any value)."""
+    m = _M
+    h = np.full(n, _SEED ^ length, np.uint32)
+    words = length // 4
+    u4 = _LE_UINT32
+    with np.errstate(over="ignore"):
+        for w in range(words):
+            # word ``w`` of every key, read in place (unaligned, a row every ``length`` bytes)
+            k = np.ndarray((n,), u4, data, 4 * w, (length,)) * m
+            k ^= k >> _S24
+            k *= m
+            h *= m
+            h ^= k
+        rest = length & 3
+        if rest:
+            # the last 1-3 bytes as the low bytes of a 4-byte read; the bytes read past the key
+            # (the next key's, or the padding after the last) are masked off
+            h ^= np.ndarray((n,), u4, data, 4 * words, (length,)) & np.uint32((1 << 8 * rest) - 1)
+            h *= m
+        return _murmur2_finish(h)
+
+
+def _murmur2_finish(h: Any) -> Any:
+    h ^= h >> np.uint32(13)
+    h *= _M
+    h ^= h >> np.uint32(15)
     return h
 
 
-def partitions_for_keys(keys: pa.Array, num_partitions: int) -> _Ints:
-    """``toPositive(murmur2(key)) % num_partitions`` per key (meaningless for null keys)."""
+def partitions_for_keys(keys: pa.Array | list[bytes], num_partitions: int) -> _Ints:
+    """``toPositive(murmur2(key)) % num_partitions`` per key (meaningless for null keys); the
+    keys an Arrow binary column or a list of ``bytes`` (``murmur2_of_list``)."""
     if num_partitions <= 0:
         raise ValueError("a topic has at least one partition")
-    return ((murmur2(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
+    hashed = murmur2_of_list(keys) if isinstance(keys, list) else murmur2(keys)
+    return ((hashed & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
 
 
 _KEY, _VALUE, _TIMESTAMP, _HEADERS = (attrgetter(name) for name in ("key", "value", "timestamp", "headers"))

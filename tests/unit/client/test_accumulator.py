@@ -7,14 +7,10 @@ import random
 
 import pytest
 
-from pyspark_log.client.accumulator import (
-    BATCH_OVERHEAD_BYTES,
-    ProducerBatch,
-    RecordAccumulator,
-    estimate_record_bytes,
-)
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import ManualClock
+from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ProducerBatch, estimate_record_bytes
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 from pyspark_log.records.batch import ProducerRecord, decode_records
 
@@ -149,7 +145,7 @@ def test_drained_batches_are_closed_and_encode_their_records() -> None:
     acc.append(T0, rec(b"b"), None, 0)
     (batch,) = acc.drain(CLUSTER, [1], 10**6, 0)[1]
     assert batch.closed
-    header, records = decode_records(batch.encode(acc.codec))
+    header, records = decode_records(bytes(batch.encode(acc.codec)))
     assert [r.value for r in records] == [b"a", b"b"]
     assert records[0].key == b"k"
     assert header.producer_id == -1
@@ -345,7 +341,7 @@ def test_append_many_asks_for_the_sender_when_a_batch_opens_or_fills() -> None:
 def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> None:
     """Batches of at least ``COLUMNAR_ENCODE_FROM`` records without headers are encoded from
     columns at drain time; the bytes are those of ``encode_batch``."""
-    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM
     from pyspark_log.records.batch import encode_batch
 
     acc = make(batch_size=1 << 20)
@@ -353,14 +349,14 @@ def test_a_batch_of_many_records_is_encoded_from_columns_byte_identical() -> Non
     acc.append_many(T0, records, [estimate_record_bytes(r) for r in records], [None] * len(records), 0)
     batch = acc._queues[T0][0]
     batch.producer_id, batch.producer_epoch, batch.base_sequence = 7, 2, 40
-    assert batch.encode(acc.codec) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
+    assert bytes(batch.encode(acc.codec)) == encode_batch(records, producer_id=7, producer_epoch=2, base_sequence=40)
 
 
 def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> None:
     """``encode_sections`` (the sender, per Produce request): small batches that together reach
     ``COLUMNAR_ENCODE_FROM`` records share one columnar pass; batches with headers, columnar
     batches and already encoded ones are left alone; every batch's bytes equal ``encode_batch``."""
-    from pyspark_log.client.accumulator import COLUMNAR_ENCODE_FROM, encode_sections
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM, encode_sections
     from pyspark_log.records.batch import encode_batch
 
     acc = make(batch_size=1 << 20)
@@ -376,4 +372,26 @@ def test_the_batches_of_one_request_are_encoded_from_columns_in_one_pass() -> No
     assert all(b.section is not None for b in batches[:3])
     assert batches[3].section is None
     for b in batches:
-        assert b.encode(acc.codec) == encode_batch(b.records)
+        assert bytes(b.encode(acc.codec)) == encode_batch(b.records)
+
+
+def test_send_rows_of_one_request_take_the_plain_pass_and_batches_with_headers_are_left_alone() -> None:
+    """Row tuples as the sync ``send()`` queues them (bytes keys and values): the batches without
+    headers share one pass (``row_encode``), a batch of rows with headers keeps the row encoder;
+    every batch's bytes equal ``encode_batch``."""
+    from pyspark_log.client.producer_batch import COLUMNAR_ENCODE_FROM, as_fields, encode_sections
+    from pyspark_log.records.batch import encode_batch
+
+    acc = make(batch_size=1 << 20)
+    tps = [T0, T1, T2]
+    for n, tp in enumerate(tps):
+        rows = [(b"k%d" % i, b"%d-%d" % (n, i) * (i % 50), 10**12 + i * 997, ()) for i in range(COLUMNAR_ENCODE_FROM)]
+        acc.append_many(tp, rows, [estimate_record_bytes(r) for r in rows], [None] * len(rows), 0)
+    with_headers = TopicPartition("t", 3)
+    acc.append_many(with_headers, [(b"k", b"v", 7, (("h", None),))] * 3, [60] * 3, [None] * 3, 0)
+    batches = [acc._queues[tp][0] for tp in [*tps, with_headers]]
+    encode_sections(batches)
+    assert all(isinstance(b.section.data, memoryview) for b in batches[:3])  # type: ignore[union-attr]
+    assert batches[3].section is None
+    for b in batches:
+        assert bytes(b.encode(acc.codec)) == encode_batch(list(map(as_fields, b.records)))

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pytest
 
 from pyspark_log.client import columnar_send
-from pyspark_log.client.accumulator import ColumnarDelivery, RecordAccumulator, estimate_record_bytes
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.partitioner import partition_for_key
+from pyspark_log.client.producer_batch import ColumnarDelivery, estimate_record_bytes
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records import columnar_encode
 from pyspark_log.records.batch import BatchParts, ProducerRecord, encode_batch

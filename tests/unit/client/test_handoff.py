@@ -17,7 +17,7 @@ import pytest
 from pyspark_log.client import Producer
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import RecordFuture
-from pyspark_log.client.handoff import VECTORISE_KEYS_FROM, _by_partition
+from pyspark_log.client.handoff import VECTORISE_KEYS_FROM, _all_keyed, _by_partition
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import RecordMetadata
 
@@ -33,11 +33,16 @@ def future(key: bytes | None, partition: int | None = None, topic: str = "t") ->
 
 
 @pytest.mark.parametrize("n", [5, VECTORISE_KEYS_FROM, 3 * VECTORISE_KEYS_FROM])
-def test_runs_are_grouped_by_murmur2_or_explicit_partition_in_order(n: int) -> None:
+@pytest.mark.parametrize("key_format", [b"key-%d", b"key-%07d"], ids=["mixed-lengths", "one-length"])
+def test_runs_are_grouped_by_murmur2_or_explicit_partition_in_order(n: int, key_format: bytes) -> None:
     rng = random.Random(n)
-    records = [future(b"key-%d" % rng.randrange(10**6), rng.choice([None, None, 1, 4])) for _ in range(n)]
+    records = [future(key_format % rng.randrange(10**6), rng.choice([None, None, 1, 4])) for _ in range(n)]
     groups = dict(_by_partition(records, 5))
     assert sum(len(g) for g in groups.values()) == n
+    # the same with the partitions and keys the drain found already (``_all_keyed``)
+    given = _all_keyed(list(records), ignore_keys=False)
+    assert given is not None
+    assert dict(_by_partition(records, 5, *given)) == groups
     for p, group in groups.items():
         for r in group:
             assert p == (r._partition if r._partition is not None else partition_for_key(r.key, 5))  # type: ignore[arg-type]
@@ -225,7 +230,7 @@ def test_null_key_runs_fill_batches_like_one_by_one_sticky_appends(seed: int) ->
             acc.append(TopicPartition("t", p), r, None, 0, reserved_bytes=r._size, size_bytes=r._size)
 
     def shape(a: Any) -> dict[Any, list[list[bytes | None]]]:
-        from pyspark_log.client.accumulator import as_row
+        from pyspark_log.client.producer_batch import as_row
 
         return {tp: [[as_row(r)[1] for r in b.records] for b in q] for tp, q in a._queues.items() if q}
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from pyspark_log.client.accumulator import ProducerBatch, RecordAccumulator
+from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import RecordFuture, link_records
 from pyspark_log.client.handoff import HANDOFF_CHUNK, Handoff
+from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import RecordMetadata, TopicPartition
 
 pytestmark = pytest.mark.unit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_log.client.accumulator import ProducerBatch
 from pyspark_log.client.errors import IllegalTransactionStateError, ProducerFencedError, TransactionAbortableError
+from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.txn_manager import _MOVES, TransactionManager, TxnState
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.records.batch import ProducerRecord

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_log.client import accumulator
+from pyspark_log.client import producer_batch
 from pyspark_log.client.partitioner import murmur2, partition_for_key
 from pyspark_log.records import columnar_encode as ce
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch, encode_batch_section
@@ -134,15 +134,15 @@ def test_a_null_header_key_is_refused() -> None:
 
 def test_estimates_match_the_accumulator_and_bounds_follow_its_greedy_rule() -> None:
     assert (ce.RECORD_OVERHEAD_BYTES, ce.HEADER_OVERHEAD_BYTES) == (
-        accumulator.RECORD_OVERHEAD_BYTES,
-        accumulator.HEADER_OVERHEAD_BYTES,
+        producer_batch.RECORD_OVERHEAD_BYTES,
+        producer_batch.HEADER_OVERHEAD_BYTES,
     )
     records = [
         ProducerRecord(b"k" * (i % 7), None if i % 5 == 0 else b"v" * (i * 13 % 500), TS_BASE, (("h", b"x"),) * (i % 3))
         for i in range(500)
     ]
     estimates = ce.estimate_bytes(columns_of(records))
-    assert estimates.tolist() == [accumulator.estimate_record_bytes(r) for r in records]
+    assert estimates.tolist() == [producer_batch.estimate_record_bytes(r) for r in records]
     bounds = ce.batch_bounds(estimates, 4096, HEADER_SIZE).tolist()
     # the accumulator's rule, one record at a time
     expected, size = [0], HEADER_SIZE
@@ -165,6 +165,21 @@ def test_column_murmur2_is_kafkas_murmur2(keys: list[bytes], partitions: int) ->
     assert ce.partitions_for_keys(sliced, partitions).tolist() == [partition_for_key(k, partitions) for k in keys[1:]]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.one_of(
+        st.lists(st.binary(max_size=70), min_size=1, max_size=40),
+        st.integers(0, 23).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n), min_size=1, max_size=60)),
+    ),
+    partitions=st.integers(1, 1000),
+)
+def test_list_murmur2_is_kafkas_murmur2(keys: list[bytes], partitions: int) -> None:
+    """``murmur2_of_list`` (what the send() hand-off hashes): keys of one length take the
+    matrix path, keys of mixed lengths the per-word one; both are Kafka's ``Utils.murmur2``."""
+    assert [int(h) for h in ce.murmur2_of_list(keys).view(np.int32)] == [murmur2(k) for k in keys]
+    assert ce.partitions_for_keys(keys, partitions).tolist() == [partition_for_key(k, partitions) for k in keys]
+
+
 def test_murmur2_known_values() -> None:
     # Kafka's own UtilsTest.testMurmur2 vectors (the per-key implementation is checked against them too)
     for key in (
@@ -175,6 +190,7 @@ def test_murmur2_known_values() -> None:
         b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
     ):
         assert int(ce.murmur2(pa.array([key])).view(np.int32)[0]) == murmur2(key)
+        assert int(ce.murmur2_of_list([key, key]).view(np.int32)[1]) == murmur2(key)
 
 
 @settings(max_examples=100, deadline=None)

@@ -137,4 +137,3 @@ def test_a_follower_follows_the_leaders_log_start_up_to_its_high_watermark(tmp_p
     finally:
         leader.close()
         follower.close()
-
