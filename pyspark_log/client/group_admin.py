@@ -10,6 +10,7 @@ coordinator client (``GroupOffsets``), its retry loop and its default timeout.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -71,18 +72,18 @@ class ConsumerGroupDescription:
         return not self.protocol_type
 
 
-class ConsumerGroupAdmin:
-    """The consumer-group calls of ``AsyncAdmin`` (see the module doc)."""
+class ConsumerGroupAdmin(abc.ABC):
+    """The consumer-group calls of ``AsyncAdmin`` (see the module doc); the hooks are the admin's."""
 
     cluster: Cluster
     _groups: GroupOffsets
     default_api_timeout_ms: float
 
-    def _check_open(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _check_open(self) -> None: ...
 
-    async def _retrying(self, what: str, timeout_ms: float | None, attempt_fn: Callable[[], Awaitable[T]]) -> T:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _retrying(self, what: str, timeout_ms: float | None, attempt_fn: Callable[[], Awaitable[T]]) -> T: ...
 
     # -- consumer-group offsets (no membership) ------------------------------------------------
 

@@ -107,21 +107,23 @@ def encode_batch(
         ts = rec.timestamp
         max_timestamp = max(max_timestamp, ts)
         write_record(body, i, ts - base_timestamp, rec.key, rec.value, rec.headers)
-    return encode_batch_section(
-        body,
-        len(records),
-        base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp,
-        base_offset=base_offset,
-        codec=codec,
-        log_append_time=log_append_time,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        transactional=transactional,
-        control=control,
-        partition_leader_epoch=partition_leader_epoch,
-        compression_level=compression_level,
+    return bytes(
+        encode_batch_parts(
+            body,
+            len(records),
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            base_offset=base_offset,
+            codec=codec,
+            log_append_time=log_append_time,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=transactional,
+            control=control,
+            partition_leader_epoch=partition_leader_epoch,
+            compression_level=compression_level,
+        )
     )
 
 
@@ -149,46 +151,6 @@ class BatchParts:
         return (self.header, self.payload)
 
 
-def encode_batch_section(
-    section: bytes | bytearray | memoryview,
-    count: int,
-    *,
-    base_timestamp: int,
-    max_timestamp: int,
-    base_offset: int = 0,
-    codec: int = compression.NONE,
-    log_append_time: bool = False,
-    producer_id: int = NO_PRODUCER_ID,
-    producer_epoch: int = NO_PRODUCER_EPOCH,
-    base_sequence: int = NO_SEQUENCE,
-    transactional: bool = False,
-    control: bool = False,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-    compression_level: int | None = None,
-) -> bytes:
-    """Build one batch around ``count`` already encoded records (an uncompressed records
-    section, offset deltas from 0): header, compression, CRC. ``encode_batch`` and the columnar
-    encoder (``columnar_encode.py``) both end here."""
-    return bytes(
-        encode_batch_parts(
-            section,
-            count,
-            base_timestamp=base_timestamp,
-            max_timestamp=max_timestamp,
-            base_offset=base_offset,
-            codec=codec,
-            log_append_time=log_append_time,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            transactional=transactional,
-            control=control,
-            partition_leader_epoch=partition_leader_epoch,
-            compression_level=compression_level,
-        )
-    )
-
-
 def encode_batch_parts(
     section: bytes | bytearray | memoryview,
     count: int,
@@ -206,8 +168,10 @@ def encode_batch_parts(
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     compression_level: int | None = None,
 ) -> BatchParts:
-    """``encode_batch_section`` without the final join: the header (CRC set) and the records
-    bytes (``section`` itself, uncompressed, or its compressed form)."""
+    """One batch around ``count`` already encoded records (an uncompressed records section, offset
+    deltas from 0), not joined: the header (compression and CRC done) and the records bytes
+    (``section`` itself, uncompressed, or its compressed form). ``encode_batch`` and the columnar
+    and row encoders all end here; ``bytes()`` of the result is the whole batch."""
     if count <= 0:
         raise ValueError("a batch needs at least one record")
     if codec & ~COMPRESSION_MASK or codec not in compression.CODEC_NAMES:

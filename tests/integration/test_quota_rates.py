@@ -8,15 +8,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Consumer as CKConsumer
-from confluent_kafka import Producer as CKProducer
 
 from pyspark_log.client import Producer
 from pyspark_log.embedded import EmbeddedBroker
-from tests.integration.quota_helpers import MB, PAYLOAD, QUOTA, Stats, set_quota, start_broker
+from tests.integration.quota_helpers import MB, PAYLOAD, QUOTA, Stats, produce_measured, set_quota, start_broker
 
 T = TypeVar("T")
 
@@ -28,6 +27,8 @@ UNTHROTTLED_RATE = 4 * MB  # what the unthrottled producer offers (paced: far ab
 CONSUMER_RECORDS = 3000  # 30 MB: more than the throttled consumer reads in warm-up + 20 s
 SMALL_REQUESTS = 131_072  # bytes per request of the throttled clients: 1/8 s of the quota, so a
 # request that lands at the edge of the 20 s hardly moves the measured rate
+# the producers' measurement: warm-up, measured span, request size
+PACING: dict[str, Any] = {"warmup_s": WARMUP_S, "measure_s": MEASURE_S, "batch.size": SMALL_REQUESTS}
 
 
 @pytest.fixture(scope="module")
@@ -44,49 +45,6 @@ def concurrently(*runs: Callable[[], T]) -> list[T]:
     with ThreadPoolExecutor(len(runs)) as pool:
         futures = [pool.submit(run) for run in runs]
         return [f.result(timeout=MEASURE_S + 120) for f in futures]
-
-
-def produce_measured(bootstrap: str, topic: str, client_id: str, offered: float | None = None) -> tuple[float, int]:
-    """(bytes/s delivered in the ``MEASURE_S`` after ``WARMUP_S``, librdkafka's largest throttle
-    time). ``offered`` None: as fast as the client can (its queue is kept full); else paced."""
-    stats = Stats()
-    producer = CKProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "linger.ms": 5,
-            "batch.size": SMALL_REQUESTS,
-            "queue.buffering.max.kbytes": 1024,
-            "statistics.interval.ms": 200,
-            "stats_cb": stats,
-        }
-    )
-    delivered: list[float] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is None:
-            delivered.append(time.monotonic())
-
-    start = time.monotonic()
-    end = start + WARMUP_S + MEASURE_S
-    sent = 0
-    try:
-        while (now := time.monotonic()) < end:
-            if offered is not None and sent * len(PAYLOAD) > (now - start) * offered:
-                producer.poll(0.005)
-                continue
-            try:
-                producer.produce(topic, PAYLOAD, on_delivery=on_delivery)
-                sent += 1
-            except BufferError:
-                producer.poll(0.01)
-            producer.poll(0)
-        producer.poll(0.5)  # one more statistics round
-    finally:
-        producer.purge()
-        producer.flush(10)
-    counted = sum(1 for t in delivered if start + WARMUP_S <= t < end)
-    return counted * len(PAYLOAD) / MEASURE_S, stats.throttle_max_ms
 
 
 def consume_measured(bootstrap: str, topic: str, client_id: str) -> tuple[float, int, int]:
@@ -154,8 +112,10 @@ def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_a
     broker, _ = rate_broker
     set_quota(broker.bootstrap_servers, {"client-id": "slow-producer"}, producer_byte_rate=QUOTA)
     runs = concurrently(
-        lambda: produce_measured(broker.bootstrap_servers, topic_name, "slow-producer"),
-        lambda: produce_measured(broker.bootstrap_servers, topic_name, "fast-producer", offered=UNTHROTTLED_RATE),
+        lambda: produce_measured(broker.bootstrap_servers, topic_name, "slow-producer", **PACING),
+        lambda: produce_measured(
+            broker.bootstrap_servers, topic_name, "fast-producer", offered=UNTHROTTLED_RATE, **PACING
+        ),
     )
     (slow_rate, slow_throttle), (fast_rate, fast_throttle) = runs
     assert 0.85 * QUOTA <= slow_rate <= 1.15 * QUOTA, slow_rate / QUOTA

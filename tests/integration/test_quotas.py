@@ -31,7 +31,16 @@ from pyspark_log.client import (
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire.errors import ErrorCode, KafkaError
-from tests.integration.quota_helpers import MB, PAYLOAD, QUOTA, Stats, metric_value, metrics, set_quota, start_broker
+from tests.integration.quota_helpers import (
+    MB,
+    PAYLOAD,
+    QUOTA,
+    metric_value,
+    metrics,
+    produce_measured,
+    set_quota,
+    start_broker,
+)
 from tests.integration.test_cli import ok, pylog
 
 
@@ -42,44 +51,6 @@ def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Emb
         yield broker, port
     finally:
         broker.close()
-
-
-def produce_for(
-    bootstrap: str, topic: str, client_id: str, seconds: float, warmup_s: float = 1.0, **extra: str
-) -> tuple[float, int]:
-    """(bytes/s delivered after the warm-up, librdkafka's largest throttle time); ``extra``:
-    more librdkafka settings (a SASL login, say)."""
-    stats = Stats()
-    producer = CKProducer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "linger.ms": 5,
-            "queue.buffering.max.kbytes": 1024,
-            "statistics.interval.ms": 200,
-            "stats_cb": stats,
-            **extra,
-        }
-    )
-    delivered: list[float] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is None:
-            delivered.append(time.monotonic())
-
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        try:
-            producer.produce(topic, PAYLOAD, on_delivery=on_delivery)
-        except BufferError:
-            producer.poll(0.02)
-        producer.poll(0)
-    end = time.monotonic()
-    producer.poll(0.5)  # one more statistics round
-    producer.purge()
-    producer.flush(10)
-    counted = [t for t in delivered if start + warmup_s <= t <= end]
-    return len(counted) * len(PAYLOAD) / (end - start - warmup_s), stats.throttle_max_ms
 
 
 def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
@@ -107,8 +78,12 @@ def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
             }
 
         sasl = addresses["SASL_PLAINTEXT"]
-        bob_rate, bob_throttle = produce_for(sasl, topic_name, "shared-app", 3, **login("bob"))
-        alice_rate, alice_throttle = produce_for(sasl, topic_name, "shared-app", 6, warmup_s=2, **login("alice"))
+        bob_rate, bob_throttle = produce_measured(
+            sasl, topic_name, "shared-app", warmup_s=1, measure_s=2, **login("bob")
+        )
+        alice_rate, alice_throttle = produce_measured(
+            sasl, topic_name, "shared-app", warmup_s=2, measure_s=4, **login("alice")
+        )
         assert alice_throttle > 0
         assert bob_throttle == 0
         assert 0.2 * MB < alice_rate < 2.0 * MB, alice_rate

@@ -19,12 +19,17 @@ from hypothesis import strategies as st
 from pyspark_log.client import producer_batch
 from pyspark_log.client.partitioner import murmur2, partition_for_key
 from pyspark_log.records import columnar_encode as ce
-from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch, encode_batch_section
+from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch, encode_batch_parts
 from pyspark_log.records.header import HEADER_SIZE
 
 from .strategies import TS_BASE, codecs, record_lists
 
 pytestmark = pytest.mark.unit
+
+
+def batch_bytes(section: object, count: int, **fields: int) -> bytes:
+    """The whole batch ``encode_batch_parts`` builds around a records section."""
+    return bytes(encode_batch_parts(section, count, **fields))
 
 
 def columns_of(records: list[ProducerRecord], *, string_keys: bool = False) -> ce.ArrowRecords:
@@ -51,7 +56,7 @@ def columns_of(records: list[ProducerRecord], *, string_keys: bool = False) -> c
 def encode_columns(cols: ce.ArrowRecords, starts: list[int], codec: int = 0) -> list[bytes]:
     sections = ce.encode_sections(cols, np.array(starts))
     return [
-        encode_batch_section(
+        batch_bytes(
             sections.section(b),
             starts[b + 1] - starts[b],
             base_timestamp=int(sections.base_timestamp[b]),
@@ -202,7 +207,7 @@ def test_rows_encode_from_columns_byte_identical_to_encode_batch(records: list[P
     starts = [0, cut, len(records)] if 0 < cut < len(records) else [0, len(records)]
     sections = ce.encode_rows(records, starts)
     ours = [
-        encode_batch_section(
+        batch_bytes(
             sections.section(b),
             starts[b + 1] - starts[b],
             base_timestamp=int(sections.base_timestamp[b]),
@@ -224,9 +229,7 @@ def test_rows_with_nulls_empties_headers_and_falling_timestamps_encode_from_colu
         sections = ce.encode_rows(rows)
         section, base_ts, max_ts = sections.section(0), int(sections.base_timestamp[0]), int(sections.max_timestamp[0])
         assert (base_ts, max_ts) == (rows[0].timestamp, max(r.timestamp for r in rows))
-        assert encode_batch_section(section, len(rows), base_timestamp=base_ts, max_timestamp=max_ts) == encode_batch(
-            rows
-        )
+        assert batch_bytes(section, len(rows), base_timestamp=base_ts, max_timestamp=max_ts) == encode_batch(rows)
 
 
 def test_table_columns_of_one_chunk_are_used_without_a_copy() -> None:

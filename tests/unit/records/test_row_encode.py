@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pyspark_log.records import columnar_encode as ce
 from pyspark_log.records import row_encode
-from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_section
+from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_parts
 
 from .strategies import TS_BASE, record_lists
 
@@ -35,9 +35,14 @@ plain_rows = st.lists(
 )
 
 
+def batch_bytes(section: object, count: int, **fields: int) -> bytes:
+    """The whole batch ``encode_batch_parts`` builds around a records section."""
+    return bytes(encode_batch_parts(section, count, **fields))
+
+
 def _batches(rows: list, sections: ce.Sections, starts: list[int]) -> list[bytes]:
     return [
-        encode_batch_section(
+        batch_bytes(
             sections.section(b),
             starts[b + 1] - starts[b],
             base_timestamp=int(sections.base_timestamp[b]),
