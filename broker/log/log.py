@@ -44,6 +44,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.boundary_cache import BoundaryCache
 from broker.log.config import Clock, LogConfig
 from broker.log.dir_health import LogDirState
 from broker.log.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
@@ -79,7 +80,6 @@ LATEST_TIMESTAMP = -1  # ListOffsets special timestamps (Kafka ``ListOffsetsRequ
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-BOUNDARY_CACHE_ENTRIES = 4096
 
 
 class LogAppendInfo(NamedTuple):
@@ -125,10 +125,9 @@ class Log(LogFlushing, LogProducerState):
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        # offset -> (segment base offset, batch start): ints only, so the garbage collector untracks
-        # these tuples at their first young collection and full collections never traverse the
-        # cache (up to BOUNDARY_CACHE_ENTRIES per partition); cleared whenever a segment goes
-        self._boundaries: dict[int, tuple[int, int]] = {}
+        # batch boundaries reads start or stop at (boundary_cache.py: a budget shared by all logs);
+        # cleared whenever a segment goes
+        self._boundaries = BoundaryCache()
         self._dir_dirty = False
         self._producers = ProducerStateManager(directory, producer_id_expiration_ms)
         self._last_abort_offset = -1  # offset of the newest ABORT marker indexed (-1: none), or above
@@ -418,10 +417,7 @@ class Log(LogFlushing, LogProducerState):
 
     def _remember(self, offset: int, segment: LogSegment, position: int) -> None:
         """Cache a batch boundary: most reads start or stop where an append or a read ended."""
-        boundaries = self._boundaries
-        boundaries[offset] = (segment.base_offset, position)
-        if len(boundaries) > BOUNDARY_CACHE_ENTRIES:
-            del boundaries[next(iter(boundaries))]
+        self._boundaries.put(offset, segment.base_offset, position)
 
     # -- offsets by timestamp -----------------------------------------------------------------
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
@@ -585,6 +581,7 @@ class Log(LogFlushing, LogProducerState):
         for segment in self._segments:
             segment.close()
         self.delete_pending_files(2**63 - 1)
+        self._boundaries.close()
         self.closed = True
         self._settle_durable_waiters()
 
