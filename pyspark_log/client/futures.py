@@ -23,6 +23,7 @@ done, on the producer's I/O thread. The ``RecordMetadata`` is built only when so
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -311,6 +312,128 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
 _HOOKED = attrgetter("_hooked")
 
 
+class LaneChunk:
+    """The rows of consecutive common-case ``send()`` calls to one topic (a "lane"), appended by
+    caller threads under the buffer pool's lock, then sealed and placed in bulk by the loop
+    (``lane.place_chunk``). A record's future is ``(chunk, position)`` (``LaneFuture``); the
+    chunk records where its rows went compactly and a future looks its batch up only when asked.
+
+    Until placed (``placed`` False) futures that someone waits on or hooks a callback to are
+    listed in ``hooked`` (under ``_LOCK``) and the placement puts them into their batches.
+    Placed: record ``pos`` is at sorted position ``rank[pos]`` (``rank`` None: identity); the
+    sorted positions from ``starts[k]`` on went to ``targets[k] = (batch, first index)``. Or
+    ``error`` (failed before placement), or ``proxies`` (metadata vanished: each record was
+    parked as its own ``RecordFuture``)."""
+
+    __slots__ = ("error", "hooked", "placed", "proxies", "rank", "rows", "sizes", "starts", "targets", "topic")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.rows: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = []
+        self.sizes: list[int] = []
+        self.placed = False
+        self.hooked: list[LaneFuture] = []
+        self.rank: Any = None
+        self.starts: list[int] = []
+        self.targets: list[tuple[Any, int]] = []
+        self.error: BaseException | None = None
+        self.proxies: list[RecordFuture] | None = None
+
+    def locate(self, pos: int) -> tuple[Any, int]:
+        """The batch (before any split) and index of placed record ``pos``."""
+        rank = self.rank
+        s = pos if rank is None else int(rank[pos])
+        k = bisect.bisect_right(self.starts, s) - 1
+        batch, first = self.targets[k]
+        return batch, first + s - self.starts[k]
+
+    def publish(self) -> list[tuple[LaneFuture, Any, Any]]:
+        """Under ``_LOCK``, once placed (or failed: ``error``): hook the futures that asked
+        before. Returns ``(future, event, callbacks)`` of those failed here, for ``notify``
+        outside the lock."""
+        self.placed = True
+        hooked, self.hooked = self.hooked, []
+        failed: list[tuple[LaneFuture, Any, Any]] = []
+        for fut in hooked:
+            if self.error is not None:
+                fut._exc, fut._done = self.error, True
+                failed.append((fut, fut._event, fut._callbacks))
+                fut._callbacks = None
+            elif not fut._settled():
+                fut._hook_placed()
+        return failed
+
+
+def notify(failed: list[tuple[LaneFuture, Any, Any]]) -> None:
+    """Wake the waiters and run the callbacks of futures ``LaneChunk.publish`` failed."""
+    for fut, event, callbacks in failed:
+        if event is not None:
+            event.set()
+        for fn in callbacks or ():
+            fut._run_callback(fn)
+
+
+class LaneFuture(RecordFuture):
+    """The future of a record sent through a lane: ``(chunk, position)`` until someone asks
+    (see ``LaneChunk``); then it behaves as a ``RecordFuture`` of the batch it was placed in."""
+
+    _chunk: LaneChunk
+    _pos: int
+
+    @property  # a record's row is read, never set, once sent
+    def _row(self) -> tuple[bytes | None, bytes | None, int, tuple[Header, ...]]:  # type: ignore[override]
+        return self._chunk.rows[self._pos]
+
+    def _settled(self) -> bool:
+        if self._done:
+            return True
+        if self._batch is None:
+            chunk = self._chunk
+            if not chunk.placed:
+                return False
+            if chunk.error is not None:
+                self._exc = chunk.error
+                self._done = True
+                return True
+            if chunk.proxies is not None:
+                proxy = chunk.proxies[self._pos]
+                if not proxy.done():
+                    return False
+                self._exc, self._value = proxy._exc, proxy._value
+                self._outcome, self._index = proxy._outcome, proxy._index
+                self._done = True
+                return True
+            self._batch, self._index = chunk.locate(self._pos)
+        return RecordFuture._settled(self)
+
+    def _watch(self) -> None:
+        self._hooked = True
+        if not self._chunk.placed:
+            self._chunk.hooked.append(self)
+        else:
+            self._hook_placed()
+
+    def _hook_placed(self) -> None:
+        """Under ``_LOCK``, placed and not done (``_settled`` just said so)."""
+        self._hooked = True
+        proxies = self._chunk.proxies
+        if proxies is None:
+            self._batch.thunks[self._index] = self
+            return
+        proxy = proxies[self._pos]  # parked: completed by its proxy
+        if proxy._callbacks is None:
+            proxy._callbacks = []
+        proxy._callbacks.append(self._from_proxy)
+        proxy._watch()
+
+    def _from_proxy(self, proxy: DeliveryFuture[RecordMetadata]) -> None:
+        exc = proxy._exc
+        self._finish(None if exc is not None else proxy.result(), exc)
+
+
+_SETTLED_HERE = frozenset((RecordFuture, LaneFuture))
+
+
 def _follow_split(batch: Any, index: int) -> tuple[Any, int]:
     """The batch (and index in it) that holds record ``index`` of ``batch`` after splits."""
     while batch.split_parts is not None:
@@ -353,7 +476,7 @@ def settle_records(futures: Sequence[Any], outcome: RecordOutcome | None, exc: B
         if futures.count(None) == len(futures):  # a sync batch nobody watches: nothing to do
             return others
         for i, fut in enumerate(futures):
-            if fut.__class__ is RecordFuture:
+            if fut.__class__ in _SETTLED_HERE:
                 if not fut._done:
                     if exc is not None:
                         fut._exc = exc

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
-from pyspark_log.client.futures import RecordFuture, link_records
+from pyspark_log.client.futures import LaneChunk, RecordFuture, link_records
+from pyspark_log.client.lane import fail_chunk, place_chunk
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
@@ -48,8 +49,9 @@ from pyspark_log.client.types import TopicPartition
 if TYPE_CHECKING:
     from pyspark_log.client.cluster import ClusterMetadata
 
-# A record (the sync send()'s ``RecordFuture``) or the batch API's encoded batches of a partition.
-Entry = RecordFuture | tuple[TopicPartition, list[ProducerBatch]]
+# A record (the sync send()'s ``RecordFuture``), a sealed lane chunk of keyed send()s, or the
+# batch API's encoded batches of a partition.
+Entry = RecordFuture | LaneChunk | tuple[TopicPartition, list[ProducerBatch]]
 
 _SIZE = attrgetter("_size")
 _PARTITION = attrgetter("_partition")
@@ -61,6 +63,10 @@ _KEY = itemgetter(0)
 # A caller waits for the loop to take its queued entries when this many are queued
 # (``Handoff._wait_drained``), for at most ``_DRAIN_WAIT_S``.
 HANDOFF_CHUNK = 256
+# The same for records in the open lane (``Producer.send``'s keyed records): they hold no
+# per-record object the collector tracks, so they may wait in larger chunks, which amortise the
+# drain's vectorised calls.
+LANE_CHUNK = 1024
 _DRAIN_WAIT_S = 0.05
 
 # Below this many keyed records a run hashes its keys one by one (pure Python murmur2 is cheaper
@@ -88,9 +94,12 @@ class HandoffTarget(Protocol):
 class Handoff:
     """The ordered queue of entries from caller threads; drained on the producer's loop."""
 
-    def __init__(self, target: HandoffTarget) -> None:
+    def __init__(self, target: HandoffTarget, lock: threading.Lock | None = None) -> None:
         self._target = target
         self._queue: deque[Entry] = deque()
+        # the open lane (``Producer.send`` appends to it under ``lock``, the buffer pool's)
+        self._lane: LaneChunk | None = None
+        self._lock = lock if lock is not None else threading.Lock()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drained = threading.Event()
@@ -103,14 +112,40 @@ class Handoff:
         """Queue ``entry`` (any thread) and make sure a drain will see it. Lock-free: the drain
         clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller that
         saw ``_scheduled`` set is always taken by that drain or a later one."""
-        self._queue.append(entry)
+        with self._lock:
+            lane = self._lane
+            if lane is not None:  # records sent before this one go first
+                self._queue.append(lane)
+                self._lane = None
+            self._queue.append(entry)
         self.after_put()
+
+    def new_lane(self, topic: str) -> LaneChunk:
+        """Under ``_lock``: seal the open lane (queued) and open one for ``topic``."""
+        lane = self._lane
+        if lane is not None:
+            self._queue.append(lane)
+        lane = self._lane = LaneChunk(topic)
+        return lane
+
+    def _seal(self) -> None:
+        with self._lock:
+            lane = self._lane
+            if lane is not None:
+                self._queue.append(lane)
+                self._lane = None
+
+    def backlog(self) -> int:
+        """Entries queued plus records in the open lane in ``HANDOFF_CHUNK`` units (see
+        ``LANE_CHUNK``), not yet taken by a drain."""
+        lane = self._lane
+        return len(self._queue) + (len(lane.rows) * HANDOFF_CHUNK // LANE_CHUNK if lane is not None else 0)
 
     def after_put(self) -> None:
         """What ``put`` does after queueing (``Producer.send`` queues inline, then calls this
         when no drain is scheduled or ``HANDOFF_CHUNK`` entries are queued)."""
         if self._scheduled:
-            if len(self._queue) >= HANDOFF_CHUNK:
+            if self.backlog() >= HANDOFF_CHUNK:
                 self._wait_drained()
             return
         self._scheduled = True
@@ -139,11 +174,11 @@ class Handoff:
             import pyspark_log.records.columnar_encode  # noqa: F401 - pyarrow, numpy: ~0.3 s once
         drained = self._drained
         drained.clear()
-        if len(self._queue) >= HANDOFF_CHUNK and self._scheduled:  # the drain has not run since
+        if self.backlog() >= HANDOFF_CHUNK and self._scheduled:  # the drain has not run since
             drained.wait(_DRAIN_WAIT_S)
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self.backlog()
 
     def _take(self) -> list[Entry]:
         queue = self._queue
@@ -158,8 +193,12 @@ class Handoff:
             self.abort(ClientClosedError("the producer closed before the record was queued"))
             return
         ignore_keys = target.ignore_keys()
+        self._seal()
         while self._queue:
             entries = self._take()
+            if len(entries) == 1 and entries[0].__class__ is LaneChunk:  # the common case
+                place_chunk(target, entries[0])
+                continue
             keyed = _all_keyed(entries, ignore_keys)
             if keyed is not None:  # the common case: no per-entry loop
                 self._flush_run(entries, *keyed)  # type: ignore[arg-type]
@@ -167,6 +206,10 @@ class Handoff:
             run: list[RecordFuture] = []  # consecutive records of one kind, keyed or sticky
             sticky = False
             for entry in entries:
+                if entry.__class__ is LaneChunk:
+                    self._flush(run, sticky)
+                    place_chunk(target, entry)
+                    continue
                 if entry.__class__ is not RecordFuture:  # the batch API's encoded batches
                     self._flush(run, sticky)
                     tp, batches = entry  # type: ignore[misc]
@@ -262,8 +305,12 @@ class Handoff:
     def abort(self, exc: BaseException) -> None:
         """Fail every queued entry and give its ``buffer.memory`` back."""
         release = self._target.release
+        self._seal()
         while self._queue:
             for entry in self._take():
+                if entry.__class__ is LaneChunk:
+                    fail_chunk(self._target, entry, exc)
+                    continue
                 if entry.__class__ is RecordFuture:
                     release(entry._size)
                     entry(None, exc)
@@ -278,7 +325,7 @@ def _all_keyed(entries: list[Entry], ignore_keys: bool) -> tuple[list[Any], list
     """When all ``entries`` are records with an explicit partition or a key (none sticky, none
     from the batch API): their explicit partitions and (when some have none) their keys, for
     ``_by_partition``; else None. A few C-level passes instead of a Python loop per entry."""
-    if set(map(type, entries)) != _RECORDS_ONLY:
+    if set(map(type, entries)) != _RECORDS_ONLY:  # (a LaneChunk is no record)
         return None
     parts = list(map(_PARTITION, entries))
     if None not in parts:

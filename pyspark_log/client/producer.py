@@ -133,7 +133,7 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        self._handoff = Handoff(self)
+        self._handoff = Handoff(self, self.pool._lock)
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -43,10 +43,10 @@ from pyspark_log.client.admin import (
 from pyspark_log.client.clock import SystemClock
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
-from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
+from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, LaneFuture, RecordFuture
 from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing
 from pyspark_log.client.groups import OffsetAndMetadata
-from pyspark_log.client.handoff import HANDOFF_CHUNK
+from pyspark_log.client.handoff import HANDOFF_CHUNK, LANE_CHUNK
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
@@ -91,6 +91,7 @@ class Producer(_SyncClient):
         self._queue = core._handoff._queue
         self._pool = core.pool
         self._pool_lock = core.pool._lock
+        self._ignore_keys = core.ignore_keys()
         # topics whose metadata send() has seen in ``_meta`` (the cluster replaces its
         # ClusterMetadata on each refresh, so identity tells when to look again)
         self._meta: object = None
@@ -148,7 +149,23 @@ class Producer(_SyncClient):
                 available = pool._available
                 if available >= size:
                     pool._available = available - size
-                    lock.release()
+                    handoff = self._handoff
+                    if key is not None and on_delivery is None and not self._ignore_keys:
+                        # keyed: the row joins the open lane of the topic (handoff.py, lane.py)
+                        lane = handoff._lane
+                        if lane is None or lane.topic != topic:
+                            lane = handoff.new_lane(topic)
+                        rows = lane.rows
+                        pos = len(rows)
+                        rows.append((key, value, time_ns() // 1_000_000, ()))
+                        lane.sizes.append(size)
+                        lock.release()
+                        future = _new_record(LaneFuture)
+                        future._chunk = lane
+                        future._pos = pos
+                        if not handoff._scheduled or pos >= LANE_CHUNK:
+                            handoff.after_put()  # if the loop is gone, its abort() gives the memory back
+                        return future
                     # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
                     # call: the class holds the other attributes' defaults
                     record = _new_record(RecordFuture)
@@ -161,8 +178,12 @@ class Producer(_SyncClient):
                         record._on_delivery = on_delivery
                         record._hooked = True
                     queue = self._queue
-                    queue.append(record)  # Handoff.put, inlined
-                    handoff = self._handoff
+                    lane = handoff._lane
+                    if lane is not None:  # Handoff.put, inlined: the lane's records go first
+                        queue.append(lane)
+                        handoff._lane = None
+                    queue.append(record)
+                    lock.release()
                     if not handoff._scheduled or len(queue) >= HANDOFF_CHUNK:
                         handoff.after_put()  # if the loop is gone, its abort() gives the memory back
                     return record

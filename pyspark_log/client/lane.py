@@ -1,0 +1,122 @@
+"""Placing a sealed lane chunk (``futures.LaneChunk``) on the loop, in bulk and columnar.
+
+The chunk holds the rows of consecutive keyed ``send()`` calls to one topic (no explicit
+partition, headers or timestamp, no ``on_delivery``). Its keys are partitioned as Kafka's
+default partitioner does (``toPositive(murmur2(key)) % partitions``: vectorised over the chunk
+when it is long), the rows are grouped by partition with a stable sort (so each partition keeps
+the order of the ``send`` calls) and each group goes to ``RecordAccumulator.append_many``. No
+per-record object is touched: the chunk keeps the sort's inverse permutation and, per appended
+run, its first sorted position and ``(batch, first index)``; a future finds its batch from those
+only when asked (``LaneFuture``). Futures hooked before placement are put into their batches'
+``thunks`` under ``futures._LOCK`` when the placement is published.
+
+If the topic's metadata vanished, each record is parked as its own ``RecordFuture`` (the
+chunk's ``proxies``), as the one-by-one path parks; if the producer is dead, the records fail
+and their ``buffer.memory`` is given back (``fail_chunk``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from pyspark_log.client import futures
+from pyspark_log.client.futures import LaneChunk, RecordFuture
+from pyspark_log.client.partitioner import partition_for_key
+from pyspark_log.client.types import TopicPartition
+
+if TYPE_CHECKING:
+    from pyspark_log.client.handoff import HandoffTarget
+
+_KEY = itemgetter(0)
+
+# Below this many records a chunk hashes its keys one by one (pure Python murmur2 is cheaper
+# than the vectorised call's fixed cost for a handful of keys).
+VECTORISE_FROM = 48
+
+
+def place_chunk(target: HandoffTarget, chunk: LaneChunk) -> None:
+    """Append the chunk's rows to their partitions' batches and publish where they went."""
+    topic = chunk.topic
+    count = target.cluster_metadata().partition_count(topic)
+    if count is None:
+        _park(target, chunk)
+        return
+    rows, sizes = chunk.rows, chunk.sizes
+    n = len(rows)
+    keys = list(map(_KEY, rows))
+    groups: list[tuple[int, int, int]]  # (partition, first, end) in sorted order
+    if n < VECTORISE_FROM:
+        parts = [partition_for_key(k, count) for k in keys]
+        order = sorted(range(n), key=parts.__getitem__)
+        sorted_parts = [parts[i] for i in order]
+        cuts = [0, *(i for i in range(1, n) if sorted_parts[i] != sorted_parts[i - 1]), n]
+        identity = len(cuts) == 2
+        rank: Any = None
+        if not identity:
+            rank = [0] * n
+            for s, i in enumerate(order):
+                rank[i] = s
+    else:
+        import numpy as np
+
+        from pyspark_log.records.columnar_encode import partitions_for_keys
+
+        hashed = partitions_for_keys(keys, count)
+        order_a = np.argsort(hashed, kind="stable")
+        sorted_a = hashed[order_a]
+        cuts = [0, *(np.flatnonzero(np.diff(sorted_a)) + 1).tolist(), n]
+        identity = len(cuts) == 2
+        sorted_parts = sorted_a.tolist() if not identity else [int(sorted_a[0])] * n
+        order = order_a.tolist()
+        if not identity:
+            rank = np.empty(n, np.intp)
+            rank[order_a] = np.arange(n)
+    if not identity:
+        rows = list(itemgetter(*order)(rows))
+        sizes = list(itemgetter(*order)(sizes))
+    groups = [(sorted_parts[a], a, b) for a, b in itertools.pairwise(cuts)]
+    acc = target.accumulator
+    now = target.now_ms()
+    starts: list[int] = []
+    targets: list[tuple[Any, int]] = []
+    touched: list[TopicPartition] = []
+    wake = False
+    for p, a, b in groups:
+        tp = TopicPartition(topic, p)
+        placed: list[tuple[Any, int, int, int]] = []
+        wake = acc.append_many(tp, rows[a:b], sizes[a:b], [None] * (b - a), now, placed) or wake
+        for batch, position, i, _j in placed:
+            starts.append(a + i)
+            targets.append((batch, position))
+        touched.append(tp)
+    with futures._LOCK:
+        chunk.rank = None if identity else rank
+        chunk.starts = starts
+        chunk.targets = targets
+        chunk.publish()  # nothing fails here
+    target.appended(touched, wake)
+
+
+def _park(target: HandoffTarget, chunk: LaneChunk) -> None:
+    """The topic's metadata vanished: park each record, in order, as a ``RecordFuture``."""
+    topic = chunk.topic
+    proxies = [
+        RecordFuture(topic, None, key, value, ts, headers, size, None)
+        for (key, value, ts, headers), size in zip(chunk.rows, chunk.sizes, strict=True)
+    ]
+    with futures._LOCK:
+        chunk.proxies = proxies
+        chunk.publish()
+    for proxy in proxies:
+        target.append_one(proxy)
+
+
+def fail_chunk(target: HandoffTarget, chunk: LaneChunk, exc: BaseException) -> None:
+    """Fail the chunk's records before placement and give their ``buffer.memory`` back."""
+    target.release(sum(chunk.sizes))
+    with futures._LOCK:
+        chunk.error = exc
+        failed = chunk.publish()
+    futures.notify(failed)
