@@ -27,7 +27,7 @@ import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Generic, TypeVar
 
 from pyspark_log.client.types import Header, RecordMetadata
@@ -230,7 +230,7 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
 
     def __repr__(self) -> str:
         if self.done() and self._outcome is not None:
-            return f"<RecordFuture {self._outcome.metadata(self._index, self._row[2])!r}>"
+            return f"<RecordFuture {self._outcome.metadata(self._index, self.timestamp)!r}>"
         return super().__repr__().replace("DeliveryFuture", "RecordFuture")
 
     def _settled(self) -> bool:
@@ -285,7 +285,7 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
         if self._exc is not None:
             raise self._exc
         if self._value is None and self._outcome is not None:
-            self._value = self._outcome.metadata(self._index, self._row[2])
+            self._value = self._outcome.metadata(self._index, self.timestamp)
         return self._value  # type: ignore[return-value]
 
     def add_done_callback(self, fn: Callable[[DeliveryFuture[RecordMetadata]], None]) -> None:
@@ -310,6 +310,7 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
 
 
 _HOOKED = attrgetter("_hooked")
+_STAMP = itemgetter(2)
 
 
 class LaneChunk:
@@ -325,7 +326,19 @@ class LaneChunk:
     ``error`` (failed before placement), or ``proxies`` (metadata vanished: each record was
     parked as its own ``RecordFuture``)."""
 
-    __slots__ = ("error", "hooked", "placed", "proxies", "rank", "rows", "sizes", "starts", "targets", "topic")
+    __slots__ = (
+        "error",
+        "hooked",
+        "placed",
+        "proxies",
+        "rank",
+        "rows",
+        "sizes",
+        "stamps",
+        "starts",
+        "targets",
+        "topic",
+    )
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
@@ -338,6 +351,7 @@ class LaneChunk:
         self.targets: list[tuple[Any, int]] = []
         self.error: BaseException | None = None
         self.proxies: list[RecordFuture] | None = None
+        self.stamps: list[int] | None = None  # the rows' timestamps, once the rows are let go
 
     def locate(self, pos: int) -> tuple[Any, int]:
         """The batch (before any split) and index of placed record ``pos``."""
@@ -348,9 +362,12 @@ class LaneChunk:
         return batch, first + s - self.starts[k]
 
     def publish(self) -> list[tuple[LaneFuture, Any, Any]]:
-        """Under ``_LOCK``, once placed (or failed: ``error``): hook the futures that asked
-        before. Returns ``(future, event, callbacks)`` of those failed here, for ``notify``
-        outside the lock."""
+        """Under ``_LOCK``, once placed (or failed: ``error``): keep only the rows' timestamps,
+        hook the futures that asked before. Returns ``(future, event, callbacks)`` of those
+        failed here, for ``notify`` outside the lock."""
+        self.stamps = list(map(_STAMP, self.rows))
+        self.rows = []
+        self.sizes = []
         self.placed = True
         hooked, self.hooked = self.hooked, []
         failed: list[tuple[LaneFuture, Any, Any]] = []
@@ -375,14 +392,18 @@ def notify(failed: list[tuple[LaneFuture, Any, Any]]) -> None:
 
 class LaneFuture(RecordFuture):
     """The future of a record sent through a lane: ``(chunk, position)`` until someone asks
-    (see ``LaneChunk``); then it behaves as a ``RecordFuture`` of the batch it was placed in."""
+    (see ``LaneChunk``); then it behaves as a ``RecordFuture`` of the batch it was placed in.
+    It has no ``_row`` (nor ``key``/``value``/``headers``): the chunk keeps only the records'
+    timestamps once placed, so a future kept after its batch completed holds no record bytes."""
 
     _chunk: LaneChunk
     _pos: int
 
-    @property  # a record's row is read, never set, once sent
-    def _row(self) -> tuple[bytes | None, bytes | None, int, tuple[Header, ...]]:  # type: ignore[override]
-        return self._chunk.rows[self._pos]
+    @property
+    def timestamp(self) -> int:
+        chunk = self._chunk
+        stamps = chunk.stamps
+        return stamps[self._pos] if stamps is not None else chunk.rows[self._pos][2]
 
     def _settled(self) -> bool:
         if self._done:

@@ -1,9 +1,14 @@
 """Records from other threads to the producer's loop, a chunk at a time (the sync ``send`` path).
 
 Caller threads (``Producer.send`` / ``send_batch`` in ``sync.py``) append entries to a deque
-(``deque.append`` is atomic: no lock per record) and schedule a drain on the loop only when none
-is pending, so a burst of records costs one loop wake-up. The drain takes every queued entry at
-once and appends them in bulk (``Handoff.drain``):
+and schedule a drain on the loop only when none is pending, so a burst of records costs one loop
+wake-up. The common ``send`` (a key, no partition, headers, timestamp or ``on_delivery``) does
+not queue an entry: under the buffer pool's lock, which it takes anyway to reserve memory, it
+appends the record's row to the open *lane* of its topic (``futures.LaneChunk``), and its future
+is the chunk and a position. Any other entry, and a record of another topic, first seals the
+open lane into the deque (under the same lock), so the deque's order stays the order of the
+calls. The drain seals the open lane and takes every queued entry at once and appends them in
+bulk (``Handoff.drain``); a lane chunk columnar, with no per-record object (``lane.py``):
 
 * runs of records whose partition needs no accumulator state (an explicit ``partition``, or a
   key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is

@@ -93,11 +93,14 @@ def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their
     target = _Target(batch_size=2000)  # several batches per partition at 300 records
     chunk = LaneChunk("t")
     futs = [lane_send(chunk, b"key-%d" % (i * 7919 % 1000), b"v%d" % i) for i in range(n)]
+    sent = list(chunk.rows)
     place_chunk(target, chunk)
+    assert chunk.rows == []  # placed: the chunk keeps the timestamps only
+    assert chunk.stamps == [r[2] for r in sent]
     offsets: dict[int, int] = {}
     for p in range(PARTITIONS):
         rows = [r for b in batches(target, p) for r in b.records]
-        assert [r[1] for r in rows] == [c[1] for c in chunk.rows if partition_for_key(c[0], PARTITIONS) == p]
+        assert [r[1] for r in rows] == [c[1] for c in sent if partition_for_key(c[0], PARTITIONS) == p]
         for b in batches(target, p):
             assert b.thunks == [None] * len(b.records)  # nobody watches: the batch holds no future
             assert not futs[0].done() or p > 0
@@ -105,7 +108,7 @@ def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their
             offsets[p] = offsets.get(p, 0) + len(b.records)
     seen: dict[int, int] = {}
     for i, f in enumerate(futs):
-        p = partition_for_key(chunk.rows[i][0], PARTITIONS)  # type: ignore[arg-type]
+        p = partition_for_key(sent[i][0], PARTITIONS)  # type: ignore[arg-type]
         assert f.result(timeout=0) == RecordMetadata("t", p, 100 * p + seen.get(p, 0), 1000 + i)
         seen[p] = seen.get(p, 0) + 1
 
