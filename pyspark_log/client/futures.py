@@ -396,6 +396,9 @@ class LaneFuture(RecordFuture):
     It has no ``_row`` (nor ``key``/``value``/``headers``): the chunk keeps only the records'
     timestamps once placed, so a future kept after its batch completed holds no record bytes."""
 
+    # slots: a future nobody asks about is created and freed without an instance dict
+    __slots__ = ("_chunk", "_pos")
+
     _chunk: LaneChunk
     _pos: int
 
