@@ -451,8 +451,18 @@ class LaneFuture(RecordFuture):
         proxy._watch()
 
     def _from_proxy(self, proxy: DeliveryFuture[RecordMetadata]) -> None:
+        """The parked proxy completed: complete this (a reader may have copied the outcome
+        already, lazily) and run what waits on it, once."""
         exc = proxy._exc
-        self._finish(None if exc is not None else proxy.result(), exc)
+        value = None if exc is not None else proxy.result()
+        with _LOCK:
+            if not self._done:
+                self._value, self._exc, self._done = value, exc, True
+            event, callbacks, self._callbacks = self._event, self._callbacks, None
+        if event is not None:
+            event.set()
+        for fn in callbacks or ():
+            self._run_callback(fn)
 
 
 _SETTLED_HERE = frozenset((RecordFuture, LaneFuture))

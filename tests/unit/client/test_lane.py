@@ -189,6 +189,22 @@ def test_a_topic_without_metadata_parks_each_record_in_order_and_its_future_foll
     assert futs[2].result(timeout=0) == RecordMetadata("t", 1, 12, 1002)
 
 
+def test_a_parked_future_read_lazily_as_its_proxy_completes_still_runs_its_callbacks() -> None:
+    target = _Target(count=None)
+    chunk = LaneChunk("t")
+    fut = lane_send(chunk, b"k", b"v")
+    place_chunk(target, chunk)
+    calls: list[RecordMetadata] = []
+    fut.add_done_callback(lambda f: calls.append(f.result()))
+    (proxy,) = target.parked
+    meta = RecordMetadata("t", 0, 5, 1000)
+    proxy._value, proxy._done = meta, True  # completed, its callbacks not run yet ...
+    assert fut.done()  # ... when another thread reads the future
+    assert calls == []
+    fut._from_proxy(proxy)  # the proxy's callback
+    assert calls == [meta]
+
+
 def test_lane_one_by_one_and_batch_api_records_of_two_topics_keep_partition_order() -> None:
     fake = FakeCluster(1, topics={"t": 3, "u": 2})
     sent: list[tuple[str, int | None, bytes | None, bytes]] = []
