@@ -192,13 +192,13 @@ class Handoff:
     def drain(self) -> None:
         """Append everything queued (on the loop), in order."""
         self._scheduled = False
+        self._seal()  # before a waiting caller goes on: it then fills a new lane, not this one
         self._drained.set()
         target = self._target
         if target.is_dead():
             self.abort(ClientClosedError("the producer closed before the record was queued"))
             return
         ignore_keys = target.ignore_keys()
-        self._seal()
         while self._queue:
             entries = self._take()
             if len(entries) == 1 and entries[0].__class__ is LaneChunk:  # the common case
