@@ -41,18 +41,15 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import LaneChunk, RecordFuture, link_records
-from pyspark_log.client.lane import fail_chunk, place_chunk
+from pyspark_log.client.lane import PlacementTarget, fail_chunk, place_chunk
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
-
-if TYPE_CHECKING:
-    from pyspark_log.client.cluster import ClusterMetadata
 
 # A record (the sync send()'s ``RecordFuture``), a sealed lane chunk of keyed send()s, or the
 # batch API's encoded batches of a partition.
@@ -79,20 +76,13 @@ _DRAIN_WAIT_S = 0.05
 VECTORISE_KEYS_FROM = 48
 
 
-class HandoffTarget(Protocol):
+class HandoffTarget(PlacementTarget, Protocol):
     """What the drain needs of ``AsyncProducer`` (a protocol: no import cycle)."""
 
-    @property
-    def accumulator(self) -> RecordAccumulator: ...
-    def cluster_metadata(self) -> ClusterMetadata: ...
     def ignore_keys(self) -> bool: ...
-    def now_ms(self) -> float: ...
-    def append_one(self, record: RecordFuture) -> None: ...
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None: ...
     def sticky_partition(self, topic: str, count: int) -> int: ...
     def sticky_next(self, topic: str, count: int, previous: int) -> int: ...
-    def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
-    def release(self, reserved: int) -> None: ...
     def is_dead(self) -> bool: ...
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark_log.client import futures
 from pyspark_log.client.futures import LaneChunk, RecordFuture
@@ -27,16 +27,30 @@ from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import TopicPartition
 
 if TYPE_CHECKING:
-    from pyspark_log.client.handoff import HandoffTarget
+    from pyspark_log.client.accumulator import RecordAccumulator
+    from pyspark_log.client.cluster import ClusterMetadata
 
 _KEY = itemgetter(0)
+
+
+class PlacementTarget(Protocol):
+    """What placing a chunk needs of ``AsyncProducer`` (``handoff.HandoffTarget`` extends it)."""
+
+    @property
+    def accumulator(self) -> RecordAccumulator: ...
+    def cluster_metadata(self) -> ClusterMetadata: ...
+    def now_ms(self) -> float: ...
+    def append_one(self, record: RecordFuture) -> None: ...
+    def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
+    def release(self, reserved: int) -> None: ...
+
 
 # Below this many records a chunk hashes its keys one by one (pure Python murmur2 is cheaper
 # than the vectorised call's fixed cost for a handful of keys).
 VECTORISE_FROM = 48
 
 
-def place_chunk(target: HandoffTarget, chunk: LaneChunk) -> None:
+def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     """Append the chunk's rows to their partitions' batches and publish where they went."""
     topic = chunk.topic
     count = target.cluster_metadata().partition_count(topic)
@@ -99,7 +113,7 @@ def place_chunk(target: HandoffTarget, chunk: LaneChunk) -> None:
     target.appended(touched, wake)
 
 
-def _park(target: HandoffTarget, chunk: LaneChunk) -> None:
+def _park(target: PlacementTarget, chunk: LaneChunk) -> None:
     """The topic's metadata vanished: park each record, in order, as a ``RecordFuture``."""
     topic = chunk.topic
     proxies = [
@@ -113,7 +127,7 @@ def _park(target: HandoffTarget, chunk: LaneChunk) -> None:
         target.append_one(proxy)
 
 
-def fail_chunk(target: HandoffTarget, chunk: LaneChunk, exc: BaseException) -> None:
+def fail_chunk(target: PlacementTarget, chunk: LaneChunk, exc: BaseException) -> None:
     """Fail the chunk's records before placement and give their ``buffer.memory`` back."""
     target.release(sum(chunk.sizes))
     with futures._LOCK:
