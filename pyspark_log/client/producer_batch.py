@@ -288,24 +288,27 @@ class ColumnarSection:
 
 def encode_sections(batches: Iterable[ProducerBatch]) -> None:
     """Give the ``send()`` batches among ``batches`` (not encoded yet, no headers) their records
-    section, all in one ``row_encode.encode_rows`` pass when together they
-    hold at least ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of
-    one Produce request, so the pass's fixed cost is shared). Byte-identical to
-    ``encode_batch``'s records; the header, compression and CRC come in ``encode``."""
+    section, all in one ``row_encode`` pass when together they hold at least
+    ``COLUMNAR_ENCODE_FROM`` records (the sender calls this with the batches of one Produce
+    request, so the pass's fixed cost is shared). Byte-identical to ``encode_batch``'s records;
+    the header, compression and CRC come in ``encode``."""
     todo = [b for b in batches if b.section is None and b.encoded is None and b.records]
-    if sum(len(b.records) for b in todo) < COLUMNAR_ENCODE_FROM:
-        return
-    rows = list(chain.from_iterable(b.records for b in todo))
-    rows_only = _all_rows(rows)
-    if not rows_only or any(map(_ROW_HEADERS, rows)):  # (the common case checks all rows at once)
-        todo = [b for b in todo if not _has_headers(b.records)]
-        rows = list(map(as_row, chain.from_iterable(b.records for b in todo)))
     counts = [len(b.records) for b in todo]
     if sum(counts) < COLUMNAR_ENCODE_FROM:
         return
-    from pyspark_log.records.row_encode import encode_rows  # numpy, pyarrow: on first use
+    from pyspark_log.records import row_encode  # numpy, pyarrow: on first use
 
-    sections = encode_rows(rows, list(accumulate(counts, initial=0)))
+    rows = list(chain.from_iterable(b.records for b in todo))
+    # The common case (bytes keys and values, no headers) is checked by the encoder itself,
+    # in the same passes that read the rows.
+    sections = row_encode.encode_plain_rows(rows, list(accumulate(counts, initial=0)))
+    if sections is None:
+        todo = [b for b in todo if not _has_headers(b.records)]
+        counts = [len(b.records) for b in todo]
+        if sum(counts) < COLUMNAR_ENCODE_FROM:
+            return
+        rows = list(map(as_row, chain.from_iterable(b.records for b in todo)))
+        sections = row_encode.encode_rows(rows, list(accumulate(counts, initial=0)))
     for i, batch in enumerate(todo):
         batch.section = ColumnarSection(
             sections.section(i), counts[i], int(sections.base_timestamp[i]), int(sections.max_timestamp[i])

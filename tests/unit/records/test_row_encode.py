@@ -9,6 +9,7 @@ for rows with null keys or values and headers.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,3 +117,87 @@ def test_bad_starts_are_refused(starts: list[int]) -> None:
     rows = [(b"a", b"b", TS_BASE, ())] * 2
     with pytest.raises(ValueError, match="starts"):
         row_encode.encode_plain_rows(rows, np.array(starts))
+
+
+def _expected(rows: list, starts: list[int]) -> list[bytes]:
+    records = [ProducerRecord(k, v, ts, h) for k, v, ts, h in rows]
+    return [encode_batch(records[a:z]) for a, z in itertools.pairwise(starts)]
+
+
+@pytest.mark.parametrize("records_per_run", [0, 10**9], ids=["runs", "struct"])
+@pytest.mark.parametrize(
+    ("key_of", "value_of", "batches"),
+    [
+        (lambda i: b"k%d" % i, lambda i: b"x" * 100, 3),  # one value length, heads in long runs
+        (lambda i: b"key-%04d" % i, lambda i: b"", 7),  # empty values
+        (lambda i: b"", lambda i: b"v" * (i % 70), 2),  # empty keys, value lengths across 64
+        (lambda i: b"K" * 100, lambda i: b"v" * (i % 200), 3),  # one key length of two varint bytes
+        (lambda i: b"k" * (i % 3), lambda i: b"v" * (i % 3), 300),  # many short batches
+    ],
+    ids=["same-lengths", "empty-values", "empty-keys", "long-keys", "short-batches"],
+)
+def test_heads_cut_by_runs_or_by_struct_are_identical(
+    monkeypatch: pytest.MonkeyPatch, records_per_run: int, key_of: Any, value_of: Any, batches: int
+) -> None:
+    monkeypatch.setattr(row_encode, "_RECORDS_PER_RUN", records_per_run)
+    n = 1500
+    rows = [(key_of(i), value_of(i), TS_BASE + i // 7 - (i % 5), ()) for i in range(n)]
+    starts = [n * b // batches for b in range(batches + 1)]
+    sections = row_encode.encode_plain_rows(rows, starts)
+    assert sections is not None
+    assert _batches(rows, sections, starts) == _expected(rows, starts)
+
+
+@pytest.mark.parametrize(
+    ("key_len", "value_len", "ts_step"),
+    [
+        (70, 9000, 1),  # two-byte key lengths, three-byte record lengths
+        (9000, 10, 1),  # three-byte key lengths
+        (3, 20, 1 << 20),  # timestamp deltas of four bytes and more: heads past 8 bytes
+        (3, 20, -(1 << 30)),  # negative timestamp deltas
+        (200, 70_000, 1 << 24),  # wide everything, heads of up to 16 bytes
+    ],
+)
+def test_wide_varints(key_len: int, value_len: int, ts_step: int) -> None:
+    n = 300
+    rows = [(b"k" * (key_len + i % 2), b"v" * (value_len - i % 3), TS_BASE + ts_step * (i % 11), ()) for i in range(n)]
+    starts = [0, 1, 100, n]
+    sections = row_encode.encode_plain_rows(rows, starts)
+    assert sections is not None
+    assert _batches(rows, sections, starts) == _expected(rows, starts)
+
+
+def test_batches_of_more_than_8192_records() -> None:
+    """Offset deltas of three bytes (past the precomputed two-byte table)."""
+    n = 20_000
+    rows = [(b"k%d" % (i % 10), b"v", TS_BASE, ()) for i in range(n)]
+    starts = [0, 5, n]
+    sections = row_encode.encode_plain_rows(rows, starts)
+    assert sections is not None
+    assert _batches(rows, sections, starts) == _expected(rows, starts)
+
+
+@pytest.mark.parametrize("ts_step", [1 << 50, 1 << 56, -(1 << 62)])
+def test_heads_over_16_bytes_take_the_arrow_encoder(ts_step: int) -> None:
+    rows = [(b"k" * 70, b"v" * 9000, TS_BASE + ts_step * (i % 2), ()) for i in range(80)]
+    starts = [0, 80]
+    assert row_encode.encode_plain_rows(rows, starts) is None
+    assert _batches(rows, row_encode.encode_rows(rows, starts), starts) == _expected(rows, starts)
+
+
+class _Fields:
+    """A ``RecordFields`` that is not a tuple (like the producer's ``RecordFuture``)."""
+
+    def __init__(self, key: bytes, value: bytes, timestamp: int) -> None:
+        self.key, self.value, self.timestamp, self.headers = key, value, timestamp, ()
+
+
+def test_record_fields_objects_among_the_row_tuples() -> None:
+    rows: list[Any] = [(b"k%d" % i, b"v" * i, TS_BASE + i, ()) for i in range(300)]
+    rows[7] = _Fields(*rows[7][:3])
+    rows[-1] = ProducerRecord(*rows[-1])
+    starts = [0, 150, 300]
+    sections = row_encode.encode_plain_rows(rows, starts)
+    assert sections is not None
+    plain = [(r.key, r.value, r.timestamp, ()) if isinstance(r, _Fields) else tuple(r) for r in rows]
+    assert _batches(plain, sections, starts) == _expected(plain, starts)
