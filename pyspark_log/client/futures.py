@@ -62,11 +62,14 @@ class DeliveryFuture(Generic[T]):
     def set_exception(self, exc: BaseException) -> None:
         self._finish(None, exc)
 
-    def _finish(self, value: T | None, exc: BaseException | None) -> None:
+    def _finish(self, value: T | None, exc: BaseException | None, *, wake_if_done: bool = False) -> None:
+        """Complete (once) and wake waiters and callbacks; ``wake_if_done``: wake them even when a
+        reader already marked it done without waking anyone (a lazily settled ``LaneFuture``)."""
         with _LOCK:
-            if self._done:
+            if not self._done:
+                self._value, self._exc, self._done = value, exc, True
+            elif not wake_if_done:
                 return
-            self._value, self._exc, self._done = value, exc, True
             event, callbacks, self._callbacks = self._event, self._callbacks, None
         if event is not None:
             event.set()
@@ -454,15 +457,7 @@ class LaneFuture(RecordFuture):
         """The parked proxy completed: complete this (a reader may have copied the outcome
         already, lazily) and run what waits on it, once."""
         exc = proxy._exc
-        value = None if exc is not None else proxy.result()
-        with _LOCK:
-            if not self._done:
-                self._value, self._exc, self._done = value, exc, True
-            event, callbacks, self._callbacks = self._event, self._callbacks, None
-        if event is not None:
-            event.set()
-        for fn in callbacks or ():
-            self._run_callback(fn)
+        self._finish(None if exc is not None else proxy.result(), exc, wake_if_done=True)
 
 
 _SETTLED_HERE = frozenset((RecordFuture, LaneFuture))
