@@ -104,9 +104,10 @@ class Handoff:
         self._loop = loop
 
     def put(self, entry: Entry) -> None:
-        """Queue ``entry`` (any thread) and make sure a drain will see it. Lock-free: the drain
-        clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller that
-        saw ``_scheduled`` set is always taken by that drain or a later one."""
+        """Queue ``entry`` (any thread) behind the open lane and make sure a drain will see it.
+        The lock only orders the entry after the lane's records; scheduling is lock-free: the
+        drain clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller
+        that saw ``_scheduled`` set is always taken by that drain or a later one."""
         with self._lock:
             lane = self._lane
             if lane is not None:  # records sent before this one go first
