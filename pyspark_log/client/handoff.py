@@ -109,27 +109,26 @@ class Handoff:
         drain clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller
         that saw ``_scheduled`` set is always taken by that drain or a later one."""
         with self._lock:
-            lane = self._lane
-            if lane is not None:  # records sent before this one go first
-                self._queue.append(lane)
-                self._lane = None
+            self._seal_locked()  # records sent before this one go first
             self._queue.append(entry)
         self.after_put()
 
     def new_lane(self, topic: str) -> LaneChunk:
         """Under ``_lock``: seal the open lane (queued) and open one for ``topic``."""
-        lane = self._lane
-        if lane is not None:
-            self._queue.append(lane)
+        self._seal_locked()
         lane = self._lane = LaneChunk(topic)
         return lane
 
+    def _seal_locked(self) -> None:
+        """Under ``_lock``: queue the open lane, if any (``Producer.send`` inlines this)."""
+        lane = self._lane
+        if lane is not None:
+            self._queue.append(lane)
+            self._lane = None
+
     def _seal(self) -> None:
         with self._lock:
-            lane = self._lane
-            if lane is not None:
-                self._queue.append(lane)
-                self._lane = None
+            self._seal_locked()
 
     def backlog(self) -> int:
         """Entries queued plus records in the open lane in ``HANDOFF_CHUNK`` units (see
