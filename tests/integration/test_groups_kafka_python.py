@@ -4,8 +4,11 @@ that closes hands them over, committed offsets are read back, and the admin call
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import kafka
@@ -33,7 +36,92 @@ def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap_servers
 
 
-def kp_member(name: str, bootstrap: str, group: str, topic: str, **extra: Any) -> tuple[Member, Any]:
+class PolledInThread:
+    """A kafka-python consumer owned by a thread that polls it without pause, as applications run
+    one: other threads hand it calls (``call``) instead of touching the consumer themselves.
+
+    Why not poll two consumers in turn from the test's thread: kafka-python 3.0.12 runs a member's
+    JoinGroup and SyncGroup as one task on its network thread, and when that task completes while
+    no ``poll()`` is waiting for it, the next ``poll()`` drops the result and sends a new JoinGroup.
+    The group's leader rejoining makes the coordinator rebalance the whole group (as Kafka's does),
+    so a leader that was outside ``poll()`` whenever its task completed kept its group rebalancing
+    for over 90 s on a loaded machine. Polled without pause, a member is nearly always inside
+    ``poll()``."""
+
+    POLL_MS = 100
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+        self._calls: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
+        self._received: list[bytes] = []
+        self._assignment: frozenset[tuple[str, int]] = frozenset()
+        self._lock = threading.Lock()
+        self._polled = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"poll-{consumer.config['client_id']}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._poll_until_stopped()
+        except BaseException as exc:  # raised to the test by the next take_received or call
+            self._error = exc
+            self._polled.set()
+
+    def _poll_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            while not self._calls.empty():
+                fn, future = self._calls.get()
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to the caller of call()
+                    future.set_exception(exc)
+            if self._stop.is_set():
+                break
+            batches = self.consumer.poll(timeout_ms=self.POLL_MS)
+            values = [r.value for records in batches.values() for r in records]
+            assignment = frozenset((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            with self._lock:
+                self._received.extend(values)
+                self._assignment = assignment
+            self._polled.set()
+
+    def call(self, fn: Callable[[], Any], timeout_s: float = 60) -> Any:
+        """Run ``fn`` on the polling thread between two polls; its result or its exception."""
+        self._raise_if_dead()
+        future: Future[Any] = Future()
+        self._calls.put((fn, future))
+        return future.result(timeout_s)
+
+    def _raise_if_dead(self) -> None:
+        if self._error is not None:
+            raise AssertionError("the polling thread failed") from self._error
+
+    def take_received(self) -> list[bytes]:
+        """Wait for the next poll to finish (at most a second), then what arrived since last asked."""
+        self._polled.wait(1.0)
+        self._polled.clear()
+        self._raise_if_dead()
+        with self._lock:
+            values, self._received = self._received, []
+        return values
+
+    def assignment(self) -> set[tuple[str, int]]:
+        with self._lock:
+            return set(self._assignment)
+
+    def close(self) -> None:
+        """Close the consumer (leaving its group) on its thread and stop the thread; idempotent."""
+        if self._thread.is_alive() and not self._stop.is_set():
+            try:
+                self.call(self.consumer.close)
+            finally:
+                self._stop.set()
+                self._thread.join(30)
+
+
+def kp_member(name: str, bootstrap: str, group: str, topic: str, **extra: Any) -> tuple[Member, PolledInThread]:
     consumer = kafka.KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -45,23 +133,19 @@ def kp_member(name: str, bootstrap: str, group: str, topic: str, **extra: Any) -
         heartbeat_interval_ms=300,
         **extra,
     )
-
-    def poll_once() -> list[bytes]:
-        batches = consumer.poll(timeout_ms=50)
-        return [r.value for records in batches.values() for r in records]
-
-    member = Member(name, poll_once, lambda: {(tp.topic, tp.partition) for tp in consumer.assignment()})
-    return member, consumer
+    polled = PolledInThread(consumer)
+    return Member(name, polled.take_received, polled.assignment), polled
 
 
-def commit_when_stable(members: list[Member], consumers: list[Any], timeout_s: float = 90) -> None:
+def commit_when_stable(members: list[Member], consumers: list[PolledInThread], timeout_s: float = 90) -> None:
     """Commit every consumer; a client may still be finishing a rebalance it started itself (e.g.
-    after a metadata refresh): poll, as kafka-python's RebalanceInProgressError advises, and retry."""
+    after a metadata refresh): let it poll, as kafka-python's RebalanceInProgressError advises,
+    and retry."""
     deadline = time.monotonic() + timeout_s
     pending = list(consumers)
     while pending:
         try:
-            pending[0].commit()
+            pending[0].call(pending[0].consumer.commit)
             pending.pop(0)
         except (kafka.errors.RebalanceInProgressError, kafka.errors.CommitFailedError):
             assert time.monotonic() < deadline, "the group did not settle"
@@ -102,6 +186,7 @@ def test_kafka_python_group_splits_commits_and_hands_over(bootstrap: str) -> Non
         c2.close()
         drive([m1], lambda: m1.assignment() == {(topic, p) for p in range(4)}, timeout_s=90)
     finally:
+        c2.close()
         c1.close()
     drive([], lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", timeout_s=90)
     assert admin.delete_groups([group])[group] == "OK"

@@ -138,7 +138,9 @@ def test_freeze_collects_start_up_garbage_first_and_leaves_the_collector_on() ->
     before = cycle()  # garbage made during start-up: collected, not frozen
     result = freeze_start_up_heap()
     assert before() is None
-    assert result.frozen == gc.get_freeze_count() > 0
+    # Frozen objects can still be freed by reference counting (a thread left by an earlier test
+    # dropping its last reference), so the count may only have shrunk since the freeze.
+    assert 0 < gc.get_freeze_count() <= result.frozen
     assert gc.isenabled()
     after = cycle()  # made while serving: still collected
     gc.collect()
