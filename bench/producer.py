@@ -2,7 +2,7 @@
 producer, measured in the same run against the same broker (issue #14).
 
     .venv/bin/python bench/producer.py [--records-100b 1000000] [--records-1kb 200000]
-        [--partitions 3] [--rounds 1]
+        [--partitions 3] [--rounds 1] [--no-keys]
 
 Starts a broker with ``EmbeddedBroker`` on a temp dir. For 100 B and 1 KiB values (keys
 ``k<i>``, no compression) and for acks=1 (``enable.idempotence=false``) and acks=all with
@@ -12,7 +12,9 @@ to the end of ``flush`` after one warm-up record (connections up, producer id ac
 * ``send``        pylog ``Producer.send`` per record (a ``DeliveryFuture`` per record);
 * ``send_batch``  pylog ``Producer.send_batch`` of a ``pyarrow.Table`` of the same records in
                   chunks of 100,000 rows (keys partitioned by murmur2, encoded from the columns);
-* ``confluent``   confluent-kafka (librdkafka) ``produce`` per record, ``poll(0)`` every 1000.
+* ``confluent``   confluent-kafka (librdkafka) ``produce`` per record, ``poll(0)`` every 1000;
+* with ``--no-keys`` also ``send_nk`` and ``confluent_nk``: the same without keys (sticky
+                  partitioning in both clients).
 
 All use linger.ms=5, batch.size=1 MiB (librdkafka: batch.size 1000000), 5 requests in flight.
 Printed: records/s and MB/s (value bytes) per run, and the ratios send/confluent (target >= 0.4)
@@ -66,6 +68,18 @@ def run_send(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: b
         return time.perf_counter() - start
 
 
+def run_send_no_key(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
+    """``send()`` without keys: the sticky partitioner's records (as many as ``keys``)."""
+    with Producer(_pylog_config(bs, idempotent)) as p:
+        p.send(topic, value).result()
+        send = p.send
+        start = time.perf_counter()
+        for _ in keys:
+            send(topic, value)
+        p.flush()
+        return time.perf_counter() - start
+
+
 def run_send_batch(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
     tables = []
     for lo in range(0, len(keys), CHUNK_ROWS):
@@ -80,7 +94,11 @@ def run_send_batch(bs: str, topic: str, keys: list[bytes], value: bytes, idempot
         return time.perf_counter() - start
 
 
-def run_confluent(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
+def run_confluent_no_key(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
+    return run_confluent(bs, topic, keys, value, idempotent, keyed=False)
+
+
+def run_confluent(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool, keyed: bool = True) -> float:
     import confluent_kafka
 
     p = confluent_kafka.Producer(
@@ -101,7 +119,7 @@ def run_confluent(bs: str, topic: str, keys: list[bytes], value: bytes, idempote
     for i, key in enumerate(keys):
         while True:
             try:
-                produce(topic, value, key)
+                produce(topic, value, key if keyed else None)
                 break
             except BufferError:
                 poll(0.01)
@@ -113,6 +131,7 @@ def run_confluent(bs: str, topic: str, keys: list[bytes], value: bytes, idempote
 
 Runner = Callable[[str, str, list[bytes], bytes, bool], float]
 RUNNERS: list[tuple[str, Runner]] = [("confluent", run_confluent), ("send", run_send), ("send_batch", run_send_batch)]
+NO_KEY_RUNNERS: list[tuple[str, Runner]] = [("confluent_nk", run_confluent_no_key), ("send_nk", run_send_no_key)]
 
 
 def main() -> None:
@@ -121,7 +140,9 @@ def main() -> None:
     ap.add_argument("--records-1kb", type=int, default=200_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--no-keys", action="store_true", help="also send() and confluent-kafka without keys (sticky)")
     args = ap.parse_args()
+    runners = RUNNERS + (NO_KEY_RUNNERS if args.no_keys else [])
     best: dict[tuple[int, bool, str], float] = {}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(tmp, python=sys.executable) as broker:
         bs = broker.bootstrap_servers
@@ -131,7 +152,7 @@ def main() -> None:
             for idem in (False, True):
                 mode = "acks=all+idempotence" if idem else "acks=1"
                 for rnd in range(args.rounds):
-                    for name, runner in RUNNERS:
+                    for name, runner in runners:
                         secs = runner(bs, _topic(bs, args.partitions), keys, value, idem)
                         rate = count / secs
                         best[(size, idem, name)] = max(best.get((size, idem, name), 0.0), rate)
@@ -152,6 +173,12 @@ def main() -> None:
                 f"  {size:5d} B {mode:21s} confluent {base:11,.0f}/s  send {send:11,.0f}/s ({send / base:4.2f}x, "
                 f"target 0.4)  send_batch {batch:11,.0f}/s ({batch / base:4.2f}x, target 1.0)"
             )
+            if args.no_keys:
+                base_nk, send_nk = best[(size, idem, "confluent_nk")], best[(size, idem, "send_nk")]
+                print(
+                    f"  {size:5d} B {mode:21s} without keys: confluent {base_nk:11,.0f}/s  "
+                    f"send {send_nk:11,.0f}/s ({send_nk / base_nk:4.2f}x)"
+                )
 
 
 if __name__ == "__main__":

@@ -339,12 +339,14 @@ class LaneChunk:
         "sizes",
         "stamps",
         "starts",
+        "sticky",
         "targets",
         "topic",
     )
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, sticky: bool = False) -> None:
         self.topic = topic
+        self.sticky = sticky  # partitioned by the sticky partitioner (no keys, or keys ignored)
         self.rows: list[tuple[bytes | None, bytes | None, int, tuple[Header, ...]]] = []
         self.sizes: list[int] = []
         self.placed = False

@@ -2,10 +2,11 @@
 
 Caller threads (``Producer.send`` / ``send_batch`` in ``sync.py``) append entries to a deque
 and schedule a drain on the loop only when none is pending, so a burst of records costs one loop
-wake-up. The common ``send`` (a key, no partition, headers, timestamp or ``on_delivery``) does
-not queue an entry: under the buffer pool's lock, which it takes anyway to reserve memory, it
-appends the record's row to the open *lane* of its topic (``futures.LaneChunk``), and its future
-is the chunk and a position. Any other entry, and a record of another topic, first seals the
+wake-up. The common ``send`` (no partition, headers, timestamp or ``on_delivery``) does not
+queue an entry: under the buffer pool's lock, which it takes anyway to reserve memory, it
+appends the record's row to the open *lane* of its topic (``futures.LaneChunk``; keyed rows and
+rows for the sticky partitioner have lanes of their own), and its future is the chunk and a
+position. Any other entry, a record of another topic or of the other kind, first seals the
 open lane into the deque (under the same lock), so the deque's order stays the order of the
 calls. The drain seals the open lane and takes every queued entry at once and appends them in
 bulk (``Handoff.drain``); a lane chunk columnar, with no per-record object (``lane.py``):
@@ -51,7 +52,7 @@ from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
 
-# A record (the sync send()'s ``RecordFuture``), a sealed lane chunk of keyed send()s, or the
+# A record (the sync send()'s ``RecordFuture``), a sealed lane chunk of send()s, or the
 # batch API's encoded batches of a partition.
 Entry = RecordFuture | LaneChunk | tuple[TopicPartition, list[ProducerBatch]]
 
@@ -65,7 +66,7 @@ _KEY = itemgetter(0)
 # A caller waits for the loop to take its queued entries when this many are queued
 # (``Handoff._wait_drained``), for at most ``_DRAIN_WAIT_S``.
 HANDOFF_CHUNK = 256
-# The same for records in the open lane (``Producer.send``'s keyed records): they hold no
+# The same for records in the open lane (``Producer.send``'s common case): they hold no
 # per-record object the collector tracks, so they may wait in larger chunks, which amortise the
 # drain's vectorised calls.
 LANE_CHUNK = 1024
@@ -81,8 +82,6 @@ class HandoffTarget(PlacementTarget, Protocol):
 
     def ignore_keys(self) -> bool: ...
     def append_columns(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None: ...
-    def sticky_partition(self, topic: str, count: int) -> int: ...
-    def sticky_next(self, topic: str, count: int, previous: int) -> int: ...
     def is_dead(self) -> bool: ...
 
 
@@ -113,10 +112,11 @@ class Handoff:
             self._queue.append(entry)
         self.after_put()
 
-    def new_lane(self, topic: str) -> LaneChunk:
-        """Under ``_lock``: seal the open lane (queued) and open one for ``topic``."""
+    def new_lane(self, topic: str, sticky: bool = False) -> LaneChunk:
+        """Under ``_lock``: seal the open lane (queued) and open one for ``topic``, keyed or
+        ``sticky`` (null keys, or ``partitioner.ignore.keys``)."""
         self._seal_locked()
-        lane = self._lane = LaneChunk(topic)
+        lane = self._lane = LaneChunk(topic, sticky)
         return lane
 
     def _seal_locked(self) -> None:

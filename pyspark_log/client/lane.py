@@ -1,13 +1,16 @@
 """Placing a sealed lane chunk (``futures.LaneChunk``) on the loop, in bulk and columnar.
 
-The chunk holds the rows of consecutive keyed ``send()`` calls to one topic (no explicit
-partition, headers or timestamp, no ``on_delivery``). Its keys are partitioned as Kafka's
-default partitioner does (``toPositive(murmur2(key)) % partitions``: vectorised over the chunk
-when it is long), the rows are grouped by partition with a stable sort (so each partition keeps
-the order of the ``send`` calls) and each group goes to ``RecordAccumulator.append_many``. No
-per-record object is touched: the chunk keeps the sort's inverse permutation and, per appended
-run, its first sorted position and ``(batch, first index)``; a future finds its batch from those
-only when asked (``LaneFuture``). Futures hooked before placement are put into their batches'
+The chunk holds the rows of consecutive ``send()`` calls to one topic (no explicit partition,
+headers or timestamp, no ``on_delivery``), all keyed or all ``sticky`` (no key, or keys that
+``partitioner.ignore.keys`` ignores). A sticky chunk fills the sticky partition's open batch and
+moves the sticky partition on where a row needs a new batch (KIP-480, ``_place_sticky``). A
+keyed chunk's keys are partitioned as Kafka's default partitioner does
+(``toPositive(murmur2(key)) % partitions``: vectorised over the chunk when it is long), the rows
+are grouped by partition with a stable sort (so each partition keeps the order of the ``send``
+calls) and each group goes to ``RecordAccumulator.append_many``. No per-record object is
+touched: the chunk keeps the sort's inverse permutation (none for a sticky chunk) and, per
+appended run, its first sorted position and ``(batch, first index)``; a future finds its batch
+from those only when asked (``LaneFuture``). Futures hooked before placement are put into their batches'
 ``thunks`` under ``futures._LOCK`` when the placement is published.
 
 If the topic's metadata vanished, each record is parked as its own ``RecordFuture`` (the
@@ -17,6 +20,7 @@ and their ``buffer.memory`` is given back (``fail_chunk``).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +45,8 @@ class PlacementTarget(Protocol):
     def cluster_metadata(self) -> ClusterMetadata: ...
     def now_ms(self) -> float: ...
     def append_one(self, record: RecordFuture) -> None: ...
+    def sticky_partition(self, topic: str, count: int) -> int: ...
+    def sticky_next(self, topic: str, count: int, previous: int) -> int: ...
     def appended(self, tps: list[TopicPartition], wake_sender: bool) -> None: ...
     def release(self, reserved: int) -> None: ...
 
@@ -56,6 +62,9 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     count = target.cluster_metadata().partition_count(topic)
     if count is None:
         _park(target, chunk)
+        return
+    if chunk.sticky:
+        _place_sticky(target, chunk, count)
         return
     rows, sizes = chunk.rows, chunk.sizes
     n = len(rows)
@@ -107,6 +116,53 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
         touched.append(tp)
     with futures._LOCK:
         chunk.rank = None if identity else rank
+        chunk.starts = starts
+        chunk.targets = targets
+        chunk.publish()  # nothing fails here
+    target.appended(touched, wake)
+
+
+def _place_sticky(target: PlacementTarget, chunk: LaneChunk, count: int) -> None:
+    """A chunk of records without keys (or with keys ``partitioner.ignore.keys`` ignores):
+    sticky partitioning (KIP-480) as ``Handoff._flush_sticky`` does it for queued records. The
+    rows fill the open batch of the topic's sticky partition while it has room; the row that
+    would need a new batch moves the sticky partition on and opens a batch there. The rows keep
+    their order, so the chunk's sorted positions are its positions (no ``rank``)."""
+    topic = chunk.topic
+    rows, sizes = chunk.rows, chunk.sizes
+    acc = target.accumulator
+    now = target.now_ms()
+    cum = list(itertools.accumulate(sizes, initial=0))
+    starts: list[int] = []
+    targets: list[tuple[Any, int]] = []
+    touched: list[TopicPartition] = []
+    wake = False
+
+    def put(tp: TopicPartition, a: int, b: int) -> bool:
+        placed: list[tuple[Any, int, int, int]] = []
+        opened = acc.append_many(tp, rows[a:b], sizes[a:b], [None] * (b - a), now, placed)
+        for batch, position, i, _j in placed:
+            starts.append(a + i)
+            targets.append((batch, position))
+        touched.append(tp)
+        return opened
+
+    i, n = 0, len(rows)
+    while i < n:
+        p = target.sticky_partition(topic, count)
+        tp = TopicPartition(topic, p)
+        room = acc.open_room(tp)
+        j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
+        if j > i:  # these fit in the open batch
+            wake = put(tp, i, j) or wake
+            i = j
+            if i == n:
+                break
+        # row i needs a new batch: the sticky partition moves on
+        wake = put(TopicPartition(topic, target.sticky_next(topic, count, p)), i, i + 1) or wake
+        i += 1
+    with futures._LOCK:
+        chunk.rank = None
         chunk.starts = starts
         chunk.targets = targets
         chunk.publish()  # nothing fails here

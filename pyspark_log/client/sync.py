@@ -150,11 +150,13 @@ class Producer(_SyncClient):
                 if available >= size:
                     pool._available = available - size
                     handoff = self._handoff
-                    if key is not None and on_delivery is None and not self._ignore_keys:
-                        # keyed: the row joins the open lane of the topic (handoff.py, lane.py)
+                    if on_delivery is None:
+                        # the row joins the open lane of the topic (handoff.py, lane.py), one of
+                        # keyed rows or of rows for the sticky partitioner
+                        sticky = key is None or self._ignore_keys
                         lane = handoff._lane
-                        if lane is None or lane.topic != topic:
-                            lane = handoff.new_lane(topic)
+                        if lane is None or lane.topic != topic or lane.sticky is not sticky:
+                            lane = handoff.new_lane(topic, sticky)
                         rows = lane.rows
                         pos = len(rows)
                         rows.append((key, value, time_ns() // 1_000_000, ()))

@@ -5,9 +5,10 @@ Contract: ``encode_rows(rows, starts)`` returns the same ``columnar_encode.Secti
 section ``batch.encode_batch`` writes for those records (record layout in ``record.py``, seed
 002 §5.3.2: length, attributes, timestampDelta, offsetDelta, key, value, headers), byte for byte.
 
-Rows whose keys and values are all ``bytes`` and that carry no headers (what a keyed ``send()``
-stream is) take ``encode_plain_rows``; any other rows (a null key or value, headers) go through
-the Arrow encoder (``columnar_encode.encode_sections``). Each record is laid out as
+Rows whose values are all ``bytes``, whose keys are all ``bytes`` or all None and that carry no
+headers (what a ``send()`` stream is) take ``encode_plain_rows``; any other rows (a null value,
+some keys null and some not, headers) go through the Arrow encoder
+(``columnar_encode.encode_sections``). Each record is laid out as
 ``head key valueLen value 0x00``: ``head`` is ``length attributes(0) timestampDelta offsetDelta
 keyLen`` and the trailing zero byte is the record's header count. The zero of record ``i`` is
 written at the front of record ``i+1``'s head, so one ``b"".join`` of four pieces a record
@@ -70,10 +71,11 @@ def encode_rows(rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]], starts
 def encode_plain_rows(
     rows: Sequence[RecordFields] | Sequence[tuple[Any, ...]], starts: Sequence[int]
 ) -> ce.Sections | None:
-    """The sections of rows with ``bytes`` keys and values and no headers, or None for rows that
-    have anything else, or whose record heads would take more than 16 bytes (timestamps hours
-    apart in one batch with huge keys or values: the caller then uses the Arrow encoder). A row
-    is a ``(key, value, timestamp, headers)`` tuple or a ``RecordFields``."""
+    """The sections of rows with ``bytes`` values, ``bytes`` keys or no keys at all (all None)
+    and no headers, or None for rows that have anything else, or whose record heads would take
+    more than 16 bytes (timestamps hours apart in one batch with huge keys or values: the caller
+    then uses the Arrow encoder). A row is a ``(key, value, timestamp, headers)`` tuple or a
+    ``RecordFields``."""
     n = len(rows)
     bounds = starts.tolist() if isinstance(starts, np.ndarray) else list(starts)
     if n == 0 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or any(b <= a for a, b in pairwise(bounds)):
@@ -88,9 +90,10 @@ def encode_plain_rows(
     keys = flat[0::4]
     values = flat[1::4]
     # (each column's type and length passes back to back, while its objects are in cache)
-    if list(map(type, keys)).count(bytes) != n:
+    null_keys = keys.count(None) == n  # the sticky partitioner's records: keyLen -1, no key bytes
+    if not null_keys and list(map(type, keys)).count(bytes) != n:
         return None
-    key_lens = list(map(len, keys))
+    key_lens = [0] if null_keys else list(map(len, keys))
     if list(map(type, values)).count(bytes) != n:
         return None
     value_lens = list(map(len, values))
@@ -100,7 +103,7 @@ def encode_plain_rows(
     base_ts = ts[firsts]
     max_ts = np.maximum.reduceat(ts, firsts)
     ts_delta = ts - np.repeat(base_ts, counts)
-    key_len: Any = key_lens[0] if key_lens.count(key_lens[0]) == n else np.fromiter(key_lens, _U64, n)
+    key_len: Any = key_lens[0] if null_keys or key_lens.count(key_lens[0]) == n else np.fromiter(key_lens, _U64, n)
     if value_lens.count(value_lens[0]) == n:
         value_len: Any = value_lens[0]
         value_varints = [encode_varint(value_len)] * n
@@ -111,7 +114,10 @@ def encode_plain_rows(
         varint_of = {size: encode_varint(size) for size in set(value_lens)}
         value_varints = list(map(varint_of.__getitem__, value_lens))
     ts_word, ts_size, ts_widest = _pack(((ts_delta << 1) ^ (ts_delta >> 63)).view(_U64))
-    key_word, key_size, key_widest = _one(key_len) if isinstance(key_len, int) else _pack(key_len << 1)
+    if null_keys:
+        key_word, key_size, key_widest = _one(-1)
+    else:
+        key_word, key_size, key_widest = _one(key_len) if isinstance(key_len, int) else _pack(key_len << 1)
     off_word, off_size, off_widest = _offset_deltas(counts)
     # attributes, tsDelta, offDelta, keyLen, key, valueLen, value, headerCount
     body = 2 + ts_size + off_size + key_size + key_len + value_len_size + value_len
@@ -140,7 +146,8 @@ def encode_plain_rows(
 
     parts: list[bytes] = [b""] * (4 * n)
     parts[0::4] = heads
-    parts[1::4] = keys
+    if not null_keys:
+        parts[1::4] = keys
     parts[2::4] = value_varints
     parts[3::4] = values
     parts.append(b"\x00")

@@ -39,6 +39,54 @@ def test_confluent_reads_what_pylog_wrote(broker: EmbeddedBroker, topic_name: st
     assert sorted(got) == sorted((k, v, h) for k, v, h in sent)
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_third_party_consumers_read_send_records_with_and_without_keys(
+    broker: EmbeddedBroker, topic_name: str, codec: str
+) -> None:
+    """Plain ``send()`` calls (the lanes: keyed rows, and rows without keys for the sticky
+    partitioner, in alternating runs) read back by confluent-kafka and kafka-python: null keys
+    stay null, every partition holds its records in the order they were sent."""
+    import kafka
+
+    make_topic(broker, topic_name, partitions=3)
+    sent = [(None if (i // 40) % 2 else f"k{i % 11}".encode(), f"value-{i}".encode()) for i in range(400)]
+    with Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": codec}) as p:
+        futures = [p.send(topic_name, value, key) for key, value in sent]
+        p.flush()
+        metas = [f.result(timeout=30) for f in futures]
+    where = {(m.partition, m.offset): i for i, m in enumerate(metas)}
+    assert len(where) == len(sent)
+    for partition in range(3):  # offsets rise with the order of the send() calls
+        order = [where[k] for k in sorted(k for k in where if k[0] == partition)]
+        assert order == sorted(order)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "interop", "enable.auto.commit": False})
+    try:
+        c.assign([ck.TopicPartition(topic_name, p, 0) for p in range(3)])
+        got: list[tuple[int, int, bytes | None, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        c.close()
+    assert sorted((k or b"", v) for _p, _o, k, v in got) == sorted((k or b"", v) for k, v in sent)
+    for partition, offset, key, value in got:  # each record where its future said, key kept
+        assert sent[where[(partition, offset)]] == (key, value)
+    kp = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest")
+    try:
+        kp.assign([kafka.TopicPartition(topic_name, p) for p in range(3)])
+        read: list[tuple[bytes | None, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(read) < len(sent) and time.monotonic() < deadline:
+            for records in kp.poll(timeout_ms=500).values():
+                read += [(r.key, r.value) for r in records]
+    finally:
+        kp.close()
+    assert sorted((k or b"", v) for k, v in read) == sorted((k or b"", v) for k, v in sent)
+    assert sum(k is None for k, _v in read) == sum(k is None for k, _v in sent)
+
+
 def test_pylog_reads_what_confluent_wrote(broker: EmbeddedBroker, topic_name: str) -> None:
     make_topic(broker, topic_name)
     p = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "compression.type": "lz4", "linger.ms": 5})

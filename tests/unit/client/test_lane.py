@@ -1,9 +1,10 @@
-"""The sync ``send()``'s lanes (``futures.LaneChunk``, ``lane.place_chunk``): keyed records of
-one topic are appended under the buffer pool's lock to a chunk of rows, placed by the loop in
-bulk, and each future finds its batch only when asked. Kafka's contract is unchanged: records of
-a partition keep the order of the ``send`` calls whatever path each took (lane, one by one, the
-batch API), futures and callbacks complete once with the record's own offset, also across a
-batch split, a failure before placement, and a topic whose metadata vanished."""
+"""The sync ``send()``'s lanes (``futures.LaneChunk``, ``lane.place_chunk``): records of one
+topic, keyed or for the sticky partitioner, are appended under the buffer pool's lock to a chunk
+of rows, placed by the loop in bulk, and each future finds its batch only when asked. Kafka's
+contract is unchanged: records of a partition keep the order of the ``send`` calls whatever
+path each took (lane, one by one, the batch API), futures and callbacks complete once with the
+record's own offset, also across a batch split, a failure before placement, and a topic whose
+metadata vanished."""
 
 from __future__ import annotations
 
@@ -72,9 +73,18 @@ class _Target:
     def is_dead(self) -> bool:
         return False
 
+    def sticky_partition(self, topic: str, count: int) -> int:
+        return self.sticky
 
-def lane_send(chunk: LaneChunk, key: bytes, value: bytes, size: int = 40) -> LaneFuture:
-    """What ``Producer.send``'s keyed fast path does under the pool's lock."""
+    def sticky_next(self, topic: str, count: int, previous: int) -> int:
+        self.sticky = (previous + 1) % count
+        return self.sticky
+
+    sticky = 1
+
+
+def lane_send(chunk: LaneChunk, key: bytes | None, value: bytes, size: int = 40) -> LaneFuture:
+    """What ``Producer.send``'s fast path does under the pool's lock."""
     pos = len(chunk.rows)
     chunk.rows.append((key, value, 1000 + pos, ()))
     chunk.sizes.append(size)
@@ -111,6 +121,34 @@ def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their
         p = partition_for_key(sent[i][0], PARTITIONS)  # type: ignore[arg-type]
         assert f.result(timeout=0) == RecordMetadata("t", p, 100 * p + seen.get(p, 0), 1000 + i)
         seen[p] = seen.get(p, 0) + 1
+
+
+def test_a_sticky_chunk_fills_the_sticky_partition_then_moves_on_in_send_order() -> None:
+    """KIP-480: rows without keys fill the open batch of the sticky partition; the row that needs
+    a new batch moves the sticky partition on (here to the next one) and opens a batch there."""
+    target = _Target(batch_size=400)  # a few rows of 40 bytes a batch (beside its header)
+    first = LaneChunk("t", sticky=True)
+    futs = [lane_send(first, None, b"v%d" % i) for i in range(25)]
+    place_chunk(target, first)
+    second = LaneChunk("t", sticky=True)  # the next chunk goes on where the first stopped
+    futs += [lane_send(second, None, b"v%d" % i) for i in range(25, 30)]
+    place_chunk(target, second)
+    runs = sorted(
+        (int(b.records[0][1][1:]), p, [r[1] for r in b.records]) for p in range(PARTITIONS) for b in batches(target, p)
+    )
+    # each batch a run of consecutive rows; the first row already needed a new batch (no batch
+    # was open), so the sticky partition moved from 1 to 2, then on by one for each batch
+    assert [v for _first, _p, values in runs for v in values] == [b"v%d" % i for i in range(30)]
+    assert [p for _first, p, _values in runs] == [(2 + k) % PARTITIONS for k in range(len(runs))]
+    assert len(runs) >= 3
+    expected = {}
+    for _first, p, values in runs:
+        (b,) = batches(target, p)
+        b.complete(100 * p)
+        expected.update({v: (p, 100 * p + k) for k, v in enumerate(values)})
+    assert [(f.result(timeout=0).partition, f.result(timeout=0).offset) for f in futs] == [
+        expected[b"v%d" % i] for i in range(30)
+    ]
 
 
 def test_waiters_and_callbacks_before_and_after_placement_complete_once() -> None:
@@ -242,6 +280,43 @@ def test_lane_one_by_one_and_batch_api_records_of_two_topics_keep_partition_orde
         assert q == (asked if asked is not None else partition_for_key(key, counts[topic]))  # type: ignore[arg-type]
         assert i > last.get((topic, q), -1), f"{value!r} out of order in {topic}-{q}"
         last[(topic, q)] = i
+
+
+@pytest.mark.parametrize("ignore_keys", [False, True], ids=["null-keys", "partitioner.ignore.keys"])
+def test_sticky_lane_keyed_lane_and_one_by_one_records_keep_partition_order(ignore_keys: bool) -> None:
+    """Records without keys (or whose keys ``partitioner.ignore.keys`` ignores) take a lane of
+    their own; switching between it, the keyed lane and the one-by-one path (``on_delivery``)
+    keeps every partition in the order of the ``send`` calls, and every record its key."""
+    fake = FakeCluster(1, topics={"t": 3})
+    sent: list[tuple[bytes | None, bytes]] = []
+    reports: list[Any] = []
+    with Producer({**BASE, "batch.size": 2048, "partitioner.ignore.keys": ignore_keys}, connector=fake.connector) as p:
+        futures = []
+        for i in range(1500):
+            value = b"v%d" % i
+            key = None if (i // 50) % 3 == 0 else b"k%d" % (i % 17)
+            if i % 7 == 0:
+                futures.append(p.send("t", value, key, on_delivery=lambda m, e: reports.append(e)))
+            else:
+                futures.append(p.send("t", value, key))
+            sent.append((key, value))
+        p.flush()
+        assert all(f.exception(timeout=5) is None for f in futures)
+        assert p.core.pool.available_bytes == p.core.pool.total_bytes
+    assert reports == [None] * len(range(0, 1500, 7))
+    where = {r.value: (q, i, r.key) for q in range(3) for i, r in enumerate(fake.records("t", q))}
+    assert len(where) == len(sent)
+    last: dict[int, int] = {}
+    for key, value in sent:
+        q, i, stored_key = where[value]
+        assert stored_key == key
+        if key is not None and not ignore_keys:
+            assert q == partition_for_key(key, 3)
+        assert i > last.get(q, -1), f"{value!r} out of order in partition {q}"
+        last[q] = i
+    if ignore_keys:  # partitioned without looking at keys: a key's records in several partitions
+        spread = {key: {where[v][0] for k, v in sent if k == key} for key in {k for k, _v in sent if k is not None}}
+        assert any(len(partitions) > 1 for partitions in spread.values())
 
 
 def test_threads_sending_to_two_topics_each_keep_their_order() -> None:

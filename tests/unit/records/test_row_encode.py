@@ -2,8 +2,8 @@
 
 The contract is byte identity with ``encode_batch`` (seed 002 §5.3.2 record layout) and with the
 Arrow encoder (``columnar_encode.encode_rows``): the same sections, byte starts and timestamps,
-for rows of bytes keys and values without headers (the plain path) and, through the fallback,
-for rows with null keys or values and headers.
+for rows of bytes values, bytes keys or no keys, without headers (the plain path) and, through
+the fallback, for rows with some null keys, null values or headers.
 """
 
 from __future__ import annotations
@@ -75,6 +75,32 @@ def test_plain_rows_encode_byte_identical_to_encode_batch_and_the_arrow_encoder(
     assert sections.max_timestamp.tolist() == arrow.max_timestamp.tolist()
 
 
+null_key_rows = st.lists(
+    st.tuples(
+        st.none(),
+        st.one_of(st.binary(max_size=40), st.binary(min_size=100, max_size=20_000)),
+        st.integers(min_value=TS_BASE - 10**6, max_value=TS_BASE + 10**9),
+        st.just(()),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=null_key_rows, data=st.data())
+def test_rows_without_keys_take_the_plain_path_byte_identical(rows: list, data: st.DataObject) -> None:
+    """The sticky partitioner's rows (every key None) are written with keyLen -1 and no key
+    bytes, as ``encode_batch`` and the Arrow encoder write them."""
+    starts = _cuts(len(rows), data)
+    sections = row_encode.encode_plain_rows(rows, starts)
+    assert sections is not None
+    assert _batches(rows, sections, starts) == _expected(rows, starts)
+    arrow = ce.encode_rows(rows, starts)
+    assert bytes(sections.data) == bytes(arrow.data)
+    assert sections.byte_starts.tolist() == arrow.byte_starts.tolist()
+
+
 def test_many_records_have_multi_byte_offset_and_timestamp_deltas() -> None:
     """Offset deltas past 63 and timestamp deltas of several varint bytes, in one and in three batches."""
     rows = [(b"k%d" % i, b"v" * (i % 200), TS_BASE + i * 70_001 - (i % 7), ()) for i in range(1000)]
@@ -101,7 +127,7 @@ def test_any_records_encode_byte_identical_through_the_fallback(records: list[Pr
         (b"k", b"v", TS_BASE, (("h", b"x"),)),
         (bytearray(b"k"), b"v", TS_BASE, ()),
     ],
-    ids=["null-key", "null-value", "headers", "bytearray-key"],
+    ids=["one-null-key", "null-value", "headers", "bytearray-key"],
 )
 def test_rows_the_plain_path_does_not_take(row: tuple) -> None:
     rows = [(b"a", b"b", TS_BASE, ()), row]
