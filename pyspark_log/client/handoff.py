@@ -36,7 +36,6 @@ to reach the garbage collector's oldest generation, whose collections then scan 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import itertools
 import threading
 from collections import deque
@@ -47,7 +46,7 @@ from typing import Any, Protocol
 from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import LaneChunk, RecordFuture, link_records
-from pyspark_log.client.lane import PlacementTarget, fail_chunk, place_chunk
+from pyspark_log.client.lane import PlacementTarget, fail_chunk, place_chunk, sticky_runs
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
@@ -225,9 +224,7 @@ class Handoff:
 
     def _flush_sticky(self, run: list[RecordFuture]) -> None:
         """Append a run of records without key or partition (sticky partitioning, KIP-480) in
-        bulk and empty ``run``: each fills the open batch of the topic's sticky partition while
-        it has room; the record that would need a new batch moves the sticky partition on and
-        goes to the next one, exactly as one-by-one appends with ``abort_on_new_batch`` do."""
+        bulk, in the runs ``lane.sticky_runs`` gives, and empty ``run``."""
         if not run:
             return
         target = self._target
@@ -243,23 +240,9 @@ class Handoff:
                     target.append_one(record)
                 continue
             sizes = list(map(_SIZE, records))
-            cum = list(itertools.accumulate(sizes, initial=0))
-            i, n = 0, len(records)
-            while i < n:
-                p = target.sticky_partition(topic, count)
-                tp = TopicPartition(topic, p)
-                room = acc.open_room(tp)
-                j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
-                if j > i:  # these fit in the open batch
-                    wake = _append(acc, tp, records[i:j], sizes[i:j], now) or wake
-                    touched.append(tp)
-                    i = j
-                    if i == n:
-                        break
-                tp = TopicPartition(topic, target.sticky_next(topic, count, p))  # record i needs a new batch
-                wake = _append(acc, tp, records[i : i + 1], sizes[i : i + 1], now) or wake
+            for tp, i, j in sticky_runs(target, topic, count, sizes):
+                wake = _append(acc, tp, records[i:j], sizes[i:j], now) or wake
                 touched.append(tp)
-                i += 1
         run.clear()
         if touched:
             target.appended(touched, wake)

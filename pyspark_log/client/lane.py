@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -122,17 +123,40 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     target.appended(touched, wake)
 
 
+def sticky_runs(
+    target: PlacementTarget, topic: str, count: int, sizes: list[int]
+) -> Iterator[tuple[TopicPartition, int, int]]:
+    """Where records of ``sizes`` (in order, without keys) go by sticky partitioning (KIP-480):
+    ``(partition, i, j)`` for records ``i:j``, to be appended before the next run is asked for.
+    A run fills the open batch of the sticky partition while it has room; the record that would
+    need a new batch moves the sticky partition on and goes alone to the next one, exactly as
+    one-by-one appends with ``abort_on_new_batch`` do."""
+    acc = target.accumulator
+    cum = list(itertools.accumulate(sizes, initial=0))
+    i, n = 0, len(sizes)
+    while i < n:
+        p = target.sticky_partition(topic, count)
+        tp = TopicPartition(topic, p)
+        room = acc.open_room(tp)
+        j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
+        if j > i:  # these fit in the open batch
+            yield tp, i, j
+            i = j
+            if i == n:
+                return
+        yield TopicPartition(topic, target.sticky_next(topic, count, p)), i, i + 1
+        i += 1
+
+
 def _place_sticky(target: PlacementTarget, chunk: LaneChunk, count: int) -> None:
-    """A chunk of records without keys (or with keys ``partitioner.ignore.keys`` ignores):
-    sticky partitioning (KIP-480) as ``Handoff._flush_sticky`` does it for queued records. The
-    rows fill the open batch of the topic's sticky partition while it has room; the row that
-    would need a new batch moves the sticky partition on and opens a batch there. The rows keep
-    their order, so the chunk's sorted positions are its positions (no ``rank``)."""
+    """A chunk of records without keys (or with keys ``partitioner.ignore.keys`` ignores),
+    appended in the runs ``sticky_runs`` gives, as ``Handoff._flush_sticky`` appends queued
+    records. The rows keep their order, so the chunk's sorted positions are its positions (no
+    ``rank``)."""
     topic = chunk.topic
     rows, sizes = chunk.rows, chunk.sizes
     acc = target.accumulator
     now = target.now_ms()
-    cum = list(itertools.accumulate(sizes, initial=0))
     starts: list[int] = []
     targets: list[tuple[Any, int]] = []
     touched: list[TopicPartition] = []
@@ -147,20 +171,8 @@ def _place_sticky(target: PlacementTarget, chunk: LaneChunk, count: int) -> None
         touched.append(tp)
         return opened
 
-    i, n = 0, len(rows)
-    while i < n:
-        p = target.sticky_partition(topic, count)
-        tp = TopicPartition(topic, p)
-        room = acc.open_room(tp)
-        j = bisect.bisect_right(cum, cum[i] + room, lo=i + 1) - 1 if room >= 0 else i
-        if j > i:  # these fit in the open batch
-            wake = put(tp, i, j) or wake
-            i = j
-            if i == n:
-                break
-        # row i needs a new batch: the sticky partition moves on
-        wake = put(TopicPartition(topic, target.sticky_next(topic, count, p)), i, i + 1) or wake
-        i += 1
+    for tp, a, b in sticky_runs(target, topic, count, sizes):
+        wake = put(tp, a, b) or wake
     with futures._LOCK:
         chunk.rank = None
         chunk.starts = starts
