@@ -70,7 +70,6 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     rows, sizes = chunk.rows, chunk.sizes
     n = len(rows)
     keys = list(map(_KEY, rows))
-    groups: list[tuple[int, int, int]]  # (partition, first, end) in sorted order
     if n < VECTORISE_FROM:
         parts = [partition_for_key(k, count) for k in keys]
         order = sorted(range(n), key=parts.__getitem__)
@@ -100,27 +99,43 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     if not identity:
         rows = list(itemgetter(*order)(rows))
         sizes = list(itemgetter(*order)(sizes))
-    groups = [(sorted_parts[a], a, b) for a, b in itertools.pairwise(cuts)]
-    acc = target.accumulator
-    now = target.now_ms()
-    starts: list[int] = []
-    targets: list[tuple[Any, int]] = []
-    touched: list[TopicPartition] = []
-    wake = False
-    for p, a, b in groups:
-        tp = TopicPartition(topic, p)
+    placement = _Placement(target, rows, sizes)
+    for a, b in itertools.pairwise(cuts):
+        placement.put(TopicPartition(topic, sorted_parts[a]), a, b)
+    placement.publish(target, chunk, None if identity else rank)
+
+
+class _Placement:
+    """The appends of a chunk's rows (in sorted order) and what the chunk keeps of them: per
+    appended run its first sorted position (``starts``) and ``(batch, first index)``
+    (``targets``); the partitions touched and whether the sender should look."""
+
+    def __init__(self, target: PlacementTarget, rows: list[Any], sizes: list[int]) -> None:
+        self.acc = target.accumulator
+        self.now = target.now_ms()
+        self.rows, self.sizes = rows, sizes
+        self.starts: list[int] = []
+        self.targets: list[tuple[Any, int]] = []
+        self.touched: list[TopicPartition] = []
+        self.wake = False
+
+    def put(self, tp: TopicPartition, a: int, b: int) -> None:
+        """Append sorted rows ``a:b`` to ``tp``."""
         placed: list[tuple[Any, int, int, int]] = []
-        wake = acc.append_many(tp, rows[a:b], sizes[a:b], [None] * (b - a), now, placed) or wake
+        if self.acc.append_many(tp, self.rows[a:b], self.sizes[a:b], [None] * (b - a), self.now, placed):
+            self.wake = True
         for batch, position, i, _j in placed:
-            starts.append(a + i)
-            targets.append((batch, position))
-        touched.append(tp)
-    with futures._LOCK:
-        chunk.rank = None if identity else rank
-        chunk.starts = starts
-        chunk.targets = targets
-        chunk.publish()  # nothing fails here
-    target.appended(touched, wake)
+            self.starts.append(a + i)
+            self.targets.append((batch, position))
+        self.touched.append(tp)
+
+    def publish(self, target: PlacementTarget, chunk: LaneChunk, rank: Any) -> None:
+        with futures._LOCK:
+            chunk.rank = rank
+            chunk.starts = self.starts
+            chunk.targets = self.targets
+            chunk.publish()  # nothing fails here
+        target.appended(self.touched, self.wake)
 
 
 def sticky_runs(
@@ -153,32 +168,10 @@ def _place_sticky(target: PlacementTarget, chunk: LaneChunk, count: int) -> None
     appended in the runs ``sticky_runs`` gives, as ``Handoff._flush_sticky`` appends queued
     records. The rows keep their order, so the chunk's sorted positions are its positions (no
     ``rank``)."""
-    topic = chunk.topic
-    rows, sizes = chunk.rows, chunk.sizes
-    acc = target.accumulator
-    now = target.now_ms()
-    starts: list[int] = []
-    targets: list[tuple[Any, int]] = []
-    touched: list[TopicPartition] = []
-    wake = False
-
-    def put(tp: TopicPartition, a: int, b: int) -> bool:
-        placed: list[tuple[Any, int, int, int]] = []
-        opened = acc.append_many(tp, rows[a:b], sizes[a:b], [None] * (b - a), now, placed)
-        for batch, position, i, _j in placed:
-            starts.append(a + i)
-            targets.append((batch, position))
-        touched.append(tp)
-        return opened
-
-    for tp, a, b in sticky_runs(target, topic, count, sizes):
-        wake = put(tp, a, b) or wake
-    with futures._LOCK:
-        chunk.rank = None
-        chunk.starts = starts
-        chunk.targets = targets
-        chunk.publish()  # nothing fails here
-    target.appended(touched, wake)
+    placement = _Placement(target, chunk.rows, chunk.sizes)
+    for tp, a, b in sticky_runs(target, chunk.topic, count, chunk.sizes):
+        placement.put(tp, a, b)
+    placement.publish(target, chunk, None)
 
 
 def _park(target: PlacementTarget, chunk: LaneChunk) -> None:
