@@ -57,27 +57,21 @@ def _pylog_config(bs: str, idempotent: bool) -> dict[str, object]:
     }
 
 
-def run_send(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
+def run_send(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool, keyed: bool = True) -> float:
+    """``send()`` per record; ``keyed`` False: as many records without keys (sticky)."""
+    sent_keys: list[bytes | None] = list(keys) if keyed else [None] * len(keys)
     with Producer(_pylog_config(bs, idempotent)) as p:
         p.send(topic, value, key=b"warm-up").result()
         send = p.send
         start = time.perf_counter()
-        for key in keys:
+        for key in sent_keys:
             send(topic, value, key)
         p.flush()
         return time.perf_counter() - start
 
 
 def run_send_no_key(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:
-    """``send()`` without keys: the sticky partitioner's records (as many as ``keys``)."""
-    with Producer(_pylog_config(bs, idempotent)) as p:
-        p.send(topic, value).result()
-        send = p.send
-        start = time.perf_counter()
-        for _ in keys:
-            send(topic, value)
-        p.flush()
-        return time.perf_counter() - start
+    return run_send(bs, topic, keys, value, idempotent, keyed=False)
 
 
 def run_send_batch(bs: str, topic: str, keys: list[bytes], value: bytes, idempotent: bool) -> float:

@@ -90,7 +90,8 @@ def encode_plain_rows(
     keys = flat[0::4]
     values = flat[1::4]
     # (each column's type and length passes back to back, while its objects are in cache)
-    null_keys = keys.count(None) == n  # the sticky partitioner's records: keyLen -1, no key bytes
+    # the sticky partitioner's records: keyLen -1, no key bytes (keyed rows skip the count)
+    null_keys = keys[0] is None and keys.count(None) == n
     if not null_keys and list(map(type, keys)).count(bytes) != n:
         return None
     key_lens = [0] if null_keys else list(map(len, keys))

@@ -112,13 +112,19 @@ class PolledInThread:
             return set(self._assignment)
 
     def close(self) -> None:
-        """Close the consumer (leaving its group) on its thread and stop the thread; idempotent."""
-        if self._thread.is_alive() and not self._stop.is_set():
-            try:
-                self.call(self.consumer.close)
-            finally:
-                self._stop.set()
-                self._thread.join(30)
+        """Close the consumer (leaving its group) on its thread and stop the thread; idempotent.
+        A consumer whose polling thread died is closed here (no other thread uses it now)."""
+        if self._stop.is_set():
+            return
+        if not self._thread.is_alive():
+            self._stop.set()
+            self.consumer.close()
+            return
+        try:
+            self.call(self.consumer.close)
+        finally:
+            self._stop.set()
+            self._thread.join(30)
 
 
 def kp_member(name: str, bootstrap: str, group: str, topic: str, **extra: Any) -> tuple[Member, PolledInThread]:
