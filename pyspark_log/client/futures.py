@@ -27,7 +27,7 @@ import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
 from pyspark_log.client.types import Header, RecordMetadata
@@ -313,7 +313,6 @@ class RecordFuture(DeliveryFuture[RecordMetadata]):
 
 
 _HOOKED = attrgetter("_hooked")
-_STAMP = itemgetter(2)
 
 
 class LaneChunk:
@@ -324,20 +323,22 @@ class LaneChunk:
 
     Until placed (``placed`` False) futures that someone waits on or hooks a callback to are
     listed in ``hooked`` (under ``_LOCK``) and the placement puts them into their batches.
-    Placed: record ``pos`` is at sorted position ``rank[pos]`` (``rank`` None: identity); the
-    sorted positions from ``starts[k]`` on went to ``targets[k] = (batch, first index)``. Or
+    Placed: sorted position ``s`` holds record ``order[s]`` (``order`` None: identity), so
+    record ``pos`` is at sorted position ``rank[pos]``, the inverse permutation, computed when a
+    future first asks (most never do); the sorted positions from ``starts[k]`` on went to
+    ``targets[k] = (batch, first index)``. Or
     ``error`` (failed before placement), or ``proxies`` (metadata vanished: each record was
     parked as its own ``RecordFuture``)."""
 
     __slots__ = (
         "error",
         "hooked",
+        "order",
         "placed",
         "proxies",
         "rank",
         "rows",
         "sizes",
-        "stamps",
         "starts",
         "sticky",
         "targets",
@@ -351,27 +352,30 @@ class LaneChunk:
         self.sizes: list[int] = []
         self.placed = False
         self.hooked: list[LaneFuture] = []
+        self.order: Any = None
         self.rank: Any = None
         self.starts: list[int] = []
         self.targets: list[tuple[Any, int]] = []
         self.error: BaseException | None = None
         self.proxies: list[RecordFuture] | None = None
-        self.stamps: list[int] | None = None  # the rows' timestamps, once the rows are let go
 
     def locate(self, pos: int) -> tuple[Any, int]:
         """The batch (before any split) and index of placed record ``pos``."""
         rank = self.rank
+        if rank is None and self.order is not None:
+            rank = self.rank = _inverse(self.order)
         s = pos if rank is None else int(rank[pos])
         k = bisect.bisect_right(self.starts, s) - 1
         batch, first = self.targets[k]
         return batch, first + s - self.starts[k]
 
     def publish(self) -> list[tuple[LaneFuture, Any, Any]]:
-        """Under ``_LOCK``, once placed (or failed: ``error``): keep only the rows' timestamps,
-        hook the futures that asked before. Returns ``(future, event, callbacks)`` of those
-        failed here, for ``notify`` outside the lock."""
-        self.stamps = list(map(_STAMP, self.rows))
-        self.rows = []
+        """Under ``_LOCK``, once placed (or failed: ``error``): let the rows go (their batches,
+        or the parked proxies, hold them; a failed chunk keeps them for ``timestamp``), hook
+        the futures that asked before. Returns ``(future, event, callbacks)`` of those failed
+        here, for ``notify`` outside the lock."""
+        if self.error is None:
+            self.rows = []
         self.sizes = []
         self.placed = True
         hooked, self.hooked = self.hooked, []
@@ -386,6 +390,21 @@ class LaneChunk:
         return failed
 
 
+def _inverse(order: Any) -> Any:
+    """The inverse of the permutation ``order`` (a list, or a numpy array of positions)."""
+    n = len(order)
+    if isinstance(order, list):
+        ranks = [0] * n
+        for s, i in enumerate(order):
+            ranks[i] = s
+        return ranks
+    import numpy as np
+
+    rank = np.empty(n, np.intp)
+    rank[order] = np.arange(n)
+    return rank
+
+
 def notify(failed: list[tuple[LaneFuture, Any, Any]]) -> None:
     """Wake the waiters and run the callbacks of futures ``LaneChunk.publish`` failed."""
     for fut, event, callbacks in failed:
@@ -398,8 +417,9 @@ def notify(failed: list[tuple[LaneFuture, Any, Any]]) -> None:
 class LaneFuture(RecordFuture):
     """The future of a record sent through a lane: ``(chunk, position)`` until someone asks
     (see ``LaneChunk``); then it behaves as a ``RecordFuture`` of the batch it was placed in.
-    It has no ``_row`` (nor ``key``/``value``/``headers``): the chunk keeps only the records'
-    timestamps once placed, so a future kept after its batch completed holds no record bytes."""
+    Its ``_row`` (so ``key``, ``value``, ``timestamp``, ``headers``) is read where the record is:
+    the chunk, then its batch (a future keeps its chunk, the chunk its batches: a kept future
+    holds its batch's rows, as a ``RecordFuture`` holds its own row)."""
 
     # slots: a future nobody asks about is created and freed without an instance dict
     __slots__ = ("_chunk", "_pos")
@@ -408,10 +428,23 @@ class LaneFuture(RecordFuture):
     _pos: int
 
     @property
-    def timestamp(self) -> int:
-        chunk = self._chunk
-        stamps = chunk.stamps
-        return stamps[self._pos] if stamps is not None else chunk.rows[self._pos][2]
+    def _row(self) -> tuple[Any, ...]:  # type: ignore[override]
+        """The record's ``(key, value, timestamp, headers)``: in the chunk until placed, then
+        in its batch (or its parked proxy)."""
+        batch = self._batch
+        if batch is None:
+            with _LOCK:  # (the placement lets the chunk's rows go under it)
+                chunk = self._chunk
+                if not chunk.placed or chunk.error is not None:
+                    return chunk.rows[self._pos]
+                if chunk.proxies is not None:
+                    return chunk.proxies[self._pos]._row
+                batch, index = chunk.locate(self._pos)
+        else:
+            index = self._index
+        batch, index = _follow_split(batch, index)
+        row = batch.records[index]
+        return row if row.__class__ is tuple else (row.key, row.value, row.timestamp, row.headers)
 
     def _settled(self) -> bool:
         if self._done:

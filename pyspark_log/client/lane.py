@@ -8,10 +8,11 @@ keyed chunk's keys are partitioned as Kafka's default partitioner does
 (``toPositive(murmur2(key)) % partitions``: vectorised over the chunk when it is long), the rows
 are grouped by partition with a stable sort (so each partition keeps the order of the ``send``
 calls) and each group goes to ``RecordAccumulator.append_many``. No per-record object is
-touched: the chunk keeps the sort's inverse permutation (none for a sticky chunk) and, per
-appended run, its first sorted position and ``(batch, first index)``; a future finds its batch
-from those only when asked (``LaneFuture``). Futures hooked before placement are put into their batches'
-``thunks`` under ``futures._LOCK`` when the placement is published.
+touched: the chunk keeps the sort's permutation (none for a sticky chunk; its inverse is
+computed when a future first asks) and, per appended run, its first sorted position and
+``(batch, first index)``; a future finds its batch from those only when asked (``LaneFuture``).
+Futures hooked before placement are put into their batches' ``thunks`` under ``futures._LOCK``
+when the placement is published.
 
 If the topic's metadata vanished, each record is parked as its own ``RecordFuture`` (the
 chunk's ``proxies``), as the one-by-one path parks; if the producer is dead, the records fail
@@ -70,39 +71,33 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     rows, sizes = chunk.rows, chunk.sizes
     n = len(rows)
     keys = list(map(_KEY, rows))
+    order: Any
     if n < VECTORISE_FROM:
         parts = [partition_for_key(k, count) for k in keys]
         order = sorted(range(n), key=parts.__getitem__)
-        sorted_parts = [parts[i] for i in order]
-        cuts = [0, *(i for i in range(1, n) if sorted_parts[i] != sorted_parts[i - 1]), n]
-        identity = len(cuts) == 2
-        rank: Any = None
-        if not identity:
-            rank = [0] * n
-            for s, i in enumerate(order):
-                rank[i] = s
+        cuts = [0, *(i for i in range(1, n) if parts[order[i]] != parts[order[i - 1]]), n]
+        run_parts = [parts[order[a]] for a in cuts[:-1]]
+        positions = order
     else:
         import numpy as np
 
         from pyspark_log.records.columnar_encode import partitions_for_keys
 
         hashed = partitions_for_keys(keys, count)
-        order_a = np.argsort(hashed, kind="stable")
-        sorted_a = hashed[order_a]
+        order = np.argsort(hashed, kind="stable")
+        sorted_a = hashed[order]
         cuts = [0, *(np.flatnonzero(np.diff(sorted_a)) + 1).tolist(), n]
-        identity = len(cuts) == 2
-        sorted_parts = sorted_a.tolist() if not identity else [int(sorted_a[0])] * n
-        order = order_a.tolist()
-        if not identity:
-            rank = np.empty(n, np.intp)
-            rank[order_a] = np.arange(n)
-    if not identity:
-        rows = list(itemgetter(*order)(rows))
-        sizes = list(itemgetter(*order)(sizes))
+        run_parts = sorted_a[cuts[:-1]].tolist()
+        positions = order.tolist() if len(cuts) > 2 else None
+    if len(cuts) > 2:  # more than one partition: the rows in sorted order
+        rows = list(itemgetter(*positions)(rows))
+        sizes = list(itemgetter(*positions)(sizes))
+    else:
+        order = None
     placement = _Placement(target, rows, sizes)
-    for a, b in itertools.pairwise(cuts):
-        placement.put(TopicPartition(topic, sorted_parts[a]), a, b)
-    placement.publish(target, chunk, None if identity else rank)
+    for p, (a, b) in zip(run_parts, itertools.pairwise(cuts), strict=True):
+        placement.put(TopicPartition(topic, p), a, b)
+    placement.publish(target, chunk, order)
 
 
 class _Placement:
@@ -129,9 +124,11 @@ class _Placement:
             self.targets.append((batch, position))
         self.touched.append(tp)
 
-    def publish(self, target: PlacementTarget, chunk: LaneChunk, rank: Any) -> None:
+    def publish(self, target: PlacementTarget, chunk: LaneChunk, order: Any) -> None:
+        """Hand the chunk what it needs to locate its records: ``order`` (sorted position ->
+        chunk position; None when the rows kept their order), the runs' starts and targets."""
         with futures._LOCK:
-            chunk.rank = rank
+            chunk.order = order
             chunk.starts = self.starts
             chunk.targets = self.targets
             chunk.publish()  # nothing fails here
@@ -167,7 +164,7 @@ def _place_sticky(target: PlacementTarget, chunk: LaneChunk, count: int) -> None
     """A chunk of records without keys (or with keys ``partitioner.ignore.keys`` ignores),
     appended in the runs ``sticky_runs`` gives, as ``Handoff._flush_sticky`` appends queued
     records. The rows keep their order, so the chunk's sorted positions are its positions (no
-    ``rank``)."""
+    ``order``)."""
     placement = _Placement(target, chunk.rows, chunk.sizes)
     for tp, a, b in sticky_runs(target, chunk.topic, count, chunk.sizes):
         placement.put(tp, a, b)

@@ -365,9 +365,11 @@ def murmur2_of_list(keys: list[bytes]) -> Any:
     of one length (a common key format) are hashed as the rows of a matrix, a few whole-array
     operations per 4 bytes of key; keys of mixed lengths as ``murmur2`` does."""
     n = len(keys)
-    lens = np.fromiter(map(len, keys), np.int64, n)
-    if n and lens[0] == lens[-1] and (lens == lens[0]).all():
-        return _murmur2_fixed(np.frombuffer(b"".join(keys) + b"\0\0\0", np.uint8), n, int(lens[0]))
+    # (a list and its count: some 3x cheaper than np.fromiter over the map for a few thousand keys)
+    key_lens = list(map(len, keys))
+    if n and key_lens.count(key_lens[0]) == n:
+        return _murmur2_fixed(np.frombuffer(b"".join(keys) + b"\0\0\0", np.uint8), n, key_lens[0])
+    lens = np.array(key_lens, np.int64)
     data = np.frombuffer(b"".join(keys), np.uint8)
     starts = np.zeros(n, np.int64)
     np.cumsum(lens[:-1], out=starts[1:])

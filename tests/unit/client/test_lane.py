@@ -105,8 +105,9 @@ def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their
     futs = [lane_send(chunk, b"key-%d" % (i * 7919 % 1000), b"v%d" % i) for i in range(n)]
     sent = list(chunk.rows)
     place_chunk(target, chunk)
-    assert chunk.rows == []  # placed: the chunk keeps the timestamps only
-    assert chunk.stamps == [r[2] for r in sent]
+    assert chunk.rows == []  # placed: the batches hold the rows
+    assert chunk.rank is None  # the sort's inverse: computed when a future first asks
+    assert [f.timestamp for f in futs] == [r[2] for r in sent]
     offsets: dict[int, int] = {}
     for p in range(PARTITIONS):
         rows = [r for b in batches(target, p) for r in b.records]
@@ -192,6 +193,30 @@ def test_futures_of_a_split_batch_resolve_through_its_halves() -> None:
     first.complete(100)
     second.complete(200)
     assert [f.result(timeout=0).offset for f in futs] == [100, 101, 102, 200, 201, 202]
+
+
+def _fields(fut: LaneFuture) -> tuple[Any, ...]:
+    return fut.key, fut.value, fut.timestamp, fut.headers
+
+
+@pytest.mark.parametrize("where", ["queued", "placed", "split", "parked", "failed"])
+def test_a_lane_future_reads_its_record_fields_wherever_the_record_is(where: str) -> None:
+    """``key``, ``value``, ``timestamp``, ``headers`` of a lane future, as a ``RecordFuture``
+    has them: read from the chunk's row, then from the batch it was placed in (sorted by
+    partition, split), its parked proxy, or the failed chunk."""
+    target = _Target(count=None if where == "parked" else PARTITIONS)
+    handoff = Handoff(target)  # type: ignore[arg-type]
+    chunk = handoff.new_lane("t")
+    futs = [lane_send(chunk, b"k%d" % (i * 31 % 7), b"v%d" % i) for i in range(VECTORISE_FROM + 5)]
+    expected = [(row[0], row[1], row[2], ()) for row in chunk.rows]
+    if where == "failed":
+        handoff.abort(ClientClosedError("closing"))
+    elif where != "queued":
+        place_chunk(target, chunk)
+    if where == "split":
+        halves = [target.accumulator.split_and_reenqueue(b, 0) for p in range(PARTITIONS) for b in batches(target, p)]
+        assert 2 in halves
+    assert [_fields(f) for f in futs] == expected
 
 
 def test_abort_fails_the_open_and_sealed_lanes_and_gives_their_memory_back() -> None:
