@@ -77,11 +77,11 @@ def consumer(broker: EmbeddedBroker, group: str, name: str) -> Consumer:
     )
 
 
-def poll_until(consumers: list[Consumer], done: Any, what: str) -> None:
+def poll_until(consumers: list[Consumer], done: Any, what: str, *counts: Counts) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not done():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}: callbacks {[c.events for c in counts]}")
         for c in consumers:
             c.poll(0.5)
 
@@ -96,10 +96,10 @@ def test_l_unsubscribe_callback_counts(broker: EmbeddedBroker, topic_name: str) 
     try:
         c1.subscribe(topics, on_assign=cb1.on_assign, on_revoke=cb1.on_revoke)
         c2.subscribe(topics, on_assign=cb2.on_assign, on_revoke=cb2.on_revoke)
-        poll_until([c1, c2], lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, "2 + 2")
+        poll_until([c1, c2], lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, "2 + 2", cb1, cb2)
         assert (cb1.assigns, cb2.assigns) == (1, 1), (cb1.events, cb2.events)
         c1.unsubscribe()
-        poll_until([c1, c2], lambda: not c1.assignment() and len(c2.assignment()) == 4, "0 + 4")
+        poll_until([c1, c2], lambda: not c1.assignment() and len(c2.assignment()) == 4, "0 + 4", cb1, cb2)
         assert (cb1.assigns, cb1.revokes) == (1, 1), cb1.events
         assert (cb2.assigns, cb2.revokes) == (2, 0), cb2.events
     finally:
@@ -124,6 +124,8 @@ def test_b_subscribe_with_cb_callback_counts(broker: EmbeddedBroker, topic_name:
             [c1, c2],
             lambda: len(c1.assignment()) == 1 and len(c2.assignment()) == 1 and cb1.assigns >= 3 and cb2.assigns >= 2,
             "1 + 1 after both rounds",
+            cb1,
+            cb2,
         )
         assert (cb1.assigns, cb1.revokes) == (3, 1), cb1.events
         assert (cb2.assigns, cb2.revokes) == (2, 0), cb2.events
