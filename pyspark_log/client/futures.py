@@ -326,9 +326,8 @@ class LaneChunk:
     Placed: sorted position ``s`` holds record ``order[s]`` (``order`` None: identity), so
     record ``pos`` is at sorted position ``rank[pos]``, the inverse permutation, computed when a
     future first asks (most never do); the sorted positions from ``starts[k]`` on went to
-    ``targets[k] = (batch, first index)``. Or
-    ``error`` (failed before placement), or ``proxies`` (metadata vanished: each record was
-    parked as its own ``RecordFuture``)."""
+    ``targets[k] = (batch, first index)``. Or ``error`` (failed before placement), or
+    ``proxies`` (metadata vanished: each record was parked as its own ``RecordFuture``)."""
 
     __slots__ = (
         "error",
