@@ -158,6 +158,8 @@ def test_sigkill_while_cleaning_leaves_a_log_with_the_latest_value_of_every_key(
                 latest.update({r.key: r.value for r in records if r.key is not None and r.value is not None})
             del producer
             time.sleep(rng.uniform(0.0, 0.3))  # the cleaner works on the new segments meanwhile
+            if kill % 5 == 4:  # some kills surely follow a clean (waited for as state: a busy machine)
+                wait_until(lambda past=cleaned: cleaned_up_to(broker, topic) > past, 3 * TIMEOUT_S, "a recorded clean")
             cleaned = max(cleaned, cleaned_up_to(broker, topic))
             broker.kill()
             leftovers = {p.suffix for p in (broker.data_dir / "logs" / f"{topic}-0").iterdir()}
