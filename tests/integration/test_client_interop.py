@@ -54,6 +54,8 @@ def test_third_party_consumers_read_send_records_with_and_without_keys(
         futures = [p.send(topic_name, value, key) for key, value in sent]
         p.flush()
         metas = [f.result(timeout=30) for f in futures]
+    # each future has its record's fields, as a RecordFuture has (read from its batch)
+    assert [(f.key, f.value, f.headers) for f in futures] == [(k, v, ()) for k, v in sent]
     where = {(m.partition, m.offset): i for i, m in enumerate(metas)}
     assert len(where) == len(sent)
     for partition in range(3):  # offsets rise with the order of the send() calls
@@ -62,17 +64,18 @@ def test_third_party_consumers_read_send_records_with_and_without_keys(
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "interop", "enable.auto.commit": False})
     try:
         c.assign([ck.TopicPartition(topic_name, p, 0) for p in range(3)])
-        got: list[tuple[int, int, bytes | None, bytes]] = []
+        got: list[tuple[int, int, bytes | None, bytes, int]] = []
         deadline = time.monotonic() + 30
         while len(got) < len(sent) and time.monotonic() < deadline:
             msg = c.poll(0.5)
             if msg is not None and msg.error() is None:
-                got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1]))
     finally:
         c.close()
-    assert sorted((k or b"", v) for _p, _o, k, v in got) == sorted((k or b"", v) for k, v in sent)
-    for partition, offset, key, value in got:  # each record where its future said, key kept
+    assert sorted((k or b"", v) for _p, _o, k, v, _t in got) == sorted((k or b"", v) for k, v in sent)
+    for partition, offset, key, value, stamp in got:  # each record where its future said, key kept
         assert sent[where[(partition, offset)]] == (key, value)
+        assert futures[where[(partition, offset)]].timestamp == stamp
     kp = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest")
     try:
         kp.assign([kafka.TopicPartition(topic_name, p) for p in range(3)])
