@@ -5,7 +5,8 @@ headers or timestamp, no ``on_delivery``), all keyed or all ``sticky`` (no key, 
 ``partitioner.ignore.keys`` ignores). A sticky chunk fills the sticky partition's open batch and
 moves the sticky partition on where a row needs a new batch (KIP-480, ``_place_sticky``). A
 keyed chunk's keys are partitioned as Kafka's default partitioner does
-(``toPositive(murmur2(key)) % partitions``: vectorised over the chunk when it is long), the rows
+(``toPositive(murmur2(key)) % partitions``: compiled where ``records.speedups`` was built, else
+vectorised over the chunk when it is long), the rows
 are grouped by partition with a stable sort (so each partition keeps the order of the ``send``
 calls) and each group goes to ``RecordAccumulator.append_many``. No per-record object is
 touched: the chunk keeps the sort's permutation (none for a sticky chunk; its inverse is
@@ -31,6 +32,7 @@ from pyspark_log.client import futures
 from pyspark_log.client.futures import LaneChunk, RecordFuture
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import TopicPartition
+from pyspark_log.records import speedups
 
 if TYPE_CHECKING:
     from pyspark_log.client.accumulator import RecordAccumulator
@@ -72,7 +74,10 @@ def place_chunk(target: PlacementTarget, chunk: LaneChunk) -> None:
     n = len(rows)
     keys = list(map(_KEY, rows))
     order: Any
-    if n < VECTORISE_FROM:
+    if speedups.native is not None:  # compiled: murmur2 and a counting sort in one call
+        order, cuts, run_parts = speedups.native.group_by_partition(keys, count)
+        positions = order
+    elif n < VECTORISE_FROM:
         parts = [partition_for_key(k, count) for k in keys]
         order = sorted(range(n), key=parts.__getitem__)
         cuts = [0, *(i for i in range(1, n) if parts[order[i]] != parts[order[i - 1]]), n]

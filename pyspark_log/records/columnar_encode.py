@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pyspark_log.records import speedups
 from pyspark_log.records.batch import RecordFields
 
 _BINARY = pa.large_binary()
@@ -450,6 +451,8 @@ def partitions_for_keys(keys: pa.Array | list[bytes], num_partitions: int) -> _I
     keys an Arrow binary column or a list of ``bytes`` (``murmur2_of_list``)."""
     if num_partitions <= 0:
         raise ValueError("a topic has at least one partition")
+    if isinstance(keys, list) and speedups.native is not None:
+        return np.array(speedups.native.partition_keys(keys, num_partitions), np.int64)
     hashed = murmur2_of_list(keys) if isinstance(keys, list) else murmur2(keys)
     return ((hashed & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)
 

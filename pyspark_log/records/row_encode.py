@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from pyspark_log.records import columnar_encode as ce
+from pyspark_log.records import speedups
 from pyspark_log.records.batch import RecordFields
 from pyspark_log.records.varint import encode_varint
 
@@ -75,11 +76,19 @@ def encode_plain_rows(
     and no headers, or None for rows that have anything else, or whose record heads would take
     more than 16 bytes (timestamps hours apart in one batch with huge keys or values: the caller
     then uses the Arrow encoder). A row is a ``(key, value, timestamp, headers)`` tuple or a
-    ``RecordFields``."""
+    ``RecordFields``. Where the compiled ``speedups.native`` is built, a list of tuples is encoded
+    by its ``encode_records`` (the same bytes; it also takes null values, some keys null and
+    heads of any size)."""
     n = len(rows)
     bounds = starts.tolist() if isinstance(starts, np.ndarray) else list(starts)
     if n == 0 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or any(b <= a for a, b in pairwise(bounds)):
         raise ValueError("starts must rise strictly from 0 to the number of records (at least one record)")
+    if speedups.native is not None and rows.__class__ is list:
+        # compiled: one pass over the rows (it also takes null values and mixed null keys)
+        encoded = speedups.native.encode_records(rows, bounds)
+        if encoded is not None:
+            data, byte_starts, base, top = encoded
+            return ce.Sections(data, np.array(bounds, np.int64), np.array(byte_starts, np.int64), *_int64s(base, top))
     try:
         flat = list(chain.from_iterable(rows))  # type: ignore[arg-type]  # (the rows' fields in order)
     except TypeError:  # RecordFields objects among the tuples
@@ -156,6 +165,10 @@ def encode_plain_rows(
     if len(data) != record_cum[-1]:  # the sizes above and the bytes written disagree: a bug
         raise AssertionError(f"records section of {len(data)} bytes, expected {int(record_cum[-1])}")
     return ce.Sections(data, np.array(bounds, np.int64), record_cum[bounds].astype(np.int64), base_ts, max_ts)
+
+
+def _int64s(*columns: list[int]) -> list[Any]:
+    return [np.array(c, np.int64) for c in columns]
 
 
 def _pack(z: Any) -> tuple[Any, Any, int]:

@@ -3,7 +3,8 @@
 The contract is byte identity with ``encode_batch`` (seed 002 §5.3.2 record layout) and with the
 Arrow encoder (``columnar_encode.encode_rows``): the same sections, byte starts and timestamps,
 for rows of bytes values, bytes keys or no keys, without headers (the plain path) and, through
-the fallback, for rows with some null keys, null values or headers.
+the fallback, for rows with some null keys, null values or headers. Every test runs twice: with
+the numpy plain path and with the compiled one (``speedups.native``, where it was built).
 """
 
 from __future__ import annotations
@@ -17,12 +18,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyspark_log.records import columnar_encode as ce
-from pyspark_log.records import row_encode
+from pyspark_log.records import row_encode, speedups
 from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_parts
 
 from .strategies import TS_BASE, record_lists
 
 pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True, scope="module", params=["numpy", "compiled"])
+def encoder(request: pytest.FixtureRequest) -> Any:
+    """The plain path's implementation, set for the module's tests (module scope: hypothesis
+    tests may not use function-scoped fixtures)."""
+    saved = speedups.native
+    if request.param == "numpy":
+        speedups.native = None
+    elif saved is None:
+        pytest.skip("the compiled speedups were not built here")
+    try:
+        yield request.param
+    finally:
+        speedups.native = saved
+
 
 plain_rows = st.lists(
     st.tuples(
@@ -129,9 +146,15 @@ def test_any_records_encode_byte_identical_through_the_fallback(records: list[Pr
     ],
     ids=["one-null-key", "null-value", "headers", "bytearray-key"],
 )
-def test_rows_the_plain_path_does_not_take(row: tuple) -> None:
+def test_rows_the_plain_path_does_not_take(row: tuple, encoder: str) -> None:
+    """The compiled path also takes null keys among keys and null values (the same bytes)."""
     rows = [(b"a", b"b", TS_BASE, ()), row]
-    assert row_encode.encode_plain_rows(rows, [0, 2]) is None
+    plain = row_encode.encode_plain_rows(rows, [0, 2])
+    if encoder == "compiled" and row[3] == () and not isinstance(row[0], bytearray):
+        assert plain is not None
+        assert _batches(rows, plain, [0, 2]) == _expected(rows, [0, 2])
+    else:
+        assert plain is None
     if not isinstance(row[0], bytearray):
         assert _batches(rows, row_encode.encode_rows(rows, [0, 2]), [0, 2]) == [
             encode_batch([ProducerRecord(*r) for r in rows])
@@ -204,10 +227,16 @@ def test_batches_of_more_than_8192_records() -> None:
 
 
 @pytest.mark.parametrize("ts_step", [1 << 50, 1 << 56, -(1 << 62)])
-def test_heads_over_16_bytes_take_the_arrow_encoder(ts_step: int) -> None:
+def test_heads_over_16_bytes_take_the_arrow_encoder(ts_step: int, encoder: str) -> None:
+    """(The compiled path has no slots: it writes any head.)"""
     rows = [(b"k" * 70, b"v" * 9000, TS_BASE + ts_step * (i % 2), ()) for i in range(80)]
     starts = [0, 80]
-    assert row_encode.encode_plain_rows(rows, starts) is None
+    plain = row_encode.encode_plain_rows(rows, starts)
+    if encoder == "compiled":
+        assert plain is not None
+        assert _batches(rows, plain, starts) == _expected(rows, starts)
+    else:
+        assert plain is None
     assert _batches(rows, row_encode.encode_rows(rows, starts), starts) == _expected(rows, starts)
 
 

@@ -1,0 +1,20 @@
+"""The optional compiled part of pyspark-pylog (everything else is in pyproject.toml).
+
+``pyspark_log.records._speedups`` compiles the producer's per-record loops (Kafka's murmur2
+partitioner, the send() records encoder). It is optional: where no C compiler or Python headers
+are found the build goes on without it and the same functions run in pure Python
+(``pyspark_log/records/speedups.py``).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "pyspark_log.records._speedups",
+            ["pyspark_log/records/_speedups.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+    ]
+)
