@@ -61,6 +61,7 @@ from pyspark_log.client.types import (
     OffsetAndTimestamp,
     TopicPartition,
 )
+from pyspark_log.records import speedups
 
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
@@ -96,6 +97,26 @@ class Producer(_SyncClient):
         # ClusterMetadata on each refresh, so identity tells when to look again)
         self._meta: object = None
         self._meta_topics: set[str] = set()
+        native = speedups.native
+        if native is not None and self._time_ns is not None:
+            # send()'s common case compiled (records/_speedups.c: the same steps as the inlined
+            # path below; anything else goes to this class's send, bound, before any change)
+            vars(self)["send"] = native.LaneSender(
+                producer=self,
+                core=core,
+                handoff=self._handoff,
+                pool=self._pool,
+                lock=self._pool_lock,
+                cluster=core.cluster,
+                fallback=Producer.send.__get__(self),
+                future_type=LaneFuture,
+                fatal=_FATAL,
+                abortable=_ABORTABLE,
+                overhead=RECORD_OVERHEAD_BYTES,
+                lane_chunk=LANE_CHUNK,
+                record_size_limit=core.record_size_limit,
+                ignore_keys=self._ignore_keys,
+            )
 
     @property
     def core(self) -> AsyncProducer:

@@ -15,8 +15,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2): seed 0x9747b28c, m 0x5bd1e995,
  * r 24; the tail's bytes taken little-endian as in Java's switch fall-through. */
@@ -424,6 +427,507 @@ done:
     return out;
 }
 
+
+/* LaneSender: ``Producer.send``'s common case, compiled (sync.py's fast path, the same steps).
+ *
+ * Installed as a producer's ``send`` attribute (so ``producer.send(...)`` calls it without a
+ * Python frame). It takes ``send(topic, value, key)`` with a ``str`` topic, ``bytes`` or None
+ * key and value and nothing else set, on a started, healthy, non-transactional producer whose
+ * topic's metadata is known and whose ``buffer.memory`` has room: it reserves the record's size
+ * under the pool's lock, appends the row ``(key, value, now_ms, ())`` and its size to the open
+ * lane (a new one when the topic or the keyed/sticky kind changes) and returns a ``LaneFuture``
+ * of (lane, position), scheduling the drain as ``send`` does. Anything else is handed, before
+ * any side effect, to the Python method (``fallback``, ``Producer.send`` bound), which gives the
+ * same result by the general path and raises what it raises. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *producer, *core, *handoff, *pool, *acquire, *release, *cluster, *fallback, *future_type, *fatal,
+        *abortable;
+    PyObject *meta, *topics; /* the metadata object whose known topics ``topics`` holds */
+    /* the last lane appended to and its fields (a lane's topic, kind and lists are fixed while
+     * it is open; a sealed lane is never reopened, and holding it keeps its identity unique) */
+    PyObject *lane, *lane_topic, *lane_sticky, *lane_rows, *lane_sizes;
+    Py_ssize_t overhead, lane_chunk, size_limit;
+    Py_ssize_t chunk_offset, pos_offset; /* the future's two slots (0: set them by name) */
+    int ignore_keys;
+} LaneSender;
+
+static PyObject *s_closed, *s_fatal, *s_started, *s_txn, *s_transactional, *s_state,
+    *s_metadata, *s_topic_known, *s_acquire, *s_release, *s_available, *s_lane, *s_topic,
+    *s_sticky, *s_new_lane, *s_rows, *s_sizes, *s_chunk, *s_pos, *s_scheduled, *s_after_put;
+static PyObject *names[7]; /* send's parameters, in order */
+
+static int intern_names(void)
+{
+    static const char *strs[] = {"_closed", "_fatal", "_started", "txn", "transactional", "state",
+        "metadata", "_topic_known", "acquire", "release", "_available",
+        "_lane", "topic", "sticky", "new_lane", "rows", "sizes", "_chunk", "_pos", "_scheduled", "after_put"};
+    PyObject **slots[] = {&s_closed, &s_fatal, &s_started, &s_txn, &s_transactional, &s_state,
+        &s_metadata, &s_topic_known, &s_acquire, &s_release, &s_available,
+        &s_lane, &s_topic, &s_sticky, &s_new_lane, &s_rows, &s_sizes, &s_chunk, &s_pos, &s_scheduled,
+        &s_after_put};
+    static const char *params[] = {"topic", "value", "key", "headers", "partition", "timestamp_ms", "on_delivery"};
+    size_t i;
+    for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if ((*slots[i] = PyUnicode_InternFromString(strs[i])) == NULL)
+            return -1;
+    for (i = 0; i < 7; i++)
+        if ((names[i] = PyUnicode_InternFromString(params[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* 1 if ``obj.name`` is true, 0 if false, -1 on an error */
+static int attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* 1: the producer may take the fast path; 0: the Python method must look; -1: an error. */
+static int sender_healthy(LaneSender *self)
+{
+    int t;
+    if ((t = attr_true(self->producer, s_closed)) != 0)
+        return t < 0 ? -1 : 0;
+    PyObject *fatal = PyObject_GetAttr(self->core, s_fatal);
+    if (fatal == NULL)
+        return -1;
+    Py_DECREF(fatal);
+    if (fatal != Py_None)
+        return 0;
+    if ((t = attr_true(self->core, s_closed)) != 0)
+        return t < 0 ? -1 : 0;
+    if ((t = attr_true(self->core, s_started)) != 1)
+        return t;
+    PyObject *txn = PyObject_GetAttr(self->core, s_txn);
+    if (txn == NULL)
+        return -1;
+    int ok = 1;
+    if (txn != Py_None) {
+        if ((t = attr_true(txn, s_transactional)) != 0)
+            ok = t < 0 ? -1 : 0;
+        else {
+            PyObject *state = PyObject_GetAttr(txn, s_state);
+            if (state == NULL)
+                ok = -1;
+            else {
+                ok = state != self->fatal && state != self->abortable;
+                Py_DECREF(state);
+            }
+        }
+    }
+    Py_DECREF(txn);
+    return ok;
+}
+
+/* 1 if ``topic``'s metadata is known (the producer's ``_topic_known`` asked when the metadata
+ * object changed or the topic is new to it), 0 if not, -1 on an error. */
+static int sender_topic_known(LaneSender *self, PyObject *topic)
+{
+    PyObject *meta = PyObject_GetAttr(self->cluster, s_metadata);
+    if (meta == NULL)
+        return -1;
+    int known = meta == self->meta ? PySet_Contains(self->topics, topic) : 0;
+    if (known == 0) {
+        PyObject *r = PyObject_CallMethodObjArgs(self->producer, s_topic_known, meta, topic, NULL);
+        if (r == NULL)
+            known = -1;
+        else {
+            known = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (known == 1) {
+                if (meta != self->meta) {
+                    Py_INCREF(meta);
+                    Py_SETREF(self->meta, meta);
+                    if (PySet_Clear(self->topics) < 0)
+                        known = -1;
+                }
+                if (known == 1 && PySet_Add(self->topics, topic) < 0)
+                    known = -1;
+            }
+        }
+    }
+    Py_DECREF(meta);
+    return known;
+}
+
+static PyObject *now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+static PyObject *call_method0(PyObject *obj, PyObject *name)
+{
+    return PyObject_CallMethodObjArgs(obj, name, NULL);
+}
+
+/* Remember ``lane`` and its topic, kind, rows and sizes (under the pool's lock). */
+static int lane_fields(LaneSender *self, PyObject *lane)
+{
+    PyObject *topic = PyObject_GetAttr(lane, s_topic), *sticky = NULL, *rows = NULL, *sizes = NULL;
+    if (topic == NULL || (sticky = PyObject_GetAttr(lane, s_sticky)) == NULL
+        || (rows = PyObject_GetAttr(lane, s_rows)) == NULL || (sizes = PyObject_GetAttr(lane, s_sizes)) == NULL)
+        goto bad;
+    if (!PyList_CheckExact(rows) || !PyList_CheckExact(sizes)) {
+        PyErr_SetString(PyExc_TypeError, "a lane's rows and sizes are lists");
+        goto bad;
+    }
+    Py_INCREF(lane);
+    Py_XSETREF(self->lane, lane);
+    Py_XSETREF(self->lane_topic, topic);
+    Py_XSETREF(self->lane_sticky, sticky);
+    Py_XSETREF(self->lane_rows, rows);
+    Py_XSETREF(self->lane_sizes, sizes);
+    return 0;
+bad:
+    Py_XDECREF(topic);
+    Py_XDECREF(sticky);
+    Py_XDECREF(rows);
+    Py_XDECREF(sizes);
+    return -1;
+}
+
+/* ``obj.<slot> = value``: straight into the slot at ``offset`` when known (a fresh object's slot
+ * is empty), else by name. */
+static int set_slot(PyObject *obj, Py_ssize_t offset, PyObject *name, PyObject *value)
+{
+    if (offset == 0)
+        return PyObject_SetAttr(obj, name, value);
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    Py_INCREF(value);
+    Py_XSETREF(*slot, value);
+    return 0;
+}
+
+/* The offset of ``type``'s ``__slots__`` member ``name`` (an object slot), or 0. */
+static Py_ssize_t slot_offset(PyObject *type, const char *name)
+{
+    PyObject *descr = PyObject_GetAttrString(type, name);
+    Py_ssize_t offset = 0;
+    if (descr == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            offset = member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
+static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value, PyObject *key, int *taken);
+
+static PyObject *sender_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LaneSender *self = (LaneSender *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, j;
+    PyObject *given[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    int plain = nargs <= 6;
+    for (i = 0; plain && i < nargs; i++) {
+        if (i == 6)
+            plain = 0;
+        else
+            given[i] = args[i];
+    }
+    for (i = 0; plain && i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        for (j = 0; j < 7; j++)
+            if (name == names[j] || PyUnicode_Compare(name, names[j]) == 0)
+                break;
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        if (j == 7 || given[j] != NULL)
+            plain = 0; /* an unknown or repeated argument: Python's TypeError */
+        else
+            given[j] = args[nargs + i];
+    }
+    if (plain) {
+        for (j = 3; j < 7; j++)
+            if (given[j] != NULL && given[j] != Py_None)
+                plain = 0;
+    }
+    if (plain && given[0] != NULL && PyUnicode_CheckExact(given[0])) {
+        PyObject *value = given[1] == NULL ? Py_None : given[1], *key = given[2] == NULL ? Py_None : given[2];
+        if ((value == Py_None || PyBytes_CheckExact(value)) && (key == Py_None || PyBytes_CheckExact(key))) {
+            int taken = 0;
+            PyObject *future = sender_fast(self, given[0], value, key, &taken);
+            if (taken || future != NULL)
+                return future;
+            if (PyErr_Occurred())
+                return NULL;
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+/* The fast path: the future (``*taken`` set once the record is queued), or NULL with no error
+ * set when the Python method must take the call (nothing was changed), or NULL and an error. */
+static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value, PyObject *key, int *taken)
+{
+    int t = sender_healthy(self);
+    if (t <= 0)
+        return NULL;
+    Py_ssize_t size = self->overhead + (key != Py_None ? PyBytes_GET_SIZE(key) : 0)
+        + (value != Py_None ? PyBytes_GET_SIZE(value) : 0);
+    if (size > self->size_limit)
+        return NULL;
+    if ((t = sender_topic_known(self, topic)) <= 0)
+        return NULL;
+    PyObject *r = PyObject_CallNoArgs(self->acquire);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    /* under the pool's lock: buffer.memory, then the lane */
+    PyObject *lane = NULL, *rows = NULL, *sizes = NULL, *row = NULL, *stamp = NULL, *size_obj = NULL;
+    int reserved = 0, failed = 1;
+    Py_ssize_t pos = -1;
+    PyObject *available = PyObject_GetAttr(self->pool, s_available);
+    if (available == NULL)
+        goto unlock;
+    Py_ssize_t room = PyLong_AsSsize_t(available);
+    Py_DECREF(available);
+    if (room == -1 && PyErr_Occurred())
+        goto unlock;
+    if (room < size) { /* the Python method blocks for room (max.block.ms) */
+        failed = 0;
+        goto unlock;
+    }
+    PyObject *rest = PyLong_FromSsize_t(room - size);
+    if (rest == NULL || PyObject_SetAttr(self->pool, s_available, rest) < 0) {
+        Py_XDECREF(rest);
+        goto unlock;
+    }
+    Py_DECREF(rest);
+    reserved = 1;
+    PyObject *sticky = (key == Py_None || self->ignore_keys) ? Py_True : Py_False;
+    lane = PyObject_GetAttr(self->handoff, s_lane);
+    if (lane == NULL)
+        goto unlock;
+    if (lane == Py_None || lane != self->lane) { /* a lane not seen yet: read its fields */
+        if (lane != Py_None && lane_fields(self, lane) < 0)
+            goto unlock;
+    }
+    int same = lane != Py_None;
+    if (same) {
+        same = self->lane_topic == topic ? 1 : PyObject_RichCompareBool(self->lane_topic, topic, Py_EQ);
+        if (same < 0)
+            goto unlock;
+        same = same && self->lane_sticky == sticky;
+    }
+    if (!same) {
+        Py_SETREF(lane, PyObject_CallMethodObjArgs(self->handoff, s_new_lane, topic, sticky, NULL));
+        if (lane == NULL || lane_fields(self, lane) < 0)
+            goto unlock;
+    }
+    rows = self->lane_rows;
+    sizes = self->lane_sizes;
+    Py_INCREF(rows);
+    Py_INCREF(sizes);
+    stamp = now_ms();
+    size_obj = PyLong_FromSsize_t(size);
+    if (stamp == NULL || size_obj == NULL)
+        goto unlock;
+    row = PyTuple_Pack(4, key, value, stamp, PyTuple_New(0)); /* (the empty tuple is a singleton) */
+    if (row == NULL)
+        goto unlock;
+    Py_DECREF(PyTuple_GET_ITEM(row, 3)); /* PyTuple_New's reference, now the row's */
+    /* bytes, None, an int and (): nothing the collector could find a cycle through (it untracks
+     * such tuples itself at their first collection; here they never burden one) */
+    PyObject_GC_UnTrack(row);
+    pos = PyList_GET_SIZE(rows);
+    if (PyList_Append(rows, row) < 0)
+        goto unlock;
+    if (PyList_Append(sizes, size_obj) < 0) {
+        /* (cannot happen short of memory: take the row back so the lane stays consistent) */
+        PyList_SetSlice(rows, pos, pos + 1, NULL);
+        goto unlock;
+    }
+    failed = 0;
+    *taken = 1;
+unlock:
+    if (failed && reserved) { /* give the reservation back */
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        PyObject *now = PyObject_GetAttr(self->pool, s_available);
+        if (now != NULL) {
+            PyObject *back = PyLong_FromSsize_t(PyLong_AsSsize_t(now) + size);
+            if (back != NULL)
+                PyObject_SetAttr(self->pool, s_available, back);
+            Py_XDECREF(back);
+            Py_DECREF(now);
+        }
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+    {
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        r = PyObject_CallNoArgs(self->release);
+        Py_XDECREF(r);
+        if (exc_type != NULL)
+            PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+    Py_XDECREF(rows);
+    Py_XDECREF(sizes);
+    Py_XDECREF(row);
+    Py_XDECREF(stamp);
+    Py_XDECREF(size_obj);
+    if (!*taken) {
+        Py_XDECREF(lane);
+        return NULL;
+    }
+    if (r == NULL) { /* the release failed: the record is queued, the error is the caller's */
+        Py_DECREF(lane);
+        return NULL;
+    }
+    /* the future: LaneFuture(chunk=lane, pos=pos), as object.__new__ and two slots */
+    PyTypeObject *type = (PyTypeObject *)self->future_type;
+    PyObject *future = type->tp_alloc(type, 0);
+    PyObject *pos_obj = NULL;
+    if (future == NULL)
+        goto out;
+    pos_obj = PyLong_FromSsize_t(pos);
+    if (pos_obj == NULL || set_slot(future, self->chunk_offset, s_chunk, lane) < 0
+        || set_slot(future, self->pos_offset, s_pos, pos_obj) < 0) {
+        Py_CLEAR(future);
+        goto out;
+    }
+    {
+        PyObject *scheduled = PyObject_GetAttr(self->handoff, s_scheduled);
+        if (scheduled == NULL) {
+            Py_CLEAR(future);
+            goto out;
+        }
+        int on = PyObject_IsTrue(scheduled);
+        Py_DECREF(scheduled);
+        if (on < 0 || !on || pos >= self->lane_chunk) {
+            PyObject *done = on < 0 ? NULL : call_method0(self->handoff, s_after_put);
+            if (done == NULL)
+                Py_CLEAR(future);
+            Py_XDECREF(done);
+        }
+    }
+out:
+    Py_XDECREF(pos_obj);
+    Py_DECREF(lane);
+    return future;
+}
+
+static int sender_traverse(LaneSender *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->producer);
+    Py_VISIT(self->core);
+    Py_VISIT(self->handoff);
+    Py_VISIT(self->pool);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->cluster);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->future_type);
+    Py_VISIT(self->fatal);
+    Py_VISIT(self->abortable);
+    Py_VISIT(self->meta);
+    Py_VISIT(self->topics);
+    Py_VISIT(self->lane);
+    Py_VISIT(self->lane_topic);
+    Py_VISIT(self->lane_sticky);
+    Py_VISIT(self->lane_rows);
+    Py_VISIT(self->lane_sizes);
+    return 0;
+}
+
+static int sender_clear(LaneSender *self)
+{
+    Py_CLEAR(self->producer);
+    Py_CLEAR(self->core);
+    Py_CLEAR(self->handoff);
+    Py_CLEAR(self->pool);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->cluster);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->future_type);
+    Py_CLEAR(self->fatal);
+    Py_CLEAR(self->abortable);
+    Py_CLEAR(self->meta);
+    Py_CLEAR(self->topics);
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->lane_topic);
+    Py_CLEAR(self->lane_sticky);
+    Py_CLEAR(self->lane_rows);
+    Py_CLEAR(self->lane_sizes);
+    return 0;
+}
+
+static void sender_dealloc(LaneSender *self)
+{
+    PyObject_GC_UnTrack(self);
+    sender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"producer", "core", "handoff", "pool", "lock", "cluster", "fallback", "future_type", "fatal",
+        "abortable", "overhead", "lane_chunk", "record_size_limit", "ignore_keys", NULL};
+    PyObject *producer, *core, *handoff, *pool, *lock, *cluster, *fallback, *future_type, *fatal, *abortable;
+    Py_ssize_t overhead, lane_chunk, size_limit;
+    int ignore_keys;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!OOnnnp:LaneSender", kw, &producer, &core, &handoff,
+            &pool, &lock, &cluster, &fallback, &PyType_Type, &future_type, &fatal, &abortable, &overhead,
+            &lane_chunk, &size_limit, &ignore_keys))
+        return NULL;
+    LaneSender *self = (LaneSender *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = sender_vectorcall;
+    PyObject **fields[] = {&self->producer, &self->core, &self->handoff, &self->pool, &self->cluster,
+        &self->fallback, &self->future_type, &self->fatal, &self->abortable};
+    PyObject *values[] = {producer, core, handoff, pool, cluster, fallback, future_type, fatal, abortable};
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+    }
+    Py_INCREF(Py_None);
+    self->meta = Py_None;
+    self->acquire = PyObject_GetAttr(lock, s_acquire);
+    self->release = PyObject_GetAttr(lock, s_release);
+    self->topics = PySet_New(NULL);
+    if (self->acquire == NULL || self->release == NULL || self->topics == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->overhead = overhead;
+    self->lane_chunk = lane_chunk;
+    self->size_limit = size_limit;
+    self->ignore_keys = ignore_keys;
+    self->chunk_offset = slot_offset(future_type, "_chunk");
+    self->pos_offset = slot_offset(future_type, "_pos");
+    return (PyObject *)self;
+}
+
+static PyTypeObject LaneSenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pyspark_log.records._speedups.LaneSender",
+    .tp_basicsize = sizeof(LaneSender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Producer.send's common case, compiled (see _speedups.c).",
+    .tp_new = sender_new,
+    .tp_traverse = (traverseproc)sender_traverse,
+    .tp_clear = (inquiry)sender_clear,
+    .tp_dealloc = (destructor)sender_dealloc,
+    .tp_vectorcall_offset = offsetof(LaneSender, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
 static PyMethodDef methods[] = {
     {"partition_keys", partition_keys, METH_VARARGS,
      "partition_keys(keys, count) -> list of toPositive(murmur2(key)) % count"},
@@ -440,5 +944,16 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void)
 {
-    return PyModule_Create(&module);
+    if (intern_names() < 0 || PyType_Ready(&LaneSenderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&LaneSenderType);
+    if (PyModule_AddObject(m, "LaneSender", (PyObject *)&LaneSenderType) < 0) {
+        Py_DECREF(&LaneSenderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -23,7 +23,7 @@ from pyspark_log.client.types import RecordMetadata
 
 from .fake_broker import FakeCluster
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("send_path")]
 
 BASE = {"bootstrap.servers": "fake:9092", "retry.backoff.ms": 1, "linger.ms": 5}
 

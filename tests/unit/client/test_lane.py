@@ -23,11 +23,10 @@ from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.lane import VECTORISE_FROM, place_chunk
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import RecordMetadata, TopicPartition
-from pyspark_log.records import speedups
 
 from .fake_broker import FakeCluster
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("send_path")]
 
 BASE = {"bootstrap.servers": "fake:9092", "retry.backoff.ms": 1, "linger.ms": 5}
 PARTITIONS = 4
@@ -99,16 +98,10 @@ def batches(target: _Target, p: int) -> list[Any]:
     return list(target.accumulator._queues.get(TopicPartition("t", p), ()))
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
 @pytest.mark.parametrize("n", [1, 5, VECTORISE_FROM, 300])
-def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their_offsets(
-    n: int, compiled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Grouped by numpy (or one by one when short), or by the compiled counting sort."""
-    if not compiled:
-        monkeypatch.setattr(speedups, "native", None)
-    elif speedups.native is None:
-        pytest.skip("the compiled speedups were not built here")
+def test_a_chunk_goes_to_murmur2_partitions_in_send_order_and_futures_find_their_offsets(n: int) -> None:
+    """Grouped by the compiled counting sort, or (``send_path`` python) by numpy, or one by
+    one when short."""
     target = _Target(batch_size=2000)  # several batches per partition at 300 records
     chunk = LaneChunk("t")
     futs = [lane_send(chunk, b"key-%d" % (i * 7919 % 1000), b"v%d" % i) for i in range(n)]
