@@ -915,11 +915,34 @@ static PyObject *sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     return (PyObject *)self;
 }
 
+/* ``__wrapped__`` (the Python method, so ``inspect.signature`` and ``help`` show its signature)
+ * and ``__doc__`` (its docstring). */
+static PyObject *sender_wrapped(LaneSender *self, void *closure)
+{
+    if (self->fallback == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(self->fallback);
+    return self->fallback;
+}
+
+static PyObject *sender_doc(LaneSender *self, void *closure)
+{
+    if (self->fallback == NULL)
+        Py_RETURN_NONE;
+    return PyObject_GetAttrString(self->fallback, "__doc__");
+}
+
+static PyGetSetDef sender_getset[] = {
+    {"__wrapped__", (getter)sender_wrapped, NULL, NULL, NULL},
+    {"__doc__", (getter)sender_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject LaneSenderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pyspark_log.records._speedups.LaneSender",
     .tp_basicsize = sizeof(LaneSender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Producer.send's common case, compiled (see _speedups.c).",
+    .tp_getset = sender_getset,
     .tp_new = sender_new,
     .tp_traverse = (traverseproc)sender_traverse,
     .tp_clear = (inquiry)sender_clear,

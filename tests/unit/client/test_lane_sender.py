@@ -7,6 +7,7 @@ anything changed, so it returns or raises what Python's does."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import time
 import weakref
@@ -123,6 +124,14 @@ def test_calls_it_does_not_take_go_to_the_python_send() -> None:
     assert metas[3].timestamp == 1234
     assert delivered == [metas[5]]
     assert b"v" in [r.value for r in fake.records("t", 1)]
+
+
+def test_it_shows_the_python_methods_signature_and_docstring() -> None:
+    fake = FakeCluster(1, topics={"t": 1})
+    with Producer(BASE, connector=fake.connector) as p:
+        assert compiled(p)
+        assert inspect.signature(p.send) == inspect.signature(Producer.send.__get__(p))
+        assert p.send.__doc__ == Producer.send.__doc__
 
 
 @pytest.mark.parametrize(
