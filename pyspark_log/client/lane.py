@@ -6,9 +6,9 @@ headers or timestamp, no ``on_delivery``), all keyed or all ``sticky`` (no key, 
 moves the sticky partition on where a row needs a new batch (KIP-480, ``_place_sticky``). A
 keyed chunk's keys are partitioned as Kafka's default partitioner does
 (``toPositive(murmur2(key)) % partitions``: compiled where ``records.speedups`` was built, else
-vectorised over the chunk when it is long), the rows
-are grouped by partition with a stable sort (so each partition keeps the order of the ``send``
-calls) and each group goes to ``RecordAccumulator.append_many``. No per-record object is
+vectorised over the chunk when it is long), the rows are grouped by partition with a stable sort
+(so each partition keeps the order of the ``send`` calls) and each group goes to
+``RecordAccumulator.append_many``. No per-record object is
 touched: the chunk keeps the sort's permutation (none for a sticky chunk; its inverse is
 computed when a future first asks) and, per appended run, its first sorted position and
 ``(batch, first index)``; a future finds its batch from those only when asked (``LaneFuture``).

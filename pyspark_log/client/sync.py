@@ -17,7 +17,9 @@ appends what queued meanwhile in bulk, and batches are encoded from columns at d
 record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
 future; once appended, its batch keeps only the record's row and the future reads the batch's
 outcome lazily. The common case (bytes key and value, no headers, partition or timestamp) is
-inlined in ``send``: no call for the clock, the ``buffer.memory`` reservation or the hand-off.
+inlined in ``send``: no call for the clock, the ``buffer.memory`` reservation or the hand-off;
+where the compiled speedups are built, a producer's ``send`` is their ``LaneSender``, which takes
+that case in C and passes any other call to this class's ``send``.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.

@@ -1,9 +1,10 @@
 """The compiled producer loops (``_speedups.c``), or None where they were not built.
 
-The extension is optional (``setup.py``): every function in it has a pure Python twin giving the
+The extension is optional (``setup.py``): everything in it has a pure Python twin giving the
 same result — ``partition_keys`` and ``group_by_partition`` the default partitioner's
 ``toPositive(murmur2(key)) % partitions`` (``columnar_encode.partitions_for_keys``),
-``encode_records`` the records sections of ``send()`` rows (``row_encode.encode_plain_rows``).
+``encode_records`` the records sections of ``send()`` rows (``row_encode.encode_plain_rows``),
+``LaneSender`` the common case of ``Producer.send`` (the path inlined in ``client/sync.py``).
 Callers use ``native`` when it is not None. ``PYLOG_NO_SPEEDUPS=1`` in the environment (read at
 import) makes it None, to run or test the pure Python path.
 """
