@@ -3,7 +3,8 @@ checkout installs in a fresh venv and ``pylog --version``, ``pylog-broker --help
 pyspark_log`` work from it").
 
 How it works offline: ``pip wheel . --no-deps`` builds the wheel from a clean copy of the
-committed tree (``git archive`` of HEAD: nothing untracked or ignored gets in); its build backend
+committed tree (``git archive`` of HEAD: nothing untracked or ignored gets in), compiling the optional
+``records/_speedups.c`` where it can (then the wheel is tagged for this interpreter); its build backend
 (setuptools >= 77, from ``[build-system]``) comes from the configured package index, as for every
 pip install of the project. The wheel goes into a fresh venv (``python -m venv``, no system
 site-packages) with ``--no-deps --no-index``: nothing but the wheel is installed. ``import
@@ -56,9 +57,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_wheel_metadata_is_complete(wheel: Path) -> None:
-    assert wheel.name.startswith("pyspark_pylog-0.1.0-py3-none-any")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
+    # the compiled speedups (setup.py, optional) make it a wheel of this interpreter and platform;
+    # where they could not be built it is a pure one
+    compiled = [n for n in names if n.startswith("pyspark_log/records/_speedups.") and n.endswith(".so")]
+    if compiled:
+        tag = sysconfig.get_config_var("SOABI").split("-")[0].replace("cpython", "cp")
+        assert wheel.name.startswith(f"pyspark_pylog-0.1.0-{tag}-{tag}-"), wheel.name
+    else:
+        assert wheel.name.startswith("pyspark_pylog-0.1.0-py3-none-any"), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
         [meta_path] = [n for n in names if n.endswith(".dist-info/METADATA")]
         meta = email.parser.Parser().parsestr(zf.read(meta_path).decode())
         [entry_path] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
@@ -95,6 +104,11 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel: Path, tmp_path: Path) ->
     )
     assert where.splitlines()[0].startswith(str(site)), "the wheel's own copy is imported"
     assert "pyspark'" not in where, "importing pyspark_log does not import pyspark"
+    with zipfile.ZipFile(wheel) as zf:
+        built = any(n.startswith("pyspark_log/records/_speedups.") for n in zf.namelist())
+    if built:  # the wheel's compiled speedups load where it is installed
+        native = run(python, "-c", "from pyspark_log.records import speedups; print(speedups.native)", cwd=away)
+        assert native.strip().startswith("<module 'pyspark_log.records._speedups' from '" + str(site)), native
 
     # the runtime dependencies of the console scripts, from this test venv, after the wheel's code
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
