@@ -63,7 +63,7 @@ def test_wheel_metadata_is_complete(wheel: Path) -> None:
     # where they could not be built it is a pure one
     compiled = [n for n in names if n.startswith("pyspark_log/records/_speedups.") and n.endswith(".so")]
     if compiled:
-        tag = sysconfig.get_config_var("SOABI").split("-")[0].replace("cpython", "cp")
+        tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
         assert wheel.name.startswith(f"pyspark_pylog-0.1.0-{tag}-{tag}-"), wheel.name
     else:
         assert wheel.name.startswith("pyspark_pylog-0.1.0-py3-none-any"), wheel.name
