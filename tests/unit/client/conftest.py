@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from ..native_switch import switched
+
 
 @pytest.fixture
 def run() -> Callable[[Coroutine[Any, Any, Any]], Any]:
@@ -26,14 +28,4 @@ def send_path(request: pytest.FixtureRequest) -> Any:
     """A module's tests once with ``Producer.send``'s compiled common case (``records.speedups``,
     where it was built) and once with the Python one (``PYLOG_NO_SPEEDUPS``'s path). Read when
     a ``Producer`` is made, so it holds for the producers the module's tests make."""
-    from pyspark_log.records import speedups
-
-    saved = speedups.native
-    if request.param == "python":
-        speedups.native = None
-    elif saved is None:
-        pytest.skip("the compiled speedups were not built here")
-    try:
-        yield request.param
-    finally:
-        speedups.native = saved
+    yield from switched(request.param)

@@ -150,16 +150,17 @@ def test_bad_arguments_raise_pythons_type_error(args: tuple[Any, ...], kwargs: d
         p.send(*args, **kwargs)
 
 
-def test_a_closed_producer_raises_and_no_room_blocks_then_raises() -> None:
+def test_a_closed_producer_raises_and_memory_too_short_is_left_to_python() -> None:
+    """(``test_sync``'s back-pressure test runs with both send paths.)"""
     fake = FakeCluster(1, topics={"t": 1})
     with Producer({**BASE, "buffer.memory": 400, "max.block.ms": 50}, connector=fake.connector) as p:
         assert compiled(p)
-        p.send("t", b"warm up").result(timeout=5)
-        fake.response_delay_s = 0.5
-        first = p.send("t", b"x" * 300)
-        with pytest.raises(BufferExhaustedError):
-            p.send("t", b"y" * 300)
-        first.result(timeout=5)
+        p._pool._available = 0  # (as if 400 bytes were in flight)
+        with pytest.raises(BufferExhaustedError):  # no room: Python's send waits, then raises
+            p.send("t", b"z" * 100)
+        p._pool._available = 400
+        assert p._handoff._lane is None or not p._handoff._lane.rows  # nothing was queued
+        p.send("t", b"fits").result(timeout=5)
         assert p._pool._available == 400
     with pytest.raises(ClientClosedError):
         p.send("t", b"x")

@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyspark_log.records import columnar_encode as ce
-from pyspark_log.records import row_encode, speedups
+from pyspark_log.records import row_encode
 from pyspark_log.records.batch import ProducerRecord, encode_batch, encode_batch_parts
 
+from ..native_switch import switched
 from .strategies import TS_BASE, record_lists
 
 pytestmark = pytest.mark.unit
@@ -30,15 +31,7 @@ pytestmark = pytest.mark.unit
 def encoder(request: pytest.FixtureRequest) -> Any:
     """The plain path's implementation, set for the module's tests (module scope: hypothesis
     tests may not use function-scoped fixtures)."""
-    saved = speedups.native
-    if request.param == "numpy":
-        speedups.native = None
-    elif saved is None:
-        pytest.skip("the compiled speedups were not built here")
-    try:
-        yield request.param
-    finally:
-        speedups.native = saved
+    yield from switched(request.param)
 
 
 plain_rows = st.lists(
