@@ -632,13 +632,9 @@ static PyObject *sender_vectorcall(PyObject *callable, PyObject *const *args, si
     LaneSender *self = (LaneSender *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, i, j;
     PyObject *given[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    int plain = nargs <= 6;
-    for (i = 0; plain && i < nargs; i++) {
-        if (i == 6)
-            plain = 0;
-        else
-            given[i] = args[i];
-    }
+    int plain = nargs <= 6; /* (more: Python's TypeError) */
+    for (i = 0; plain && i < nargs; i++)
+        given[i] = args[i];
     for (i = 0; plain && i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         for (j = 0; j < 7; j++)

@@ -11,6 +11,7 @@ import inspect
 import threading
 import time
 import weakref
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.types import RecordMetadata
 from pyspark_log.records import speedups
 
+from ..native_switch import switched
 from .fake_broker import FakeCluster
 
 pytestmark = [
@@ -36,9 +38,12 @@ def compiled(p: Producer) -> bool:
     return type(p.send).__name__ == "LaneSender"
 
 
-def held_rows(p: Producer, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, ...]]:
+def held_rows(
+    p: Producer, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]
+) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Send ``calls`` with the hand-off marked as scheduled (the loop is not asked to drain, so
-    the rows stay in the open lane) and return the lane's rows (without timestamps) and sizes."""
+    the rows stay in the open lane) and return the lane's rows with their sizes (timestamps
+    left out) and the rows' timestamps."""
     handoff = p._handoff
     handoff._scheduled = True
     try:
@@ -47,7 +52,8 @@ def held_rows(p: Producer, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) 
         assert lane is not None
         assert all(f.__class__ is LaneFuture and f._chunk is lane for f in futures)
         assert [f._pos for f in futures] == list(range(len(calls)))
-        return [(k, v, ()) for k, v, _ts, _h in lane.rows] + [tuple(lane.sizes)]
+        rows = [(k, v, h, size) for (k, v, _ts, h), size in zip(lane.rows, lane.sizes, strict=True)]
+        return rows, [row[2] for row in lane.rows]
     finally:
         handoff._scheduled = False
         handoff.after_put()
@@ -64,20 +70,15 @@ def test_the_compiled_send_queues_the_rows_the_python_send_queues() -> None:
     ]
     got = {}
     for path in ("compiled", "python"):
-        saved = speedups.native
-        if path == "python":
-            speedups.native = None
-        try:
-            with Producer(BASE, connector=fake.connector) as p:
-                assert compiled(p) is (path == "compiled")
-                p.send("t", b"warm-up", b"w").result(timeout=5)
-                before = time.time_ns() // 1_000_000
-                got[path] = held_rows(p, calls)
-                p.flush()
-                assert p._handoff._lane is None or not p._handoff._lane.rows
-                assert before <= time.time_ns() // 1_000_000
-        finally:
-            speedups.native = saved
+        with contextmanager(switched)(path), Producer(BASE, connector=fake.connector) as p:
+            assert compiled(p) is (path == "compiled")
+            p.send("t", b"warm-up", b"w").result(timeout=5)
+            before = time.time_ns() // 1_000_000
+            got[path], stamps = held_rows(p, calls)
+            after = time.time_ns() // 1_000_000
+            assert all(before <= ts <= after for ts in stamps), (before, stamps, after)  # CreateTime, ms
+            p.flush()
+            assert p._handoff._lane is None or not p._handoff._lane.rows
     assert got["compiled"] == got["python"]
     # what reached the broker: the warm-up and the five records, twice, in send order per key
     values = sorted(r.value for p in range(3) for r in fake.records("t", p))
