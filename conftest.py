@@ -1,5 +1,6 @@
 """Tier markers by folder: tests/unit -> unit, tests/sim -> sim, tests/integration -> integration,
-spark_tests -> spark. `pytest -m unit` (etc.) selects a tier; `--strict-markers` is on."""
+tests/differential -> differential, spark_tests -> spark. `pytest -m unit` (etc.) selects a tier;
+`--strict-markers` is on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ _TIERS = {
     _ROOT / "tests" / "unit": "unit",
     _ROOT / "tests" / "sim": "sim",
     _ROOT / "tests" / "integration": "integration",
+    _ROOT / "tests" / "differential": "differential",
     _ROOT / "spark_tests": "spark",
 }
 
