@@ -8,6 +8,7 @@ numbers: 1 topic override, 4 static broker config, 5 default.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +50,133 @@ TOPIC_CONFIG_TYPES = {
     "segment.ms": LONG,
     "unclean.leader.election.enable": BOOLEAN,
     **{name: ignored.config_type for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
+}
+
+# ``config_type`` of broker configs: Kafka's ConfigDef type of each key (``KafkaConfig``,
+# checked against Kafka 4.1.1's DescribeConfigs by tests/differential); INT unless listed. Keys
+# Kafka 4 removed keep Kafka 3.7's type; pylog-only keys are typed by their values.
+SHORT, CLASS = 4, 8
+BROKER_CONFIG_TYPES = {
+    **dict.fromkeys(
+        (
+            "controller.listener.names",
+            "inter.broker.listener.name",
+            "log.dirs",
+            "log.dir",
+            "listeners",
+            "advertised.listeners",
+            "listener.security.protocol.map",
+            "security.inter.broker.protocol",
+            "log.message.timestamp.type",
+            "compression.type",
+            "max.connections.per.ip.overrides",
+            "broker.rack",
+            "replica.selector.class",
+            "metrics.recording.level",
+            "remote.log.metadata.manager.class.name",
+            "remote.log.storage.manager.class.name",
+            "metadata.log.dir",
+            "early.start.listeners",
+            "cluster.id",
+            "log.message.format.version",
+            "inter.broker.protocol.version",
+        ),
+        STRING,
+    ),
+    **dict.fromkeys(
+        (
+            "unclean.leader.election.enable",
+            "auto.leader.rebalance.enable",
+            "auto.create.topics.enable",
+            "delete.topic.enable",
+            "log.cleaner.enable",
+            "log.preallocate",
+            "controlled.shutdown.enable",
+            "remote.log.storage.system.enable",
+            "transaction.partition.verification.enable",
+            "gc.freeze.enable",
+            "log.message.downconversion.enable",
+            "zookeeper.set.acl",
+            "zookeeper.metadata.migration.enable",
+            "broker.id.generation.enable",
+            "auto.include.jmx.reporter",
+            "unstable.api.versions.enable",
+            "unstable.metadata.versions.enable",
+        ),
+        BOOLEAN,
+    ),
+    **dict.fromkeys(
+        (
+            "leader.imbalance.check.interval.seconds",
+            "log.roll.ms",
+            "log.retention.ms",
+            "log.retention.bytes",
+            "log.retention.check.interval.ms",
+            "log.flush.interval.messages",
+            "log.flush.interval.ms",
+            "log.flush.scheduler.interval.ms",
+            "log.segment.delete.delay.ms",
+            "log.cleaner.dedupe.buffer.size",
+            "log.cleaner.backoff.ms",
+            "log.cleaner.delete.retention.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            "log.roll.jitter.ms",
+            "log.message.timestamp.before.max.ms",
+            "log.message.timestamp.after.max.ms",
+            "log.message.timestamp.difference.max.ms",
+            "connections.max.idle.ms",
+            "connections.max.reauth.ms",
+            "replica.lag.time.max.ms",
+            "replica.high.watermark.checkpoint.interval.ms",
+            "offsets.retention.check.interval.ms",
+            "queued.max.request.bytes",
+            "log.dir.failure.timeout.ms",
+            "metrics.sample.window.ms",
+            "remote.log.manager.task.interval.ms",
+            "log.local.retention.ms",
+            "log.local.retention.bytes",
+            "metadata.log.segment.ms",
+            "metadata.max.retention.bytes",
+            "metadata.max.retention.ms",
+            "metadata.log.max.record.bytes.between.snapshots",
+            "metadata.log.max.snapshot.interval.ms",
+            "log.dir.failure.probe.interval.ms",
+            "log.cleanup.interval.ms",
+            "controlled.shutdown.retry.backoff.ms",
+            "zookeeper.session.timeout.ms",
+            "zookeeper.connection.timeout.ms",
+        ),
+        LONG,
+    ),
+    **dict.fromkeys(
+        ("log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second", "log.cleaner.min.cleanable.ratio"),
+        DOUBLE,
+    ),
+    **dict.fromkeys(
+        (
+            "process.roles",
+            "controller.quorum.voters",
+            "quorum.voters",
+            "log.cleanup.policy",
+            "metric.reporters",
+            "kafka.metrics.reporters",
+            "group.coordinator.rebalance.protocols",
+        ),
+        LIST,
+    ),
+    **dict.fromkeys(
+        (
+            "offsets.topic.replication.factor",
+            "transaction.state.log.replication.factor",
+            "offsets.commit.required.acks",
+        ),
+        SHORT,
+    ),
+    **dict.fromkeys(
+        ("create.topic.policy.class.name", "alter.config.policy.class.name", "client.quota.callback.class"), CLASS
+    ),
+    "zookeeper.connect": STRING,
 }
 
 # Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads
@@ -124,10 +252,34 @@ def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
         if name in broker.config.raw:
             value = broker.config.raw[name]
             out.append({"name": name, "value": value, "config_source": STATIC_BROKER_CONFIG, "read_only": True})
+    for config in out:
+        config["config_type"] = BROKER_CONFIG_TYPES.get(str(config["name"]), INT)
     return out
 
 
 def _format_broker(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, float):
+        return java_double(value)
     return _format(value)
+
+
+def java_double(value: float) -> str:
+    """``value`` as Java's ``Double.toString`` writes it, which is how Kafka's DescribeConfigs
+    shows DOUBLE configs: the shortest round-tripping digits, ``1.0E-4``-style scientific notation
+    outside [1e-3, 1e7) (``1.7976931348623157E308``), at least one digit after the point."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(value)  # Python's repr: the shortest round-tripping digits, as Java's
+        return text if "." in text else f"{text}.0"
+    exponent = int(f"{value:.16e}".partition("e")[2])
+    digits = repr(value).split("e")[0].replace("-", "").replace(".", "").lstrip("0") or "0"
+    head, tail = digits[0], digits[1:].rstrip("0") or "0"
+    sign = "-" if value < 0 else ""
+    return f"{sign}{head}.{tail}E{exponent}"

@@ -15,7 +15,8 @@ Seed 000 §4.7 "Replicated Logs", sentence by sentence:
 * A follower out of the ISR may join again once its log end offset reaches the high watermark and
   the start of the current leader epoch (``can_join_isr``, Kafka ``isFollowerInSync``).
 * Seed 004 (acks): with ``acks=all`` a produce is refused before the append when the ISR is smaller
-  than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS), and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND
+  than ``min.insync.replicas`` (capped at the replica count, as Kafka 4.x's ``effectiveMinIsr``)
+  (NOT_ENOUGH_REPLICAS), and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND
   when the ISR shrank below it while the produce waited (``acks_all_error``).
 """
 
@@ -99,8 +100,16 @@ def can_join_isr(follower: FollowerState, high_watermark_offset: int, leader_epo
     return end >= 0 and end >= high_watermark_offset and end >= leader_epoch_start_offset
 
 
-def acks_all_error(isr_size: int, min_insync_replicas: int, *, after_append: bool) -> int:
-    """The error of an ``acks=all`` produce for an ISR of ``isr_size`` (NONE when enough)."""
+def acks_all_error(
+    isr_size: int, min_insync_replicas: int, *, after_append: bool, replica_count: int | None = None
+) -> int:
+    """The error of an ``acks=all`` produce for an ISR of ``isr_size`` (NONE when enough).
+
+    With ``replica_count`` the minimum is Kafka's effective one, ``min(min.insync.replicas,
+    replica_count)`` (Kafka 4.x ``Partition.effectiveMinIsr``): a partition with fewer replicas
+    than ``min.insync.replicas`` takes acks=all writes once all of its replicas are in sync."""
+    if replica_count is not None:
+        min_insync_replicas = min(min_insync_replicas, max(replica_count, 1))
     if isr_size >= min_insync_replicas:
         return ErrorCode.NONE
     return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if after_append else ErrorCode.NOT_ENOUGH_REPLICAS

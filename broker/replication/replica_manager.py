@@ -263,7 +263,8 @@ class ReplicaManager:
         target = self._leader(topic, partition)
         if acks == -1:
             min_isr = target.log.config.min_insync_replicas
-            code = acks_all_error(len(target.isr), min_isr, after_append=False)
+            replicas = len(target.role.replicas) if target.role is not None else 1
+            code = acks_all_error(len(target.isr), min_isr, after_append=False, replica_count=replicas)
             if code:
                 raise PartitionError(code, f"ISR {list(target.isr)} is smaller than min.insync.replicas={min_isr}")
         before = target.high_watermark
@@ -301,7 +302,9 @@ class ReplicaManager:
             return ErrorCode.REQUEST_TIMED_OUT
         except PartitionError as exc:
             return exc.code
-        return acks_all_error(len(hosted.isr), hosted.log.config.min_insync_replicas, after_append=True)
+        replicas = len(hosted.role.replicas) if hosted.role is not None else 1
+        min_isr = hosted.log.config.min_insync_replicas
+        return acks_all_error(len(hosted.isr), min_isr, after_append=True, replica_count=replicas)
 
     def append_internal(self, topic: str, partition: int, records: bytes) -> LogAppendInfo:
         """An append of the group or transaction coordinator to its state topic (as its leader)."""

@@ -75,3 +75,12 @@ def test_seed_004_min_insync_replicas_errors_before_and_after_the_append():
     assert acks_all_error(2, 2, after_append=False) == ErrorCode.NONE
     assert acks_all_error(1, 2, after_append=False) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert acks_all_error(1, 2, after_append=True) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_acks_all_min_insync_replicas_is_capped_at_the_replica_count():
+    """Kafka 4.x ``Partition.effectiveMinIsr``: min(min.insync.replicas, replicas); an RF=1
+    partition with min.insync.replicas=2 takes acks=all writes (found by tests/differential)."""
+    assert acks_all_error(1, 2, after_append=False, replica_count=1) == ErrorCode.NONE
+    assert acks_all_error(2, 3, after_append=False, replica_count=2) == ErrorCode.NONE
+    assert acks_all_error(1, 2, after_append=False, replica_count=3) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert acks_all_error(1, 3, after_append=True, replica_count=2) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
