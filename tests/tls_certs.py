@@ -35,6 +35,8 @@ class Certs:
     stranger: Pair  # client certificate of an untrusted CA
     untrusted_server: Pair  # a server certificate of the untrusted CA
     node: Pair  # a broker's certificate for serving and for its own connections (server + client auth)
+    alice_p12: Path  # alice's key and chain as a PKCS12 keystore (password PKCS12_PASSWORD), as Java clients hold it
+    ca_p12: Path  # the trusted CA as a PKCS12 truststore (password PKCS12_PASSWORD)
 
 
 def _name(cn: str, ou: str | None = None) -> x509.Name:
@@ -119,9 +121,14 @@ def make_certs(directory: Path) -> Certs:
             serialization.BestAvailableEncryption(PKCS12_PASSWORD.encode()),
         )
     )  # fmt: skip
-    alice, _, _ = _leaf(directory, "alice", _name("alice", "eng"), ca, ca_key, server=False)
+    alice, alice_key, alice_cert = _leaf(directory, "alice", _name("alice", "eng"), ca, ca_key, server=False)
+    encryption = serialization.BestAvailableEncryption(PKCS12_PASSWORD.encode())
+    alice_p12 = directory / "alice.p12"
+    alice_p12.write_bytes(pkcs12.serialize_key_and_certificates(b"alice", alice_key, alice_cert, [ca], encryption))
+    ca_p12 = directory / "truststore.p12"
+    ca_p12.write_bytes(pkcs12.serialize_key_and_certificates(None, None, None, [ca], encryption))
     expired, _, _ = _leaf(directory, "expired", _name("old"), ca, ca_key, server=False, expired=True)
     stranger, _, _ = _leaf(directory, "stranger", _name("mallory"), other, other_key, server=False)
     untrusted_server, _, _ = _leaf(directory, "fake-server", _name("localhost"), other, other_key, server=True)
     node, _, _ = _leaf(directory, "node", _name("localhost", "brokers"), ca, ca_key, server=True, client_too=True)
-    return Certs(ca_path, server, p12, alice, expired, stranger, untrusted_server, node)
+    return Certs(ca_path, server, p12, alice, expired, stranger, untrusted_server, node, alice_p12, ca_p12)

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.security.sasl.config import SUPPORTED_MECHANISMS
-from broker.security.sasl.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, parse_jaas
 from broker.security.tls import TlsConfigError, client_context, listener_settings
+from pyspark_log.wire.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, parse_jaas
 
 INTER_BROKER_MECHANISM_KEY = "sasl.mechanism.inter.broker.protocol"
 CONTROLLER_MECHANISM_KEY = "sasl.mechanism.controller.protocol"

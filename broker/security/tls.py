@@ -19,15 +19,13 @@ the certificate chain, or inline ``ssl.keystore.key`` + ``ssl.keystore.certifica
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 
 from broker.security.principal_mapping import PrincipalMapper, PrincipalMappingError
+from pyspark_log.wire.tls_stores import NeedsCryptography, StoreError, pkcs12_to_pem, private_file
 
 
 class TlsConfigError(ValueError):
@@ -273,35 +271,22 @@ def _read(path: str, key: str, listener: str) -> bytes:
 
 def _pkcs12_to_pem(data: bytes, password: str, store: str, listener: str) -> bytes:
     try:
-        from cryptography.hazmat.primitives.serialization import (
-            Encoding,
-            NoEncryption,
-            PrivateFormat,
-            pkcs12,
-        )
-    except ImportError:
+        return pkcs12_to_pem(data, password)
+    except NeedsCryptography:
         raise TlsConfigError(
             f"{_key(listener, f'ssl.{store}.type')}=PKCS12 needs the 'cryptography' package "
             "(pip install cryptography), or use PEM"
         ) from None
-    try:
-        key, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
-    except ValueError:
+    except StoreError:
         raise TlsConfigError(
             f"{_key(listener, f'ssl.{store}.location')}: not a PKCS12 file, or ssl.{store}.password is wrong"
         ) from None
-    pem = b""
-    if key is not None:
-        pem += key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
-    for c in ([cert] if cert is not None else []) + list(extra or []):
-        pem += c.public_bytes(Encoding.PEM)
-    return pem
 
 
 def _load_pem_chain(ctx: ssl.SSLContext, pem: bytes, password: str | None, listener: str) -> None:
     """Load a private key and certificate chain held in memory (written to a private temporary
     file for ``load_cert_chain``, removed at once)."""
-    with _private_file(pem) as path:
+    with private_file(pem) as path:
         try:
             ctx.load_cert_chain(path, password=password)
         except ssl.SSLError as exc:
@@ -309,13 +294,3 @@ def _load_pem_chain(ctx: ssl.SSLContext, pem: bytes, password: str | None, liste
                 f"{_key(listener, 'ssl.keystore')}: no usable private key and certificate chain "
                 f"(or ssl.key.password is wrong): {exc.reason or exc}"
             ) from None
-
-
-@contextmanager
-def _private_file(data: bytes) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="pylog-tls-") as directory:
-        path = os.path.join(directory, "keystore.pem")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        yield path

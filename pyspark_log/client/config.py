@@ -68,11 +68,16 @@ _COMMON = (
     _s("sasl.jaas.config", ""),
     _s("ssl.truststore.location", ""),
     _s("ssl.truststore.type", "PEM", ("PEM", "JKS", "PKCS12")),
+    _s("ssl.truststore.password", ""),
+    _s("ssl.keystore.location", ""),
+    _s("ssl.keystore.type", "JKS", ("PEM", "JKS", "PKCS12")),
+    _s("ssl.keystore.password", ""),
     _s("ssl.ca.location", ""),
     _s("ssl.certificate.location", ""),
     _s("ssl.key.location", ""),
     _s("ssl.key.password", ""),
-    _s("ssl.endpoint.identification.algorithm", "https", ("https", "none")),
+    # "" is the Java client's way of saying no host name check, "none" librdkafka's
+    _s("ssl.endpoint.identification.algorithm", "https", ("https", "none", "")),
     _s("client.rack", ""),
 )
 

@@ -5,7 +5,8 @@ connection of a client (bootstrap, brokers, group and transaction coordinators).
 signs the brokers' certificates (the system's CAs when empty), ``ssl.certificate.location`` and
 ``ssl.key.location`` (``ssl.key.password``) the client certificate for mTLS, and
 ``ssl.endpoint.identification.algorithm`` ``https`` (librdkafka's default) checks the broker's
-host name against its certificate, ``none`` does not.
+host name against its certificate, ``none`` (or empty, as the Java client says it) does not. The
+Java client's stores serve too (``ssl.truststore.*``, ``ssl.keystore.*``, PEM or PKCS12).
 
 ``SASL_PLAINTEXT`` / ``SASL_SSL`` log in right after connecting, before the connection is
 handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mechanism`` PLAIN
@@ -17,7 +18,6 @@ handed over: SaslHandshake v1 then SaslAuthenticate v2 (KIP-152) with ``sasl.mec
 from __future__ import annotations
 
 import asyncio
-import re
 import ssl
 import struct
 from collections.abc import Mapping
@@ -26,7 +26,9 @@ from typing import Any
 from pyspark_log.client.connection import Connector, Writer, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
 from pyspark_log.wire import ApiKey, decode_response, encode_request
+from pyspark_log.wire.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, client_login_module, parse_jaas
 from pyspark_log.wire.scram import ScramClient, ScramError
+from pyspark_log.wire.tls_stores import NeedsCryptography, StoreError, private_file, read_store
 
 __all__ = ["SASL_MECHANISMS", "ScramClient", "client_context", "connector_for"]
 
@@ -34,35 +36,86 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def client_context(config: Mapping[str, Any]) -> ssl.SSLContext:
-    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys (or the Java
-    client's ``ssl.truststore.location`` with ``ssl.truststore.type=PEM``)."""
+    """The TLS context of a client configured with librdkafka's ``ssl.*`` keys or the Java
+    client's (``ssl.truststore.*``, ``ssl.keystore.*``: PEM or PKCS12, as Spark's ``kafka.ssl.*``
+    options pass them); ConfigError names the key and the fix."""
+    ctx = _trusting_context(config)
+    _load_client_certificate(ctx, config)
+    # Java's empty ssl.endpoint.identification.algorithm and librdkafka's "none": no host check
+    ctx.check_hostname = str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "https"
+    return ctx
+
+
+def _trusting_context(config: Mapping[str, Any]) -> ssl.SSLContext:
+    """A context that trusts ``ssl.ca.location`` (librdkafka), else ``ssl.truststore.location``
+    (Java; PEM, or PKCS12 with ``ssl.truststore.password``), else the system's CAs."""
     ca = config.get("ssl.ca.location") or None
     truststore = config.get("ssl.truststore.location") or None
+    cadata = None
     if ca is None and truststore is not None:
         kind = str(config.get("ssl.truststore.type") or "PEM").upper()
-        if kind != "PEM":
-            raise ConfigError(
-                f"ssl.truststore.type={kind} is not supported by pylog's client: give a PEM file "
-                "(ssl.truststore.type=PEM) or ssl.ca.location"
-            )
-        ca = truststore
+        password = str(config.get("ssl.truststore.password") or "")
+        pem = _read_store(truststore, kind, password, "ssl.truststore")
+        if kind == "PEM":
+            ca = truststore
+        else:
+            cadata = pem.decode("ascii", "replace")
     try:
-        ctx = ssl.create_default_context(cafile=ca)
+        return ssl.create_default_context(cafile=ca, cadata=cadata)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"ssl.ca.location {ca!r} cannot be used as CA certificates: {exc}") from None
+        key = "ssl.ca.location" if ca is not None and truststore is None else "ssl.truststore.location"
+        raise ConfigError(f"{key} {ca or truststore!r} cannot be used as CA certificates: {exc}") from None
+
+
+def _load_client_certificate(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
+    """mTLS: librdkafka's ``ssl.certificate.location`` + ``ssl.key.location``, or the Java
+    client's ``ssl.keystore.location`` (PEM: key and chain in one file; PKCS12 with
+    ``ssl.keystore.password``); ``ssl.key.password`` decrypts an encrypted PEM key."""
     cert = config.get("ssl.certificate.location") or None
     key = config.get("ssl.key.location") or None
+    keystore = config.get("ssl.keystore.location") or None
+    key_password = config.get("ssl.key.password") or None
     if key and not cert:
         raise ConfigError("ssl.key.location needs ssl.certificate.location (the client certificate)")
     if cert:
         try:
-            ctx.load_cert_chain(cert, key, config.get("ssl.key.password") or None)
+            ctx.load_cert_chain(cert, key, key_password)
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(
                 f"ssl.certificate.location / ssl.key.location cannot be loaded (or ssl.key.password is wrong): {exc}"
             ) from None
-    ctx.check_hostname = str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "https"
-    return ctx
+        return
+    if keystore is None:
+        return
+    kind = str(config.get("ssl.keystore.type") or "JKS").upper()
+    pem = _read_store(keystore, kind, str(config.get("ssl.keystore.password") or ""), "ssl.keystore")
+    with private_file(pem) as path:
+        try:
+            ctx.load_cert_chain(path, password=key_password if kind == "PEM" else None)
+        except ssl.SSLError as exc:
+            raise ConfigError(
+                f"ssl.keystore.location {keystore!r} holds no usable private key and certificate "
+                f"(or ssl.key.password is wrong): {exc.reason or exc}"
+            ) from None
+
+
+def _read_store(path: str, kind: str, password: str, prefix: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{prefix}.location {path!r} cannot be read: {exc.strerror}") from None
+    try:
+        return read_store(data, kind, password)
+    except NeedsCryptography:
+        raise ConfigError(
+            f"{prefix}.type={kind} needs the 'cryptography' package: pip install 'pyspark-pylog[tls]', "
+            "or give PEM files"
+        ) from None
+    except StoreError as exc:
+        raise ConfigError(
+            f"{prefix}.location {path!r} ({prefix}.type={kind}): {exc}; check {prefix}.password"
+        ) from None
 
 
 def connector_for(config: Mapping[str, Any], default: Connector = open_tcp) -> Connector:
@@ -104,19 +157,21 @@ def _sasl_login(config: Mapping[str, Any]) -> tuple[str, str, str]:
     return mechanism, user, password
 
 
-_JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_CLIENT_LOGIN_MODULES = (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE)
 
 
 def _jaas_login(jaas: str) -> tuple[str, str]:
-    """``username`` and ``password`` of a PlainLoginModule / ScramLoginModule JAAS value."""
-    if not re.match(
-        r"\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule)\s", jaas
-    ):
+    """``username`` and ``password`` of a PlainLoginModule / ScramLoginModule JAAS value (Kafka's
+    class names or Databricks' shaded ``kafkashaded.`` ones; values double- or single-quoted)."""
+    try:
+        entry = parse_jaas(jaas)
+    except JaasError as exc:
+        raise ConfigError(f"sasl.jaas.config cannot be parsed: {exc}") from None
+    if client_login_module(entry) not in _CLIENT_LOGIN_MODULES:
         raise ConfigError("sasl.jaas.config must use PlainLoginModule or ScramLoginModule (username=... password=...)")
-    found = {key: re.sub(r"\\(.)", r"\1", value) for key, value in _JAAS_OPTION.findall(jaas)}
-    if not found.get("username"):
+    if not entry.options.get("username"):
         raise ConfigError('sasl.jaas.config has no username="..."')
-    return found["username"], found.get("password", "")
+    return entry.options["username"], entry.options.get("password", "")
 
 
 async def _sasl_exchange(

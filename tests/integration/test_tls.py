@@ -140,6 +140,28 @@ def test_pylog_client(tls_broker: tuple[EmbeddedBroker, dict[str, str]], certs: 
     pylog_round_trip(config, topic, [b"x" * 70_000 + b"%d" % i for i in range(COUNT)], what="pylog consumer over TLS")
 
 
+def test_pylog_client_with_java_clients_pkcs12_stores(tls_broker: tuple[EmbeddedBroker, dict[str, str]], certs: Certs):
+    """mTLS with the Java client's keys, as Spark's ``kafka.ssl.*`` options (and Databricks) give
+    them: a PKCS12 truststore and a PKCS12 keystore with their passwords, and Java's empty
+    ``ssl.endpoint.identification.algorithm``; confluent-kafka reads what pylog's client wrote."""
+    _, addresses = tls_broker
+    config = {
+        "bootstrap.servers": addresses["MTLS"],
+        "security.protocol": "SSL",
+        "ssl.truststore.location": str(certs.ca_p12),
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.password": PKCS12_PASSWORD,
+        "ssl.keystore.location": str(certs.alice_p12),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.password": PKCS12_PASSWORD,
+        "ssl.endpoint.identification.algorithm": "",
+    }
+    values = [b"java-stores-%d" % i for i in range(COUNT)]
+    pylog_round_trip(config, "tls-java-stores", values, what="pylog consumer with PKCS12 stores")
+    got = confluent_consume(addresses["MTLS"], "tls-java-stores", COUNT, **librdkafka_tls(certs, mutual=True))
+    assert [g.value for g in got] == values
+
+
 @pytest.mark.parametrize(("listener", "mutual"), MODES, ids=MODE_IDS)
 def test_pylog_batch_api_over_tls(
     tls_broker: tuple[EmbeddedBroker, dict[str, str]], certs: Certs, listener: str, mutual: bool

@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.security.sasl.jaas import JaasError, parse_jaas, plain_users
 from broker.security.sasl.plain import PlainServer
 from broker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.security.sasl.scram import CredentialLookup, ScramServer
+from pyspark_log.wire.jaas import JaasError, parse_jaas, plain_users
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # sasl keys read here (the rest of sasl.* is refused by broker.security.unsupported)

@@ -7,10 +7,10 @@ import pytest
 
 from broker.security.sasl.config import SaslConfigError, listener_config
 from broker.security.sasl.errors import SaslFailure
-from broker.security.sasl.jaas import JaasError, parse_jaas, plain_users
 from broker.security.sasl.plain import PlainServer
 from broker.security.sasl.session import IllegalSaslState, SaslSession
 from pyspark_log.wire.api_keys import ApiKey
+from pyspark_log.wire.jaas import JaasError, parse_jaas, plain_users
 
 pytestmark = pytest.mark.unit
 

@@ -1,11 +1,15 @@
-"""Kafka's JAAS configuration values (``sasl.jaas.config``), parsed without Java.
+"""Kafka's JAAS configuration values (``sasl.jaas.config``), parsed without Java: the broker's
+listener logins and the Java client's ``sasl.jaas.config`` (what Spark's ``kafka.sasl.jaas.config``
+passes to pylog's client).
 
 Grammar, as Kafka's ``JaasConfig`` reads one entry::
 
     <login module class> <required|requisite|sufficient|optional> [<key>=<value> ...];
 
-A value is a double-quoted string (``\\"`` and ``\\\\`` escapes) or a bare token. Only one login
-module per value is accepted (Kafka requires exactly one for ``sasl.jaas.config``).
+A value is a double- or single-quoted string (``\\"``, ``\\'`` and ``\\\\`` escapes) or a bare
+token. Only one login module per value is accepted (Kafka requires exactly one for
+``sasl.jaas.config``). ``client_login_module`` also accepts the class names of Databricks' shaded
+Kafka client (``kafkashaded.org.apache.kafka...``), which name the same login modules.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(
-    r'\s*(?:(?P<key>[A-Za-z0-9_.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))|(?P<end>;))'
+    r"\s*(?:(?P<key>[A-Za-z0-9_.\-]+)\s*=\s*"
+    r"""(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|'(?P<single>(?:[^'\\]|\\.)*)'|(?P<bare>[^\s;"']+))|(?P<end>;))"""
 )
+# Databricks Runtime shades the Kafka client under this package prefix (kafkashaded.org.apache.kafka...)
+SHADED_PREFIX = "kafkashaded."
 
 
 class JaasError(ValueError):
@@ -55,6 +62,8 @@ def parse_jaas(text: str) -> JaasEntry:
             ended = True
         else:
             value = match.group("quoted")
+            if value is None:
+                value = match.group("single")
             value = re.sub(r"\\(.)", r"\1", value) if value is not None else match.group("bare")
             options[match.group("key")] = value
         pos = match.end()
@@ -68,3 +77,9 @@ def plain_users(entry: JaasEntry) -> dict[str, str]:
     if entry.login_module != PLAIN_LOGIN_MODULE:
         raise JaasError(f"PLAIN needs {PLAIN_LOGIN_MODULE}, not another login module")
     return {key[len("user_") :]: value for key, value in entry.options.items() if key.startswith("user_")}
+
+
+def client_login_module(entry: JaasEntry) -> str:
+    """The entry's login module with Databricks' shading prefix removed, so that
+    ``kafkashaded.org.apache.kafka.common.security.plain.PlainLoginModule`` is PLAIN's module."""
+    return entry.login_module.removeprefix(SHADED_PREFIX)
