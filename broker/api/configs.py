@@ -238,15 +238,40 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
     return sorted(out, key=lambda c: c["name"])
 
 
+# The seed's (KIP-595's) names of keys Kafka spells ``controller.quorum.*``.
+_KAFKA_QUORUM_KEYS = frozenset(
+    {
+        "quorum.voters",
+        "quorum.election.timeout.ms",
+        "quorum.fetch.timeout.ms",
+        "quorum.election.backoff.max.ms",
+        "quorum.request.timeout.ms",
+        "quorum.retry.backoff.ms",
+    }
+)
+
+
 def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
     """The broker's static configs (``server.properties`` and overrides), read-only; Kafka 3.7
-    keys pylog ignores are listed when they were given (as Kafka lists every key it knows)."""
+    keys pylog ignores are listed when they were given (as Kafka lists every key it knows).
+
+    The KIP-595 timeouts are listed under Kafka's names (``controller.quorum.election.timeout.ms``
+    ...) with their effective values; the seed's spellings (``quorum.*``) only when given."""
     out = []
+    raw = broker.config.raw
     for name in KNOWN_KEYS:
-        value = broker.config.get(name)
+        if name in _KAFKA_QUORUM_KEYS and name not in raw:
+            continue  # listed as controller.<name>
+        plain = name.removeprefix("controller.")
+        if plain in _KAFKA_QUORUM_KEYS and plain != "quorum.voters":
+            value = broker.config.get(plain)
+            given = name in raw or plain in raw
+        else:
+            value = broker.config.get(name)
+            given = name in raw
         if value is None:
             continue
-        source = STATIC_BROKER_CONFIG if name in broker.config.raw else DEFAULT_CONFIG
+        source = STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG
         out.append({"name": name, "value": _format_broker(value), "config_source": source, "read_only": True})
     for name in IGNORED_BROKER_CONFIGS:
         if name in broker.config.raw:

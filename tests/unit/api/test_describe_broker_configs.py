@@ -44,3 +44,16 @@ def test_broker_configs_carry_kafka_config_types() -> None:
     assert {name: configs[name]["config_type"] for name in expected} == expected
     assert configs["log.cleaner.io.max.bytes.per.second"]["value"] == "1.7976931348623157E308"
     assert all(c["config_type"] != 0 for c in configs.values())
+
+
+def test_quorum_timeouts_are_listed_under_kafka_names() -> None:
+    raw = {"node.id": "1", "quorum.fetch.timeout.ms": "3000"}
+    broker = SimpleNamespace(config=BrokerConfig.from_mapping(raw, warn_unknown=False))
+    configs = {c["name"]: c for c in describe_broker_configs(broker)}  # type: ignore[arg-type]
+    assert configs["controller.quorum.election.timeout.ms"]["value"] == "1000"
+    assert configs["controller.quorum.election.timeout.ms"]["config_source"] == 5  # DEFAULT_CONFIG
+    assert configs["controller.quorum.fetch.timeout.ms"]["value"] == "3000"
+    assert configs["controller.quorum.fetch.timeout.ms"]["config_source"] == 4  # STATIC_BROKER_CONFIG
+    assert configs["quorum.fetch.timeout.ms"]["value"] == "3000"  # the spelling given
+    assert "quorum.election.timeout.ms" not in configs
+    assert "quorum.voters" not in configs
