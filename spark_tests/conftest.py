@@ -1,6 +1,7 @@
 """Spark tier fixtures: one local[2] SparkSession per test session, one broker process per module.
 
-``spark``   the session (``format("pylog")`` registered; Python workers use this interpreter).
+``spark``   the session (``format("pylog")`` registered; Python workers use this interpreter;
+            Spark's own ``format("kafka")`` on the classpath from ``spark_tests.jars``).
 ``broker``  an ``EmbeddedBroker`` shared by a module's tests; retention checks run every 200 ms
             so tests can create topics with short ``retention.ms`` and see data deleted.
 ``kafka``   a ``Kafka`` helper on ``broker`` (create topics, produce, offsets); ``topic`` a fresh
@@ -19,6 +20,7 @@ import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
 from spark_tests.helpers import Kafka
+from spark_tests.jars import ConnectorUnavailable, reference_jars
 
 BROKER_OVERRIDES = {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
 
@@ -32,6 +34,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     import pyspark_log.spark as pylog_spark
 
     warehouse = tmp_path_factory.mktemp("warehouse")
+    try:
+        jars = ",".join(str(jar) for jar in reference_jars())
+    except ConnectorUnavailable:  # the tests of format("kafka") fail with the reason; the rest run
+        jars = ""
     session = (
         SparkSession.builder.master("local[2]")
         .appName("pylog-spark-tests")
@@ -43,6 +49,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "10s")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.jars", jars)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

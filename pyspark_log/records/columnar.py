@@ -9,7 +9,9 @@ in Spark's Kafka source::
     timestamp      int64 ms (a LogAppendTime batch's records all carry its maxTimestamp)
     timestampType  int32    0 CreateTime, 1 LogAppendTime
     key, value     binary, nullable
-    headers        (key: str, value: bytes | None) pairs (only with include_headers)
+    headers        (key: str, value: bytes | None) pairs (only with include_headers); null for
+                   a record without headers, as Spark's Kafka connector gives it
+                   (``KafkaRecordToRowConverter``)
 
 ``decode_arrow`` gives them as a batch of ``fetched.arrow_schema``, the Spark source's schema: in
 its column order, with ``topic`` and ``partition`` (the caller names the partition the bytes are
@@ -178,7 +180,8 @@ class Columns:
         schema = arrow_schema(self.headers is not None)
         headers = None
         if self.headers is not None:
-            headers = pa.array([list(h) for h in self.headers], schema.field("headers").type)
+            # a record without headers: null, not an empty list (Spark's Kafka connector)
+            headers = pa.array([list(h) if h else None for h in self.headers], schema.field("headers").type)
         return record_batch(
             schema,
             topic=topic,

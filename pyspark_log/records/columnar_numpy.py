@@ -345,4 +345,7 @@ def _header_column(
     keys = _binary(arr, windows, buffer, kstart, klen, target=pa.string())
     values = _binary(arr, windows, buffer, vstart, vlen, target=pa.binary())
     struct = pa.StructArray.from_arrays([keys, values], fields=list(struct_type))
-    return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), struct, type=list_type)
+    # a record without headers: null, not an empty list (Spark's Kafka connector)
+    no_headers = count == 0
+    mask = pa.array(no_headers) if no_headers.any() else None
+    return pa.ListArray.from_arrays(pa.array(list_offsets, pa.int32()), struct, type=list_type, mask=mask)

@@ -44,7 +44,8 @@ def arrow_schema(include_headers: bool = False) -> pa.Schema:
 
         key binary, value binary, topic string, partition int32, offset int64,
         timestamp timestamp[us, tz=UTC], timestampType int32 (0 CreateTime, 1 LogAppendTime)
-        [, headers list<element: struct<key: string, value: binary>>]   (include_headers)
+        [, headers list<element: struct<key: string, value: binary>>]   (include_headers;
+                                                    null for a record without headers)
 
     ``pyspark_log.spark.source`` derives the Spark schema from it; both decoders build it directly.
     """

@@ -42,9 +42,9 @@ def rows_of(result_batch: pa.RecordBatch) -> list[Row]:
     micros = result_batch.column("timestamp").cast(pa.int64()).to_pylist()
     assert all(us % 1000 == 0 for us in micros)
     timestamps = [us // 1000 for us in micros]
-    headers = d.get("headers", [[]] * len(d["offset"]))
+    headers = d.get("headers", [None] * len(d["offset"]))
     return [
-        (o, t, tt, k, v, tuple((h["key"], h["value"]) for h in hs))
+        (o, t, tt, k, v, tuple((h["key"], h["value"]) for h in hs or ()))
         for o, t, tt, k, v, hs in zip(
             d["offset"], timestamps, d["timestampType"], d["key"], d["value"], headers, strict=True
         )
@@ -156,6 +156,12 @@ def test_headers_and_nulls() -> None:
     assert rows[1][3:] == (b"", b"", ())
     assert rows[2][5] == (("a", b"1"), ("b", None), ("ключ", b""))
     assert rows == reference(buf)
+    # a record without headers has a null headers list, as Spark's Kafka connector gives it
+    for vectorize in (False, True):
+        headers = decode_arrow(buf, include_headers=True, vectorize=vectorize).batch.column("headers")
+        assert headers.to_pylist()[:3] == [None, None, [{"key": "a", "value": b"1"}, {"key": "b", "value": None},
+                                                         {"key": "ключ", "value": b""}]]  # fmt: skip
+        assert headers.null_count == 60
 
 
 def test_short_values_at_the_very_end_of_the_buffer() -> None:

@@ -1,0 +1,52 @@
+"""Spark's own Kafka connector (``format("kafka")``) for the Spark tier, from Maven Central.
+
+The checked-in recipe ``refs/spark/pom.xml`` names the connector and the run-time jars it needs
+that PySpark's ``pyspark/jars`` does not ship (kafka-clients, spark-token-provider-kafka-0-10,
+commons-pool2); ``./dev refs`` fetches them into the ignored cache ``.refs/spark/libs``, and
+``reference_jars()`` runs the same recipe when the cache is empty (as ``tests.apache_kafka
+.kafka_libs`` does for Apache Kafka). The tier's session passes the files as ``spark.jars``: no
+Ivy resolution (``spark.jars.packages``) at run time.
+
+Versions: PySpark is 4.3.0, but Maven Central serves no ``spark-sql-kafka-0-10_2.13:4.3.0``; the
+4.2.0 connector runs on Spark 4.3.0 and is the one tested (docs/compatibility.md). Delta Lake's
+JVM jars are not fetched: delta-spark 4.4.0 (built against Spark 4.2.0) fails its first snapshot
+read on Spark 4.3.0 (see the recipe).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = REPO / "refs" / "spark" / "pom.xml"
+CACHE = REPO / ".refs" / "spark" / "libs"
+CONNECTOR_GLOB = "spark-sql-kafka-0-10_2.13-*.jar"
+
+
+class ConnectorUnavailable(RuntimeError):
+    """Spark's Kafka connector could not be had (no Maven, no network to Maven Central)."""
+
+
+def reference_jars() -> list[Path]:
+    """The jars of ``refs/spark/pom.xml`` in the cache, fetched by the recipe first if it is empty."""
+    if not any(CACHE.glob(CONNECTOR_GLOB)):
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise ConnectorUnavailable("Spark's Kafka connector is not cached and mvn is not installed: run ./dev refs")
+        done = subprocess.run(
+            [mvn, "-q", "-f", str(RECIPE), "dependency:copy-dependencies", f"-DoutputDirectory={CACHE}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not any(CACHE.glob(CONNECTOR_GLOB)):
+            raise ConnectorUnavailable(
+                f"fetching Spark's Kafka connector with {RECIPE} failed:\n{done.stdout}\n{done.stderr}"
+            )
+    return sorted(CACHE.glob("*.jar"))
+
+
+def connector_version() -> str:
+    """The version of the cached connector jar (e.g. ``4.2.0``)."""
+    jar = next(CACHE.glob(CONNECTOR_GLOB))
+    return jar.stem.removeprefix("spark-sql-kafka-0-10_2.13-")
