@@ -99,16 +99,22 @@ _NO_TABLE = ("not a Delta table", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_
 # Engine choice
 
 
+def is_spark_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no JVM access)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def delta_spark_available(spark: SparkSession) -> bool:
     """Whether Delta's JVM classes are on ``spark``'s classpath (no delta-spark Python import)."""
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return True
-    try:
-        jvm = getattr(spark, "_jvm", None)  # classic (py4j) sessions only
-        if jvm is not None:
-            return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(_DELTA_CLASS))
-    except Exception as exc:  # noqa: BLE001 - Spark Connect has no _jvm; fall back to the conf
-        log.debug("pylog: no JVM access to look for Delta (%s); checking spark.sql.extensions", exc)
+    if not is_spark_connect(spark):  # Spark Connect has no JVM access: the conf decides
+        try:
+            jvm = getattr(spark, "_jvm", None)
+            if jvm is not None:
+                return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(_DELTA_CLASS))
+        except Exception as exc:  # noqa: BLE001 - fall back to the conf
+            log.debug("pylog: no JVM access to look for Delta (%s); checking spark.sql.extensions", exc)
     try:
         extensions = spark.conf.get("spark.sql.extensions", "") or ""
     except Exception:  # noqa: BLE001 - a conf lookup must not decide the engine by crashing
@@ -300,13 +306,19 @@ class DeltaBatchWriter:
         self.write(df, batch_id)
 
     def app_id_for(self, df: DataFrame) -> str:
+        """The app id given to ``delta_sink``, else the streaming query's id (classic Spark sets it
+        as a local property of the SparkContext). Spark Connect has no SparkContext and shows
+        ``foreachBatch`` no query id: there the app id must be given."""
         if self._app_id is not None:
             return self._app_id
-        query_id = None
-        try:
-            query_id = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        except Exception as exc:  # noqa: BLE001 - e.g. Spark Connect has no SparkContext
-            log.debug("pylog: cannot read the streaming query id: %s", exc)
+        session = df.sparkSession
+        if is_spark_connect(session):
+            raise ValueError(
+                "delta_sink needs app_id under Spark Connect (Databricks serverless and standard access mode): "
+                "foreachBatch is not told the streaming query id there. Pass "
+                "delta_sink(..., app_id='<a name unique to this checkpoint>') and keep it with the checkpoint"
+            )
+        query_id = session.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not query_id:
             raise ValueError(
                 "delta_sink needs app_id here (the streaming query id is not available): pass "
