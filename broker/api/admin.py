@@ -39,6 +39,7 @@ from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
+from broker.raft.config import parse_quorum_voters
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -358,9 +359,28 @@ def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str
     return changes
 
 
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster v1+ ``endpoint_type`` (KIP-919)
+
+
 def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    """DescribeCluster (KIP-700): the brokers' endpoints of the listener the request came in on.
+
+    v1+ asks for an ``endpoint_type`` (KIP-919): 1 the brokers; 2 the controllers, which the Java
+    AdminClient asks for with ``bootstrap.controllers`` (``kafka-metadata-quorum
+    --bootstrap-controller``). A node with the controller role answers 2 on a listener that
+    serves the quorum (its controller listener, or any listener in pylog's single-listener mode)
+    with the voters of ``controller.quorum.voters`` and the quorum leader as ``controller_id``;
+    elsewhere it answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE,
+    as Kafka's brokers and controllers do."""
     image = broker.image()
     listener = request.connection.listener
+    wanted = request.body.endpoint_type
+    if wanted == CONTROLLER_ENDPOINTS:
+        return _describe_controllers(broker, listener)
+    if wanted != BROKER_ENDPOINTS:
+        return _describe_cluster_error(
+            broker, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {wanted}", wanted
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -372,4 +392,46 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
             if (endpoint := b.endpoint(listener)) is not None
         ],
+    }
+
+
+def _describe_controllers(broker: Broker, listener: str) -> Mapping[str, Any]:
+    config = broker.config
+    serves_quorum = (
+        broker.raft is not None
+        and config.kraft_enabled
+        and "controller" in config["process.roles"]
+        and broker.listener_policy.is_controller(listener)
+    )
+    if not serves_quorum:
+        return _describe_cluster_error(
+            broker,
+            ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+            BROKER_ENDPOINTS,
+        )
+    assert broker.raft is not None
+    voters = parse_quorum_voters(str(config["controller.quorum.voters"]))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "endpoint_type": CONTROLLER_ENDPOINTS,
+        "cluster_id": broker.image().cluster_id,
+        "controller_id": broker.raft.leader_id,
+        "brokers": [
+            {"broker_id": v.voter_id, "host": v.host, "port": v.port, "rack": None}
+            for v in sorted(voters.values(), key=lambda v: v.voter_id)
+        ],
+    }
+
+
+def _describe_cluster_error(broker: Broker, code: int, message: str, endpoint_type: int) -> Mapping[str, Any]:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message,
+        "endpoint_type": endpoint_type,
+        "cluster_id": broker.image().cluster_id,
+        "controller_id": -1,
+        "brokers": [],
     }
