@@ -22,7 +22,7 @@ from pyspark_log.records.batch import decode_batches
 from pyspark_log.records.control import decode_control_key
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
-from tests.differential.scenarios import DEADLINE_S, create_ready_topic, fetch, list_offset, unique
+from tests.differential.scenarios import DEADLINE_S, create_ready_topic, fetch, list_offset, poll, unique
 
 HEADING = "Produce and fetch"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -143,6 +143,12 @@ def scenario(address: str, base_ts: int) -> dict[str, Any]:
                 "offsets": offsets(address, topic, base_ts),
             }
             txn.abort_transaction(60)
+    # EndTxn is answered once the coordinator logged PrepareAbort; the markers follow (in both)
+    poll(
+        "the last abort marker",
+        lambda: raw_log(address, topic, READ_UNCOMMITTED),
+        lambda log: log["records"][-1][1] == "control" and log["last_stable_offset"] == log["high_watermark"],
+    )
     seen["read_uncommitted"] = raw_log(address, topic, READ_UNCOMMITTED)
     seen["read_committed"] = raw_log(address, topic, READ_COMMITTED)
     seen["offsets"] = offsets(address, topic, base_ts)
@@ -171,7 +177,23 @@ def test_same_records_offsets_and_watermarks(observed: dict[str, dict[str, Any]]
     differs = {(aspect, "differs")} if kafka != pylog else set()
     documented = {tuple(row) for row in table(HEADING, 2) if row[0] == aspect}
     message = compare(HEADING, differs, documented)
-    assert not message, f"{message}\nkafka: {kafka}\npylog: {pylog}"
+    assert not message, f"{message}\n{difference(kafka, pylog)}"
+
+
+def difference(kafka: Any, pylog: Any, path: str = "") -> str:
+    """Where two observations part: the first differing entry of each dict key / list index."""
+    if isinstance(kafka, dict) and isinstance(pylog, dict):
+        return "\n".join(
+            difference(kafka.get(k), pylog.get(k), f"{path}.{k}") for k in kafka.keys() | pylog.keys()
+            if kafka.get(k) != pylog.get(k)
+        )  # fmt: skip
+    if isinstance(kafka, list) and isinstance(pylog, list):
+        for i, (a, b) in enumerate(zip(kafka, pylog, strict=False)):
+            if a != b:
+                return f"{path}[{i}]: kafka {a} / pylog {b}"
+        tails = f"{kafka[len(pylog) :]} / {pylog[len(kafka) :]}"
+        return f"{path}: kafka {len(kafka)} entries / pylog {len(pylog)}; tails {tails}"
+    return f"{path}: kafka {kafka} / pylog {pylog}"
 
 
 def test_the_scenario_covers_codecs_markers_and_an_open_transaction(observed: dict[str, dict[str, Any]]) -> None:
