@@ -2,7 +2,7 @@
 
 One IPython kernel of this interpreter (a kernelspec written to a temporary JUPYTER_PATH, so CI
 needs no registered kernel) runs the notebooks in turn; each starts its own embedded broker
-because ``PYLOG_BOOTSTRAP`` is unset, the path a laptop takes. The kernel's SparkSession is
+because ``PYLOG_BOOTSTRAP`` is unset and Spark's master is local, the path a laptop takes. The kernel's SparkSession is
 created by the first notebook and reused by the others (as on Databricks, where ``spark`` exists).
 """
 
@@ -67,7 +67,7 @@ def test_there_are_notebooks() -> None:
 def test_notebook_runs_top_to_bottom(kernel, path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert 'os.environ.get("PYLOG_BOOTSTRAP"' in first_code.source, "the first cell must name the bootstrap servers"
+    assert 'settings.get("bootstrap")' in first_code.source, "the first cell must name the bootstrap servers"
     client = nbclient.NotebookClient(nb, km=kernel, timeout=300, allow_errors=False)
     client.execute()
     outputs = "".join(
