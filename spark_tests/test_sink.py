@@ -111,7 +111,7 @@ def test_batch_write_of_every_column_reads_back(spark, kafka: Kafka, topic: str)
     df = spark.createDataFrame(
         rows, "key string, value binary, partition int, headers array<struct<key:string,value:binary>>"
     )
-    write_batch(df, kafka, topic=topic)
+    write_batch(df, kafka, topic=topic, includeHeaders="true")  # accepted, as by Spark's Kafka sink
     wait_until(lambda: read(spark, kafka.servers, subscribe=topic).count() == 3, 60, "the committed rows")
     got = read(spark, kafka.servers, subscribe=topic, includeHeaders="true").collect()
     by_partition = {r.partition: r for r in got}

@@ -10,6 +10,9 @@ option                          default                      notes
 =============================== ============================ ======================================
 bootstrap.servers / kafka.boot… required                     both spellings accepted
 topic                           –                            overrides the ``topic`` column (Spark)
+includeHeaders                  –                            accepted (true/false) as Spark's sink
+                                                             does; a ``headers`` column is written
+                                                             whenever the DataFrame has one
 transactionalIdPrefix           stream: ``pylog-<query id>`` task p of a query uses transactional
                                 batch: ``pylog-batch-<uuid>`` id ``<prefix>-<p>``; a stream's must
                                                              be stable across restarts and unique
@@ -40,7 +43,7 @@ from typing import Literal
 
 from pyspark_log.client.config import PRODUCER, parse
 from pyspark_log.client.errors import ConfigError
-from pyspark_log.spark.options import parse_positive_int
+from pyspark_log.spark.options import parse_bool, parse_positive_int
 from pyspark_log.spark.specs import PylogOptionError
 
 __all__ = [
@@ -58,7 +61,9 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.time
 DEFAULT_SINK_BATCH_SIZE = "1048576"
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
-_CANONICAL = ["bootstrap.servers", "kafka.bootstrap.servers", "topic", "transactionalIdPrefix"]
+# includeHeaders: accepted as Spark's Kafka sink accepts it (the headers column is written when the
+# DataFrame has one), so a reader's option chain can be reused for the writer
+_CANONICAL = ["bootstrap.servers", "kafka.bootstrap.servers", "topic", "transactionalIdPrefix", "includeHeaders"]
 _NAMES = {name.lower(): name for name in _CANONICAL}
 # Options a DataStreamWriter / DataFrameWriter hands every sink; they are Spark's, not ours.
 _SPARK_OWN = frozenset({"checkpointlocation"})
@@ -80,7 +85,6 @@ _SOURCE_ONLY = frozenset(
         "maxtriggerdelay",
         "minpartitions",
         "maxrecordsperpartition",
-        "includeheaders",
         "isolationlevel",
         "groupid",
         "groupidprefix",
@@ -245,6 +249,8 @@ def parse_sink_options(raw: Mapping[str, str], mode: SinkMode) -> SinkOptions:
     """Validate the options of a batch (``mode="batch"``) or streaming (``"stream"``) write."""
     opts = _lower_keys(raw)
     _check_known(opts)
+    if "includeheaders" in opts:
+        parse_bool("includeheaders", opts["includeheaders"])  # a bad value still fails, by name
     config, timeout_ms = _client_config(opts)
     return SinkOptions(
         bootstrap_servers=_servers(opts),

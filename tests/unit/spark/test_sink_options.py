@@ -103,11 +103,17 @@ def test_producer_settings_pass_through_and_the_sink_keeps_its_own() -> None:
         ({"transactionalIdPrefx": "p"}, "did you mean transactionalIdPrefix?"),
         ({"path": "/x"}, "path"),
         ({"somethingElse": "1"}, "is not an option of the pylog sink"),
+        ({"includeHeaders": "maybe"}, "includeHeaders"),
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(extra: dict[str, str], expected: str) -> None:
     message = fails({**BASE, **extra}, expected)
     assert ": " in message  # problem: fix
+
+
+@pytest.mark.parametrize("value", ["true", "false", "TRUE"])
+def test_include_headers_is_accepted_as_by_sparks_sink(value: str) -> None:
+    assert parse_sink_options({**BASE, "includeHeaders": value}, "stream") == parse_sink_options(BASE, "stream")
 
 
 def test_a_key_given_twice_with_different_values_fails() -> None:
