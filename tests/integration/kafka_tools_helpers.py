@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 
-from pyspark_log.embedded_cluster import EmbeddedCluster
+from pyspark_log.embedded_cluster import EmbeddedCluster, request
+from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.wire import ApiKey
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
 
 NODES = (1, 2, 3)
@@ -150,3 +152,38 @@ def json_lines(stdout: str) -> list[dict[str, Any]]:
         if line.startswith("{"):
             out.append(json.loads(line))
     return out
+
+
+def write_outside_transaction(cluster: EmbeddedCluster, topic: str, partition: int, transactional_id: str) -> int:
+    """Write one transactional record to ``topic``/``partition`` under a fresh producer id of
+    ``transactional_id`` without AddPartitionsToTxn: the coordinator's transaction stays Empty
+    while the partition holds an open transaction, the "hanging transaction" of KIP-664 (which
+    Kafka 3.6+ brokers prevent by verifying with the coordinator, KIP-890; pylog does not).
+    Returns the producer id. Raw requests, as no client sends records outside a transaction."""
+    body: dict[str, Any] = {"key": transactional_id, "key_type": 1}
+
+    def coordinator() -> Any:
+        answer = request(cluster.address(NODES[0]), ApiKey.FIND_COORDINATOR, 3, body)
+        return answer if answer.error_code == 0 else None
+
+    found = wait_until(coordinator, f"the transaction coordinator of {transactional_id}")
+    init = {"transactional_id": transactional_id, "transaction_timeout_ms": 600_000}
+
+    def producer_id() -> Any:
+        answer = request(f"{found.host}:{found.port}", ApiKey.INIT_PRODUCER_ID, 3, init)
+        return answer if answer.error_code == 0 else None
+
+    ids_ = wait_until(producer_id, f"InitProducerId of {transactional_id}")
+    leader = cluster.partitions(topic)[partition].leader
+    batch = encode_batch(
+        [ProducerRecord(None, b"outside-any-transaction", int(time.time() * 1000))],
+        producer_id=ids_.producer_id, producer_epoch=ids_.producer_epoch, base_sequence=0, transactional=True,
+    )  # fmt: skip
+    produce = {
+        "transactional_id": transactional_id, "acks": -1, "timeout_ms": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }  # fmt: skip
+    answer = request(cluster.address(leader), ApiKey.PRODUCE, 8, produce)
+    code = answer.responses[0].partition_responses[0].error_code
+    assert code == 0, f"the transactional produce was refused with error {code}"
+    return int(ids_.producer_id)
