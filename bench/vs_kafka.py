@@ -29,11 +29,12 @@ Kafka's own perf tools in a JVM (``kafka-producer-perf-test``, ``kafka-consumer-
   from the start: confluent-kafka assigned to every partition (from ``assign`` to the last record)
   and ``kafka-consumer-perf-test`` (its fetch rate, without its group join). MB/s of values, 1
   node and 3 nodes. The data sits in the page cache (the machine's RAM holds it);
-* ``latency``: a confluent-kafka producer paced at ``--rate`` msg/s (1 KiB values, linger.ms=0)
-  for ``--latency-seconds``, the send time (``time.monotonic_ns``) in the value, a consumer in
-  another process measuring receive - send; p50/p99/p99.9 (first 10 % dropped as warm-up). 1 node
-  acks=1, 3 nodes RF 3 acks=all. Beside it ``kafka-e2e-latency`` (one record at a time, acks as
-  above, its own percentiles, whole milliseconds);
+* ``latency``: a confluent-kafka producer paced at ``--rate`` msg/s (1 KiB values, linger.ms
+  ``--latency-linger-ms``, librdkafka's default 5) for ``--latency-seconds``, the send time
+  (``time.monotonic_ns``) in the value, a consumer in another process measuring receive - send;
+  p50/p99/p99.9 (first 10 % dropped as warm-up). 1 node acks=1, 3 nodes RF 3 acks=all (with
+  idempotence). Beside it ``kafka-e2e-latency`` (one record at a time, acks as above, its own
+  percentiles in whole milliseconds);
 * ``startup``: from the process start (after ``kafka-storage format`` for Kafka; pylog formats
   itself) to the first acknowledged produce (acks=1, auto-created topic), 1 node;
 * ``restart``: 1 node holding ``--restart-bytes`` (3 partitions, 1 KiB values): SIGKILL right after
@@ -56,10 +57,15 @@ A final markdown table gives pylog, Kafka and the ratio pylog/Kafka beside the i
 ≤ 0.5×, idle memory ≤ 0.5×). For times, latencies and memory lower is better, so their targets are
 upper bounds on the ratio. Nothing is asserted: the figures are what this machine gave in this run.
 
-``--quick`` scales every size down (a smoke check in well under a minute per section); the full
-run wants a quiet machine, disk for ``--restart-bytes`` + 3 x ``--consume-bytes`` at once at most
-(defaults: about 10.5 GB peak, one deployment at a time; every deployment's temp dir is removed
-when it stops, also on errors and Ctrl-C) and RAM to keep that in the page cache.
+``--quick`` scales every size down (a smoke check, about a minute per section, whose figures are
+dominated by fixed costs: only the full run's ratios mean anything); ``--nodes 1`` or ``--nodes 3``
+runs one kind of deployment. The full run wants a quiet machine (on 2 cores the clients, the JVMs
+and the brokers compete: figures swing by 2x under other load) and, one deployment at a time, disk
+for the largest: the restart node (``--restart-bytes``, 10 GB) or the 3 nodes (3 replicas of
+``--consume-bytes`` plus the produce and latency topics, about 8.5 GB): about 10.5 GB peak with
+the defaults, and RAM to keep it in the page cache. Every deployment's temp dir (``$TMPDIR``) is
+removed when it stops, also on errors and Ctrl-C. It takes roughly half an hour (an estimate: not
+run here at full size).
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ CLIENT_PRODUCE = {"linger.ms": 5, "batch.size": 1_000_000, "compression.type": "
 FILL_VALUE_BYTES = 1024
 THROUGHPUT_PARTITIONS = 3
 DEADLINE_S = 120.0
+PROBE_DEADLINE_S = 1800.0  # a restart that recovers 10 GB may take minutes
 # members learn of a rebalance from a heartbeat's answer: every 0.5 s instead of librdkafka's 3 s,
 # so that the group times show the brokers' work rather than the clients' heartbeat timer
 GROUP_HEARTBEAT_MS = 500
@@ -147,7 +154,9 @@ class Deployment:
         self.cluster: EmbeddedCluster | ApacheKafkaCluster
         if broker == "pylog" and nodes == 1:
             self.port = free_port()
-            self.single = EmbeddedBroker(root / "node-1", port=self.port, overrides=overrides, kraft=True)
+            self.single = EmbeddedBroker(
+                root / "node-1", port=self.port, overrides=overrides, kraft=True, start_timeout_s=PROBE_DEADLINE_S
+            )
         elif broker == "pylog":
             self.cluster = EmbeddedCluster(root, brokers=self.ids, combined=True, overrides=overrides)
         else:
@@ -506,14 +515,14 @@ def first_ack(bootstrap: str, topic: str, started: float) -> float:
     after another (a refused or failed one is retried)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "message.timeout.ms": 5000,
                          **fast_reconnect()})  # fmt: skip
-    deadline = started + 600
+    deadline = started + PROBE_DEADLINE_S
     while time.monotonic() < deadline:
         outcome: list[KafkaError | None] = []
         producer.produce(topic, b"probe", partition=0, on_delivery=lambda err, _m, sink=outcome: sink.append(err))
         producer.flush(10)
         if outcome and outcome[0] is None:
             return time.monotonic() - started
-    raise TimeoutError("no produce acknowledged in 600 s")
+    raise TimeoutError(f"no produce acknowledged in {PROBE_DEADLINE_S:.0f} s")
 
 
 def first_fetch(bootstrap: str, topic: str, started: float) -> float:
@@ -521,13 +530,13 @@ def first_fetch(bootstrap: str, topic: str, started: float) -> float:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4().hex[:6]}",
                          "enable.auto.commit": False, "enable.partition.eof": False, **fast_reconnect()})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = started + 600
+    deadline = started + PROBE_DEADLINE_S
     try:
         while time.monotonic() < deadline:
             msg = consumer.poll(0.05)
             if msg is not None and msg.error() is None and msg.offset() == 0:
                 return time.monotonic() - started
-        raise TimeoutError("offset 0 not fetched in 600 s")
+        raise TimeoutError(f"offset 0 not fetched in {PROBE_DEADLINE_S:.0f} s")
     finally:
         consumer.close()
 
