@@ -15,6 +15,7 @@ operations) and each tool's ``--help``.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +24,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster
+from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, PartitionView
+from tests.apache_kafka import kafka_tool_process
 from tests.integration.kafka_tools_helpers import (
     NODES,
     ids,
@@ -74,22 +76,23 @@ def test_topics_create_describe_alter_list_delete(cluster: EmbeddedCluster) -> N
     bootstrap = cluster.bootstrap()
     create_topic(cluster, topic, 3, "--config", "retention.ms=3600000", "--config", "max.message.bytes=200000")
 
-    head, rows = describe(cluster, topic)
+    # every partition line agrees with the cluster's own Metadata answer (polled: on a busy
+    # machine an ISR may change between the two reads)
+    def agreeing() -> tuple[dict[str, str], dict[int, PartitionView]] | None:
+        head, rows = describe(cluster, topic)
+        metadata = cluster.partitions(topic)
+        seen = {p: (int(r["Leader"]), ids(r["Replicas"]), ids(r["Isr"])) for p, r in rows.items()}
+        return (head, metadata) if seen == {p: (v.leader, v.replicas, v.isr) for p, v in metadata.items()} else None
+
+    head, metadata = wait_until(agreeing, "kafka-topics --describe to agree with the Metadata answer")
     assert (head["Topic"], head["PartitionCount"], head["ReplicationFactor"]) == (topic, "3", "3")
     assert len(head["TopicId"]) == 22  # a base64 UUID (KIP-516)
     configs = dict(item.split("=", 1) for item in head["Configs"].split(","))
     assert configs["retention.ms"] == "3600000"
     assert configs["max.message.bytes"] == "200000"
-    # every partition line agrees with the cluster's own Metadata answer
-    metadata = cluster.partitions(topic)
-    assert sorted(rows) == [0, 1, 2]
-    for index, row in rows.items():
-        view = metadata[index]
-        assert int(row["Leader"]) == view.leader
-        assert ids(row["Replicas"]) == view.replicas
-        assert ids(row["Isr"]) == view.isr
-        assert sorted(view.replicas) == list(NODES)
-    assert {metadata[p].leader for p in metadata} == set(NODES)  # leadership spread over the nodes
+    assert sorted(metadata) == [0, 1, 2]
+    assert all(sorted(view.replicas) == list(NODES) for view in metadata.values())
+    assert {view.leader for view in metadata.values()} == set(NODES)  # leadership spread over the nodes
 
     # --alter --partitions: an increase is applied; a decrease is refused with Kafka's exception
     run("kafka-topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "5")
@@ -198,8 +201,38 @@ def test_console_clients_and_consumer_groups(cluster: EmbeddedCluster) -> None:
     assert sorted(r["value"] for r in again) == sorted(f"v{i}" for i in range(10))
     assert {r["headers"] for r in again if int(r["key"][1:]) >= 6} == {"NO_HEADERS"}
 
-    deleted = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
-    assert f"Deletion of requested consumer groups ('{group}') was successful." in deleted.stdout
+    # an active member: --members and --state show it, and the group cannot be deleted
+    member = kafka_tool_process("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                                "--group", group)  # fmt: skip
+    try:
+
+        def members() -> list[dict[str, str]]:
+            done = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group,
+                       "--members")  # fmt: skip
+            return [row for row in parse_table(done.stdout, "GROUP") if row["#PARTITIONS"] == "2"]
+
+        (row,) = wait_until(members, "the console consumer to join the group with both partitions")
+        assert row["CLIENT-ID"] == "console-consumer"
+        assert row["CONSUMER-ID"].startswith("console-consumer-")
+        done = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--state")
+        (state,) = [line.split() for line in done.stdout.splitlines() if line.startswith(group)]
+        assert state[-3:] == ["range", "Stable", "1"]  # ASSIGNMENT-STRATEGY, STATE, #MEMBERS
+        busy = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
+        assert "GroupNotEmptyException" in busy.stdout
+    finally:
+        member.terminate()
+        try:
+            member.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            member.kill()
+            member.communicate()
+
+    def leave() -> bool:
+        done = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group, ok=False)
+        return f"Deletion of requested consumer groups ('{group}') was successful." in done.stdout
+
+    # the member's LeaveGroup on SIGTERM empties the group (its session timeout at the latest)
+    wait_until(leave, "the group to be deleted once its member left")
     assert group not in run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--list").stdout.split()
     # the group's offsets live in an internal topic that --exclude-internal hides
     listed = run("kafka-topics", "--bootstrap-server", bootstrap, "--list", "--exclude-internal").stdout.split()
@@ -299,6 +332,20 @@ def test_metadata_quorum_through_brokers_and_controllers(cluster: EmbeddedCluste
     assert sorted(r["Status"] for r in parse_tabbed(done.stdout)) == ["Follower", "Follower", "Leader"]
 
 
+def test_what_pylog_lacks_is_a_clear_error(cluster: EmbeddedCluster) -> None:
+    """Tools of features pylog does not have fail with the client's own UnsupportedVersionException
+    naming the API (docs/compatibility.md, "Kafka's command-line tools"): partition reassignment
+    (KIP-455) and the KIP-848 consumer group protocol."""
+    bootstrap = cluster.bootstrap()
+    done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list", ok=False)
+    assert "UnsupportedVersionException: The node does not support LIST_PARTITION_REASSIGNMENTS" in done.stdout
+    done = run("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", unique("tools-848"),
+               "--group", unique("tools-848"), "--consumer-property", "group.protocol=consumer",
+               "--timeout-ms", "60000", ok=False)  # fmt: skip
+    assert "The cluster does not support the new CONSUMER group protocol" in done.stdout + done.stderr
+    assert "Processed a total of 0 messages" in done.stderr
+
+
 def under_replicated(bootstrap: str) -> dict[tuple[str, int], dict[str, str]]:
     done = run("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--under-replicated-partitions")
     rows = [parse_fields(line) for line in done.stdout.splitlines() if line.strip()]
@@ -312,7 +359,7 @@ def test_under_replicated_partitions_and_preferred_election(cluster: EmbeddedClu
     topic = unique("tools-urp")
     create_topic(cluster, topic, 3)
     bootstrap = cluster.bootstrap()
-    assert under_replicated(bootstrap) == {}
+    wait_until(lambda: under_replicated(bootstrap) == {}, "no under-replicated partition in a healthy cluster")
     preferred = {p: view.replicas[0] for p, view in cluster.partitions(topic).items()}
     assert sorted(preferred.values()) == list(NODES)
 
