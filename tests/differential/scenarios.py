@@ -74,9 +74,13 @@ def create_ready_topic(address: str, name: str, **kwargs: Any) -> None:
 
 
 # -- produce / fetch ---------------------------------------------------------------------------
-def produce(address: str, topic: str, batch: bytes, *, acks: int = -1, partition: int = 0, version: int = 9) -> Any:
+def produce(
+    address: str, topic: str, batch: bytes, *, acks: int = -1, partition: int = 0, version: int = 9,
+    transactional_id: str | None = None,
+) -> Any:  # fmt: skip
+    """Produce of one batch to one partition; the partition's answer."""
     body = {
-        "transactional_id": None, "acks": acks, "timeout_ms": 30000,
+        "transactional_id": transactional_id, "acks": acks, "timeout_ms": 30000,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
     }  # fmt: skip
     return request(address, ApiKey.PRODUCE, version, body, timeout_s=40).responses[0].partition_responses[0]

@@ -3,6 +3,11 @@ field level): unknown topics, a record batch too large, invalid CreateTopics arg
 against min.insync.replicas, a fenced transactional producer, a stale group generation, fetch
 offsets out of range.
 
+Also: bad acks, unknown partitions, a corrupt batch, timestamps out of range, an old Produce
+version, a future leader epoch, CreatePartitions/DeleteTopics/DescribeConfigs/
+IncrementalAlterConfigs/DeleteRecords errors, idempotent sequence errors, transactional writes
+outside a transaction, InitProducerId/AddOffsetsToTxn errors and group protocol errors.
+
 Each scenario runs on both brokers; where the answers differ the scenario must be a row of the
 table "Error codes" in docs/compatibility.md (and a row whose answers agree again is stale).
 Not covered: authorisation errors (SASL and ACLs on both brokers cost more than this tier's
@@ -11,12 +16,15 @@ budget; tests/integration/test_acls*.py cover pylog's against Kafka's documented
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
 from pyspark_log.embedded_cluster import request
+from pyspark_log.records.batch import ProducerRecord, encode_batch
 from pyspark_log.wire import ApiKey
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
@@ -158,6 +166,166 @@ def stale_generation(s: Setup) -> str:
     ])  # fmt: skip
 
 
+def produce_bad_acks(s: Setup) -> str:
+    return error_name(produce(s.address, s.topic, small_batch(), acks=2).error_code)
+
+
+def produce_unknown_partition(s: Setup) -> str:
+    return error_name(produce(s.address, s.topic, small_batch(), partition=7).error_code)
+
+
+def fetch_unknown_partition(s: Setup) -> str:
+    return error_name(fetch(s.address, s.topic, 0, partition=7).error_code)
+
+
+def list_offsets_unknown_partition(s: Setup) -> str:
+    return error_name(list_offset(s.address, s.topic, -1, partition=7).error_code)
+
+
+def produce_corrupt_batch(s: Setup) -> str:
+    damaged = bytearray(small_batch(3))
+    damaged[-3] ^= 0xFF  # inside the records: the CRC no longer matches
+    return error_name(produce(s.address, s.topic, bytes(damaged)).error_code)
+
+
+def produce_timestamps(s: Setup) -> str:
+    """CreateTime two hours ahead (log.message.timestamp.after.max.ms is 1 h), then one in 1970."""
+    ahead = encode_batch([ProducerRecord(b"k", b"v", int(time.time() * 1000) + 2 * 3600 * 1000)])
+    ancient = encode_batch([ProducerRecord(b"k", b"v", 1000)])
+    return " ".join(error_name(produce(s.address, s.topic, b).error_code) for b in (ahead, ancient))
+
+
+def produce_v2(s: Setup) -> str:
+    """Produce v2 (message format v0/v1 era), advertised by both (KAFKA-18659)."""
+    try:
+        return error_name(produce(s.address, s.topic, small_batch(), version=2).error_code)
+    except ConnectionError:
+        return "connection closed"
+
+
+def fetch_future_leader_epoch(s: Setup) -> str:
+    body = {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": s.topic, "partitions": [{"partition": 0, "fetch_offset": 0, "current_leader_epoch": 5,
+                                                       "partition_max_bytes": 1 << 20}]}],
+    }  # fmt: skip
+    return error_name(request(s.address, ApiKey.FETCH, 12, body).responses[0].partitions[0].error_code)
+
+
+def create_partitions_errors(s: Setup) -> str:
+    """CreatePartitions to the current count, then of an unknown topic."""
+    out = []
+    for name, count in ((s.topic, 1), (unique("missing"), 3)):
+        body = {"topics": [{"name": name, "count": count, "assignments": None}], "timeout_ms": 30000,
+                "validate_only": False}  # fmt: skip
+        out.append(error_name(request(s.address, ApiKey.CREATE_PARTITIONS, 3, body).results[0].error_code))
+    return " ".join(out)
+
+
+def delete_unknown_topic(s: Setup) -> str:
+    body = {"topics": [{"name": unique("missing"), "topic_id": uuid.UUID(int=0)}], "timeout_ms": 30000}
+    return error_name(request(s.address, ApiKey.DELETE_TOPICS, 6, body).responses[0].error_code)
+
+
+def describe_configs_unknown_topic(s: Setup) -> str:
+    body = {"resources": [{"resource_type": 2, "resource_name": unique("missing"), "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}  # fmt: skip
+    return error_name(request(s.address, ApiKey.DESCRIBE_CONFIGS, 4, body).results[0].error_code)
+
+
+def alter_configs_invalid(s: Setup) -> str:
+    """IncrementalAlterConfigs SET of a bad value, then of an unknown key."""
+    out = []
+    for name, value in (("retention.ms", "abc"), ("no.such.config", "1")):
+        body = {"resources": [{"resource_type": 2, "resource_name": s.topic,
+                               "configs": [{"name": name, "config_operation": 0, "value": value}]}],
+                "validate_only": False}  # fmt: skip
+        out.append(error_name(request(s.address, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses[0].error_code))
+    return " ".join(out)
+
+
+def delete_records_beyond_high_watermark(s: Setup) -> str:
+    body = {"topics": [{"name": s.topic, "partitions": [{"partition_index": 0, "offset": 100}]}], "timeout_ms": 30000}
+    return error_name(request(s.address, ApiKey.DELETE_RECORDS, 2, body).topics[0].partitions[0].error_code)
+
+
+def idempotent_sequences(s: Setup) -> str:
+    """An idempotent producer's first batch at sequence 5, then 0 (behind), 0 again, 3 (a gap);
+    then a producer id the broker never issued."""
+    body = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1}
+    pid = request(s.address, ApiKey.INIT_PRODUCER_ID, 4, body)
+    now = int(time.time() * 1000)
+
+    def send(producer_id: int, epoch: int, sequence: int) -> str:
+        batch = encode_batch([ProducerRecord(b"k", b"v", now)], producer_id=producer_id, producer_epoch=epoch,
+                             base_sequence=sequence)  # fmt: skip
+        return error_name(produce(s.address, s.topic, batch).error_code)
+
+    sent = [send(pid.producer_id, pid.producer_epoch, seq) for seq in (5, 0, 0, 3)]
+    return " ".join([error_name(pid.error_code), *sent, send(pid.producer_id + 1000, 0, 0)])
+
+
+def transactional_write_outside_transaction(s: Setup) -> str:
+    """A transactional batch to a partition never added with AddPartitionsToTxn (KIP-890)."""
+    tid = unique("txn")
+    find_coordinator(s.address, tid, 1)
+    pid = init_producer_id(s.address, tid)
+    batch = encode_batch([ProducerRecord(b"k", b"v", int(time.time() * 1000))], producer_id=pid.producer_id,
+                         producer_epoch=pid.producer_epoch, base_sequence=0, transactional=True)  # fmt: skip
+    return error_name(produce(s.address, s.topic, batch, transactional_id=tid).error_code)
+
+
+def transaction_coordinator_errors(s: Setup) -> str:
+    """AddOffsetsToTxn with no transaction yet, then with a future epoch; InitProducerId with a
+    timeout above transaction.max.timeout.ms."""
+    tid = unique("txn")
+    find_coordinator(s.address, tid, 1)
+    pid = init_producer_id(s.address, tid)
+    out = []
+    for epoch in (pid.producer_epoch, pid.producer_epoch + 3):
+        body = {"transactional_id": tid, "producer_id": pid.producer_id, "producer_epoch": epoch, "group_id": "g"}
+        out.append(error_name(request(s.address, ApiKey.ADD_OFFSETS_TO_TXN, 3, body).error_code))
+    body = {"transactional_id": tid, "transaction_timeout_ms": 10**9, "producer_id": -1, "producer_epoch": -1}
+    out.append(error_name(request(s.address, ApiKey.INIT_PRODUCER_ID, 4, body).error_code))
+    return " ".join(out)
+
+
+def group_protocol_errors(s: Setup) -> str:
+    """JoinGroup with a 1 s session timeout; after a member joined: Heartbeat of an unknown
+    member and of an unknown group, SyncGroup of the next generation, JoinGroup with another
+    protocol type, OffsetFetch of a group that never existed."""
+    group = unique("g")
+    find_coordinator(s.address, group, 0)
+    small = {
+        "group_id": group, "session_timeout_ms": 1000, "rebalance_timeout_ms": 30000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+    }  # fmt: skip
+    loaded = lambda a: error_name(a.error_code) not in RETRIABLE_COORDINATOR  # noqa: E731
+    first = poll("JoinGroup", lambda: join_group(s.address, group), loaded)
+    out = [error_name(request(s.address, ApiKey.JOIN_GROUP, 5, small).error_code)]
+    joined = join_group(s.address, group, first.member_id)
+    for body in (
+        {"group_id": group, "generation_id": joined.generation_id, "member_id": "nobody"},
+        {"group_id": unique("nogroup"), "generation_id": 1, "member_id": "nobody"},
+    ):
+        out.append(error_name(request(s.address, ApiKey.HEARTBEAT, 4, body).error_code))
+    sync = {"group_id": group, "generation_id": joined.generation_id + 1, "member_id": joined.member_id,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []}  # fmt: skip
+    out.append(error_name(request(s.address, ApiKey.SYNC_GROUP, 5, sync).error_code))
+    other = dict(small, session_timeout_ms=30000, protocol_type="connect")
+    out.append(error_name(request(s.address, ApiKey.JOIN_GROUP, 5, other).error_code))
+    fetch_body = {"groups": [{"group_id": unique("nogroup"), "topics": [{"name": s.topic, "partition_indexes": [0]}]}],
+                  "require_stable": False}  # fmt: skip
+    answer = poll(
+        "OffsetFetch", lambda: request(s.address, ApiKey.OFFSET_FETCH, 8, fetch_body).groups[0],
+        lambda a: error_name(a.error_code) not in RETRIABLE_COORDINATOR,
+    )  # fmt: skip
+    out.append(error_name(answer.error_code))
+    out += [f"{error_name(p.error_code)} offset={p.committed_offset}" for t in answer.topics for p in t.partitions]
+    return " ".join(out)
+
+
 SCENARIOS: dict[str, Callable[[Setup], str]] = {
     f.__name__: f
     for f in (
@@ -165,6 +333,11 @@ SCENARIOS: dict[str, Callable[[Setup], str]] = {
         fetch_negative_offset, create_bad_config_value, create_unknown_config, create_bad_cleanup_policy,
         create_rf_above_brokers, create_rf_zero, create_zero_partitions, create_minus_two_partitions,
         create_invalid_name, create_existing, acks_all_min_isr_above_rf, fenced_producer, stale_generation,
+        produce_bad_acks, produce_unknown_partition, fetch_unknown_partition, list_offsets_unknown_partition,
+        produce_corrupt_batch, produce_timestamps, produce_v2, fetch_future_leader_epoch, create_partitions_errors,
+        delete_unknown_topic, describe_configs_unknown_topic, alter_configs_invalid,
+        delete_records_beyond_high_watermark, idempotent_sequences, transactional_write_outside_transaction,
+        transaction_coordinator_errors, group_protocol_errors,
     )
 }  # fmt: skip
 
