@@ -114,6 +114,20 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(wheel: Path, tmp_path: Path) ->
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     assert run(env_dir / "bin" / "pylog", "--version", cwd=away).strip() == "pylog 0.1.0"
     assert "--data-dir" in run(env_dir / "bin" / "pylog-broker", "--help", cwd=away)
+    # what PySpark's data source lookup (pyspark.sql.worker.lookup_data_sources) does on a cluster
+    # where the wheel is installed: import each top-level pyspark_* module and register its
+    # DefaultSource, so that format("pylog") needs no register(spark)
+    lookup = (
+        "import importlib, pkgutil\n"
+        "from pyspark.sql.datasource import DataSource\n"
+        "for info in pkgutil.iter_modules():\n"
+        "    if info.name.startswith('pyspark_'):\n"
+        "        module = importlib.import_module(info.name)\n"
+        "        if issubclass(getattr(module, 'DefaultSource', object), DataSource):\n"
+        "            print(module.__file__, module.DefaultSource.name())\n"
+    )
+    found = run(python, "-c", lookup, cwd=away).strip().splitlines()
+    assert [line.split() for line in found] == [[str(site / "pyspark_log" / "__init__.py"), "pylog"]]
     origin = run(python, "-c", "import broker.__main__, pyspark_log.cli; print(broker.__main__.__file__)", cwd=away)
     assert origin.strip().startswith(str(site))
     assert run(python, "-m", "pip", "show", DIST_NAME, cwd=away).startswith(f"Name: {DIST_NAME}")
