@@ -20,6 +20,7 @@ from broker.raft.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest,
 from broker.raft.rpc import request_to_wire
 from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.versions import KRAFT_CONTROLLER_APIS
 from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
 
@@ -150,3 +151,19 @@ def test_client_listener_refuses_every_controller_rpc_and_the_quorum_is_undistur
     assert len(acked) == 20
     got = confluent_consume(bootstrap, "after-forgery", 20)
     assert [g.value for g in got] == [r.value for r in records]
+
+
+def test_describe_cluster_names_the_controllers_on_the_controller_listener(cluster: EmbeddedCluster) -> None:
+    """KIP-919 (``bootstrap.controllers``, ``kafka-metadata-quorum --bootstrap-controller``):
+    DescribeCluster with ``endpoint_type`` 2 on the controller listener answers the voters'
+    controller endpoints; on the client listener MISMATCHED_ENDPOINT_TYPE, as a Kafka broker."""
+    body = {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+    answer = call(cluster.controller_address(1), ApiKey.DESCRIBE_CLUSTER, 1, body)
+    assert (answer.error_code, answer.endpoint_type, answer.cluster_id) == (0, 2, CLUSTER_ID)
+    voters = {b.broker_id: f"{b.host}:{b.port}" for b in answer.brokers}
+    assert voters == {n: cluster.controller_address(n) for n in NODES}
+    assert answer.controller_id in NODES
+    refused = call(cluster.address(1), ApiKey.DESCRIBE_CLUSTER, 1, body)
+    assert refused.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+    brokers = call(cluster.address(1), ApiKey.DESCRIBE_CLUSTER, 1, {**body, "endpoint_type": 1})
+    assert {b.broker_id: f"{b.host}:{b.port}" for b in brokers.brokers} == {n: cluster.address(n) for n in NODES}
