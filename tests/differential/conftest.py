@@ -19,12 +19,14 @@ import pytest
 from pyspark_log.embedded import EmbeddedBroker
 from tests.apache_kafka import ApacheKafkaCluster, KafkaUnavailable, kafka_libs
 
-# What ApacheKafkaCluster sets on every Kafka node for a one-node cluster, given to pylog too.
+# Given to both: what ApacheKafkaCluster sets on a one-node cluster, and a quicker log cleaner.
 SHARED_OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # the cleaner looks for dirty logs every second instead of 15 (test_compaction waits for it)
+    "log.cleaner.backoff.ms": "1000",
 }
 
 
@@ -47,7 +49,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
         pytest.skip(f"Apache Kafka is not available: {exc}")
     root = tmp_path_factory.mktemp("differential")
     pylog = EmbeddedBroker(root / "pylog", kraft=True, overrides=SHARED_OVERRIDES, python=sys.executable)
-    with ApacheKafkaCluster(root / "kafka", brokers=(1,)) as kafka:
+    with ApacheKafkaCluster(root / "kafka", brokers=(1,), overrides=SHARED_OVERRIDES) as kafka:
         try:
             pylog.start()
             yield Brokers(kafka=kafka.bootstrap(), pylog=pylog.bootstrap_servers)
