@@ -40,14 +40,16 @@ CLUSTER_OVERRIDES = {
 
 
 @contextmanager
-def tools_cluster(root: Path, overrides: Mapping[str, str] | None = None) -> Iterator[EmbeddedCluster]:
-    """A started 3-node pylog cluster (combined roles), closed on exit; the module is skipped
-    when Kafka's jars cannot be had (no Maven, no network)."""
+def tools_cluster(root: Path, overrides: Mapping[str, str] | None = None, **shape: Any) -> Iterator[EmbeddedCluster]:
+    """A started 3-node pylog cluster (combined roles; ``shape``: more ``EmbeddedCluster``
+    arguments), closed on exit; the module is skipped when Kafka's jars cannot be had."""
     try:
         kafka_libs()
     except KafkaUnavailable as exc:
         pytest.skip(f"Apache Kafka's tools are not available: {exc}")
-    cluster = EmbeddedCluster(root, brokers=NODES, combined=True, overrides={**CLUSTER_OVERRIDES, **(overrides or {})})
+    cluster = EmbeddedCluster(
+        root, brokers=NODES, combined=True, overrides={**CLUSTER_OVERRIDES, **(overrides or {})}, **shape
+    )
     try:
         cluster.start()
         yield cluster

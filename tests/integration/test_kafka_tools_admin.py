@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from pyspark_log.embedded_cluster import EmbeddedCluster
@@ -38,12 +38,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "super.users": "User:ANONYMOUS",
+    # the SASL_PLAINTEXT listener: SCRAM users made by kafka-configs log in there
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 }
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_nobody="unused-pw";'
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    with tools_cluster(Path(tmp_path_factory.mktemp("kafka-tools-admin")), AUTHORIZER) as c:
+    """PLAINTEXT (the tools, ``User:ANONYMOUS``), CONTROLLER and SASL_PLAINTEXT listeners."""
+    root = Path(tmp_path_factory.mktemp("kafka-tools-admin"))
+    with tools_cluster(root, AUTHORIZER, controller_listener=True, sasl_plain_jaas=PLAIN_JAAS) as c:
         yield c
 
 
@@ -110,7 +115,7 @@ def test_configs_topic_broker(cluster: EmbeddedCluster) -> None:
     assert every["node.id"] == "2"
     assert every["controller.quorum.voters"] == cluster.voters
     assert every["process.roles"] == "broker,controller"
-    assert every["advertised.listeners"] == f"PLAINTEXT://{cluster.address(2)}"
+    assert f"PLAINTEXT://{cluster.address(2)}" in every["advertised.listeners"].split(",")
     assert every["group.initial.rebalance.delay.ms"] == "0"  # the cluster's override, not Kafka's 3000
     refused = alter(cluster, *broker, "--add-config", "log.cleaner.threads=2", ok=False)
     assert "InvalidRequestException: only topic configs can be altered; broker configs are static in pylog" in refused
@@ -315,3 +320,26 @@ def test_perf_and_verifiable_clients(cluster: EmbeddedCluster) -> None:
         ends[partition] = max(ends.get(partition, -1), offset + 1)
     assert last == ends
     assert events[-1]["name"] == "shutdown_complete"
+
+
+def test_scram_user_and_acls_made_by_the_tools_are_enforced(cluster: EmbeddedCluster) -> None:
+    """kafka-configs' SCRAM credentials (salted and hashed by the tool) let the user log in over
+    SASL_PLAINTEXT, and kafka-acls' ``--producer`` ACL lets them write, to that topic only."""
+    user, allowed, denied = unique("writer"), unique("tools-allowed"), unique("tools-denied")
+    create_topic(cluster, allowed, 1)
+    create_topic(cluster, denied, 1)
+    alter(cluster, "--entity-type", "users", "--entity-name", user, "--add-config", "SCRAM-SHA-512=[password=w-pw]")
+    run("kafka-acls", "--bootstrap-server", cluster.bootstrap(), "--add", "--producer", "--topic", allowed,
+        "--allow-principal", f"User:{user}")  # fmt: skip
+    config = {
+        "bootstrap.servers": ",".join(cluster.sasl_address(n) for n in NODES), "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": "w-pw",
+        "enable.idempotence": False, "acks": "all", "message.timeout.ms": 60_000,
+    }  # fmt: skip
+    outcomes: dict[str, object] = {}
+    producer = Producer(config)
+    for topic in (allowed, denied):
+        producer.produce(topic, b"v", on_delivery=lambda err, msg: outcomes.__setitem__(msg.topic(), err))
+    assert producer.flush(90) == 0
+    assert outcomes[allowed] is None
+    assert outcomes[denied].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
