@@ -28,7 +28,7 @@ import pytest
 
 from pyspark_log.client import AdminClient, Consumer, Producer
 from spark_tests.helpers import Kafka, recent_ms, wait_until
-from spark_tests.jars import reference_jars
+from spark_tests.jars import connector_version, reference_jars
 from spark_tests.test_sink import confluent_values
 from tests.apache_kafka import ApacheKafkaCluster
 
@@ -47,7 +47,7 @@ def connector(spark: Any) -> str:
     if "spark-sql-kafka-0-10" not in jars:
         reference_jars()  # raises ConnectorUnavailable with the reason
         pytest.fail(f"the session was started without Spark's Kafka connector (spark.jars={jars!r})")
-    return jars
+    return connector_version()
 
 
 class ApacheKafka(Kafka):
