@@ -33,6 +33,7 @@ from broker.api.configs import (
     topic_log_config,
 )
 from broker.api.context import Broker, Request
+from broker.api.metadata import ALL_CLUSTER_OPERATIONS
 from broker.api.quota_enforcement import mutation_quota
 from broker.controller.errors import MetadataError
 from broker.controller.image import TopicImage
@@ -392,6 +393,12 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
             if (endpoint := b.endpoint(listener)) is not None
         ],
+        # KIP-430: no authorizer allows every operation (with one, authz_special replaces this)
+        **(
+            {"cluster_authorized_operations": ALL_CLUSTER_OPERATIONS}
+            if request.body.include_cluster_authorized_operations
+            else {}
+        ),
     }
 
 

@@ -8,6 +8,10 @@ answered LEADER_NOT_AVAILABLE, as Kafka does, so clients refresh and retry until
 Null topics (v1+) or an empty list at v0 mean every topic. Unknown topics are auto-created when
 the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the broker has
 ``auto.create.topics.enable``; internal topics (``__…``) are never auto-created.
+
+v8+ ``include_topic_authorized_operations`` (and v8-v10 ``include_cluster_authorized_operations``,
+KIP-430): without an authorizer every supported operation is allowed, so the fields carry all of
+them, as Kafka's do; with one, ``broker.api.authz_special`` replaces them with what the ACLs allow.
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ from typing import Any
 from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
 from broker.controller.image import TopicImage
+from broker.security.authorizer import SUPPORTED_OPERATIONS, ResourceType
 from pyspark_log.wire.errors import ErrorCode
+
+# KIP-430 bit fields of every operation Kafka reports per resource type (no authorizer: all allowed)
+ALL_TOPIC_OPERATIONS = sum(1 << int(op) for op in SUPPORTED_OPERATIONS[ResourceType.TOPIC])
+ALL_CLUSTER_OPERATIONS = sum(1 << int(op) for op in SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
 
 
 def handle_metadata(broker: Broker, request: Request) -> Any:
@@ -56,7 +65,7 @@ async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
                 topics_out.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             topics_out.append(_topic_entry(topic, image.brokers))
-    return {
+    out: dict[str, Any] = {
         "throttle_time_ms": 0,
         "brokers": [  # Kafka: the endpoints of the listener the request came in on
             {"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack}
@@ -67,6 +76,13 @@ async def _metadata(broker: Broker, request: Request) -> Mapping[str, Any]:
         "controller_id": image.controller_id,
         "topics": topics_out,
     }
+    if request.version >= 8 and getattr(body, "include_topic_authorized_operations", False):
+        for entry in topics_out:
+            if entry["error_code"] == 0:
+                entry["topic_authorized_operations"] = ALL_TOPIC_OPERATIONS
+    if 8 <= request.version <= 10 and getattr(body, "include_cluster_authorized_operations", False):
+        out["cluster_authorized_operations"] = ALL_CLUSTER_OPERATIONS
+    return out
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any = None) -> dict[str, Any]:

@@ -326,6 +326,27 @@ def group_protocol_errors(s: Setup) -> str:
     return " ".join(out)
 
 
+def metadata_auto_create(s: Setup) -> str:
+    """Metadata v12 of an unknown topic with auto-creation allowed: the first answer."""
+    body = {"topics": [{"name": unique("auto")}], "allow_auto_topic_creation": True}
+    topic = request(s.address, ApiKey.METADATA, 12, body).topics[0]
+    return f"{error_name(topic.error_code)} partitions={len(topic.partitions)}"
+
+
+def authorized_operations(s: Setup) -> str:
+    """KIP-430 bit fields, asked for without an authorizer: Metadata v10 (topic and cluster) and
+    DescribeCluster v1."""
+    body = {"topics": [{"name": s.topic}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": True, "include_topic_authorized_operations": True}  # fmt: skip
+    answer = request(s.address, ApiKey.METADATA, 10, body)
+    cluster = request(s.address, ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
+                                                               "endpoint_type": 1})  # fmt: skip
+    return (
+        f"topic={answer.topics[0].topic_authorized_operations} cluster={answer.cluster_authorized_operations} "
+        f"describe_cluster={cluster.cluster_authorized_operations}"
+    )
+
+
 SCENARIOS: dict[str, Callable[[Setup], str]] = {
     f.__name__: f
     for f in (
@@ -337,7 +358,7 @@ SCENARIOS: dict[str, Callable[[Setup], str]] = {
         produce_corrupt_batch, produce_timestamps, produce_v2, fetch_future_leader_epoch, create_partitions_errors,
         delete_unknown_topic, describe_configs_unknown_topic, alter_configs_invalid,
         delete_records_beyond_high_watermark, idempotent_sequences, transactional_write_outside_transaction,
-        transaction_coordinator_errors, group_protocol_errors,
+        transaction_coordinator_errors, group_protocol_errors, metadata_auto_create, authorized_operations,
     )
 }  # fmt: skip
 
