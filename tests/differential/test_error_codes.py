@@ -347,6 +347,18 @@ def authorized_operations(s: Setup) -> str:
     )
 
 
+def offset_for_leader_epoch(s: Setup) -> str:
+    """OffsetForLeaderEpoch v4 for the current epoch (0), a newer one (5), and with a newer
+    ``current_leader_epoch`` (UNKNOWN_LEADER_EPOCH): error, epoch and end offset of each."""
+    out = []
+    for epoch, current in ((0, -1), (5, -1), (0, 5)):
+        body = {"replica_id": -1, "topics": [{"topic": s.topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]}  # fmt: skip
+        p = request(s.address, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).topics[0].partitions[0]
+        out.append(f"{error_name(p.error_code)}/{p.leader_epoch}/{'end' if p.end_offset > 0 else p.end_offset}")
+    return " ".join(out)
+
+
 SCENARIOS: dict[str, Callable[[Setup], str]] = {
     f.__name__: f
     for f in (
@@ -359,6 +371,7 @@ SCENARIOS: dict[str, Callable[[Setup], str]] = {
         delete_unknown_topic, describe_configs_unknown_topic, alter_configs_invalid,
         delete_records_beyond_high_watermark, idempotent_sequences, transactional_write_outside_transaction,
         transaction_coordinator_errors, group_protocol_errors, metadata_auto_create, authorized_operations,
+        offset_for_leader_epoch,
     )
 }  # fmt: skip
 
