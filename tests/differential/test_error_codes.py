@@ -359,6 +359,35 @@ def offset_for_leader_epoch(s: Setup) -> str:
     return " ".join(out)
 
 
+def delete_records_and_log_dirs(s: Setup) -> str:
+    """On a topic of its own with 6 records: DeleteRecords to offset 3 (low watermark), then
+    ListOffsets earliest, a Fetch below and at the new start, DeleteRecords to -1 (the high
+    watermark); DescribeLogDirs of the partition."""
+    topic = unique("deleted")
+    create_ready_topic(s.address, topic)
+    for _ in range(3):
+        produce(s.address, topic, small_batch(2))
+
+    def delete(offset: int) -> str:
+        body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+                "timeout_ms": 30000}  # fmt: skip
+        part = request(s.address, ApiKey.DELETE_RECORDS, 2, body).topics[0].partitions[0]
+        return f"{error_name(part.error_code)}/{part.low_watermark}"
+
+    first = delete(3)
+    earliest = list_offset(s.address, topic, -2).offset
+    below, at = fetch(s.address, topic, 0), fetch(s.address, topic, 3)
+    dirs = request(s.address, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": topic, "partitions": [0]}]})
+    listed = [
+        (r.error_code, [(p.partition_index, p.offset_lag, p.is_future_key) for t in r.topics for p in t.partitions])
+        for r in dirs.results
+    ]
+    return (
+        f"{first} earliest={earliest} below={error_name(below.error_code)} at={error_name(at.error_code)}"
+        f"/start={at.log_start_offset} {delete(-1)} dirs={dirs.error_code}:{listed}"
+    )
+
+
 SCENARIOS: dict[str, Callable[[Setup], str]] = {
     f.__name__: f
     for f in (
@@ -371,7 +400,7 @@ SCENARIOS: dict[str, Callable[[Setup], str]] = {
         delete_unknown_topic, describe_configs_unknown_topic, alter_configs_invalid,
         delete_records_beyond_high_watermark, idempotent_sequences, transactional_write_outside_transaction,
         transaction_coordinator_errors, group_protocol_errors, metadata_auto_create, authorized_operations,
-        offset_for_leader_epoch,
+        offset_for_leader_epoch, delete_records_and_log_dirs,
     )
 }  # fmt: skip
 
