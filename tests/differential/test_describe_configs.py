@@ -7,7 +7,8 @@ return at all is a ``key`` difference. Every difference must be a row of the tab
 "DescribeConfigs" in docs/compatibility.md; ``*`` in its config column stands for every key with
 that field difference (e.g. all broker configs read-only in pylog). Topic keys only Kafka returns
 are differences too (broker keys only Kafka returns are not: it lists ~300). Keys whose values
-depend on the fixture's ports and directories are compared on type and flags only.
+depend on the fixture's ports and directories are compared on type and flags only. Synonyms
+(v1+) and documentation (v3+) are compared as there or not.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ FIXTURE_KEYS = frozenset({
 def describe(address: str, resource_type: int, name: str) -> dict[str, dict[str, str]]:
     body = {
         "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
-        "include_synonyms": False, "include_documentation": False,
+        "include_synonyms": True, "include_documentation": True,
     }  # fmt: skip
     result = request(address, ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
     assert result.error_code == 0, result
@@ -50,6 +51,8 @@ def describe(address: str, resource_type: int, name: str) -> dict[str, dict[str,
             "source": SOURCES.get(c.config_source, str(c.config_source)),
             "read_only": str(c.read_only).lower(),
             "sensitive": str(c.is_sensitive).lower(),
+            "synonyms": "listed" if c.synonyms else "none",
+            "documentation": "present" if c.documentation else "absent",
         }
         for c in result.configs
     }
