@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark_log.embedded_cluster import request
-from pyspark_log.records.batch import ProducerRecord, encode_batch
+from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
+from pyspark_log.records.control import decode_control_key
 from pyspark_log.wire import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
 DEADLINE_S = 90.0
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 def error_name(code: int) -> str:
@@ -111,6 +114,34 @@ def list_offset(address: str, topic: str, timestamp: int, *, partition: int = 0,
         "topics": [{"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}],
     }  # fmt: skip
     return request(address, ApiKey.LIST_OFFSETS, 8, body).topics[0].partitions[0]
+
+
+def raw_log(address: str, topic: str, isolation_level: int) -> dict[str, Any]:
+    """Every record and control record from offset 0 by raw Fetch v12, and the watermarks."""
+    rows: list[tuple[Any, ...]] = []
+    aborted: list[int] = []
+    offset = 0
+    while True:
+        part = fetch(address, topic, offset, isolation_level=isolation_level)
+        assert part.error_code == 0, part
+        aborted += [a.first_offset for a in part.aborted_transactions or ()]
+        batches = decode_batches(part.records or b"")
+        for header, records in batches:
+            for r in records:
+                if header.is_control:
+                    rows.append((r.offset, "control", decode_control_key(r.key), header.is_transactional))
+                else:
+                    rows.append((
+                        r.offset, CODEC_NAMES[header.compression], r.key, r.value,
+                        tuple(tuple(h) for h in r.headers), r.timestamp, header.is_transactional,
+                    ))  # fmt: skip
+        if not batches:
+            break
+        offset = batches[-1][0].next_offset
+    return {
+        "records": rows, "aborted_first_offsets": sorted(set(aborted)), "high_watermark": part.high_watermark,
+        "last_stable_offset": part.last_stable_offset, "log_start_offset": part.log_start_offset,
+    }  # fmt: skip
 
 
 # -- coordinators ------------------------------------------------------------------------------

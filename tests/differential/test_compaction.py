@@ -21,8 +21,15 @@ import pytest
 from pyspark_log.records.batch import ProducerRecord, encode_batch
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
-from tests.differential.scenarios import create_ready_topic, list_offset, poll, produce, unique
-from tests.differential.test_produce_fetch import READ_UNCOMMITTED, raw_log
+from tests.differential.scenarios import (
+    READ_UNCOMMITTED,
+    create_ready_topic,
+    list_offset,
+    poll,
+    produce,
+    raw_log,
+    unique,
+)
 
 HEADING = "Log compaction"
 CONFIGS = {"cleanup.policy": "compact", "segment.ms": "60000", "min.cleanable.dirty.ratio": "0.01",

@@ -18,16 +18,21 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from pyspark_log.records.batch import decode_batches
-from pyspark_log.records.control import decode_control_key
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
-from tests.differential.scenarios import DEADLINE_S, create_ready_topic, fetch, list_offset, poll, unique
+from tests.differential.scenarios import (
+    DEADLINE_S,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    create_ready_topic,
+    list_offset,
+    poll,
+    raw_log,
+    unique,
+)
 
 HEADING = "Produce and fetch"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 def send(producer: Producer, topic: str, rows: list[tuple[Any, ...]]) -> None:
@@ -45,34 +50,6 @@ def records_for(tag: str, base_ts: int, first: int, n: int) -> list[tuple[Any, .
         headers = [("h", f"{i}".encode()), ("empty", None)] if i % 2 else []
         out.append((key, value, headers, base_ts + 1000 * i))
     return out
-
-
-def raw_log(address: str, topic: str, isolation_level: int) -> dict[str, Any]:
-    """Every record and control record from offset 0 by raw Fetch v12, and the watermarks."""
-    rows: list[tuple[Any, ...]] = []
-    aborted: list[int] = []
-    offset = 0
-    while True:
-        part = fetch(address, topic, offset, isolation_level=isolation_level)
-        assert part.error_code == 0, part
-        aborted += [a.first_offset for a in part.aborted_transactions or ()]
-        batches = decode_batches(part.records or b"")
-        for header, records in batches:
-            for r in records:
-                if header.is_control:
-                    rows.append((r.offset, "control", decode_control_key(r.key), header.is_transactional))
-                else:
-                    rows.append((
-                        r.offset, CODEC_NAMES[header.compression], r.key, r.value,
-                        tuple(tuple(h) for h in r.headers), r.timestamp, header.is_transactional,
-                    ))  # fmt: skip
-        if not batches:
-            break
-        offset = batches[-1][0].next_offset
-    return {
-        "records": rows, "aborted_first_offsets": sorted(set(aborted)), "high_watermark": part.high_watermark,
-        "last_stable_offset": part.last_stable_offset, "log_start_offset": part.log_start_offset,
-    }  # fmt: skip
 
 
 def offsets(address: str, topic: str, base_ts: int) -> dict[str, Any]:
