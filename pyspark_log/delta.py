@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pyspark_log.delta_upsert import UpsertSpec, changes, rs_merge, spark_merge
+from pyspark_log.delta_upsert import USER_METADATA_CONF, UpsertSpec, changes, rs_merge, session_confs, spark_merge
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -90,6 +90,7 @@ Mode = Literal["append", "upsert"]
 META_APP_ID = "pylog.appId"
 META_LOAD_NUMBER = "pylog.loadNumber"
 META_END_OFFSETS = "pylog.endOffsets"
+USER_METADATA = "userMetadata"  # commitInfo.userMetadata (Delta PROTOCOL.md, "Commit Provenance Information")
 _DELTA_CLASS = "org.apache.spark.sql.delta.DeltaLog"
 # How delta-spark says a path holds no table (DESCRIBE DETAIL / HISTORY on it).
 _NO_TABLE = ("not a Delta table", "DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND")
@@ -207,11 +208,15 @@ class _Target:
             writer = writer.option("overwriteSchema", "true")
         for key, value in (self.storage_options or {}).items():
             writer = writer.option(key, value)
-        if self.path is not None:
-            writer.save(self.path)
-        else:
-            assert self.table_name is not None
-            writer.saveAsTable(self.table_name)
+        # userMetadata also as the session conf: Delta 4.0 drops the write option when
+        # saveAsTable creates the table (its first commit would then lack the load's offsets)
+        confs = {} if user_metadata is None else {USER_METADATA_CONF: user_metadata}
+        with session_confs(df.sparkSession, confs):
+            if self.path is not None:
+                writer.save(self.path)
+            else:
+                assert self.table_name is not None
+                writer.saveAsTable(self.table_name)
 
     def spark_exists(self, spark: SparkSession) -> bool:
         """Whether the table exists (delta-spark; no delta-spark Python import)."""
@@ -437,7 +442,21 @@ class LoadResult:
         return self.load_number is not None
 
 
+def _rs_metadata(meta: Mapping[str, str]) -> dict[str, str]:
+    """delta-rs commit metadata: the keys themselves, and the same JSON as the commit's
+    ``userMetadata`` (the field delta-spark writes and shows in DESCRIBE HISTORY), so either
+    engine finds the load state of a table the other wrote."""
+    return {**meta, USER_METADATA: json.dumps(dict(meta))}
+
+
 def _state_from(meta: Mapping[str, Any], app_id: str, version: int) -> LoadState | None:
+    if META_APP_ID not in meta and isinstance(meta.get(USER_METADATA), str):  # a delta-spark commit
+        try:
+            meta = json.loads(meta[USER_METADATA])
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(meta, dict):
+            return None
     if meta.get(META_APP_ID) != app_id or META_LOAD_NUMBER not in meta or META_END_OFFSETS not in meta:
         return None
     offsets = meta[META_END_OFFSETS]
@@ -487,7 +506,7 @@ def _last_load_spark(spark: SparkSession, target: _Target, app_id: str) -> LoadS
         rows = spark.sql(f"DESCRIBE HISTORY {target.spark_history_name()}").select("version", "userMetadata").collect()
     except Exception as exc:
         text = str(exc)
-        if "not a Delta table" in text or "DELTA_MISSING_DELTA_TABLE" in text or "TABLE_OR_VIEW_NOT_FOUND" in text:
+        if any(sign in text for sign in (*_NO_TABLE, "TABLE_OR_VIEW_NOT_FOUND")):
             return None
         raise
     best: LoadState | None = None
@@ -626,7 +645,7 @@ def _load_range(  # noqa: PLR0917 - internal, called once
         return None
     data = df.toArrow()
     if upsert is not None:
-        target.rs_upsert(data, upsert, app_id, load_number, meta)
+        target.rs_upsert(data, upsert, app_id, load_number, _rs_metadata(meta))
     else:
-        target.rs_append(data, app_id, load_number, meta)
+        target.rs_append(data, app_id, load_number, _rs_metadata(meta))
     return data.num_rows

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +53,7 @@ UPSERT = "upsert"
 DELETE = "delete"
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
-_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,17 +204,26 @@ def spark_merge(
     )
     confs = {_TXN_APP_ID: app_id, _TXN_VERSION: str(version)}
     if user_metadata is not None:
-        confs[_USER_METADATA] = user_metadata
-    saved: dict[str, Any] = {key: session.conf.get(key, None) for key in confs}
+        confs[USER_METADATA_CONF] = user_metadata
     data.createOrReplaceTempView(view)
+    try:
+        with session_confs(session, confs):
+            session.sql(statement)
+    finally:
+        session.catalog.dropTempView(view)
+
+
+@contextmanager
+def session_confs(session: Any, confs: Mapping[str, str]) -> Iterator[None]:
+    """Set ``confs`` on the session for the statements inside, restoring what was there."""
+    saved: dict[str, Any] = {key: session.conf.get(key, None) for key in confs}
     try:
         for key, value in confs.items():
             session.conf.set(key, value)
-        session.sql(statement)
+        yield
     finally:
         for key, old in saved.items():
             if old is None:
                 session.conf.unset(key)
             else:
                 session.conf.set(key, old)
-        session.catalog.dropTempView(view)

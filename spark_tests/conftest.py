@@ -1,7 +1,10 @@
 """Spark tier fixtures: one local[2] SparkSession per test session, one broker process per module.
 
 ``spark``   the session (``format("pylog")`` registered; Python workers use this interpreter;
-            Spark's own ``format("kafka")`` on the classpath from ``spark_tests.jars``).
+            Spark's own ``format("kafka")`` on the classpath from ``spark_tests.jars``; on
+            PySpark 4.0 also delta-spark 4.0's jars and Delta's session confs).
+``delta_engine``  parametrises a test over "delta-rs" and "delta-spark" (skipped, with the reason,
+            where Delta's jars do not run on this PySpark).
 ``broker``  an ``EmbeddedBroker`` shared by a module's tests; retention checks run every 200 ms
             so tests can create topics with short ``retention.ms`` and see data deleted.
 ``kafka``   a ``Kafka`` helper on ``broker`` (create topics, produce, offsets); ``topic`` a fresh
@@ -20,15 +23,17 @@ import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
 from spark_tests.helpers import Kafka
-from spark_tests.jars import ConnectorUnavailable, reference_jars
+from spark_tests.jars import DELTA_SESSION_CONFS, ConnectorUnavailable, DeltaUnavailable, delta_jars, reference_jars
 
 BROKER_OVERRIDES = {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
+DELTA_SPARK_SKIP: list[str] = []  # why the session has no delta-spark (set by the spark fixture)
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    import pyspark
     from pyspark.sql import SparkSession
 
     import pyspark_log.spark as pylog_spark
@@ -38,8 +43,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         jars = ",".join(str(jar) for jar in reference_jars())
     except ConnectorUnavailable:  # the tests of format("kafka") fail with the reason; the rest run
         jars = ""
+    builder = SparkSession.builder
+    try:  # delta-spark where its jars run on this PySpark (4.0); elsewhere delta_engine skips it
+        jars = ",".join([*filter(None, [jars]), *(str(jar) for jar in delta_jars(pyspark.__version__))])
+        for key, value in DELTA_SESSION_CONFS.items():
+            builder = builder.config(key, value)
+    except DeltaUnavailable as exc:
+        DELTA_SPARK_SKIP.append(str(exc))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("pylog-spark-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
@@ -90,3 +102,12 @@ def stop_queries(spark: object) -> Iterator[None]:
 @pytest.fixture
 def chk(tmp_path: Path) -> Path:
     return tmp_path / "checkpoint"
+
+
+@pytest.fixture(params=["delta-rs", "delta-spark"])
+def delta_engine(request: pytest.FixtureRequest, spark: object) -> str:
+    """The Delta engine a test writes with (``delta_sink(engine=...)``); delta-spark only where the
+    session has Delta's jars (PySpark 4.0), else the test skips with the reason."""
+    if request.param == "delta-spark" and DELTA_SPARK_SKIP:
+        pytest.skip(DELTA_SPARK_SKIP[0])
+    return str(request.param)

@@ -9,8 +9,9 @@ Ivy resolution (``spark.jars.packages``) at run time.
 
 Versions: PySpark is 4.3.0, but Maven Central serves no ``spark-sql-kafka-0-10_2.13:4.3.0``; the
 4.2.0 connector runs on Spark 4.3.0 and is the one tested (docs/compatibility.md). Delta Lake's
-JVM jars are not fetched: delta-spark 4.4.0 (built against Spark 4.2.0) fails its first snapshot
-read on Spark 4.3.0 (see the recipe).
+JVM jars are not fetched by that recipe: delta-spark 4.4.0 (built against Spark 4.2.0) fails its
+first snapshot read on Spark 4.3.0 (see the recipe). ``delta_jars()`` (``refs/delta40/pom.xml``)
+gives delta-spark 4.0 to a PySpark 4.0 session (the oldest-PySpark venv).
 """
 
 from __future__ import annotations
@@ -50,3 +51,45 @@ def connector_version() -> str:
     """The version of the cached connector jar (e.g. ``4.2.0``)."""
     jar = next(CACHE.glob(CONNECTOR_GLOB))
     return jar.stem.removeprefix("spark-sql-kafka-0-10_2.13-")
+
+
+# -- Delta Lake (delta-spark) ------------------------------------------------------------------
+# Delta's JVM jars run only on the Spark series they are built for: refs/delta40/pom.xml fetches
+# delta-spark 4.0.x (built for Spark 4.0) and the Spark tier adds them, with Delta's session
+# confs, where the running PySpark is a 4.0 (the oldest-PySpark venv that `./dev test` runs the
+# core tests in). On newer PySpark the delta-spark tests skip with DELTA_SPARK_SKIP_REASON.
+DELTA_RECIPE = REPO / "refs" / "delta40" / "pom.xml"
+DELTA_CACHE = REPO / ".refs" / "delta40" / "libs"
+DELTA_GLOB = "delta-spark_2.13-*.jar"
+DELTA_SPARK_SERIES = "4.0"
+DELTA_SESSION_CONFS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+class DeltaUnavailable(RuntimeError):
+    """Delta's jars do not run on this PySpark, or could not be fetched."""
+
+
+def delta_jars(pyspark_version: str) -> list[Path]:
+    """The jars of ``refs/delta40/pom.xml`` (fetched first when the cache is empty), or
+    ``DeltaUnavailable`` when ``pyspark_version`` is not the Spark series they are built for."""
+    series = ".".join(pyspark_version.split(".")[:2])
+    if series != DELTA_SPARK_SERIES:
+        raise DeltaUnavailable(
+            f"delta-spark runs on Spark {DELTA_SPARK_SERIES} here (refs/delta40/pom.xml) and this is PySpark "
+            f"{pyspark_version}: no Delta release runs on it yet (docs/compatibility.md); the delta-spark "
+            "tests run in the oldest-PySpark venv (./dev test)"
+        )
+    if not any(DELTA_CACHE.glob(DELTA_GLOB)):
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise DeltaUnavailable("Delta's jars are not cached and mvn is not installed: run ./dev refs")
+        done = subprocess.run(
+            [mvn, "-q", "-f", str(DELTA_RECIPE), "dependency:copy-dependencies", f"-DoutputDirectory={DELTA_CACHE}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not any(DELTA_CACHE.glob(DELTA_GLOB)):
+            raise DeltaUnavailable(f"fetching Delta's jars with {DELTA_RECIPE} failed:\n{done.stdout}\n{done.stderr}")
+    return sorted(DELTA_CACHE.glob("*.jar"))

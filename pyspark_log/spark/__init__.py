@@ -21,8 +21,17 @@ log = logging.getLogger(__name__)
 
 
 def register(spark: Any) -> None:
-    """Register ``format("pylog")`` with ``spark`` (a SparkSession)."""
-    spark.dataSource.register(PylogDataSource)
+    """Register ``format("pylog")`` with ``spark`` (a SparkSession).
+
+    PySpark 4.0 refuses to register a name that its lookup of installed ``pyspark_*`` modules
+    already registered (``DATA_SOURCE_ALREADY_EXISTS``; 4.3 replaces it): that entry is this
+    package's own ``pyspark_log.DefaultSource``, so the format is known and nothing is to do."""
+    try:
+        spark.dataSource.register(PylogDataSource)
+    except Exception as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        log.debug("pylog: format('pylog') is already registered (pyspark_log.DefaultSource): %s", exc)
 
 
 def _register_with_active_session() -> None:

@@ -3,7 +3,10 @@
 * 4.0 / 4.1: ``DataSourceStreamReader.latestOffset()`` without arguments; no read limits, no
   ``SupportsTriggerAvailableNow``. The source then applies maxOffsetsPerTrigger and
   minOffsetsPerTrigger itself inside ``latestOffset()``, starting from the last end offset it
-  returned or was shown. Trigger.AvailableNow / Once then read one admission-limited batch.
+  returned or was shown (a new query: startingOffsets). Spark runs Trigger.AvailableNow / Once
+  of such a source as one micro-batch per run (``SingleBatchExecutor``), so a run reads one
+  admission-limited batch; ``pyspark_log.spark.available_now.run_available_now`` runs the query
+  again until it has drained the backlog.
 * 4.2+: ``pyspark.sql.streaming.datasource`` has ``ReadLimit`` (``ReadAllAvailable``,
   ``ReadMaxRows(max_rows)``, ``ReadMinRows(min_rows)``, …) and ``SupportsTriggerAvailableNow``;
   the engine calls ``latestOffset(start, limit)`` when the method takes two parameters, plus
@@ -29,9 +32,9 @@ HAS_TRIGGER_AVAILABLE_NOW = _streaming_ds is not None and hasattr(_streaming_ds,
 
 LEGACY_NOTE = (
     f"PySpark {PYSPARK_VERSION} has no read-limit API for Python streaming sources (added in 4.2): "
-    "pylog applies maxOffsetsPerTrigger/minOffsetsPerTrigger inside latestOffset(), so "
-    "Trigger.AvailableNow and Trigger.Once read at most one limited batch per run; upgrade to "
-    "PySpark 4.2+ for full admission control"
+    "pylog applies maxOffsetsPerTrigger/minOffsetsPerTrigger inside latestOffset(), and Spark runs "
+    "Trigger.AvailableNow and Trigger.Once of a Python source as one limited batch per run: drain a "
+    "backlog with pyspark_log.spark.available_now.run_available_now(start), or upgrade to PySpark 4.2+"
 )
 
 

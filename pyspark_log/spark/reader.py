@@ -73,8 +73,10 @@ def _to_partitions(ranges: list[OffsetRange]) -> list[InputPartition]:
 
 
 def _read(options: SourceOptions, factory: AccessFactory, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    r = partition.value
-    if not isinstance(r, OffsetRange):  # Spark's placeholder when there was nothing to plan
+    # Spark's placeholder when there was nothing to plan: a partition without a range, or
+    # (PySpark 4.0) None itself
+    r = getattr(partition, "value", None)
+    if not isinstance(r, OffsetRange):
         return
     access = factory(options)
     try:
@@ -147,6 +149,7 @@ class PylogStreamReader(DataSourceStreamReader):
         self._latest: Offsets | None = None
         self._last_end: Offsets | None = None
         self._available_now: Offsets | None = None
+        self._initial: Offsets | None = None
         self._plans: dict[tuple[str, str], Offsets] = {}
         self._group_committed: Offsets | None = None
         if not compat.HAS_READ_LIMITS and (
@@ -169,13 +172,20 @@ class PylogStreamReader(DataSourceStreamReader):
     # -- offsets -------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:  # noqa: N802 - PySpark API name
-        opts, access = self.options, self._broker()
-        tps = discover_partitions(opts.subscription, access)
-        check_assigned_exist(opts.subscription, tps)
-        start = resolve_offsets(opts.starting, tps, access, opts.isolation_level, is_starting=True)
-        log.info("pylog initial offsets: %s", start)
+        start = self._initial_offsets()
         self._last_end = start
         return to_checkpoint(start)
+
+    def _initial_offsets(self) -> Offsets:
+        """startingOffsets resolved once per run: PySpark < 4.2 asks ``latestOffset()`` of a new
+        query before ``initialOffset()``, and both must see the same start (``latest`` moves)."""
+        if self._initial is None:
+            opts, access = self.options, self._broker()
+            tps = discover_partitions(opts.subscription, access)
+            check_assigned_exist(opts.subscription, tps)
+            self._initial = resolve_offsets(opts.starting, tps, access, opts.isolation_level, is_starting=True)
+            log.info("pylog initial offsets: %s", self._initial)
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - PySpark API name
         return compat.read_limit(self.options.max_offsets_per_trigger, self.options.min_offsets_per_trigger)
@@ -196,9 +206,10 @@ class PylogStreamReader(DataSourceStreamReader):
         elif self._last_end is not None:
             start_offsets = self._last_end
         else:
-            log.warning("pylog: no start offset known yet; this trigger reads all available data without limits")
-            snapshot = self._snapshot({})
-            return to_checkpoint(dict(snapshot.latest))
+            # PySpark < 4.2: a restarted query shows its checkpoint's offsets first (Spark's
+            # setLatestSeenOffset calls partitions(end, end)), so nothing shown means a new query,
+            # which starts at startingOffsets (Spark asks initialOffset() only after this call).
+            start_offsets = self._initial_offsets()
         limits = self._limits(limit)
         plan = plan_trigger(start_offsets, self._snapshot(start_offsets), limits, self._state, self._clock_ms())
         report_data_loss(plan.losses, self.options.fail_on_data_loss)

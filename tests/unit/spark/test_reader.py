@@ -175,11 +175,18 @@ def test_legacy_latest_offset_without_arguments_applies_options(env: Env) -> Non
     assert fresh.latestOffset() == {"t": {"0": 10, "1": 0}}
 
 
-def test_legacy_latest_offset_with_nothing_known_reads_all(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+def test_legacy_latest_offset_of_a_new_query_starts_at_starting_offsets(env: Env) -> None:
+    """PySpark 4.0/4.1 ask a new query's latestOffset() before initialOffset(): the first batch
+    starts at startingOffsets, limited, and initialOffset() then gives the same start."""
     fill(env.broker, 0, 10)
-    with caplog.at_level(logging.WARNING):
-        assert env.stream(maxOffsetsPerTrigger="4").latestOffset() == {"t": {"0": 10, "1": 0}}
-    assert "no start offset known" in caplog.text
+    reader = env.stream(startingOffsets="earliest", maxOffsetsPerTrigger="4")
+    assert reader.latestOffset() == {"t": {"0": 4, "1": 0}}
+    fill(env.broker, 0, 5)
+    assert reader.initialOffset() == {"t": {"0": 0, "1": 0}}
+    latest = env.stream(maxOffsetsPerTrigger="4")  # startingOffsets=latest, resolved once
+    assert latest.latestOffset() == {"t": {"0": 15, "1": 0}}
+    fill(env.broker, 0, 1)
+    assert latest.initialOffset() == {"t": {"0": 15, "1": 0}}
 
 
 def test_available_now_stops_at_the_target_and_ignores_min_rows(env: Env) -> None:
