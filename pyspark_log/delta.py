@@ -285,7 +285,8 @@ class DeltaBatchWriter:
 
     Build it with ``delta_sink``. Calling it returns nothing (as ``foreachBatch`` expects);
     ``write(df, batch_id)`` does the same and returns whether the batch was written (False:
-    it was recorded already, or it was empty).
+    it was recorded already, or it was empty). With delta-spark it returns True once the batch
+    is handed to Delta, which itself skips a ``txnVersion`` the table holds.
     """
 
     def __init__(
