@@ -16,35 +16,22 @@ gives delta-spark 4.0 to a PySpark 4.0 session (the oldest-PySpark venv).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
+from tests.refs_cache import RefsUnavailable, cached_jars
+
 REPO = Path(__file__).resolve().parent.parent
-RECIPE = REPO / "refs" / "spark" / "pom.xml"
 CACHE = REPO / ".refs" / "spark" / "libs"
 CONNECTOR_GLOB = "spark-sql-kafka-0-10_2.13-*.jar"
 
 
-class ConnectorUnavailable(RuntimeError):
+class ConnectorUnavailable(RefsUnavailable):
     """Spark's Kafka connector could not be had (no Maven, no network to Maven Central)."""
 
 
 def reference_jars() -> list[Path]:
     """The jars of ``refs/spark/pom.xml`` in the cache, fetched by the recipe first if it is empty."""
-    if not any(CACHE.glob(CONNECTOR_GLOB)):
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ConnectorUnavailable("Spark's Kafka connector is not cached and mvn is not installed: run ./dev refs")
-        done = subprocess.run(
-            [mvn, "-q", "-f", str(RECIPE), "dependency:copy-dependencies", f"-DoutputDirectory={CACHE}"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0 or not any(CACHE.glob(CONNECTOR_GLOB)):
-            raise ConnectorUnavailable(
-                f"fetching Spark's Kafka connector with {RECIPE} failed:\n{done.stdout}\n{done.stderr}"
-            )
-    return sorted(CACHE.glob("*.jar"))
+    return sorted(cached_jars("spark", CONNECTOR_GLOB, ConnectorUnavailable).glob("*.jar"))
 
 
 def connector_version() -> str:
@@ -58,8 +45,6 @@ def connector_version() -> str:
 # delta-spark 4.0.x (built for Spark 4.0) and the Spark tier adds them, with Delta's session
 # confs, where the running PySpark is a 4.0 (the oldest-PySpark venv that `./dev test` runs the
 # core tests in). On newer PySpark the delta-spark tests skip with DELTA_SPARK_SKIP_REASON.
-DELTA_RECIPE = REPO / "refs" / "delta40" / "pom.xml"
-DELTA_CACHE = REPO / ".refs" / "delta40" / "libs"
 DELTA_GLOB = "delta-spark_2.13-*.jar"
 DELTA_SPARK_SERIES = "4.0"
 DELTA_SESSION_CONFS = {
@@ -68,7 +53,7 @@ DELTA_SESSION_CONFS = {
 }
 
 
-class DeltaUnavailable(RuntimeError):
+class DeltaUnavailable(RefsUnavailable):
     """Delta's jars do not run on this PySpark, or could not be fetched."""
 
 
@@ -82,14 +67,4 @@ def delta_jars(pyspark_version: str) -> list[Path]:
             f"{pyspark_version}: no Delta release runs on it yet (docs/compatibility.md); the delta-spark "
             "tests run in the oldest-PySpark venv (./dev test)"
         )
-    if not any(DELTA_CACHE.glob(DELTA_GLOB)):
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise DeltaUnavailable("Delta's jars are not cached and mvn is not installed: run ./dev refs")
-        done = subprocess.run(
-            [mvn, "-q", "-f", str(DELTA_RECIPE), "dependency:copy-dependencies", f"-DoutputDirectory={DELTA_CACHE}"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0 or not any(DELTA_CACHE.glob(DELTA_GLOB)):
-            raise DeltaUnavailable(f"fetching Delta's jars with {DELTA_RECIPE} failed:\n{done.stdout}\n{done.stderr}")
-    return sorted(DELTA_CACHE.glob("*.jar"))
+    return sorted(cached_jars("delta40", DELTA_GLOB, DeltaUnavailable).glob("*.jar"))

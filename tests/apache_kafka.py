@@ -38,9 +38,8 @@ from types import TracebackType
 
 from pyspark_log.embedded_cluster import CLUSTER_ID, PartitionView, free_port, partitions, request
 from pyspark_log.wire import ApiKey
+from tests.refs_cache import REPO, RefsUnavailable, cached_jars
 
-REPO = Path(__file__).resolve().parent.parent
-RECIPE = REPO / "refs" / "kafka" / "pom.xml"
 CACHE = REPO / ".refs" / "kafka" / "libs"
 START_ATTEMPTS = 3
 START_TIMEOUT_S = 120.0
@@ -96,23 +95,13 @@ Configuration:
 """
 
 
-class KafkaUnavailable(RuntimeError):
+class KafkaUnavailable(RefsUnavailable):
     """The reference jars could not be had (no Maven, no network to Maven Central)."""
 
 
 def kafka_libs() -> Path:
     """The cache of Kafka's jars, filled by the recipe first if it is empty."""
-    if not any(CACHE.glob("kafka_2.13-*.jar")):
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise KafkaUnavailable("Apache Kafka's jars are not cached and mvn is not installed: run ./dev refs")
-        done = subprocess.run(
-            [mvn, "-q", "-f", str(RECIPE), "dependency:copy-dependencies", f"-DoutputDirectory={CACHE}"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if done.returncode != 0 or not any(CACHE.glob("kafka_2.13-*.jar")):
-            raise KafkaUnavailable(f"fetching Apache Kafka with {RECIPE} failed:\n{done.stdout}\n{done.stderr}")
-    return CACHE
+    return cached_jars("kafka", "kafka_2.13-*.jar", KafkaUnavailable)
 
 
 def kafka_version() -> str:
