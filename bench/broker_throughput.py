@@ -86,7 +86,7 @@ MB = 1e6
 THROUGHPUT_TOPIC = "bench-throughput"
 RAW_TOPIC = "bench-raw"
 LATENCY_TOPIC = "bench-latency"
-_STAMP = struct.Struct(">qq")  # sequence number, send time (monotonic ns)
+LATENCY_STAMP = struct.Struct(">qq")  # sequence number (-1 ready probe, -2 end), send time (monotonic ns)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -173,13 +173,13 @@ def consume_phase(bootstrap: str, topic: str, records: int) -> tuple[float, int]
     return elapsed, nbytes
 
 
-def _latency_consumer(bootstrap: str, conn: Any) -> None:
+def latency_consumer(bootstrap: str, topic: str, conn: Any) -> None:
     """Runs in its own process: poll tightly, send back the latency (ns) of every record."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
         "enable.partition.eof": False, "socket.nagle.disable": True, "fetch.wait.max.ms": 100,
     })  # fmt: skip
-    consumer.assign([TopicPartition(LATENCY_TOPIC, 0, OFFSET_END)])
+    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
     latencies: list[int] = []
     ready_sent = False
     while True:
@@ -187,7 +187,7 @@ def _latency_consumer(bootstrap: str, conn: Any) -> None:
         if msg is None or msg.error() is not None:
             continue
         now = time.monotonic_ns()
-        seq, sent_ns = _STAMP.unpack_from(msg.value())
+        seq, sent_ns = LATENCY_STAMP.unpack_from(msg.value())
         if seq == -1:  # a ready probe: the consumer is positioned
             if not ready_sent:
                 conn.send("ready")
@@ -231,41 +231,52 @@ class Pinger:
         self._thread.join()
 
 
-def latency_phase(bootstrap: str, rate: int, seconds: float) -> tuple[list[int], float]:
-    """Paced produce at ``rate`` msg/s for ``seconds``; returns latencies (ns) and the achieved rate."""
-    parent, child = mp.get_context("spawn").Pipe()
-    proc = mp.get_context("spawn").Process(target=_latency_consumer, args=(bootstrap, child), daemon=True)
+LATENCY_PRODUCER = {"acks": 1, "linger.ms": 0, "enable.idempotence": False, "socket.nagle.disable": True}
+
+
+def latency_phase(
+    bootstrap: str, rate: int, seconds: float, *, topic: str = LATENCY_TOPIC,
+    producer_config: dict[str, Any] | None = None, value_bytes: int = VALUE_BYTES, deadline_s: float = 60,
+) -> tuple[list[int], float]:  # fmt: skip
+    """Produce to partition 0 of ``topic`` paced at ``rate`` msg/s for ``seconds`` (values of
+    ``value_bytes`` stamped with their send time; ``producer_config``, default LATENCY_PRODUCER),
+    a consumer process measuring each arrival; returns the latencies (ns) and the achieved rate."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=latency_consumer, args=(bootstrap, topic, child), daemon=True)
     proc.start()
-    producer = Producer({
-        "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0, "enable.idempotence": False,
-        "socket.nagle.disable": True,
-    })  # fmt: skip
-    pad = bytes(VALUE_BYTES - _STAMP.size)
-    deadline = time.monotonic() + 60
-    while not parent.poll(0.05):  # probe until the consumer has its position
-        producer.produce(LATENCY_TOPIC, value=_STAMP.pack(-1, 0) + pad, partition=0)
-        producer.poll(0)
-        if time.monotonic() > deadline:
-            raise RuntimeError("latency consumer never got ready")
-    parent.recv()
-    total = int(rate * seconds)
-    sent = 0
-    start = time.monotonic_ns()
-    interval_ns = 1_000_000_000 // rate
-    while sent < total:
-        due = min(total, (time.monotonic_ns() - start) // interval_ns + 1)
-        while sent < due:
-            producer.produce(LATENCY_TOPIC, value=_STAMP.pack(sent, time.monotonic_ns()) + pad, partition=0)
-            sent += 1
-        producer.poll(0)
-        wait_ns = start + sent * interval_ns - time.monotonic_ns()
-        if wait_ns > 0:
-            time.sleep(wait_ns / 1e9)
-    achieved = sent / ((time.monotonic_ns() - start) / 1e9)
-    producer.produce(LATENCY_TOPIC, value=_STAMP.pack(-2, 0) + pad, partition=0)
-    producer.flush(30)
-    latencies = parent.recv() if parent.poll(60) else []
-    proc.join(10)
+    try:
+        producer = Producer({"bootstrap.servers": bootstrap, **(producer_config or LATENCY_PRODUCER)})
+        pad = bytes(value_bytes - LATENCY_STAMP.size)
+        deadline = time.monotonic() + deadline_s
+        while not parent.poll(0.05):  # probe until the consumer has its position
+            producer.produce(topic, value=LATENCY_STAMP.pack(-1, 0) + pad, partition=0)
+            producer.poll(0)
+            if time.monotonic() > deadline:
+                raise TimeoutError("the latency consumer never got ready")
+        parent.recv()
+        total, sent = int(rate * seconds), 0
+        interval_ns = 1_000_000_000 // rate
+        start = time.monotonic_ns()
+        while sent < total:
+            due = min(total, (time.monotonic_ns() - start) // interval_ns + 1)
+            while sent < due:
+                producer.produce(topic, value=LATENCY_STAMP.pack(sent, time.monotonic_ns()) + pad, partition=0)
+                sent += 1
+            producer.poll(0)
+            wait_ns = start + sent * interval_ns - time.monotonic_ns()
+            if wait_ns > 0:
+                time.sleep(wait_ns / 1e9)
+        achieved = sent / ((time.monotonic_ns() - start) / 1e9)
+        producer.produce(topic, value=LATENCY_STAMP.pack(-2, 0) + pad, partition=0)
+        producer.flush(deadline_s)
+        if not parent.poll(deadline_s):
+            raise TimeoutError("the latency consumer sent nothing back")
+        latencies: list[int] = parent.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
     return latencies, achieved
 
 

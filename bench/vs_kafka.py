@@ -72,13 +72,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing as mp
 import os
 import re
 import shutil
 import signal
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -92,9 +90,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.broker_throughput import latency_phase
 from bench.failover import one_round
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, free_port, partitions
@@ -123,7 +122,6 @@ PROBE_DEADLINE_S = 1800.0  # a restart that recovers 10 GB may take minutes
 # members learn of a rebalance from a heartbeat's answer: every 0.5 s instead of librdkafka's 3 s,
 # so that the group times show the brokers' work rather than the clients' heartbeat timer
 GROUP_HEARTBEAT_MS = 500
-_STAMP = struct.Struct(">qq")  # sequence number (-1 ready probe, -2 end), send time (monotonic ns)
 
 
 # -- the deployments ---------------------------------------------------------------------------------
@@ -422,78 +420,17 @@ def perf_e2e(bootstrap: str, topic: str, count: int, acks: str, size: int) -> tu
     return p50, p99, p999
 
 
-def _latency_consumer(bootstrap: str, topic: str, conn: Any) -> None:
-    """In its own process: poll tightly; send back receive - send (ns) of every record."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
-        "enable.partition.eof": False, "socket.nagle.disable": True, "fetch.wait.max.ms": 100,
-    })  # fmt: skip
-    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-    latencies: list[int] = []
-    ready_sent = False
-    while True:
-        msg = consumer.poll(0.1)
-        if msg is None or msg.error() is not None:
-            continue
-        now = time.monotonic_ns()
-        seq, sent_ns = _STAMP.unpack_from(msg.value())
-        if seq == -1:
-            if not ready_sent:
-                conn.send("ready")
-                ready_sent = True
-            continue
-        if seq == -2:
-            break
-        latencies.append(now - sent_ns)
-    consumer.close()
-    conn.send(latencies)
-
-
 def paced_latency(
     bootstrap: str, topic: str, rate: int, seconds: float, acks: str, linger_ms: float
 ) -> tuple[list[float], float]:
     """A producer paced at ``rate`` msg/s for ``seconds`` (1 KiB values stamped with their send
     time), a consumer process measuring each arrival; latencies in ms (the first 10 % dropped) and
     the rate achieved."""
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_latency_consumer, args=(bootstrap, topic, child), daemon=True)
-    proc.start()
-    try:
-        producer = Producer({
-            "bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": acks == "all", "linger.ms": linger_ms,
-            "socket.nagle.disable": True,
-        })  # fmt: skip
-        pad = bytes(FILL_VALUE_BYTES - _STAMP.size)
-        deadline = time.monotonic() + DEADLINE_S
-        while not parent.poll(0.05):  # probe until the consumer holds its position
-            producer.produce(topic, value=_STAMP.pack(-1, 0) + pad, partition=0)
-            producer.poll(0)
-            if time.monotonic() > deadline:
-                raise TimeoutError("the latency consumer never got ready")
-        parent.recv()
-        total, sent = int(rate * seconds), 0
-        interval_ns = 1_000_000_000 // rate
-        start = time.monotonic_ns()
-        while sent < total:
-            due = min(total, (time.monotonic_ns() - start) // interval_ns + 1)
-            while sent < due:
-                producer.produce(topic, value=_STAMP.pack(sent, time.monotonic_ns()) + pad, partition=0)
-                sent += 1
-            producer.poll(0)
-            wait_ns = start + sent * interval_ns - time.monotonic_ns()
-            if wait_ns > 0:
-                time.sleep(wait_ns / 1e9)
-        achieved = sent / ((time.monotonic_ns() - start) / 1e9)
-        producer.produce(topic, value=_STAMP.pack(-2, 0) + pad, partition=0)
-        producer.flush(DEADLINE_S)
-        if not parent.poll(DEADLINE_S):
-            raise TimeoutError("the latency consumer sent nothing back")
-        latencies: list[int] = parent.recv()
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
+    config = {"acks": acks, "enable.idempotence": acks == "all", "linger.ms": linger_ms, "socket.nagle.disable": True}
+    latencies, achieved = latency_phase(
+        bootstrap, rate, seconds, topic=topic, producer_config=config, value_bytes=FILL_VALUE_BYTES,
+        deadline_s=DEADLINE_S,
+    )  # fmt: skip
     steady = sorted(ns / 1e6 for ns in latencies[len(latencies) // 10 :])
     return steady, achieved
 
