@@ -25,8 +25,10 @@ Kafka's own perf tools in a JVM (``kafka-producer-perf-test``, ``kafka-consumer-
 
 * ``produce``: 100 B and 1 KiB values, no keys, no compression, linger.ms=5, batch.size=1000000,
   5 in flight; acks=1 on 1 node, and acks=all + idempotence on 3 nodes (RF 3). records/s;
-* ``consume``: a topic of ``--consume-bytes`` of 1 KiB values (written first with acks=1), read
-  from the start: confluent-kafka assigned to every partition (from ``assign`` to the last record)
+* ``consume``: a topic of ``--consume-bytes`` of 1 KiB values (written first with acks=1, and
+  replicated: the high watermark at the log end), read from the start: confluent-kafka assigned
+  to every partition (from ``assign`` to the last record; ``fetch.queue.backoff.ms=10``: with
+  librdkafka's 1 s a full prefetch queue idles the fetcher, and the faster broker idles more)
   and ``kafka-consumer-perf-test`` (its fetch rate, without its group join). MB/s of values, 1
   node and 3 nodes. The data sits in the page cache (the machine's RAM holds it);
 * ``latency``: a confluent-kafka producer paced at ``--rate`` msg/s (1 KiB values, linger.ms
@@ -357,8 +359,12 @@ def produce_all(bootstrap: str, topic: str, count: int, size: int, acks: str, id
 def consume_all(bootstrap: str, topic: str, partition_count: int, count: int) -> tuple[float, int]:
     """confluent-kafka assigned to every partition from the start: seconds from ``assign`` until
     ``count`` records, and the value bytes read."""
+    # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1000) whenever its
+    # prefetch queue is full, i.e. whenever the broker delivers faster than this Python loop
+    # drains; with the default the figure is that sleep, not the broker (both brokers alike)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "enable.partition.eof": False})  # fmt: skip
+                         "enable.auto.commit": False, "enable.partition.eof": False,
+                         "fetch.queue.backoff.ms": 10})  # fmt: skip
     got = nbytes = 0
     start = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partition_count)])
@@ -616,6 +622,23 @@ def produce_section(dep: Deployment, results: Results, sizes: Sizes, nodes: int)
                     broker, rate, target)  # fmt: skip
 
 
+def wait_committed(bootstrap: str, topic: str, partitions: int, total: int) -> float:
+    """Seconds until the high watermarks of ``topic``'s partitions add up to ``total`` records."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "enable.auto.commit": False})
+    started = time.monotonic()
+    try:
+        while True:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            high = sum(consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in tps)
+            if high >= total:
+                return time.monotonic() - started
+            if time.monotonic() - started > DEADLINE_S * 10:
+                raise TimeoutError(f"{topic}: high watermarks reach {high} of {total} records")
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+
+
 def consume_section(dep: Deployment, results: Results, sizes: Sizes, nodes: int) -> None:
     broker, bs = dep.broker, dep.bootstrap()
     topic = create_topic(dep, THROUGHPUT_PARTITIONS, len(dep.ids), "consume")
@@ -625,6 +648,10 @@ def consume_section(dep: Deployment, results: Results, sizes: Sizes, nodes: int)
           f"{count * FILL_VALUE_BYTES / 1e6 / fill_s:,.1f} MB/s, acks=1)", flush=True)  # fmt: skip
     total = count + THROUGHPUT_PARTITIONS  # and a warm-up record per partition
     where = "1 node" if nodes == 1 else "3 nodes RF 3"
+    # the read is of committed data: with RF 3 the followers copy what acks=1 wrote, and a
+    # consumer reads only up to the high watermark, so timing from here would time replication
+    replicated_s = wait_committed(bs, topic, THROUGHPUT_PARTITIONS, total)
+    print(f"  {broker:5s} (high watermark at the log end {replicated_s:.1f} s after the writes)", flush=True)
     seconds, nbytes = consume_all(bs, topic, THROUGHPUT_PARTITIONS, total)
     results.add(f"consume-{nodes}-ck", f"consume from the start, {where}, confluent-kafka", "MB/s", broker,
                 nbytes / seconds / 1e6, ">= 1.0")  # fmt: skip
