@@ -2,8 +2,10 @@
 
 One IPython kernel of this interpreter (a kernelspec written to a temporary JUPYTER_PATH, so CI
 needs no registered kernel) runs the notebooks in turn; each starts its own embedded broker
-because ``PYLOG_BOOTSTRAP`` is unset and Spark's master is local, the path a laptop takes. The kernel's SparkSession is
-created by the first notebook and reused by the others (as on Databricks, where ``spark`` exists).
+because ``PYLOG_BOOTSTRAP`` is unset and Spark's master is local, the path a laptop takes. The
+kernel's SparkSession is created by the first notebook and reused by the others (as on
+Databricks, where ``spark`` exists). A second kernel runs them again with ``spark`` a Spark
+Connect session made before the first cell, as on Databricks serverless.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import ipykernel  # noqa: F401  (the kernel the notebooks run in; the test extra installs it)
 import nbclient
@@ -25,11 +29,11 @@ KERNEL = "pylog-test-venv"
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+@contextmanager
+def started_kernel(root: Path) -> Iterator[object]:
+    """An IPython kernel of this interpreter (kernelspec in ``root``), without PYLOG_* settings."""
     from jupyter_client.manager import KernelManager
 
-    root = tmp_path_factory.mktemp("jupyter")
     spec_dir = root / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
     spec = {
@@ -54,6 +58,19 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             os.environ["JUPYTER_PATH"] = old
 
 
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    with started_kernel(tmp_path_factory.mktemp("jupyter")) as km:
+        yield km
+
+
+@pytest.fixture(scope="module")
+def connect_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A kernel of its own (a Spark Connect session marks its whole process as Connect)."""
+    with started_kernel(tmp_path_factory.mktemp("jupyter-connect")) as km:
+        yield km
+
+
 def test_there_are_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
@@ -68,6 +85,25 @@ def test_notebook_runs_top_to_bottom(kernel, path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
     assert 'settings.get("bootstrap")' in first_code.source, "the first cell must name the bootstrap servers"
+    run_and_check(nb, kernel, path)
+
+
+# What a Databricks serverless notebook starts with: ``spark`` is a Spark Connect session.
+CONNECT_SESSION = (
+    "from pyspark.sql import SparkSession\n"
+    'spark = SparkSession.builder.remote("local[2]").config("spark.sql.shuffle.partitions", "2").getOrCreate()\n'
+    'assert type(spark).__module__.startswith("pyspark.sql.connect")'
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_through_spark_connect(connect_kernel, path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(CONNECT_SESSION))
+    run_and_check(nb, connect_kernel, path)
+
+
+def run_and_check(nb: Any, kernel: object, path: Path) -> None:
     client = nbclient.NotebookClient(nb, km=kernel, timeout=300, allow_errors=False)
     client.execute()
     outputs = "".join(

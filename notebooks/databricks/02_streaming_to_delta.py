@@ -33,6 +33,9 @@ BOOTSTRAP = settings.get("bootstrap")  # e.g. "broker-1.example.com:9092"
 TOPIC = settings.get("topic", "page-views")
 TABLE_PATH = settings.get("table_path", "")  # empty: a temporary directory
 CHECKPOINT = settings.get("checkpoint", "")
+# names this query's Delta app transaction; keep it with the checkpoint (Spark Connect, e.g.
+# Databricks serverless, gives foreachBatch no query id to derive it from)
+APP_ID = settings.get("app_id", "page-views-to-delta")
 
 # COMMAND ----------
 
@@ -121,7 +124,7 @@ def run_stream():
         .select("e.*", "topic", "partition", "offset", "timestamp")
     )
     query = (
-        events.writeStream.foreachBatch(delta_sink(TABLE_PATH))
+        events.writeStream.foreachBatch(delta_sink(TABLE_PATH, app_id=APP_ID))
         .option("checkpointLocation", CHECKPOINT)
         .trigger(availableNow=True)
         .start()

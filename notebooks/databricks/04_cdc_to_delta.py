@@ -39,6 +39,9 @@ BOOTSTRAP = settings.get("bootstrap")  # e.g. "broker-1.example.com:9092"
 TOPIC = settings.get("topic", "db.public.customers")
 TABLE_PATH = settings.get("table_path", "")  # empty: a temporary directory
 CHECKPOINT = settings.get("checkpoint", "")
+# names this query's Delta app transaction; keep it with the checkpoint (Spark Connect, e.g.
+# Databricks serverless, gives foreachBatch no query id to derive it from)
+APP_ID = settings.get("app_id", "customers-mirror")
 
 # COMMAND ----------
 
@@ -125,7 +128,7 @@ def to_rows(df):
 
 
 def run_mirror():
-    sink = delta_sink(TABLE_PATH, mode="upsert", key_columns=["customer_id"], transform=to_rows)
+    sink = delta_sink(TABLE_PATH, app_id=APP_ID, mode="upsert", key_columns=["customer_id"], transform=to_rows)
     query = (
         spark.readStream.format("pylog")
         .options(**KAFKA_OPTIONS)
