@@ -107,7 +107,7 @@ class EmbeddedCluster:
         self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
         combined: bool = False, overrides: Mapping[str, str] | None = None, controller_listener: bool = False,
         client_protocol: str = "PLAINTEXT", controller_protocol: str = "PLAINTEXT",
-        sasl_plain_jaas: str | None = None,
+        sasl_plain_jaas: str | None = None, metrics: bool = False,
     ) -> None:  # fmt: skip
         self.root = root
         self.combined = combined
@@ -125,6 +125,9 @@ class EmbeddedCluster:
         self.sasl_plain_jaas = sasl_plain_jaas
         self._sasl_ports: dict[int, int] = {}
         self._client_ports: dict[int, int] = {}
+        # each node serves /metrics (``metrics.port``) on a port of its own (``metrics_address``)
+        self.metrics = metrics
+        self._metrics_ports: dict[int, int] = {}
         self.controller_ids = brokers if combined else controllers
         self.broker_ids = brokers
         self.overrides = dict(overrides or {})
@@ -160,6 +163,7 @@ class EmbeddedCluster:
             "node.id": str(node_id),
             "controller.quorum.voters": self.voters,
             "cluster.id": CLUSTER_ID,
+            **({"metrics.port": str(self._metrics_ports[node_id])} if node_id in self._metrics_ports else {}),
             **QUORUM_TIMEOUTS,
             **self.overrides,
         }
@@ -182,6 +186,7 @@ class EmbeddedCluster:
         self._ports = {n: free_port() for n in self.controller_ids}
         self.voters = ",".join(f"{n}@127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
         ids = sorted({*self.controller_ids, *self.broker_ids})
+        self._metrics_ports = {n: free_port() for n in ids} if self.metrics else {}
         if self.controller_listener:  # fixed client ports too, so a restarted node keeps its addresses
             self._client_ports = {n: free_port() for n in self.broker_ids}
             self._sasl_ports = {n: free_port() for n in self.broker_ids} if self.sasl_plain_jaas is not None else {}
@@ -260,6 +265,10 @@ class EmbeddedCluster:
     def address(self, node_id: int) -> str:
         """The node's first listener: its client listener (a controller-only node: its voter address)."""
         return self.nodes[node_id].bootstrap_servers
+
+    def metrics_address(self, node_id: int) -> str:
+        """Where the node serves ``GET /metrics`` (``metrics=True``): ``host:port``."""
+        return f"127.0.0.1:{self._metrics_ports[node_id]}"
 
     def sasl_address(self, node_id: int) -> str:
         """The broker's SASL_PLAINTEXT listener (``sasl_plain_jaas`` given)."""
