@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import logging.handlers
 import sys
 
 from broker.config import BrokerConfig, ConfigError
+from broker.logging_setup import configure, python_level
 
 
 def _parse_override(text: str) -> tuple[str, str]:
@@ -29,25 +31,62 @@ def build_parser() -> argparse.ArgumentParser:
         help="set one config key (repeatable); wins over --config",
     )  # fmt: skip
     parser.add_argument("--data-dir", help="shorthand for --override log.dirs=DIR")
-    parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING)")
+    parser.add_argument("--log-level", default="INFO", help="root logging level (TRACE, DEBUG, INFO, WARN, ERROR)")
     return parser
+
+
+def _take(early: logging.handlers.MemoryHandler) -> list[logging.LogRecord]:
+    """The records buffered during start-up; the buffer leaves the root logger."""
+    logging.getLogger().removeHandler(early)
+    records = list(early.buffer)
+    early.buffer.clear()
+    return records
+
+
+def _replay(records: list[logging.LogRecord]) -> None:
+    """Hand buffered records to the handlers ``configure`` installed."""
+    for record in records:
+        logging.getLogger(record.name).handle(record)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        python_level(args.log_level)
+    except ValueError as exc:
+        print(f"pylog-broker: --log-level: {exc}", file=sys.stderr)
+        return 2
+    # Records logged while the config loads wait here until log.format and the files are known.
+    early = logging.handlers.MemoryHandler(capacity=100_000, flushLevel=logging.CRITICAL + 1)
+    logging.getLogger().addHandler(early)
+    logging.getLogger().setLevel(python_level(args.log_level))
     overrides = dict(args.override)
     if args.data_dir:
         overrides.setdefault("log.dirs", args.data_dir)
     try:
         config = BrokerConfig.load(args.config, overrides)
     except (ConfigError, OSError) as exc:
+        records = _take(early)
+        configure(level=args.log_level)
+        _replay(records)
         print(f"pylog-broker: {exc}", file=sys.stderr)
         return 2
+    records = _take(early)
+    try:
+        configure(
+            log_format=config["log.format"],
+            node_id=config.node_id,
+            level=args.log_level,
+            logs_dir=config.get("kafka.logs.dir"),
+            max_bytes=config["log.file.max.bytes"],
+            backup_count=config["log.file.backup.count"],
+        )
+    except OSError as exc:
+        configure(level=args.log_level)
+        _replay(records)
+        print(f"pylog-broker: kafka.logs.dir={config.get('kafka.logs.dir')}: {exc}", file=sys.stderr)
+        return 2
+    _replay(records)
     from broker.server import run
 
     try:

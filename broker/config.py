@@ -196,6 +196,11 @@ _KEYS: list[ConfigKey] = [
         )
     ),
     ConfigKey("metrics.port", int, -1, "Prometheus text endpoint port (-1: off)"),
+    ConfigKey("log.format", str, "text", "pylog: application log format, text or json (broker.logging_setup)"),
+    ConfigKey("kafka.logs.dir", str, None, "pylog: directory of server.log, state-change.log, kafka-request.log"),
+    ConfigKey("log.file.max.bytes", int, 104857600, "pylog: an application log file rolls over at this size"),
+    ConfigKey("log.file.backup.count", int, 10, "pylog: rolled-over application log files kept"),
+    ConfigKey("log.recovery.progress.interval.ms", int, 5000, "pylog: start-up log recovery progress line interval"),
     ConfigKey("gc.freeze.enable", _bool, True, "freeze the start-up heap out of Python's garbage collection"),
     ConfigKey("broker.heartbeat.interval.ms", int, 2000, "KRaft: a broker heartbeats to the controller this often"),
     ConfigKey("broker.session.timeout.ms", int, 9000, "KRaft: a broker silent this long is fenced"),
@@ -292,6 +297,10 @@ class BrokerConfig:
         for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
             if self.values[key] < 0:
                 raise ConfigError(f"{key} must be >= 0, got {self.values[key]}")
+        if self.values["log.format"] not in ("text", "json"):
+            raise ConfigError(f"log.format={self.values['log.format']!r}: expected text or json")
+        if self.values["log.file.max.bytes"] < 1 or self.values["log.file.backup.count"] < 0:
+            raise ConfigError("log.file.max.bytes must be at least 1 and log.file.backup.count at least 0")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not self.log_dirs:

@@ -28,7 +28,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from broker.api.configs import (
+    BROKER_LOGGER_RESOURCE,
+    alter_broker_loggers,
+    check_broker_logger_name,
     describe_broker_configs,
+    describe_broker_loggers,
     describe_topic_configs,
     topic_log_config,
 )
@@ -255,6 +259,13 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 results.append(entry)
                 continue
             described = describe_broker_configs(broker)
+        elif res.resource_type == BROKER_LOGGER_RESOURCE:
+            problem = check_broker_logger_name(broker, res.resource_name)
+            if problem is not None:
+                entry.update(error_code=problem[0], error_message=problem[1])
+                results.append(entry)
+                continue
+            described = describe_broker_loggers()
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"resource type {res.resource_type}")
             results.append(entry)
@@ -296,9 +307,11 @@ async def _alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
 
 
 async def _alter_each_topic(
-    broker: Broker, request: Request, alter: Callable[[TopicImage, Any], Awaitable[None]]
+    broker: Broker, request: Request, alter: Callable[[TopicImage, Any], Awaitable[None]], *, loggers: bool = False
 ) -> Mapping[str, Any]:
-    """Run ``alter`` for each topic resource; broker resources and unknown topics get errors."""
+    """Run ``alter`` for each topic resource; broker resources and unknown topics get errors.
+    With ``loggers`` (IncrementalAlterConfigs), BROKER_LOGGER resources change this broker's log
+    levels (``broker.api.configs.alter_broker_loggers``)."""
     responses = []
     for res in request.body.resources:
         entry: dict[str, Any] = {
@@ -308,7 +321,12 @@ async def _alter_each_topic(
             "resource_name": res.resource_name,
         }
         topic = broker.image().topics.get(res.resource_name) if res.resource_type == TOPIC_RESOURCE else None
-        if res.resource_type != TOPIC_RESOURCE:
+        if loggers and res.resource_type == BROKER_LOGGER_RESOURCE:
+            problem = check_broker_logger_name(broker, res.resource_name) or alter_broker_loggers(
+                res.configs, validate_only=request.body.validate_only
+            )
+            entry.update(error_code=problem[0], error_message=problem[1])
+        elif res.resource_type != TOPIC_RESOURCE:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,
                 error_message="only topic configs can be altered; broker configs are static in pylog",
@@ -335,7 +353,7 @@ async def _incremental_alter_configs(broker: Broker, request: Request) -> Mappin
         _check_log_config(broker, merged)
         await broker.controller.alter_topic_configs(topic.name, changes, validate_only=request.body.validate_only)
 
-    return await _alter_each_topic(broker, request, apply)
+    return await _alter_each_topic(broker, request, apply, loggers=True)
 
 
 def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str, str | None]:

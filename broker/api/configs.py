@@ -16,6 +16,14 @@ from broker.api.context import Broker
 from broker.config import KNOWN_KEYS
 from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
+from broker.logging_setup import (
+    LoggerLevelError,
+    check_level_change,
+    describe_loggers,
+    reset_logger_level,
+    set_logger_level,
+)
+from pyspark_log.wire.errors import ErrorCode
 
 TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
@@ -177,6 +185,10 @@ BROKER_CONFIG_TYPES = {
         ("create.topic.policy.class.name", "alter.config.policy.class.name", "client.quota.callback.class"), CLASS
     ),
     "zookeeper.connect": STRING,
+    "log.format": STRING,
+    "kafka.logs.dir": STRING,
+    "log.file.max.bytes": LONG,
+    "log.recovery.progress.interval.ms": LONG,
 }
 
 # Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads
@@ -308,3 +320,58 @@ def java_double(value: float) -> str:
     head, tail = digits[0], digits[1:].rstrip("0") or "0"
     sign = "-" if value < 0 else ""
     return f"{sign}{head}.{tail}E{exponent}"
+
+
+# -- BROKER_LOGGER (8): the broker's log levels at run time (KIP-412) --------------------------------
+
+BROKER_LOGGER_RESOURCE = 8
+DYNAMIC_BROKER_LOGGER_CONFIG = 6  # DescribeConfigs config_source of every logger
+OP_SET, OP_DELETE = 0, 1
+
+
+def check_broker_logger_name(broker: Broker, resource_name: str) -> tuple[int, str] | None:
+    """``(error code, message)`` when ``resource_name`` is not this broker's id, as Kafka's
+    ``ConfigHelper`` answers (INVALID_REQUEST); None when it is."""
+    if not resource_name:
+        return ErrorCode.INVALID_REQUEST, "Broker id must not be empty"
+    if resource_name != str(broker.node_id):
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.node_id} but received {resource_name}",
+        )
+    return None
+
+
+def describe_broker_loggers() -> list[dict[str, Any]]:
+    """Every logger of this broker process with its effective level (log4j names), source
+    DYNAMIC_BROKER_LOGGER_CONFIG, not read-only, as Kafka's DescribeConfigs answers for
+    BROKER_LOGGER."""
+    return [
+        {"name": name, "value": level, "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "read_only": False}
+        for name, level in describe_loggers().items()
+    ]
+
+
+def alter_broker_loggers(ops: Any, *, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on BROKER_LOGGER: every op is checked first (SET to one of log4j's
+    levels, DELETE = back to the root logger's level; APPEND/SUBTRACT refused), then applied
+    unless ``validate_only``. ``(error code, message)``: INVALID_CONFIG for an unknown logger or
+    level, INVALID_REQUEST for a refused operation, as Kafka's ``ConfigAdminManager``."""
+    try:
+        for op in ops:
+            if op.config_operation == OP_SET:
+                check_level_change(op.name, op.value)
+            elif op.config_operation == OP_DELETE:
+                check_level_change(op.name, None)
+            else:
+                kind = {2: "APPEND", 3: "SUBTRACT"}.get(op.config_operation, str(op.config_operation))
+                return ErrorCode.INVALID_REQUEST, f"{kind} operation is not allowed for the BROKER_LOGGER resource"
+    except LoggerLevelError as exc:
+        return (ErrorCode.INVALID_CONFIG if exc.invalid_config else ErrorCode.INVALID_REQUEST), str(exc)
+    if not validate_only:
+        for op in ops:
+            if op.config_operation == OP_SET:
+                set_logger_level(op.name, op.value)
+            else:
+                reset_logger_level(op.name)
+    return ErrorCode.NONE, None

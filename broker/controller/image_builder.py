@@ -213,15 +213,20 @@ def _apply_partition_change(state: ClusterState, record: PartitionChangeRecord) 
     current = topic.partitions.get(record.partition)
     if current is None:
         return state
+    part = partition_after_change(current, record)
+    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
+    return replace(state, topics={**state.topics, name: updated})
+
+
+def partition_after_change(current: PartitionImage, record: PartitionChangeRecord) -> PartitionImage:
+    """``current`` with ``record`` applied (the rule of ``_apply_partition_change``)."""
     isr = current.isr if record.isr is None else record.isr
     leader, leader_epoch = current.leader, current.leader_epoch
     if record.leader not in (NO_CHANGE, current.leader):
         leader, leader_epoch = record.leader, current.leader_epoch + 1
-    part = replace(
+    return replace(
         current, leader=leader, leader_epoch=leader_epoch, isr=isr, partition_epoch=current.partition_epoch + 1
     )
-    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
-    return replace(state, topics={**state.topics, name: updated})
 
 
 def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from broker import state_change
 from broker.controller import operations
 from broker.controller.broker_session import BrokerSession
 from broker.controller.errors import MetadataError
@@ -432,6 +433,7 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         return self._lock
 
     async def _append(self, records: Sequence[MetadataRecord]) -> int:
+        state_change.controller_decided(self._node_id, self._state.topics, self._state.topic_ids, records)
         try:
             return await self._driver.append([encode_records(records)])
         except NotLeaderError as exc:

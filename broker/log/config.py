@@ -154,6 +154,7 @@ class LogManagerConfig:
     flush_start_offset_checkpoint_interval_ms: int = 60_000  # log.flush.start.offset.checkpoint...
     file_deletion_check_interval_ms: int = 5_000  # how often .deleted files are looked at
     dir_failure_probe_interval_ms: int = 10_000  # log.dir.failure.probe.interval.ms (pylog)
+    recovery_progress_interval_ms: int = 5_000  # log.recovery.progress.interval.ms (pylog)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> LogManagerConfig:
@@ -174,6 +175,11 @@ class LogManagerConfig:
         ):
             if props.get(name) is not None:
                 changes[field_name] = _parse(field_name, name, props[name], 1)
+        if props.get("log.recovery.progress.interval.ms") is not None:
+            changes["recovery_progress_interval_ms"] = _parse(
+                "recovery_progress_interval_ms", "log.recovery.progress.interval.ms",
+                props["log.recovery.progress.interval.ms"], 0,
+            )  # fmt: skip
         return dataclasses.replace(cls(), **changes)
 
 

@@ -49,6 +49,7 @@ from broker.log.files import fsync_dir, parse_partition_dir_name, partition_dir_
 from broker.log.log import Log
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.recovery import load_log
+from broker.log.recovery_progress import RecoveryProgress
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._pending_dir_deletes: list[tuple[int, Path]] = []
         self.started = False
+        # start-up load progress, logged every few seconds (broker.log.recovery_progress)
+        self.recovery_progress = RecoveryProgress(interval_ms=config.recovery_progress_interval_ms)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
@@ -110,8 +113,10 @@ class LogManager:
             for directory in self.log_dirs:
                 directory.mkdir(parents=True, exist_ok=True)
                 self._locks.append(DirLock(directory).acquire())
+            self.recovery_progress.measure(d for directory in self.log_dirs for d in self._partition_dirs(directory))
             for directory in self.log_dirs:
                 self._load_dir(directory)
+            self.recovery_progress.finish()
         except BaseException:
             for loaded in self._logs.values():
                 loaded.close(flush=False)
@@ -155,9 +160,22 @@ class LogManager:
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc
             self._adopt(parsed, loaded, directory)
+            self.recovery_progress.partition_done(Path(entry.path))
         if clean:
             marker.unlink()
             fsync_dir(directory)
+
+    def _partition_dirs(self, directory: Path) -> list[Path]:
+        """The partition directories ``_load_dir`` will load (for the progress totals)."""
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return []
+        return [
+            Path(e.path) for e in entries
+            if e.is_dir() and e.name not in self._ignored and not e.name.endswith(DELETE_DIR_SUFFIX)
+            and parse_partition_dir_name(e.name) is not None
+        ]  # fmt: skip
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown markers

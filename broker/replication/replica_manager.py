@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker import state_change
 from broker.controller.image import MetadataImage
 from broker.controller.partition_changes import IsrChange
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
@@ -205,6 +206,8 @@ class ReplicaManager:
                 previous = before.partitions.get(part.partition) if before is not None else None
                 if previous == part and (topic.name, part.partition) in self._partitions:
                     continue
+                if previous != part and (part.leader == self._node_id or self._node_id in part.replicas):
+                    state_change.broker_applied(self._node_id, topic.name, part, previous)
                 if part.leader == self._node_id:
                     hosted = self._hosted(topic.name, part.partition)
                     if hosted.become_leader(part, now):

@@ -1,4 +1,4 @@
-"""``pylog configs``: client quotas, as Kafka's ``kafka-configs`` spells them.
+"""``pylog configs``: client quotas and broker log levels, as Kafka's ``kafka-configs`` spells them.
 
     pylog configs --alter --entity-type clients --entity-name loader --add-config producer_byte_rate=1048576
     pylog configs --alter --entity-type clients --entity-default --add-config consumer_byte_rate=2097152
@@ -12,6 +12,15 @@ As in kafka-configs, each ``--entity-type`` (``users``, ``clients``, ``ips``) ta
 lists every entity of that type. ``--add-config`` takes ``k=v`` pairs separated by commas
 (repeatable); ``--delete-config`` takes keys separated by commas. Topic configs are changed with
 ``pylog topics alter``.
+
+A broker's loggers (KIP-412; DescribeConfigs / IncrementalAlterConfigs on ``BROKER_LOGGER``):
+
+    pylog configs --describe --entity-type broker-loggers --entity-name 1
+    pylog configs --alter --entity-type broker-loggers --entity-name 1 --add-config kafka.request.logger=DEBUG
+    pylog configs --alter --entity-type broker-loggers --entity-name 1 --delete-config kafka.request.logger
+
+``--delete-config`` puts a logger back to the root logger's level. Without ``--entity-name``,
+``--describe`` lists the loggers of every broker. Output as kafka-configs prints it.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark_log.cli.context import Context
-from pyspark_log.cli.errors import UsageError
+from pyspark_log.cli.errors import CliError, UsageError
+from pyspark_log.client.admin import AlterConfigOp, AlterOp, ConfigResource, ResourceType
 from pyspark_log.client.quotas import (
     MATCH_ANY,
     MATCH_DEFAULT,
@@ -31,6 +41,7 @@ from pyspark_log.client.quotas import (
 )
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+BROKER_LOGGERS = "broker-loggers"  # KIP-412: a broker's log levels, changed at run time
 _WHAT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}  # in kafka-configs' order
 
 
@@ -50,7 +61,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--describe", action="store_true", help="show the quotas of the entities")
     mode.add_argument("--alter", action="store_true", help="add or delete quotas of one entity")
-    p.add_argument("--entity-type", action=_Ordered, dest="type", choices=sorted(ENTITY_TYPES), help="entity type")
+    p.add_argument(
+        "--entity-type", action=_Ordered, dest="type", choices=sorted([*ENTITY_TYPES, BROKER_LOGGERS]),
+        help="entity type",
+    )  # fmt: skip
     p.add_argument("--entity-name", action=_Ordered, dest="name", metavar="NAME", help="name of the entity")
     p.add_argument(
         "--entity-default", action=_Ordered, dest="default", nargs=0, help="the default entity of the type before it"
@@ -104,6 +118,8 @@ def describe_entity(entity: Sequence[tuple[str, str | None]]) -> str:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    if any(kind == "type" and value == BROKER_LOGGERS for kind, value in args.entity_parts):
+        return run_broker_loggers(args, ctx)
     spec = entity_spec(args.entity_parts)
     if args.alter:
         unnamed = [t for t, _, named in spec if not named]
@@ -142,4 +158,68 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for key, values in sorted(found.items(), key=lambda kv: str(kv[0])):
         configs = ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
         out.line(f"Quota configs for {describe_entity(key)} are {configs}")
+    return 0
+
+
+def _logger_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> list[AlterConfigOp]:
+    ops: list[AlterConfigOp] = []
+    for item in add or ():
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            name, sep, level = pair.partition("=")
+            if not sep or not name.strip():
+                raise UsageError(f"--add-config {pair!r}: give logger=LEVEL, e.g. kafka.request.logger=DEBUG")
+            ops.append(AlterConfigOp(name.strip(), level.strip(), AlterOp.SET))
+    for item in delete or ():
+        ops.extend(
+            AlterConfigOp(name, None, AlterOp.DELETE) for name in filter(None, (k.strip() for k in item.split(",")))
+        )
+    return ops
+
+
+def run_broker_loggers(args: argparse.Namespace, ctx: Context) -> int:
+    """``--entity-type broker-loggers``: describe or alter one broker's log levels (KIP-412)."""
+    parts = list(args.entity_parts)
+    if len(parts) > 2 or (len(parts) == 2 and parts[1][0] != "name"):
+        raise UsageError("--entity-type broker-loggers takes one --entity-name BROKER_ID (no other entity)")
+    name = str(parts[1][1]) if len(parts) == 2 else None
+    if name is not None and not name.isdigit():
+        raise UsageError(f"--entity-name {name!r}: a broker-loggers entity is a broker id (an integer)")
+    out = ctx.output
+    if args.alter:
+        if name is None:
+            raise UsageError("--alter --entity-type broker-loggers needs --entity-name BROKER_ID")
+        ops = _logger_ops(args.add_config, args.delete_config)
+        if not ops:
+            raise UsageError("--alter needs --add-config or --delete-config")
+        resource = ConfigResource(ResourceType.BROKER_LOGGER, name)
+        with ctx.admin() as admin:
+            known = admin.describe_configs([resource]).get(resource, {})
+            unknown = [op.name for op in ops if op.name not in known]
+            if unknown:  # kafka-configs checks the names against the broker's loggers first
+                raise CliError(f"Invalid broker logger(s): {', '.join(unknown)}")
+            admin.incremental_alter_configs({resource: ops})
+        if out.is_json:
+            out.json({"altered": [{"entityType": BROKER_LOGGERS, "entityName": name}]})
+        else:
+            out.line(f"Completed updating config for broker-logger {name}.")
+        return 0
+    if args.add_config or args.delete_config:
+        raise UsageError("--add-config and --delete-config go with --alter")
+    with ctx.admin() as admin:
+        ids = [name] if name is not None else [str(b.node_id) for b in admin.describe_cluster().brokers]
+        resources = [ConfigResource(ResourceType.BROKER_LOGGER, i) for i in sorted(ids, key=int)]
+        found = admin.describe_configs(resources)
+    if out.is_json:
+        out.json(
+            [
+                {"entityType": BROKER_LOGGERS, "entityName": res.name,
+                 "configs": {entry.name: entry.value for entry in found.get(res, {}).values()}}
+                for res in resources
+            ]
+        )  # fmt: skip
+        return 0
+    for res in resources:
+        out.line(f"All configs for broker-logger {res.name} are:")
+        for entry in found.get(res, {}).values():
+            out.line(f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{}}")
     return 0

@@ -30,6 +30,7 @@ from pyspark_log.cli.parsing import (
     positive_int,
     unescape_separator,
 )
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import Consumer, KafkaError, TopicPartition
 
 FORMATS = ("value", "key-value", "json")
@@ -107,7 +108,7 @@ def consume(args: argparse.Namespace, ctx: Context) -> int:
     }
     out = sys.stdout.buffer
     count = 0
-    with ctx.consumer(overrides) as consumer:
+    with ctx.consumer(overrides) as consumer, progress_bar(args.topic, args.max_messages, unit="messages") as bar:
         try:
             tps = _partitions(consumer, args.topic, args.partition)
             _start(consumer, tps, args, ts_ms)
@@ -127,6 +128,7 @@ def consume(args: argparse.Namespace, ctx: Context) -> int:
                 out.write(b"".join(record_line(rec, args.format, separator) for rec in records))
                 out.flush()
                 count += len(records)
+                bar.advance(len(records))
                 last_record = time.monotonic()
         except KafkaError as exc:
             raise kafka_error(exc, args.topic) from None

@@ -26,6 +26,7 @@ from typing import Any
 
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client.errors import KafkaError
 from pyspark_log.client.types import TopicPartition
 
@@ -95,8 +96,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.output
     if not out.is_json:
         out.line("Executing records delete operation")
-    with ctx.admin() as admin:
-        results = admin.delete_records(offsets, return_exceptions=True)
+    results: dict[TopicPartition, int | KafkaError] = {}
+    items = list(offsets.items())
+    with ctx.admin() as admin, progress_bar("Deleting records", len(items), unit="partitions") as bar:
+        for chunk in bar.chunks(items):
+            results.update(admin.delete_records(dict(chunk), return_exceptions=True))
+            bar.advance(len(chunk))
     failed = {tp: r for tp, r in results.items() if isinstance(r, KafkaError)}
     if out.is_json:
         out.json(

@@ -30,6 +30,7 @@ from typing import Any
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError, kafka_error
 from pyspark_log.cli.parsing import EARLIEST, LATEST, non_negative_int, parse_timestamp_ms, positive_int
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import AdminClient, KafkaError, TopicPartition
 from pyspark_log.client.errors import ErrorCode
 from pyspark_log.client.group_admin import ConsumerGroupDescription, MemberDescription
@@ -594,8 +595,12 @@ def reset_offsets(args: argparse.Namespace, ctx: Context) -> int:
             partitions = sorted(committed) if chosen is None else chosen
             plan = _prepare_reset(admin, spec, group, partitions, committed) if partitions else {}
             if args.execute and plan:
+                items = sorted(plan.items())
                 try:
-                    admin.alter_consumer_group_offsets(group, plan)
+                    with progress_bar(f"Resetting offsets of {group}", len(items), unit="partitions") as bar:
+                        for chunk in bar.chunks(items):
+                            admin.alter_consumer_group_offsets(group, dict(chunk))
+                            bar.advance(len(chunk))
                 except KafkaError as exc:
                     raise group_error(exc, group) from None
             plans.append((group, plan))

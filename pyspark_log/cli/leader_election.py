@@ -28,6 +28,7 @@ from typing import Any
 
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import ElectionType, KafkaError, TopicPartition
 from pyspark_log.client.errors import ErrorCode
 
@@ -155,8 +156,15 @@ def _reason(tp: TopicPartition, err: KafkaError) -> str:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     partitions = wanted_partitions(args)
     kind: ElectionType = args.election_type
+    results: dict[TopicPartition, KafkaError | None] = {}
     with ctx.admin() as admin:
-        results = admin.elect_leaders(kind, partitions)
+        if partitions is None:  # every partition: one request, as kafka-leader-election sends
+            results.update(admin.elect_leaders(kind, partitions))
+        else:
+            with progress_bar(f"Electing leaders ({kind.name})", len(partitions), unit="partitions") as bar:
+                for chunk in bar.chunks(partitions):
+                    results.update(admin.elect_leaders(kind, list(chunk)))
+                    bar.advance(len(chunk))
     report = Report.of(kind, results)
     if ctx.output.is_json:
         ctx.output.json(report.as_json())

@@ -18,12 +18,12 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from pyspark_log.cli.context import CLOSE_TIMEOUT_MS, Context
 from pyspark_log.cli.errors import CliError, UsageError, kafka_error
 from pyspark_log.cli.parsing import format_bytes, non_negative_int, parse_headers, unescape_separator
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import KafkaError, RecordMetadata
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -77,44 +77,6 @@ def _open_source(path: str | None) -> tuple[IO[bytes], int | None]:
     return stream, st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
-@contextlib.contextmanager
-def _progress(total_bytes: int | None, label: str) -> Iterator[Callable[[int], None]]:
-    """``advance(nbytes)``; a rich bar on stderr when it is a terminal and the size is known."""
-    if not total_bytes or not sys.stderr.isatty():
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total_bytes)
-        pending = 0
-
-        def advance(n: int) -> None:
-            nonlocal pending
-            pending += n
-            if pending >= _PROGRESS_STEP_BYTES:
-                bar.advance(task, pending)
-                pending = 0
-
-        yield advance
-        bar.advance(task, pending)
-
-
 def _split_line(raw: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
     line = raw[:-1] if raw.endswith(b"\n") else raw
     if line.endswith(b"\r"):
@@ -146,7 +108,8 @@ def produce(args: argparse.Namespace, ctx: Context) -> int:
                 raise kafka_error(exc, topic) from None
             if args.partition is not None and args.partition not in partitions:
                 raise CliError(f"topic {topic!r} has no partition {args.partition} (it has {len(partitions)})")
-            with _progress(total_bytes, f"{topic}") as advance:
+            with progress_bar(topic, total_bytes, unit="bytes") as bar:
+                pending = 0
                 for number, raw in enumerate(source, 1):
                     if deliveries.error is not None:
                         break
@@ -156,7 +119,11 @@ def produce(args: argparse.Namespace, ctx: Context) -> int:
                     )
                     sent += 1
                     payload_bytes += len(value) + (0 if key is None else len(key))
-                    advance(len(raw))
+                    pending += len(raw)
+                    if pending >= _PROGRESS_STEP_BYTES:
+                        bar.advance(pending)
+                        pending = 0
+                bar.advance(pending)
             producer.flush()
             clean = True
         except KafkaError as exc:

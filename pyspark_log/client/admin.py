@@ -505,9 +505,15 @@ class AsyncAdmin(ConsumerGroupAdmin):
             "validate_only": validate_only,
         }
         budget = timeout_ms or self.default_api_timeout_ms
+        # a broker's loggers are its own (KIP-412): that broker is asked, as the Java admin does
+        nodes = {int(res.name) for res in changes if res.type == ResourceType.BROKER_LOGGER and res.name.isdigit()}
+        node = next(iter(nodes)) if len(nodes) == 1 and len(changes) == 1 else None
 
         async def attempt() -> dict[Any, KafkaError]:
-            resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
+            if node is not None:
+                resp = await self.cluster.send(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+            else:
+                resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
             return item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
         raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
