@@ -20,6 +20,9 @@ import ssl
 import sys
 from collections.abc import Awaitable, Callable
 
+from prometheus_client import GCCollector, ProcessCollector
+from prometheus_client.registry import CollectorRegistry
+
 from broker.api.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from broker.api.admin import (
     handle_alter_configs,
@@ -60,14 +63,25 @@ from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
+from broker.log import flush as log_flush
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
-from broker.log.cleaner.metrics import render_cleaner
+from broker.log.cleaner.metrics import CleanerCollector
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
-from broker.log.metrics import render_log_dirs
+from broker.log.metrics import LogCollector, LogDirCollector
 from broker.meta_properties import ensure_meta_properties
-from broker.metrics_http import MetricsServer
+from broker.metrics.collectors import (
+    ControllerCollector,
+    GroupCollector,
+    LoopCollector,
+    RaftCollector,
+    RequestCollector,
+    TxnCollector,
+)
+from broker.metrics.http import MetricsServer
+from broker.metrics.instruments import BrokerStats
+from broker.metrics.loop import LoopMonitor
 from broker.network.connection import ConnectionLimits
 from broker.network.dial import Dialer
 from broker.network.fd_limit import raise_open_file_limit
@@ -81,17 +95,17 @@ from broker.quota.connections import (
 )
 from broker.quota.entity import IP, QuotaTable
 from broker.quota.manager import ClientQuotas, QuotaConfig
-from broker.quota.metrics import render_quotas
+from broker.quota.metrics import QuotaCollector
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
-from broker.replication.metrics import render_replication
+from broker.replication.metrics import ReplicationCollector
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.runtime.gc_freeze import CONFIG_KEY as GC_FREEZE_KEY
 from broker.runtime.gc_freeze import freeze_start_up_heap, thaw
 from broker.runtime.gc_pauses import GcPauses
-from broker.runtime.metrics import render_gc
+from broker.runtime.metrics import GcPauseCollector
 from broker.security import authorizer_config
 from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
@@ -176,6 +190,8 @@ class BrokerServer:
         self.raft: RaftDriver | None = None  # the KIP-595 quorum replica (process.roles set)
         self._quorum: QuorumController | None = None  # the metadata on that quorum
         self._metrics: MetricsServer | None = None
+        self.stats = BrokerStats()  # hot-path counters (broker.metrics), on /metrics
+        self.loop_monitor = LoopMonitor()  # the event loop's lag and busy fraction, on /metrics
         self.gc_pauses = GcPauses()  # collection pauses once ready, on /metrics
         self.fatal_reason: str | None = None
         self.stop_requested = asyncio.Event()  # SIGTERM/SIGINT, or a fatal error of the quorum
@@ -216,6 +232,7 @@ class BrokerServer:
                     tls_context=tls_contexts.get(spec.name),
                     principal_mapping=self._principal_mapping(spec.name),
                     quotas=connection_quotas,
+                    stats=self.stats,
                 )
             )  # fmt: skip
         first = self._listeners[0]
@@ -313,19 +330,32 @@ class BrokerServer:
         if acl_settings is not None:
             broker.authorizer = AclAuthority(acl_settings)
             handlers = authorized_handlers(handlers, broker.authorizer)
-        dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms))
+        dispatcher = Dispatcher(broker, handlers, QuotaEnforcer(client_quotas, self._clock_ms), stats=self.stats)
         for sl in self._listeners:
             sl.start(dispatcher)
         cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
         if int(config["metrics.port"]) >= 0:
-            self._metrics = MetricsServer(
-                first.host or host, int(config["metrics.port"]), self._raft_metrics,
-                extra=lambda: (
-                    render_replication(replicas, controller.image()) + render_log_dirs(logs) + render_cleaner(cleaner)
-                    + render_quotas(client_quotas, connection_quotas, self._clock_ms())
-                    + render_gc(self.gc_pauses)
-                ),
-            )  # fmt: skip
+            log_flush.flush_time_observer = self.stats.flush_ms.observe
+            self.loop_monitor.start()
+            registry = CollectorRegistry(auto_describe=False)  # this broker's, not the process-wide one
+            for collector in (
+                RaftCollector(self._raft_metrics),
+                ControllerCollector(controller.image, lambda: self.raft),
+                RequestCollector(self.stats, lambda: self._listeners),
+                LoopCollector(self.loop_monitor),
+                ReplicationCollector(replicas, controller.image, self._fetchers),
+                LogDirCollector(logs),
+                LogCollector(logs),
+                CleanerCollector(cleaner),
+                QuotaCollector(client_quotas, self._clock_ms),
+                GroupCollector(groups, replicas, self.stats),
+                TxnCollector(txn, replicas, self.stats, self._clock_ms),
+                GcPauseCollector(self.gc_pauses),
+            ):
+                registry.register(collector)
+            ProcessCollector(registry=registry)
+            GCCollector(registry=registry)
+            self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), registry)
             await self._metrics.start()
         self._start_background(logs, replicas, cleaner)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
@@ -440,6 +470,7 @@ class BrokerServer:
         if self._metrics is not None:
             await self._metrics.close()
             self._metrics = None
+            await self.loop_monitor.stop()
         if self._quorum is not None:  # a broker asks to be fenced while the quorum still runs
             await self._quorum.shutdown()
             self._quorum = None

@@ -13,7 +13,10 @@ Contract (implements ``broker.network.connection.RequestHandler``):
   forwarded requests, Fetch of the metadata log) on a listener that is not the controller
   listener closes the connection (``broker.security.listeners``);
 - with a ``QuotaEnforcer``, a client request's response goes through it (usage recorded,
-  ``throttle_time_ms`` set, the connection muted: ``broker.api.quota_enforcement``).
+  ``throttle_time_ms`` set, the connection muted: ``broker.api.quota_enforcement``);
+- with ``BrokerStats``, each request gets a ``RequestTiming`` (carried on its ``Response`` to the
+  connection, which finishes it once written) and its response body is counted before encoding
+  (``broker.metrics.requests``: RequestMetrics, BrokerTopicMetrics, the request log).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from broker.api.sasl import CLOSE_AFTER_RESPONSE
 from broker.api.sasl import authenticate as sasl_authenticate
 from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.log.file_slice import FileSlice
+from broker.metrics import requests as request_metrics
+from broker.metrics.instruments import BrokerStats, RequestTiming
 from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
 from broker.network.response import FileRegion, Response
 from broker.raft.rpc import is_metadata_fetch
@@ -56,8 +61,12 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Routes decoded requests to the handlers registered for their API keys."""
 
-    def __init__(self, broker: Broker, handlers: Mapping[int, Handler], quotas: QuotaEnforcer | None = None) -> None:
+    def __init__(
+        self, broker: Broker, handlers: Mapping[int, Handler], quotas: QuotaEnforcer | None = None,
+        stats: BrokerStats | None = None,
+    ) -> None:  # fmt: skip
         self._broker = broker
+        self.stats = stats
         self._quotas = quotas
         self._handlers = dict(handlers)
         self.advertised: dict[int, tuple[int, int]] = {
@@ -114,6 +123,16 @@ class Dispatcher:
         request = Request(header, body, ctx)
         quotas = self._quotas if self._quotas is not None and self._quotas.applies(header, body) else None
         started = time.perf_counter()
+        stats = self.stats
+        timing: RequestTiming | None = None
+        if stats is not None:
+            timing = RequestTiming(
+                request_metrics.api_name(header.api_key), header.api_version, header.correlation_id,
+                header.client_id or "", ctx.listener, str(ctx.attributes.get("principal", "User:ANONYMOUS")),
+                ctx.received or started, started,
+            )  # fmt: skip
+            if header.api_key == ApiKey.FETCH:
+                timing.alias = "FetchFollower" if request_metrics.is_follower_fetch(body) else "FetchConsumer"
         if quotas is not None:
             quotas.before(header, body, ctx)
         try:
@@ -126,13 +145,19 @@ class Dispatcher:
         if result is None:
             if quotas is not None:
                 quotas.mute_without_response(header, ctx, len(frame))
+            if stats is not None and timing is not None:
+                request_metrics.observe_no_response(stats, header.api_key, body)
+                timing.local_s = time.perf_counter() - started
+                request_metrics.finish(stats, timing, None, 0)
             return None
         if not isinstance(result, dict) and inspect.isawaitable(result):  # dict first: the common case
             return self._finish(
-                header, result, ctx, quotas=quotas, request_bytes=len(frame), sync_spent=time.perf_counter() - started
-            )
+                header, result, ctx, quotas=quotas, request_bytes=len(frame), sync_spent=time.perf_counter() - started,
+                request_body=body, timing=timing,
+            )  # fmt: skip
+        encode = _to_response if timing is None else functools.partial(self._encode_counted, body, timing)
         if ctx.attributes.pop(CLOSE_AFTER_RESPONSE, False):  # a refused SASL login: answer, then close
-            response = _to_response(header, result)
+            response = encode(header, result)
             response.close_after = True
             return response
         if quotas is not None:
@@ -142,9 +167,23 @@ class Dispatcher:
                 result,
                 request_bytes=len(frame),
                 started=started,
-                encode=functools.partial(_to_response, header),
+                encode=functools.partial(encode, header),
             )
-        return _to_response(header, result)
+        return encode(header, result)
+
+    def _encode_counted(
+        self, request_body: Mapping[str, Any], timing: RequestTiming, header: RequestHeader, body: Mapping[str, Any]
+    ) -> Response:
+        """``_to_response``, after counting what ``body`` says (``broker.metrics.requests``); the
+        response carries ``timing`` to the connection, which finishes it once written."""
+        assert self.stats is not None
+        request_metrics.observe_response(self.stats, timing, header.api_key, request_body, body)
+        response = _to_response(header, body)
+        now = time.perf_counter()
+        timing.local_s = now - timing.started - timing.remote_s
+        timing.ready = now
+        response.timing = timing
+        return response
 
     def _sasl_session(self, ctx: ConnectionContext) -> SaslSession | None:
         """The connection's SASL state on a SASL listener (created with its first request)."""
@@ -187,6 +226,7 @@ class Dispatcher:
     async def _finish(
         self, header: RequestHeader, pending: Awaitable[Mapping[str, Any] | None], ctx: ConnectionContext,
         *, quotas: QuotaEnforcer | None, request_bytes: int, sync_spent: float,
+        request_body: Mapping[str, Any] | None = None, timing: RequestTiming | None = None,
     ) -> Response | None:  # fmt: skip
         """The response of a handler that waited. Its quota usage counts the synchronous part
         (``sync_spent`` seconds) and the encoding, not the wait (the loop served others meanwhile)."""
@@ -197,7 +237,15 @@ class Dispatcher:
         except Exception as exc:
             log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
             raise CloseConnection(f"internal error: {exc}") from exc
+        encode = _to_response
+        if timing is not None and request_body is not None:
+            # the wait: from the handler's call to now, less its own synchronous part
+            timing.remote_s = time.perf_counter() - timing.started - sync_spent
+            timing.local_s = sync_spent
+            encode = functools.partial(self._encode_counted, request_body, timing)
         if body is None:
+            if timing is not None and self.stats is not None:
+                request_metrics.finish(self.stats, timing, None, 0)
             return None
         if quotas is not None:
             resumed = time.perf_counter() - sync_spent
@@ -207,9 +255,9 @@ class Dispatcher:
                 body,
                 request_bytes=request_bytes,
                 started=resumed,
-                encode=functools.partial(_to_response, header),
+                encode=functools.partial(encode, header),
             )
-        return _to_response(header, body)
+        return encode(header, body)
 
 
 def _to_response(header: RequestHeader, body: Mapping[str, Any]) -> Response:

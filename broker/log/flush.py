@@ -31,12 +31,17 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
 from broker.log.files import fsync_dir_fd
 
 log = logging.getLogger(__name__)
+
+# Called on the loop with each finished job's fsync time in ms (the broker's LogFlushStats
+# histogram, ``broker.metrics``); None: not measured.
+flush_time_observer: Callable[[float], None] | None = None
 
 
 class FlushJob:
@@ -50,6 +55,7 @@ class FlushJob:
         self.error: tuple[str, OSError] | None = None  # the first failure: (what, error)
         self.done = threading.Event()  # set when ``run`` finished (descriptors closed)
         self.handled = False  # the log has applied the outcome
+        self.elapsed_ms = 0.0  # how long ``run`` took
 
     def __repr__(self) -> str:
         return f"FlushJob(target={self.target}, cap={self.cap}, files={len(self._files)}, dirs={len(self._dirs)})"
@@ -89,6 +95,7 @@ class FlushJob:
     def run(self) -> None:
         """fsync the files, then the directories; close every descriptor; set ``done``. Blocking:
         a worker thread's job. Never raises (a failure is kept in ``error``)."""
+        started = time.perf_counter()
         try:
             for fd, what in self._files:
                 self._sync(fd, what, directory=False)
@@ -100,6 +107,7 @@ class FlushJob:
                     os.close(fd)
                 except OSError:
                     pass
+            self.elapsed_ms = (time.perf_counter() - started) * 1000
             self.done.set()
 
     def _sync(self, fd: int, what: str, *, directory: bool) -> None:
@@ -212,6 +220,8 @@ class FlushScheduler:
 
     def _apply(self, job: FlushJob, *, raise_error: bool) -> None:
         job.handled = True
+        if flush_time_observer is not None and not job.empty:
+            flush_time_observer(job.elapsed_ms)
         if self.in_flight is job:
             self.in_flight = None
         error = self._finish(job)

@@ -45,6 +45,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker.metrics.instruments import BrokerStats
+from broker.metrics.requests import finish as finish_request
 from broker.network.response import FileRegion, Response, ResponsePart
 from broker.network.tls import TlsSession
 from broker.security.principal_mapping import NoMatchingRule
@@ -70,12 +72,14 @@ HandlerResult = Response | None | Awaitable[Response | None]
 
 class _Unsent:
     """The rest of a response the reader began to write (``_send_now``): its size prefix and
-    first bytes are already out, so the writer sends these parts as they are."""
+    first bytes are already out, so the writer sends these parts as they are. ``response``: the
+    response it is the rest of (its timing is finished once the rest is written)."""
 
-    __slots__ = ("parts", "size")
+    __slots__ = ("parts", "response", "size")
 
-    def __init__(self, parts: list[ResponsePart]) -> None:
+    def __init__(self, parts: list[ResponsePart], response: Response | None = None) -> None:
         self.parts = parts
+        self.response = response
         self.size = sum(part.size if isinstance(part, FileRegion) else len(part) for part in parts)
 
 
@@ -96,6 +100,8 @@ class ConnectionContext:
     attributes: dict[str, object] = field(default_factory=dict)
     # KIP-219: a throttled client's channel reads no request before this ``time.monotonic()``
     muted_until: float = 0.0
+    # ``time.perf_counter()`` when the bytes of the request being handled arrived (metrics)
+    received: float = 0.0
 
 
 class RequestHandler(Protocol):
@@ -126,8 +132,13 @@ class Connection:
         tls_context: ssl.SSLContext | None = None,
         *,
         principal_mapping: Callable[[str], str] | None = None,
+        stats: BrokerStats | None = None,
     ) -> None:
+        """``stats``: the broker's counters: bytes in and out of this connection's listener, and
+        each response's ``RequestTiming`` finished once the response is written."""
         sock.setblocking(False)
+        self._stats = stats
+        self._counters = stats.listener(ctx.listener) if stats is not None else None
         self._principal_mapping = principal_mapping  # ssl.principal.mapping.rules of the listener
         self._sock = sock
         # TLS listener: the byte stream goes through a TlsSession; fetches lose sendfile
@@ -302,6 +313,9 @@ class Connection:
             if n == 0:
                 return
             self.last_active = time.monotonic()
+            if self._counters is not None:
+                self._counters.incoming_bytes += n
+                self.ctx.received = time.perf_counter()
             if self.frame_started is None:
                 self.frame_started = self.last_active
             end = head + n
@@ -356,9 +370,13 @@ class Connection:
                     if n == 0:
                         raise ConnectionError(f"peer closed inside a frame ({filled + got} of {size} bytes)")
                     got += n
+                    if self._counters is not None:
+                        self._counters.incoming_bytes += n
             pieces.append(piece)
             filled += got
         self.last_active = time.monotonic()
+        if self._counters is not None:
+            self.ctx.received = time.perf_counter()
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     async def _dispatch_all(
@@ -393,7 +411,10 @@ class Connection:
                 rest = self._send_now(result)
                 self.last_active = time.monotonic()
                 if rest is None:
+                    if self._stats is not None:
+                        self._written(result, time.perf_counter())
                     return
+                rest.response = result
                 await self._queue.put(rest)
                 return
             await self._queue.put(result)
@@ -452,6 +473,15 @@ class Connection:
                 offset += sent
                 remaining -= sent
 
+    def _written(self, response: Response, now: float) -> None:
+        """``response`` went out whole at ``now``: count its bytes, finish its request's timing."""
+        size = response.size + 4
+        if self._counters is not None:
+            self._counters.outgoing_bytes += size
+        timing = response.timing
+        if timing is not None and self._stats is not None:
+            finish_request(self._stats, timing, now, size)
+
     async def _write_loop(self) -> None:
         """Responses in request order. Responses to later requests that are already complete
         join the current one in a single send (up to ``COALESCE_MAX_BYTES``), so pipelined
@@ -464,10 +494,13 @@ class Connection:
             nbytes = 0
             have_next = False
             closing = False
+            written: list[Response] = []  # finished once ``parts`` are sent (metrics)
             while True:
                 if isinstance(item, _Unsent):
                     parts.extend(item.parts)
                     nbytes += item.size
+                    if item.response is not None:
+                        written.append(item.response)
                     response: Response | None = None
                 elif isinstance(item, Response):
                     response = item
@@ -490,6 +523,7 @@ class Connection:
                     parts.extend(response.parts)
                     nbytes += size
                     closing = response.close_after
+                    written.append(response)
                 if closing or queue.empty() or nbytes >= COALESCE_MAX_BYTES:
                     break
                 item = queue.get_nowait()
@@ -499,6 +533,10 @@ class Connection:
             if parts:
                 await self._send(loop, parts)
                 self.last_active = time.monotonic()
+            if written and self._stats is not None:
+                now = time.perf_counter()
+                for done in written:
+                    self._written(done, now)
             if closing:
                 log.info("closing connection %s from %s after its last response", self.ctx.connection_id, self.ctx.peer)
                 self.close()

@@ -25,6 +25,7 @@ import ssl
 import time
 from collections.abc import Callable
 
+from broker.metrics.instruments import BrokerStats
 from broker.network.connection import Connection, ConnectionContext, ConnectionLimits, RequestHandler
 from broker.quota.connections import ConnectionQuotas
 
@@ -53,8 +54,12 @@ class Listener:
         tls_context: ssl.SSLContext | None = None,
         principal_mapping: Callable[[str], str] | None = None,
         quotas: ConnectionQuotas | None = None,
+        stats: BrokerStats | None = None,
     ) -> None:
+        """``stats``: the broker's counters (connections created and closed on this listener,
+        bytes in and out, request timings)."""
         self.name = name
+        self._stats = stats
         self._principal_mapping = principal_mapping  # ssl.principal.mapping.rules (None: DEFAULT)
         self._tls_context = tls_context  # an SSL listener: every connection starts with a TLS handshake
         self._handler: RequestHandler | None = None
@@ -152,7 +157,10 @@ class Listener:
             self._limits,
             self._tls_context,
             principal_mapping=self._principal_mapping,
+            stats=self._stats,
         )
+        if self._stats is not None:
+            self._stats.listener(self.name).connections_created += 1
         self._connections[conn_id] = conn
         task = asyncio.create_task(self._serve(conn, str(addr[0])), name=f"conn-{conn_id}")
         self._tasks.add(task)
@@ -164,6 +172,8 @@ class Listener:
         finally:
             self._connections.pop(conn.ctx.connection_id, None)
             self._released(ip)
+            if self._stats is not None:
+                self._stats.listener(self.name).connections_closed += 1
 
     def _released(self, ip: str) -> None:
         if self._quotas is not None:

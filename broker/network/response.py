@@ -14,7 +14,10 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.metrics.instruments import RequestTiming
 
 # preadv flag: fail with EAGAIN instead of waiting for the disk (Linux 4.14+); None elsewhere
 _RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
@@ -103,6 +106,7 @@ class Response:
 
     parts: list[ResponsePart] = field(default_factory=list)
     close_after: bool = False  # close the connection once this response is written (failed SASL login)
+    timing: RequestTiming | None = None  # the request's timeline, finished by the connection once written
 
     @property
     def size(self) -> int:

@@ -1,42 +1,47 @@
-"""Per-quota-group metrics in the Prometheus text format, named as the JMX exporter names Kafka's.
+"""Per-quota-group metrics: a prometheus-client collector over ``ClientQuotas``.
 
 Kafka's MBeans ``kafka.server:type={Produce|Fetch|Request},user=…,client-id=…`` with attributes
 ``byte-rate`` (Produce, Fetch), ``request-time`` (Request) and ``throttle-time`` (all three) become
-``kafka_server_<type>_<attribute>{user="…",client_id="…"}``, lower case, ``-`` as ``_``::
-
-    kafka_server_produce_byte_rate{user="",client_id="loader"} 1048320.5
-    kafka_server_fetch_throttle_time{user="",client_id="loader"} 412.0
-    kafka_server_request_request_time{user="",client_id="loader"} 3.1
-
-``user``/``client_id`` are the group's tags (``broker.quota.entity.QuotaGroup``: "" for a part the
-matched quota does not name). ``kafka_server_socket_server_metrics_connection_count`` is the number
-of open client connections (Kafka's socket-server-metrics ``connection-count``).
+``kafka_server_<type>_<attribute>{user="…",client_id="…"}``, lower case, ``-`` as ``_``
+(``kafka_server_produce_byte_rate``, ``kafka_server_fetch_throttle_time``,
+``kafka_server_request_request_time`` …). ``user``/``client_id`` are the group's tags
+(``broker.quota.entity.QuotaGroup``: "" for a part the matched quota does not name). The
+connection counts are the network collector's (``broker.metrics.collectors``). Meanings:
+docs/operations.md, "Metrics".
 """
 
 from __future__ import annotations
 
-from broker.quota.connections import ConnectionQuotas
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from broker.quota.manager import ClientQuotas
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class QuotaCollector:
+    def __init__(self, quotas: ClientQuotas, clock_ms: Callable[[], int]) -> None:
+        self._quotas = quotas
+        self._clock_ms = clock_ms
 
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, GaugeMetricFamily] = {}
 
-def render_quotas(quotas: ClientQuotas, connections: ConnectionQuotas | None, now_ms: int) -> str:
-    series: dict[str, list[str]] = {}
-    for m in quotas.metrics(now_ms):
-        kind = m.quota_type.value.lower()
-        labels = f'{{user="{_label(m.group.user)}",client_id="{_label(m.group.client_id)}"}}'
-        usage = f"kafka_server_{kind}_{m.quota_type.usage_metric.replace('-', '_')}"
-        series.setdefault(usage, []).append(f"{usage}{labels} {m.usage_rate!r}")
-        throttle = f"kafka_server_{kind}_throttle_time"
-        series.setdefault(throttle, []).append(f"{throttle}{labels} {m.throttle_time_avg_ms!r}")
-    lines: list[str] = []
-    for name, samples in series.items():
-        lines.append(f"# TYPE {name} gauge")
-        lines.extend(samples)
-    if connections is not None:
-        name = "kafka_server_socket_server_metrics_connection_count"
-        lines += [f"# TYPE {name} gauge", f"{name} {connections.total}"]
-    return "\n".join(lines) + "\n" if lines else ""
+        def family(name: str, help_text: str) -> GaugeMetricFamily:
+            found = families.get(name)
+            if found is None:
+                found = families[name] = GaugeMetricFamily(name, help_text, labels=["user", "client_id"])
+            return found
+
+        for m in self._quotas.metrics(self._clock_ms()):
+            kind = m.quota_type.value.lower()
+            labels = [m.group.user, m.group.client_id]
+            usage = m.quota_type.usage_metric.replace("-", "_")
+            family(f"kafka_server_{kind}_{usage}", f"{kind} quota usage ({m.quota_type.usage_metric})").add_metric(
+                labels, m.usage_rate
+            )
+            family(f"kafka_server_{kind}_throttle_time", f"{kind} throttle time, ms (average)").add_metric(
+                labels, m.throttle_time_avg_ms
+            )
+        yield from families.values()

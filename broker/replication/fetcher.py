@@ -84,6 +84,7 @@ class ReplicaFetchers:
         self._config: ReplicationConfig = replicas.config
         self._fetchers: dict[tuple[int, int], SourceFetcher] = {}
         self._closed = False
+        self.bytes_fetched = 0  # record bytes appended from leaders (FetcherStats BytesPerSec, on /metrics)
         replicas.follower_listener = self.replan
 
     def replan(self) -> None:
@@ -235,6 +236,7 @@ class ReplicaFetchers:
             try:
                 if records is not None and len(records):
                     hosted.append_as_follower(records)
+                    self.bytes_fetched += len(records)
             except LogError as exc:
                 # an offline log dir logged its one ERROR already; a line per fetch would flood the log
                 offline = target.dir_state is not None and target.dir_state.offline

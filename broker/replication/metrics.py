@@ -1,66 +1,97 @@
-"""Replication metrics in the Prometheus text format, named as the JMX exporter names Kafka's.
-
-==============================================================  =====================================
-sample                                                          Kafka MBean
-==============================================================  =====================================
-``kafka_server_replicamanager_partitioncount``                  ReplicaManager PartitionCount
-``kafka_server_replicamanager_leadercount``                     ReplicaManager LeaderCount
-``kafka_server_replicamanager_underreplicatedpartitions``       ReplicaManager UnderReplicatedPartitions
-``kafka_server_replicamanager_underminisrpartitioncount``       ReplicaManager UnderMinIsrPartitionCount
-``kafka_server_replicamanager_atminisrpartitioncount``          ReplicaManager AtMinIsrPartitionCount
-``kafka_server_replicamanager_isrshrinks_total``                ReplicaManager IsrShrinksPerSec (count)
-``kafka_server_replicamanager_isrexpands_total``                ReplicaManager IsrExpandsPerSec (count)
-``kafka_controller_kafkacontroller_offlinepartitionscount``     KafkaController OfflinePartitionsCount
-``kafka_server_fetcherlagmetrics_consumerlag{topic,partition}``  FetcherLagMetrics ConsumerLag
-``kafka_server_replicamanager_followerlag{topic,partition,replica}``  (pylog) a follower's lag behind
-                                                                the leader's log end, on the leader
-==============================================================  =====================================
+"""Replication metrics: a prometheus-client collector over the ``ReplicaManager`` and the follower
+fetchers.
 
 Under-replicated and min-ISR counts are over the partitions this broker leads (as Kafka's);
 offline partitions (no leader) over the whole metadata image, on every node (Kafka reports it on
 the active controller only). Rates are exported as monotonically growing ``_total`` counters, the
-Prometheus way; ``rate()`` gives Kafka's per-second figure.
+Prometheus way; ``rate()`` gives Kafka's per-second figure. Names and Kafka MBeans:
+docs/operations.md, "Metrics".
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
 from broker.controller.image import MetadataImage
+from broker.metrics.exposition import sliced
+from broker.replication.fetcher import ReplicaFetchers
+from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 
 
-def render_replication(replicas: ReplicaManager, image: MetadataImage) -> str:
-    led = [p for p in replicas.partitions() if p.is_leader]
-    hosted = list(replicas.partitions())
-    under = sum(1 for p in led if len(p.isr) < len(p.role.replicas if p.role else ()))
-    under_min = sum(1 for p in led if len(p.isr) < p.log.config.min_insync_replicas)
-    at_min = sum(1 for p in led if len(p.isr) == p.log.config.min_insync_replicas)
-    offline = sum(1 for t in image.topics.values() for part in t.partitions.values() if part.leader < 0)
-    lines: list[str] = []
+class ReplicationCollector:
+    def __init__(
+        self, replicas: ReplicaManager, image: Callable[[], MetadataImage], fetchers: ReplicaFetchers | None = None
+    ) -> None:
+        self._replicas = replicas
+        self._image = image
+        self._fetchers = fetchers
 
-    def gauge(name: str, value: int, help_text: str, kind: str = "gauge") -> None:
-        lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"))
-
-    gauge("kafka_server_replicamanager_partitioncount", len(hosted), "partitions hosted here")
-    gauge("kafka_server_replicamanager_leadercount", len(led), "partitions led here")
-    gauge("kafka_server_replicamanager_underreplicatedpartitions", under, "led partitions whose ISR lacks a replica")
-    gauge(
-        "kafka_server_replicamanager_underminisrpartitioncount", under_min, "led partitions below min.insync.replicas"
-    )
-    gauge("kafka_server_replicamanager_atminisrpartitioncount", at_min, "led partitions at min.insync.replicas")
-    gauge("kafka_server_replicamanager_isrshrinks_total", replicas.isr_shrinks, "ISR shrinks applied", "counter")
-    gauge("kafka_server_replicamanager_isrexpands_total", replicas.isr_expands, "ISR expansions applied", "counter")
-    gauge("kafka_controller_kafkacontroller_offlinepartitionscount", offline, "partitions without a leader")
-    lag = "kafka_server_fetcherlagmetrics_consumerlag"
-    lines += [f"# HELP {lag} leader high watermark minus this follower's log end", f"# TYPE {lag} gauge"]
-    for p in hosted:
-        if not p.is_leader and p.role is not None:
-            behind = max(0, p.leader_high_watermark - p.log.log_end_offset)
-            lines.append(f'{lag}{{topic="{p.topic}",partition="{p.partition}"}} {behind}')
-    follower = "kafka_server_replicamanager_followerlag"
-    lines += [f"# HELP {follower} the leader's log end minus a follower's, as last fetched", f"# TYPE {follower} gauge"]
-    for p in led:
-        end = p.log.log_end_offset
-        for replica, state in sorted(p.followers.items()):
-            behind = end - state.log_end_offset if state.log_end_offset >= 0 else end
-            lines.append(f'{follower}{{topic="{p.topic}",partition="{p.partition}",replica="{replica}"}} {behind}')
-    return "\n".join(lines) + "\n"
+    def collect(self) -> Iterator[Metric]:
+        replicas = self._replicas
+        hosted: list[Partition] = sorted(replicas.partitions(), key=lambda p: (p.topic, p.partition))
+        led = [p for p in hosted if p.is_leader]
+        under = sum(1 for p in led if len(p.isr) < len(p.role.replicas if p.role else ()))
+        under_min = sum(1 for p in led if len(p.isr) < p.log.config.min_insync_replicas)
+        at_min = sum(1 for p in led if len(p.isr) == p.log.config.min_insync_replicas)
+        image = self._image()
+        offline = sum(1 for t in list(image.topics.values()) for part in t.partitions.values() if part.leader < 0)
+        prefix = "kafka_server_replicamanager_"
+        yield GaugeMetricFamily(f"{prefix}partitioncount", "partitions hosted here", value=len(hosted))
+        yield GaugeMetricFamily(f"{prefix}leadercount", "partitions led here", value=len(led))
+        yield GaugeMetricFamily(
+            f"{prefix}underreplicatedpartitions", "led partitions whose ISR lacks a replica", value=under
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}underminisrpartitioncount", "led partitions below min.insync.replicas", value=under_min
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}atminisrpartitioncount", "led partitions at min.insync.replicas", value=at_min
+        )
+        yield CounterMetricFamily(f"{prefix}isrshrinks", "ISR shrinks applied", value=replicas.isr_shrinks)
+        yield CounterMetricFamily(f"{prefix}isrexpands", "ISR expansions applied", value=replicas.isr_expands)
+        yield GaugeMetricFamily(
+            "kafka_controller_kafkacontroller_offlinepartitionscount", "partitions without a leader", value=offline
+        )
+        followed = [p for p in hosted if not p.is_leader and p.role is not None]
+        max_lag = 0
+        for part in sliced(followed):
+            lag = GaugeMetricFamily(
+                "kafka_server_fetcherlagmetrics_consumerlag",
+                "leader high watermark minus this follower's log end",
+                labels=["topic", "partition"],
+            )
+            for p in part:
+                behind = max(0, p.leader_high_watermark - p.log.log_end_offset)
+                max_lag = max(max_lag, behind)
+                lag.add_metric([p.topic, str(p.partition)], behind)
+            yield lag
+        max_family = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "the largest lag of a followed partition, in records",
+            labels=["clientid"],
+        )
+        max_family.add_metric(["Replica"], max_lag)
+        yield max_family
+        fetched = CounterMetricFamily(
+            "kafka_server_fetcherstats_bytes",
+            "record bytes this broker's replica fetchers appended",
+            labels=["clientid"],
+        )
+        fetched.add_metric(["Replica"], self._fetchers.bytes_fetched if self._fetchers is not None else 0)
+        yield fetched
+        for part in sliced(led):
+            follower = GaugeMetricFamily(
+                "kafka_server_replicamanager_followerlag",
+                "the leader's log end minus a follower's, as last fetched",
+                labels=["topic", "partition", "replica"],
+            )
+            for p in part:
+                end = p.log.log_end_offset
+                for replica, state in sorted(p.followers.items()):
+                    behind = end - state.log_end_offset if state.log_end_offset >= 0 else end
+                    follower.add_metric([p.topic, str(p.partition), str(replica)], behind)
+            yield follower

@@ -72,6 +72,7 @@ class TransactionCoordinator:
         self.config = config
         self.clock_ms = clock_ms
         self.manager = TxnStateManager(config, store, clock_ms)
+        self.timed_out_aborts = 0  # transactions aborted by the coordinator for their timeout
         self.markers = markers
         self._generate = generate_producer_id
         self.manager.on_loaded = self._on_loaded
@@ -394,6 +395,7 @@ class TransactionCoordinator:
             for txn in self.manager.txns.values()
             if txn.state is S.ONGOING and not txn.pending_in_progress and txn.start_ms + txn.timeout_ms < now
         ]
+        self.timed_out_aborts += len(timed_out)  # on /metrics (broker.metrics.collectors)
         for txn in timed_out:
             log.info("aborting transaction of %s: open longer than %d ms", txn.transactional_id, txn.timeout_ms)
             self._fence(txn)  # a failure is logged there; the other transactions are still aborted

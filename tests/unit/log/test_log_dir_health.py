@@ -20,7 +20,8 @@ from broker.log import manager as manager_module
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.errors import KafkaStorageError
 from broker.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
-from broker.log.metrics import render_log_dirs
+from broker.log.metrics import LogDirCollector
+from broker.metrics.exposition import render
 from tests.unit.log.helpers import FakeClock, batch, read_all
 
 
@@ -75,9 +76,9 @@ def test_full_disk_logs_one_error_per_dir_and_recovers_when_space_returns(
         == size_before
         == (full / "t-0" if victim is a else full / "t-1").joinpath("00000000000000000000.log").stat().st_size
     )
-    metrics = render_log_dirs(logs)
-    assert "kafka_log_logmanager_offlinelogdirectorycount 1" in metrics
-    assert f'kafka_log_logmanager_logdirectoryoffline{{logdirectory="{full.absolute()}"}} 1' in metrics
+    metrics = render([LogDirCollector(logs)]).decode()
+    assert "kafka_log_logmanager_offlinelogdirectorycount 1.0" in metrics
+    assert f'kafka_log_logmanager_logdirectoryoffline{{logdirectory="{full.absolute()}"}} 1.0' in metrics
     logs.get_or_create_log("u", 0)
     assert logs.dir_of("u", 0) == other, "new partitions avoid offline dirs"
 
@@ -94,7 +95,7 @@ def test_full_disk_logs_one_error_per_dir_and_recovers_when_space_returns(
     assert not list(full.glob(dir_health.PROBE_FILE))
     victim.append(batch(1))
     assert read_all(victim) == [0, 1, 2]
-    assert "kafka_log_logmanager_offlinelogdirectorycount 0" in render_log_dirs(logs)
+    assert "kafka_log_logmanager_offlinelogdirectorycount 0.0" in render([LogDirCollector(logs)]).decode()
     logs.shutdown()
     assert (full / CLEAN_SHUTDOWN_FILE).exists()
 

@@ -1,6 +1,6 @@
-"""The ``metrics.port`` endpoint against clients that send garbage, partial or oversized HTTP, or
-nothing at all: each such connection is answered 400/404 or closed, and the endpoint keeps
-serving ``GET /metrics`` to everyone else (review finding 20)."""
+"""The ``metrics.port`` endpoint (``broker.metrics.http``) against clients that send garbage, partial
+or oversized HTTP, or nothing at all: each such connection is answered 400/404 or closed, and the
+endpoint keeps serving ``GET /metrics`` to everyone else (review finding 20)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from broker import metrics_http
-from broker.metrics_http import MetricsServer, render
+from broker.metrics import http as metrics_http
+from broker.metrics.collectors import RaftCollector
+from broker.metrics.exposition import render
+from broker.metrics.http import MetricsServer
 
 VALUES: dict[str, float | int | str] = {"current-leader": 1, "current-state": "leader", "poll-idle-ratio-avg": 0.5}
 Scenario = Callable[[MetricsServer], Awaitable[None]]
@@ -37,13 +39,13 @@ async def get_metrics(port: int) -> bytes:
 
 def run_with_server(scenario: Scenario, collect: Collector = lambda: VALUES) -> None:
     async def main() -> None:
-        server = MetricsServer("127.0.0.1", 0, collect)
+        server = MetricsServer("127.0.0.1", 0, RaftCollector(collect))
         await server.start()
         try:
             await scenario(server)
             answer = await get_metrics(server.port)  # whatever happened before, it still serves
             assert answer.startswith(b"HTTP/1.0 200 OK\r\n")
-            assert answer.endswith(render(collect()).encode())
+            assert answer.endswith(render([RaftCollector(collect)]))
         finally:
             await server.close()
 
@@ -56,7 +58,7 @@ def test_get_metrics_is_the_prometheus_page() -> None:
         head, _, body = answer.partition(b"\r\n\r\n")
         assert b"Content-Type: text/plain; version=0.0.4" in head
         assert f"Content-Length: {len(body)}".encode() in head
-        assert b'kafka_raft_current_state{state="leader"} 1' in body
+        assert b'kafka_raft_current_state{state="leader"} 1.0' in body
 
     run_with_server(scenario)
 
@@ -165,4 +167,4 @@ def test_a_failing_collector_closes_that_connection_only() -> None:
 
 
 def test_no_quorum_renders_up_zero() -> None:
-    assert render(None) == "# TYPE kafka_raft_up gauge\nkafka_raft_up 0\n"
+    assert render([RaftCollector(lambda: None)]).endswith(b"# TYPE kafka_raft_up gauge\nkafka_raft_up 0.0\n")

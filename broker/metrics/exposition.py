@@ -1,0 +1,91 @@
+"""The Prometheus text format (0.0.4) of a prometheus-client registry, rendered on the event loop in
+bounded steps.
+
+Why on the loop, in steps, and not prometheus-client's ``start_http_server``: that server runs
+the collectors in its own thread, and the collectors read state the event loop owns and changes
+(dicts of partitions, groups, connections): a thread reading them races with the loop ("dictionary
+changed size during iteration", torn values). Copying a snapshot on the loop first and rendering
+it in a thread avoids the race, but the copy itself is the expensive part (thousands of
+partitions), and a rendering thread holds the GIL for up to the switch interval (5 ms) every
+time the loop wants it back. So the collectors run on the loop, lazily: each is a generator that
+reads the live state a family (or a slice of at most ``CHUNK_SAMPLES`` samples of a per-partition
+family) at a time, never keeping a dict iterator open across a yield, and the renderer gives the
+loop back (``await asyncio.sleep(0)``) whenever a step has used ``STEP_BUDGET_S``. A scrape so
+stalls the loop for about one step at a time, whatever the number of partitions, and costs only
+the rendering. prometheus-client formats each family (``generate_latest``); consecutive slices of one
+family are joined under one HELP/TYPE header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CHUNK_SAMPLES = 400  # samples per slice of a large family: ~1 ms to build and format
+STEP_BUDGET_S = 0.002  # the loop is given back once a step has taken this long
+
+T = TypeVar("T")
+
+
+class _One:
+    """A registry-shaped wrapper so ``generate_latest`` formats exactly one family."""
+
+    __slots__ = ("family",)
+
+    def __init__(self, family: Metric) -> None:
+        self.family = family
+
+    def collect(self) -> Iterable[Metric]:
+        return (self.family,)
+
+
+def _format(family: Metric, previous: str | None) -> bytes:
+    text = generate_latest(_One(family))
+    if family.name == previous:  # a further slice of the family just written: drop HELP and TYPE
+        text = text.split(b"\n", 2)[2]
+    return text
+
+
+def _families(collectors: Iterable[Collector]) -> Iterator[Metric]:
+    for collector in collectors:
+        yield from collector.collect()
+
+
+def render(collectors: Iterable[Collector]) -> bytes:
+    """The whole page at once (tests, tools)."""
+    out: list[bytes] = []
+    previous: str | None = None
+    for family in _families(collectors):
+        out.append(_format(family, previous))
+        previous = family.name
+    return b"".join(out)
+
+
+async def render_async(collectors: Iterable[Collector], budget_s: float = STEP_BUDGET_S) -> bytes:
+    """The same page, giving the loop back after every ``budget_s`` of work."""
+    out: list[bytes] = []
+    previous: str | None = None
+    step_started = time.perf_counter()
+    for family in _families(collectors):
+        out.append(_format(family, previous))
+        previous = family.name
+        if time.perf_counter() - step_started >= budget_s:
+            await asyncio.sleep(0)
+            step_started = time.perf_counter()
+    return b"".join(out)
+
+
+def sliced(items: list[T], size: int = CHUNK_SAMPLES) -> Iterator[list[T]]:
+    """``items`` in slices of ``size`` (one empty slice for no items, so the family is declared)."""
+    if not items:
+        yield []
+        return
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
