@@ -219,7 +219,7 @@ def run_broker_loggers(args: argparse.Namespace, ctx: Context) -> int:
         )  # fmt: skip
         return 0
     for res in resources:
-        out.line(f"All configs for broker-logger {res.name} are:")
+        out.line(f"Dynamic configs for broker-logger {res.name} are:")  # as kafka-configs prints
         for entry in found.get(res, {}).values():
             out.line(f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{}}")
     return 0

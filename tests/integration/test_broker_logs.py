@@ -1,0 +1,194 @@
+"""The broker's logs against a real broker process (issue #32 "Logs"): ``log.format=json`` lines
+carry the node id; Kafka's loggers switch at run time through DescribeConfigs /
+IncrementalAlterConfigs on ``BROKER_LOGGER`` (KIP-412) from ``pylog configs`` and from Kafka's own
+``kafka-configs``; the state-change log gets a line per partition leadership with its epochs;
+files under ``kafka.logs.dir`` rotate at ``log.file.max.bytes``; a restart logs the recovery
+progress; CLI progress bars appear only when stderr is a terminal (a pseudo-terminal here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pyspark_log.client import Producer
+from pyspark_log.embedded import EmbeddedBroker
+from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
+
+DEADLINE_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    root = tmp_path_factory.mktemp("broker-logs")
+    overrides = {
+        "log.format": "json",
+        "kafka.logs.dir": str(root / "klogs"),
+        "log.file.max.bytes": "20000",
+        "log.file.backup.count": "3",
+        "log.recovery.progress.interval.ms": "0",
+    }
+    with EmbeddedBroker(root / "node", kraft=True, overrides=overrides) as running:
+        yield running
+
+
+def _logs_dir(broker: EmbeddedBroker) -> Path:
+    return Path(broker.overrides["kafka.logs.dir"])
+
+
+def pylog(broker: EmbeddedBroker, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+
+def wait_for(predicate: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _json_lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _levels(broker: EmbeddedBroker) -> dict[str, str]:
+    done = pylog(broker, "configs", "--describe", "--entity-type", "broker-loggers", "--entity-name", "1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Dynamic configs for broker-logger 1 are:"
+    return dict(line.strip().split(" ")[0].split("=", 1) for line in lines[1:])
+
+
+def test_json_lines_parse_and_carry_the_node_id(broker: EmbeddedBroker) -> None:
+    lines = _json_lines(broker.output())
+    assert len(lines) > 5
+    for obj in lines:
+        assert obj["node_id"] == 1
+        assert {"timestamp", "level", "logger", "message"} <= obj.keys()
+        assert str(obj["timestamp"]).endswith("Z")
+    server = _json_lines((_logs_dir(broker) / "server.log").read_text())
+    assert any(o["logger"] == "broker.server" for o in server)
+
+
+def test_broker_loggers_switched_by_pylog_and_kafka_configs(broker: EmbeddedBroker) -> None:
+    assert _levels(broker)["kafka.request.logger"] == "WARN"
+    assert _levels(broker)["state.change.logger"] == "INFO"
+    done = pylog(broker, "configs", "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+                 "--add-config", "kafka.request.logger=DEBUG")  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout.strip() == "Completed updating config for broker-logger 1."
+    assert _levels(broker)["kafka.request.logger"] == "DEBUG"
+    bad = pylog(broker, "configs", "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+                "--add-config", "kafka.request.logger=LOUD")  # fmt: skip
+    assert bad.returncode == 1
+    assert "(INVALID_CONFIG)" in bad.stderr
+    try:
+        kafka_libs()
+    except KafkaUnavailable as exc:
+        pytest.skip(f"Apache Kafka's tools are not available: {exc}")
+    args = ("--bootstrap-server", broker.bootstrap_servers, "--entity-type", "broker-loggers", "--entity-name", "1")
+    described = kafka_tool("kafka-configs", *args, "--describe")
+    assert described.returncode == 0, described.stderr
+    assert "Dynamic configs for broker-logger 1 are:" in described.stdout
+    assert "  kafka.request.logger=DEBUG sensitive=false synonyms={}" in described.stdout.splitlines()
+    altered = kafka_tool("kafka-configs", *args, "--alter", "--add-config", "kafka.request.logger=INFO")
+    assert altered.returncode == 0, altered.stderr
+    assert "Completed updating config for broker-logger 1." in altered.stdout
+    assert _levels(broker)["kafka.request.logger"] == "INFO"
+    reset = kafka_tool("kafka-configs", *args, "--alter", "--delete-config", "kafka.request.logger")
+    assert reset.returncode == 0, reset.stderr
+    assert _levels(broker)["kafka.request.logger"] == _levels(broker)["root"]
+
+
+def test_state_change_lines_with_epochs_and_rotation(broker: EmbeddedBroker) -> None:
+    done = pylog(broker, "topics", "create", "leaders", "--partitions", "40")
+    assert done.returncode == 0, done.stderr
+    state_log = _logs_dir(broker) / "state-change.log"
+
+    def all_files() -> list[dict[str, object]]:
+        files = sorted(_logs_dir(broker).glob("state-change.log*"))
+        return [o for f in files for o in _json_lines(f.read_text())]
+
+    def broker_lines() -> list[dict[str, object]]:
+        return [o for o in all_files() if o.get("role") == "leader" and o.get("topic") == "leaders"]
+
+    wait_for(lambda: len(broker_lines()) >= 40, "a broker state-change line per partition")
+    created = [o for o in all_files() if o.get("controller") == 1 and o.get("topic") == "leaders"]
+    assert len(created) >= 40
+    first = next(o for o in broker_lines() if o["partition"] == 0)
+    assert first["logger"] == "state.change.logger"
+    assert first["node_id"] == 1
+    assert (first["leader"], first["leader_epoch"], first["isr"], first["partition_epoch"]) == (1, 0, [1], 0)
+    assert "[Broker id=1] Leader leaders-0 at leader epoch 0" in str(first["message"])
+    # 80 lines of ~500 bytes exceed log.file.max.bytes=20000: the file rolled over
+    assert (_logs_dir(broker) / "state-change.log.1").exists()
+    assert state_log.stat().st_size <= 20000
+    assert "state.change.logger" not in (_logs_dir(broker) / "server.log").read_text()  # its own file only
+
+
+def test_restart_logs_recovery_progress(broker: EmbeddedBroker) -> None:
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for _ in range(4):
+            producer.send("recovered", b"x" * 100)
+        producer.flush()
+    broker.restart()
+    wait_for(lambda: "log recovery done" in broker.output(), "the recovery summary line")
+    progress = [o for o in _json_lines(broker.output()) if str(o["message"]).startswith("log recovery: ")]
+    assert progress, "no progress line with log.recovery.progress.interval.ms=0"
+    assert progress[-1]["partitions_total"] >= 41
+    assert "ETA" in str(progress[-1]["message"])
+
+
+def _run_on_pty(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``argv`` with stderr on a pseudo-terminal; (exit code, stdout, what the terminal got)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+        assert time.monotonic() < deadline, "the command on the pseudo-terminal did not finish"
+    os.close(master)
+    assert proc.stdout is not None
+    out = proc.stdout.read().decode()
+    return proc.wait(timeout=DEADLINE_S), out, seen.decode(errors="replace")
+
+
+def test_consume_progress_bar_only_on_a_terminal(broker: EmbeddedBroker) -> None:
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for i in range(300):
+            producer.send("bars", f"v{i}".encode(), partition=0)
+        producer.flush()
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers,
+            "consume", "bars", "--from-beginning", "--max-messages", "300"]  # fmt: skip
+    code, out, terminal = _run_on_pty(argv)
+    assert code == 0
+    assert len(out.splitlines()) == 300
+    assert "bars" in terminal
+    assert "messages" in terminal
+    assert "\x1b[" in terminal
+    assert "Processed a total of 300 messages" in terminal
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert piped.returncode == 0
+    assert len(piped.stdout.splitlines()) == 300
+    assert piped.stderr.strip() == "Processed a total of 300 messages"  # no bar off a terminal
