@@ -150,6 +150,16 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.min.session.timeout.ms", int, 6000, "smallest session timeout"),
     ConfigKey("group.max.session.timeout.ms", int, 1800000, "largest session timeout"),
     ConfigKey("group.max.size", int, 2147483647, "most members of one consumer group"),
+    # KIP-848 consumer groups (broker.coordinator.consumer_group.config checks them as Kafka 4.1)
+    ConfigKey("group.coordinator.rebalance.protocols", _list, ["classic", "consumer"], "group protocols served"),
+    ConfigKey("group.consumer.session.timeout.ms", int, 45000, "session timeout of consumer-protocol members"),
+    ConfigKey("group.consumer.min.session.timeout.ms", int, 45000, "smallest group.consumer.session.timeout.ms"),
+    ConfigKey("group.consumer.max.session.timeout.ms", int, 60000, "largest group.consumer.session.timeout.ms"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", int, 5000, "heartbeat interval given to consumer members"),
+    ConfigKey("group.consumer.min.heartbeat.interval.ms", int, 5000, "smallest group.consumer.heartbeat.interval.ms"),
+    ConfigKey("group.consumer.max.heartbeat.interval.ms", int, 15000, "largest group.consumer.heartbeat.interval.ms"),
+    ConfigKey("group.consumer.max.size", int, 2147483647, "most members of one consumer-protocol group"),
+    ConfigKey("group.consumer.assignors", _list, ["uniform", "range"], "server-side assignors, the default first"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets (capped to live brokers)"),
     ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets (at creation)"),
@@ -308,6 +318,15 @@ class BrokerConfig:
         for uri in self.values["listeners"] + self.values["advertised.listeners"]:
             parse_listener(uri)
         self._validate_listener_roles()
+        from broker.coordinator.consumer_group.config import (
+            ConsumerGroupConfig,
+            ConsumerGroupConfigError,
+        )
+
+        try:
+            ConsumerGroupConfig.from_properties(self.get)
+        except (ConsumerGroupConfigError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
         refused = refusals(self.raw, self.listener_protocols)
         if refused:
             raise ConfigError("\n".join(refused))

@@ -12,8 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from broker.api.context import Broker, Request
+from pyspark_log.wire.api_keys import ApiKey
+
+# not advertised when ``consumer`` is left out of group.coordinator.rebalance.protocols (as Kafka)
+KIP848_APIS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 
 def handle_api_versions(broker: Broker, request: Request) -> Any:
     entries = broker.listener_policy.api_versions(request.connection.listener, broker.api_versions)
+    consumer = broker.groups.consumer if broker.groups is not None else None
+    if consumer is not None and not consumer.config.enabled:  # group.coordinator.rebalance.protocols=classic
+        entries = [e for e in entries if e["api_key"] not in KIP848_APIS]
     return {"error_code": 0, "api_keys": entries, "throttle_time_ms": 0}

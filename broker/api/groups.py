@@ -68,6 +68,10 @@ def handle_join_group(broker: Broker, request: Request) -> Any:
     coordinator = broker.groups
     if coordinator is None:
         return _join_body(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, body.member_id), version)
+    if coordinator.consumer is not None and coordinator.manager.status(body.group_id) is None:
+        if coordinator.consumer.is_active(body.group_id):  # a KIP-848 group with members: no migration
+            return _join_body(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body.member_id), version)
+        coordinator.consumer.forget_empty(body.group_id)
     join = JoinRequest(
         group_id=body.group_id,
         member_id=body.member_id or "",
@@ -177,6 +181,11 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
             groups.append(_empty_group(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, operations))
             continue
         code, summary = coordinator.describe_group(group_id)
+        if code == ErrorCode.NONE and coordinator.consumer is not None and coordinator.consumer.get(group_id):
+            # a KIP-848 group: Kafka's DescribeGroups (v0-v5) answers it as a Dead group without
+            # members; ConsumerGroupDescribe describes it
+            groups.append({**_empty_group(group_id, ErrorCode.NONE, operations), "group_state": "Dead"})
+            continue
         if code != ErrorCode.NONE:
             groups.append(_empty_group(group_id, code, operations))
             continue
@@ -221,11 +230,24 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     states = request.body.states_filter if request.version >= 4 else []
+    types = {t.lower() for t in request.body.types_filter} if request.version >= 5 else set()
     code, groups = coordinator.list_groups(states or ())
+    consumer = {g.group_id: g for g in coordinator.consumer.listed()} if coordinator.consumer is not None else {}
+    listed = [
+        {"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"}
+        for g, t, s in groups
+        if g not in consumer  # a consumer group's offsets live in a classic entry of the same id
+    ]
+    wanted_states = {s.lower() for s in states or ()}
+    listed += [
+        {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state.value, "group_type": "consumer"}
+        for g in consumer.values()
+        if not wanted_states or g.state.value.lower() in wanted_states
+    ]
     return {
         "throttle_time_ms": 0,
         "error_code": code,
-        "groups": [{"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups],
+        "groups": [g for g in listed if not types or g["group_type"] in types],
     }
 
 
@@ -235,7 +257,21 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
     if coordinator is None:
         results = dict.fromkeys(names, int(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     else:
-        results = coordinator.delete_groups(names)
+        consumer = coordinator.consumer
+        refused: dict[str, int] = {}
+        forgotten: set[str] = set()
+        for name in names:
+            if consumer is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
+                code = consumer.delete(name)  # None: not a KIP-848 group; NONE: forgotten, offsets below
+                if code == ErrorCode.NONE:
+                    forgotten.add(name)
+                elif code is not None:
+                    refused[name] = code
+        results = coordinator.delete_groups([n for n in names if n not in refused])
+        for name in forgotten:  # a consumer group without committed offsets has no classic entry
+            if results.get(name) == ErrorCode.GROUP_ID_NOT_FOUND:
+                results[name] = ErrorCode.NONE
+        results.update(refused)
     return {
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": results[name]} for name in dict.fromkeys(names)],
@@ -244,7 +280,14 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
 
 def group_handlers() -> dict[int, Handler]:
     """Every group API this package serves, for ``broker.server.HANDLERS``."""
+    from broker.api.consumer_groups import (
+        handle_consumer_group_describe,
+        handle_consumer_group_heartbeat,
+    )
+
     return {
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,  # KIP-848
+        ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
         ApiKey.FIND_COORDINATOR: handle_find_coordinator,
         ApiKey.JOIN_GROUP: handle_join_group,
         ApiKey.SYNC_GROUP: handle_sync_group,

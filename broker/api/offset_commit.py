@@ -94,14 +94,19 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
 
     generation = body.generation_id_or_member_epoch if version >= 1 else -1
     member_id = (body.member_id if version >= 1 else "") or ""
-    results = _commit_each_partition(
-        broker,
-        body,
-        offset_of,
-        lambda coordinator, offsets: coordinator.commit_offsets(
-            body.group_id, member_id, body.group_instance_id, generation, offsets
-        ),
-    )
+
+    def commit(coordinator: GroupCoordinator, offsets: dict[TopicPartition, CommittedOffset]) -> Any:
+        consumer = coordinator.consumer
+        if consumer is not None and coordinator.manager.status(body.group_id, allow_empty_id=True) is None:
+            # a KIP-848 group: the member epoch is checked (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
+            verdict = consumer.validate_offset_commit(body.group_id, member_id, generation, version)
+            if verdict is not None:
+                return (
+                    consumer.commit_offsets(body.group_id, offsets) if verdict == 0 else dict.fromkeys(offsets, verdict)
+                )
+        return coordinator.commit_offsets(body.group_id, member_id, body.group_instance_id, generation, offsets)
+
+    results = _commit_each_partition(broker, body, offset_of, commit)
     pending = _replication_pending(broker, body.group_id, results)
     if pending is None:
         return _commit_response(body, results)
@@ -159,6 +164,14 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
         groups = []
         for group in body.groups:
             wanted = _wanted(group.topics)
+            refused = None
+            if version >= 9 and coordinator is not None and coordinator.consumer is not None:
+                refused = coordinator.consumer.validate_offset_fetch(
+                    group.group_id, group.member_id, group.member_epoch
+                )
+            if refused is not None:  # KIP-848: a member fetching with a stale epoch or an unknown id
+                groups.append({"group_id": group.group_id, "topics": [], "error_code": refused})
+                continue
             code, topics = _fetch(coordinator, group.group_id, wanted, require_stable=body.require_stable)
             groups.append({"group_id": group.group_id, "topics": [] if code else topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}

@@ -214,6 +214,14 @@ def _dec_value(em: _Emitter, f: Field, ind: int, where: str) -> str:
     var = em.tmp("v")
     if f.array:
         _dec_array(em, f, ind, where, var)
+    elif f.is_struct and f.nullable_in(em.version) and not f.tagged_in(em.version):
+        # a nullable struct: an int8 marker, -1 null, 1 present (Kafka's generated readers)
+        em.emit(ind, f"{var} = None")
+        em.emit(ind, "pos += 1")
+        em.emit(ind, "if buf[pos - 1] == 1:")
+        em.emit(ind + 1, f"{var} = {_dec_struct(em, f.fields, ind + 1, where)}")
+        em.emit(ind, "elif buf[pos - 1] != 0xFF:")
+        em.emit(ind + 1, f"raise _bad({where!r}, buf[pos - 1])")
     elif f.is_struct:
         em.emit(ind, f"{var} = {_dec_struct(em, f.fields, ind, where)}")
     elif f.type in _FMT:
@@ -364,6 +372,13 @@ def _emit_write_null(em: _Emitter, ind: int, f: Field, w: str, where: str) -> No
 
 def _enc_value(em: _Emitter, f: Field, ind: int, *, v: str, w: str, where: str) -> None:
     """Emit code writing the value held in local ``v`` with writer ``w``."""
+    if f.is_struct and not f.array and f.nullable_in(em.version) and not f.tagged_in(em.version):
+        em.emit(ind, f"if {v} is None:")
+        em.emit(ind + 1, f"{w}(b'\\xff')")  # a nullable struct: the int8 marker -1 (null) or 1
+        em.emit(ind, "else:")
+        em.emit(ind + 1, f"{w}(b'\\x01')")
+        _enc_struct(em, f.fields, ind + 1, m=v, w=w, where=where)
+        return
     if f.is_struct and not f.array:
         m = em.tmp("m")
         em.emit(ind, f"{m} = {{}} if {v} is None else {v}")

@@ -127,8 +127,8 @@ def check_fields(fields: tuple[Field, ...], where: str, flexible: Versions) -> N
             raise ValueError(f"{at}: unknown type {f.type!r}")
         if f.is_struct != bool(f.fields):
             raise ValueError(f"{at}: structs, and only structs, have nested fields")
-        if not f.nullable.empty and not (f.array or f.type in NULLABLE_TYPES):
-            raise ValueError(f"{at}: only strings, bytes, records and arrays can be nullable")
+        if not f.nullable.empty and not (f.array or f.type in NULLABLE_TYPES or f.is_struct):
+            raise ValueError(f"{at}: only strings, bytes, records, arrays and structs can be nullable")
         if f.tag is not None:
             if f.tag in tags:
                 raise ValueError(f"{at}: duplicate tag {f.tag}")

@@ -67,6 +67,12 @@ def attach(
         node_id=node_id,
         rng=rng,
     )
+    from broker.coordinator.consumer_group.config import ConsumerGroupConfig
+    from broker.coordinator.consumer_group.coordinator import ConsumerGroups
+
+    coordinator.consumer = ConsumerGroups(
+        ConsumerGroupConfig.from_properties(config_get), coordinator.manager, clock_ms, rng=rng
+    )
     coordinator.startup(*led_offsets_partitions(image, node_id))
     replicas.add_marker_listener(coordinator.on_marker)  # transactional offset commits
 
@@ -78,6 +84,8 @@ def attach(
         }
         gone.discard(OFFSETS_TOPIC)
         coordinator.manager.set_partitions(*led_offsets_partitions(new, node_id))
+        if coordinator.consumer is not None:
+            coordinator.consumer.drop_unowned()
         if gone:
             coordinator.manager.remove_offsets_of_topics(gone)
 

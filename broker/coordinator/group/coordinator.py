@@ -33,6 +33,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.coordinator.group.group import Group, GroupState, JoinCallback, SyncCallback, TopicPartition
 from broker.coordinator.group.manager import GroupConfig, GroupManager
@@ -41,6 +42,9 @@ from broker.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
 from broker.coordinator.group.store import OffsetsLog
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE
 from pyspark_log.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.coordinator.consumer_group.coordinator import ConsumerGroups
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,7 @@ class GroupCoordinator:
         self.config = config
         self.manager = GroupManager(config, store, clock_ms, node_id=node_id)
         self._rb = Rebalancer(config, self.manager, clock_ms, rng)
+        self.consumer: ConsumerGroups | None = None  # KIP-848 groups (``attach`` sets them up)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

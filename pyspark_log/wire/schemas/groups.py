@@ -5,7 +5,8 @@ OffsetCommit (8), OffsetFetch (9), OffsetDelete (47).
 Facts: Kafka 3.7 message schemas of the same names (classic group protocol; KIP-345 static
 members, KIP-394 member id required, KIP-429 cooperative, KIP-559 protocol type/name in
 SyncGroup, KIP-699 batched FindCoordinator v4, KIP-709 batched OffsetFetch v8, KIP-800 reasons,
-KIP-814 skip assignment, KIP-848 member epochs in OffsetCommit/OffsetFetch v9).
+KIP-814 skip assignment, KIP-848 member epochs in OffsetCommit/OffsetFetch v9; ListGroups v5's
+group types from Kafka 3.8+, KIP-848).
 """
 
 from __future__ import annotations
@@ -149,9 +150,10 @@ DESCRIBE_GROUPS = api(
 )  # fmt: skip
 
 LIST_GROUPS = api(
-    ApiKey.LIST_GROUPS, "0-4", "3+",
+    ApiKey.LIST_GROUPS, "0-5", "3+",
     request="""
         states_filter             []string  4+
+        types_filter              []string  5+   # KIP-848 (Kafka 3.8+): classic, consumer
     """,
     response="""
         throttle_time_ms          int32   1+
@@ -160,6 +162,7 @@ LIST_GROUPS = api(
           group_id                string
           protocol_type           string
           group_state             string  4+
+          group_type              string  5+
     """,
 )  # fmt: skip
 

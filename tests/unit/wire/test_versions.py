@@ -31,9 +31,14 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
     for key, versions in SUPPORTED_VERSIONS.items():
         if key == ApiKey.LIST_TRANSACTIONS:  # v1 (KIP-994) is Kafka 3.8's, served on purpose
             assert versions == BROKER_API_VERSIONS[(3, 8)][key] == (0, 1)
+        elif key == ApiKey.LIST_GROUPS:  # v5 (KIP-848 group types) is Kafka 3.8's, served on purpose
+            assert versions == BROKER_API_VERSIONS[(3, 8)][key] == (0, 5)
+        elif key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):  # KIP-848 at Kafka 4.1's
+            assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
-    assert set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 62, 63}  # + KRaft broker registration
+    # + KRaft broker registration, ConsumerGroupDescribe (not in 3.7)
+    assert set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 62, 63, 69}
 
 
 def test_kafka_python_infers_kafka_3_7():

@@ -1,0 +1,394 @@
+"""One KIP-848 consumer group: members, the group epoch, the target assignment and its epoch, and
+the decisions of ConsumerGroupHeartbeat (Kafka 4.1 ``GroupMetadataManager.consumerGroupHeartbeat``).
+
+Pure: time comes in as ``now_ms``, the topics as a mapping, randomness as the member id the caller
+generated; nothing here does I/O or reads a clock. The driver (``coordinator.py``) owns the timers
+and tells the group when a session or a revocation deadline passes.
+
+Epochs (KIP-848 "Group Epoch", "Target Assignment Epoch", "Member Epoch"):
+
+* the **group epoch** goes up when the membership or a subscription or the assignor changes, or
+  when the subscribed topics' metadata (ids, partition counts, regex matches) changes;
+* the **assignment epoch** is the group epoch the target assignment was computed at; a heartbeat
+  that finds ``group_epoch > assignment_epoch`` computes a new target with the group's assignor;
+* a **member epoch** reaches the assignment epoch through reconciliation (``reconcile``): a member
+  that must revoke partitions stays at its epoch until it reports them revoked, and a partition
+  goes to its new owner only once no other member holds it.
+
+Group states (the names ConsumerGroupDescribe and ListGroups report): Empty (no members),
+Assigning (group epoch ahead of the assignment epoch; transient here, the target is computed in
+the same heartbeat), Reconciling (some member not yet STABLE at the assignment epoch), Stable.
+
+Errors (ConsumerGroupHeartbeat): UNKNOWN_MEMBER_ID for a member this group does not have,
+FENCED_MEMBER_EPOCH for an epoch that is not the member's (nor its previous one with owned
+partitions it really has: a lost response), UNRELEASED_INSTANCE_ID for a static instance id still
+held by a live member, GROUP_MAX_SIZE_REACHED past ``group.consumer.max.size``,
+UNSUPPORTED_ASSIGNOR for a ``ServerAssignor`` the broker does not configure,
+INVALID_REGULAR_EXPRESSION for a regex RE2 cannot compile, INVALID_REQUEST for malformed joins.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from broker.coordinator.consumer_group.assignors import ASSIGNORS, Assignment
+from broker.coordinator.consumer_group.config import ConsumerGroupConfig
+from broker.coordinator.consumer_group.reconcile import (
+    MemberAssignment,
+    MemberState,
+    Partitions,
+    is_subset,
+    normalize,
+    reconcile,
+)
+from broker.coordinator.consumer_group.regex import RegexError, matching_topics
+from pyspark_log.wire.errors import ErrorCode
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+TopicsView = Mapping[str, tuple[object, int]]  # topic name -> (topic id, partition count)
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class HeartbeatError(Exception):
+    """A heartbeat refused with a Kafka error code (and message)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or ErrorCode(code).name)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    """ConsumerGroupHeartbeat's fields, topic ids already mapped to names (None: not sent)."""
+
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Partitions | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300_000
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    assignment: MemberAssignment = field(default_factory=MemberAssignment)
+
+    @property
+    def member_epoch(self) -> int:
+        return self.assignment.member_epoch
+
+
+@dataclass(frozen=True)
+class HeartbeatOutcome:
+    member_id: str
+    member_epoch: int
+    assignment: Partitions | None  # None: not sent (unchanged)
+    session_deadline_ms: int | None  # None: no session (the member left)
+    revocation_deadline_ms: int | None  # set while the member must revoke partitions
+    fenced: tuple[str, ...] = ()  # member ids removed by this heartbeat (a rejoin's old self)
+
+
+@dataclass
+class ConsumerGroup:
+    """See the module docstring; ``heartbeat`` is the one entry for member requests."""
+
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: Assignment = field(default_factory=dict)  # member id -> topic -> partitions
+    subscription_metadata: dict[str, tuple[object, int]] = field(default_factory=dict)
+    owners: dict[tuple[str, int], str] = field(default_factory=dict)  # assigned or revoking -> member
+    assignor_name: str = ""
+    deleted: bool = False
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.deleted:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for member in self.members.values():
+            a = member.assignment
+            if a.state is not MemberState.STABLE or a.member_epoch != self.assignment_epoch:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def subscribed_topics(self, topics: TopicsView) -> dict[str, frozenset[str]]:
+        """member id -> the existing topics it subscribes to (names and regex matches)."""
+        names = frozenset(topics)
+        out: dict[str, frozenset[str]] = {}
+        for member in self.members.values():
+            subs = {t for t in member.subscribed_topic_names if t in names}
+            if member.subscribed_topic_regex:
+                subs |= matching_topics(member.subscribed_topic_regex, names)
+            out[member.member_id] = frozenset(subs)
+        return out
+
+    # -- ownership ----------------------------------------------------------------------------
+
+    def _set_assignment(self, member: ConsumerMember, new: MemberAssignment) -> None:
+        old = member.assignment
+        for parts in (old.assigned, old.pending_revocation):
+            for topic, ps in parts.items():
+                for p in ps:
+                    if self.owners.get((topic, p)) == member.member_id:
+                        del self.owners[(topic, p)]
+        for parts in (new.assigned, new.pending_revocation):
+            for topic, ps in parts.items():
+                for p in ps:
+                    self.owners[(topic, p)] = member.member_id
+        member.assignment = new
+
+    def _owned_elsewhere(self, member_id: str) -> Callable[[str, int], bool]:
+        owners = self.owners
+
+        def check(topic: str, partition: int) -> bool:
+            owner = owners.get((topic, partition))
+            return owner is not None and owner != member_id
+
+        return check
+
+    # -- membership changes -------------------------------------------------------------------
+
+    def remove_member(self, member_id: str) -> bool:
+        """Drop a member (left, fenced or timed out): its partitions become free and the group
+        epoch goes up. Returns False if it was not a member."""
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return False
+        self._set_assignment(member, MemberAssignment())
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        self.target.pop(member_id, None)
+        self.group_epoch += 1
+        return True
+
+    # -- ConsumerGroupHeartbeat ---------------------------------------------------------------
+
+    def heartbeat(
+        self,
+        req: HeartbeatRequest,
+        topics: TopicsView,
+        config: ConsumerGroupConfig,
+        now_ms: int,
+        *,
+        full_request: bool,
+    ) -> HeartbeatOutcome:
+        """Apply one heartbeat (validated for shape by the caller); raises ``HeartbeatError``."""
+        if req.server_assignor is not None and req.server_assignor not in config.assignors:
+            raise HeartbeatError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported"
+            )
+        if req.subscribed_topic_regex is not None:
+            try:
+                matching_topics(req.subscribed_topic_regex, frozenset())
+            except RegexError as exc:
+                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from None
+
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(req, now_ms, config)
+
+        fenced: list[str] = []
+        bump = False
+        member = self.members.get(req.member_id)
+        if req.member_epoch == JOIN_EPOCH:
+            if req.instance_id is not None:
+                holder_id = self.static_members.get(req.instance_id)
+                holder = self.members.get(holder_id) if holder_id is not None else None
+                if holder is not None and holder.member_id != req.member_id:
+                    if holder.member_epoch != STATIC_LEAVE_EPOCH:
+                        raise HeartbeatError(
+                            ErrorCode.UNRELEASED_INSTANCE_ID,
+                            f"Static member with instance id {req.instance_id} is not released yet",
+                        )
+                    # a static member back under a new member id takes over its assignment
+                    del self.members[holder.member_id]
+                    fenced.append(holder.member_id)
+                    self.target[req.member_id] = self.target.pop(holder.member_id, {})
+                    restored = replace(
+                        holder.assignment,
+                        member_epoch=holder.assignment.previous_member_epoch,
+                    )
+                    holder.member_id = req.member_id
+                    holder.assignment = MemberAssignment()
+                    self.members[req.member_id] = holder
+                    self._set_assignment(holder, restored)
+                    self.static_members[req.instance_id] = req.member_id
+                    member = holder
+            if member is not None and not fenced:
+                # a known member rejoining has lost its state: it owns nothing any more
+                self._set_assignment(member, MemberAssignment())
+                bump = True
+            if member is None:
+                if len(self.members) >= config.max_size:
+                    raise HeartbeatError(
+                        ErrorCode.GROUP_MAX_SIZE_REACHED,
+                        f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+                    )
+                member = ConsumerMember(req.member_id)
+                self.members[req.member_id] = member
+                if req.instance_id is not None:
+                    self.static_members[req.instance_id] = req.member_id
+                bump = True
+        else:
+            if member is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}."
+                )
+            self._check_epoch(member, req)
+
+        # the member's fields (a null field did not change)
+        if req.instance_id is not None:
+            member.instance_id = req.instance_id
+        if req.rack_id is not None and req.rack_id != member.rack_id:
+            member.rack_id = req.rack_id
+        if req.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.client_id = req.client_id
+        member.client_host = req.client_host
+        if req.subscribed_topic_names is not None:
+            names = tuple(sorted(set(req.subscribed_topic_names)))
+            if names != member.subscribed_topic_names:
+                member.subscribed_topic_names = names
+                bump = True
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None
+            if regex != member.subscribed_topic_regex:
+                member.subscribed_topic_regex = regex
+                bump = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor
+            bump = True
+
+        # the subscribed topics' metadata: a new match, a deleted topic or more partitions
+        subscriptions = self.subscribed_topics(topics)
+        wanted = frozenset().union(*subscriptions.values()) if subscriptions else frozenset()
+        metadata = {t: topics[t] for t in sorted(wanted)}
+        if metadata != self.subscription_metadata:
+            self.subscription_metadata = metadata
+            bump = True
+        if bump:
+            self.group_epoch += 1
+
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target(subscriptions, config)
+
+        previous = member.assignment
+        target = self.target.get(member.member_id, {})
+        nxt = reconcile(
+            previous,
+            self.assignment_epoch,
+            target,
+            self._owned_elsewhere(member.member_id),
+            req.owned,
+        )
+        if nxt != previous:
+            self._set_assignment(member, nxt)
+        send = req.member_epoch == JOIN_EPOCH or full_request or nxt.assigned != previous.assigned
+        revoking = nxt.state is MemberState.UNREVOKED_PARTITIONS
+        revocation = now_ms + member.rebalance_timeout_ms if revoking else None
+        return HeartbeatOutcome(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            assignment=dict(nxt.assigned) if send else None,
+            session_deadline_ms=now_ms + config.session_timeout_ms,
+            revocation_deadline_ms=revocation,
+            fenced=tuple(fenced),
+        )
+
+    def _check_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
+        """Kafka ``throwIfConsumerGroupMemberEpochIsInvalid``: a newer epoch than the member's is
+        fenced; an older one is accepted only if it is the previous epoch and the member reports
+        owning a subset of what it has (it missed the response that bumped its epoch)."""
+        received, current = req.member_epoch, member.member_epoch
+        if received > current:
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the one known by the "
+                f"group coordinator ({current}). The member must abandon all its partitions and rejoin.",
+            )
+        if received < current:
+            a = member.assignment
+            if received == a.previous_member_epoch and req.owned is not None and is_subset(req.owned, a.assigned):
+                return
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({received}) than the one known by the "
+                f"group coordinator ({current}). The member must abandon all its partitions and rejoin.",
+            )
+
+    def _leave(self, req: HeartbeatRequest, now_ms: int, config: ConsumerGroupConfig) -> HeartbeatOutcome:
+        member = self.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            held = self.static_members.get(req.instance_id)
+            member = self.members.get(held) if held is not None else None
+        if member is None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}."
+            )
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # KIP-848 static member leaving temporarily: keep its assignment until its session ends
+            kept = member.assignment
+            member.assignment = replace(kept, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=kept.member_epoch)
+            return HeartbeatOutcome(
+                member.member_id, STATIC_LEAVE_EPOCH, None, now_ms + config.session_timeout_ms, None
+            )
+        self.remove_member(member.member_id)
+        return HeartbeatOutcome(member.member_id, LEAVE_EPOCH, None, None, None)
+
+    def _compute_target(self, subscriptions: Mapping[str, frozenset[str]], config: ConsumerGroupConfig) -> None:
+        """A new target assignment at the group epoch, with the assignor most members name
+        (ties: the broker's order), or the broker's default."""
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            if member.server_assignor is not None:
+                votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
+        if votes:
+            name = max(config.assignors, key=lambda a: (votes.get(a, 0), -config.assignors.index(a)))
+        else:
+            name = config.default_assignor
+        self.assignor_name = name
+        counts = {t: count for t, (_, count) in self.subscription_metadata.items()}
+        self.target = ASSIGNORS[name](subscriptions, counts, self.target)
+        self.assignment_epoch = self.group_epoch
+
+    def expire_member(self, member_id: str) -> bool:
+        """A session or revocation deadline passed: the member is fenced (KIP-848 "Member
+        Expiration", "Rebalance Timeout")."""
+        return self.remove_member(member_id)
+
+    def describe_target(self, member_id: str) -> Partitions:
+        return normalize(self.target.get(member_id, {}))
