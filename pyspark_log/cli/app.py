@@ -35,6 +35,7 @@ from pyspark_log.cli import (
     log_dirs,
     metadata_quorum,
     offsets,
+    perf,
     produce,
     topics,
     transactions,
@@ -69,6 +70,7 @@ COMMANDS = (
     configs,
     users,
     acls,
+    perf,
 )
 
 _LOGGERS = ("pyspark_log", "asyncio")

@@ -33,6 +33,7 @@ from pyspark_log.client.clock import SYSTEM_CLOCK, Clock
 from pyspark_log.client.config import client_software, parse_host_port
 from pyspark_log.client.connection import BrokerConnection, Connector, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError, KafkaTimeoutError, error_for
+from pyspark_log.client.metrics import ClientMetrics
 from pyspark_log.client.security import connector_for
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -198,6 +199,7 @@ class Cluster:
         self._dead: KafkaError | None = None
         self._closed = False
         self._software = client_software()
+        self.metrics = ClientMetrics(config, clock)  # the client's sensors (metrics.py)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -449,6 +451,7 @@ class Cluster:
                 software=self._software,
             )
             conn.on_close = self._on_conn_close
+            conn.metrics = self.metrics
             await conn.connect(self._connect_timeout_ms)
         except KafkaError:
             failures, _ = self._failures.get(node_id, (0, 0.0))
@@ -467,12 +470,14 @@ class Cluster:
         if old is not None and old is not conn:
             old.close()
         self._conns[node_id] = conn
+        self.metrics.on_connect()
         self._notify()
         return conn
 
     def _on_conn_close(self, conn: BrokerConnection, exc: KafkaError) -> None:
         if self._conns.get(conn.node_id) is conn:
             del self._conns[conn.node_id]
+            self.metrics.on_close()
             if not self._closed:
                 log.debug("connection to %s closed: %s", conn, exc)
                 self.request_update()

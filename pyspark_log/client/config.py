@@ -79,6 +79,10 @@ _COMMON = (
     # "" is the Java client's way of saying no host name check, "none" librdkafka's
     _s("ssl.endpoint.identification.algorithm", "https", ("https", "none", "")),
     _s("client.rack", ""),
+    # client metrics windows (metrics.py; Kafka's SampledStat)
+    _i("metrics.sample.window.ms", 30000, 1),
+    _i("metrics.num.samples", 2, 1),
+    _s("metrics.recording.level", "INFO", ("INFO", "DEBUG", "TRACE")),
 )
 
 PRODUCER = {

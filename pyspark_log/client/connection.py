@@ -171,6 +171,8 @@ class BrokerConnection:
         self.throttled_until = 0.0
         self.throttle_time_ms_total = 0  # sum of the throttle times the broker asked for
         self.on_close: Callable[[BrokerConnection, KafkaError], None] | None = None
+        # the client's ClientMetrics (metrics.py), set by Cluster: bytes and latency per request
+        self.metrics: Any = None
 
     def __repr__(self) -> str:
         return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
@@ -302,6 +304,10 @@ class BrokerConnection:
             if expect_response:
                 fut = asyncio.get_running_loop().create_future()
                 self._in_flight.append((correlation_id, int(api_key), version, fut))
+            metrics = self.metrics
+            if metrics is not None:
+                metrics.on_request(sum(map(len, chunks)))
+                sent_at = asyncio.get_running_loop().time()
             try:
                 for chunk in chunks:  # one frame: no await between its chunks
                     self._writer.write(chunk)
@@ -313,7 +319,10 @@ class BrokerConnection:
                 return None
             try:
                 async with asyncio.timeout(timeout_ms / 1000.0):
-                    return await asyncio.shield(fut)
+                    resp = await asyncio.shield(fut)
+                if metrics is not None:
+                    metrics.on_latency((asyncio.get_running_loop().time() - sent_at) * 1000.0)
+                return resp
             except TimeoutError:
                 name = ApiKey(api_key).title if api_key in ApiKey._value2member_map_ else str(api_key)
                 timed_out = KafkaTimeoutError(f"{name} request to {self} timed out after {timeout_ms:.0f} ms")
@@ -358,6 +367,8 @@ class BrokerConnection:
 
     def _dispatch(self, frame: bytes) -> None:
         correlation_id = peek_correlation_id(frame)
+        if self.metrics is not None:
+            self.metrics.on_response(len(frame) + 4)
         if not self._in_flight:
             raise ProtocolError(f"{self} sent a response (correlation id {correlation_id}) nobody asked for")
         expected, api_key, version, fut = self._in_flight.popleft()

@@ -56,6 +56,7 @@ from pyspark_log.client.group.subscription import (
     run_inline,
 )
 from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
+from pyspark_log.client.metrics import Metrics, consumer_metrics, record_fetch, record_lag
 from pyspark_log.client.offsets import OffsetResult, list_offsets
 from pyspark_log.client.types import (
     AbortedTransaction,
@@ -388,7 +389,9 @@ class AsyncConsumer:
         if offsets and self._group is not None and self._group.active:
             await self._group.commit(offsets, timeout_ms or self.default_api_timeout_ms)
         elif offsets:
+            started = self._clock.monotonic_ms()
             await self._groups.commit(self._group_id(), offsets, timeout_ms or self.default_api_timeout_ms)
+            self.cluster.metrics.sensor("commit-latency").record(self._clock.monotonic_ms() - started)
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
@@ -448,6 +451,24 @@ class AsyncConsumer:
                 )
             await asyncio.sleep(wait_s)
 
+    def _record_raw_fetch(self, fetched: RawFetch, offset: int, sent_ms: float, throttle_ms: int) -> None:
+        """Fetch metrics of one ``fetch_raw`` answer: records counted from its batch headers
+        (records at or past ``offset``, control records included), per batch, not per record."""
+        records = 0
+        next_offset = offset
+        for _, header in iter_batch_headers(fetched.records, verify_crc=False):
+            records += min(header.records_count, header.next_offset - offset)
+            next_offset = header.next_offset
+        m = self.cluster.metrics
+        record_fetch(m, self._clock.monotonic_ms() - sent_ms, records, len(fetched.records), throttle_ms)
+        if fetched.high_watermark >= 0:
+            record_lag(m, max(fetched.high_watermark - next_offset, 0))
+
+    def metrics(self) -> Metrics:
+        """Kafka's consumer metrics by group and name (``metrics.py``): ``consumer-metrics``,
+        ``consumer-fetch-manager-metrics``, ``consumer-coordinator-metrics``."""
+        return consumer_metrics(self.cluster.metrics, assigned_partitions=len(self.fetcher.assignment))
+
     async def _check_exists(self, tp: TopicPartition) -> None:
         """Raise UnknownTopicOrPartitionError (not retried) if fresh metadata lacks ``tp``.
 
@@ -496,6 +517,7 @@ class AsyncConsumer:
             "forgotten_topics_data": [],
             "rack_id": self.settings.rack,
         }
+        sent_ms = self._clock.monotonic_ms()
         resp = await cluster.send(leader, ApiKey.FETCH, body, timeout_ms=self.settings.request_timeout_ms + max_wait_ms)
         if resp.error_code != ErrorCode.NONE:
             raise error_for(resp.error_code, context=f"fetch {tp}")
@@ -513,7 +535,9 @@ class AsyncConsumer:
                 raw = part.records
                 data = b"" if raw is None else bytes(raw[: complete_prefix_size(raw)])
                 aborted = [AbortedTransaction(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
-                return RawFetch(data, part.high_watermark, part.last_stable_offset, part.log_start_offset, aborted)
+                fetched = RawFetch(data, part.high_watermark, part.last_stable_offset, part.log_start_offset, aborted)
+                self._record_raw_fetch(fetched, offset, sent_ms, resp.get("throttle_time_ms") or 0)
+                return fetched
         if resp.get("throttle_time_ms", 0) > 0:  # a throttled Fetch is answered without data (seed 000 §4.9)
             raise _ThrottledFetch(f"throttled for {resp.throttle_time_ms} ms by a quota")
         raise error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"the broker did not answer for {tp}")

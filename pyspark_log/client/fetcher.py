@@ -39,6 +39,7 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import OffsetOutOfRangeError, ProtocolError, RecordTooLargeError, error_for
+from pyspark_log.client.metrics import metrics_of, record_fetch, record_lag
 from pyspark_log.client.offsets import list_offsets
 from pyspark_log.client.types import (
     AbortedTransaction,
@@ -166,6 +167,9 @@ class Fetcher:
         self._requests: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self.dead: BaseException | None = None
+        self._metrics = metrics_of(cluster)  # per Fetch response and per partition (metrics.py)
+        self._fetched_records = 0
+        self._fetched_bytes = 0
         cluster.add_listener(self._wakeup.set)
 
     # -- assignment and positions (called by the consumer) ----------------------------------
@@ -344,6 +348,7 @@ class Fetcher:
     async def _fetch(self, node: int, parts: list[tuple[TopicPartition, int, int]]) -> None:
         try:
             timeout = self.settings.request_timeout_ms + self.settings.max_wait_ms
+            sent_ms = self._clock.monotonic_ms()
             try:
                 resp = await self._cluster.send(node, ApiKey.FETCH, self.fetch_body(parts), timeout_ms=timeout)
             except KafkaError as exc:
@@ -357,7 +362,11 @@ class Fetcher:
                     if st is not None and st.generation == gen:
                         self._retry_later(st)
                 return
+            self._fetched_records = self._fetched_bytes = 0
             self._handle_response(resp, parts)
+            latency_ms = self._clock.monotonic_ms() - sent_ms
+            throttle_ms = resp.get("throttle_time_ms") or 0
+            record_fetch(self._metrics, latency_ms, self._fetched_records, self._fetched_bytes, throttle_ms)
         finally:
             self._nodes_in_flight.discard(node)
             self._wakeup.set()
@@ -409,6 +418,10 @@ class Fetcher:
                 self._fail(tp, st, RecordTooLargeError(too_large))
                 return
             st.failures = 0
+            self._fetched_records += len(parsed.records)
+            self._fetched_bytes += len(part.records or b"")
+            if part.high_watermark >= 0:
+                record_lag(self._metrics, max(part.high_watermark - parsed.next_offset, 0))
             if parsed.records or parsed.next_offset > offset:
                 self._buffer[tp] = CompletedFetch(st.generation, parsed.records, parsed.next_offset)
                 if parsed.records:

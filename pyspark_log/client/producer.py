@@ -56,6 +56,7 @@ from pyspark_log.client.errors import (
 from pyspark_log.client.futures import DeliveryCallback, RecordFuture
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.handoff import Handoff
+from pyspark_log.client.metrics import Metrics, producer_metrics
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
 from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ProducerBatch, Thunk
 from pyspark_log.client.send_prep import HeadersArg, check_record_size, prepare_record
@@ -597,6 +598,16 @@ class AsyncProducer:
         self.accumulator.abort_all(err)
         self._handoff.abort(err)
         await self.cluster.close()
+
+    def metrics(self) -> Metrics:
+        """Kafka's producer metrics by group and name (``metrics.py``): ``producer-metrics``
+        with record-send-rate, request-latency-avg, buffer-available-bytes, ..."""
+        return producer_metrics(
+            self.cluster.metrics,
+            buffer_available=self.pool.available_bytes,
+            buffer_total=self.pool.total_bytes,
+            in_flight=self.sender.in_flight_requests if self.sender is not None else 0,
+        )
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition numbers of ``topic`` (waits up to ``max.block.ms`` for its metadata)."""

@@ -43,6 +43,7 @@ from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, error_for
+from pyspark_log.client.metrics import metrics_of, record_produce_request
 from pyspark_log.client.producer_batch import ProducerBatch, encode_sections
 from pyspark_log.client.txn_manager import TransactionManager, fatal_error
 from pyspark_log.records.header import NO_SEQUENCE
@@ -89,6 +90,7 @@ class Sender:
         self._requests: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._metrics = metrics_of(cluster)  # per request and per batch, never per record (metrics.py)
         cluster.add_listener(self.wakeup)
 
     def start(self) -> None:
@@ -185,9 +187,12 @@ class Sender:
     def _body(self, batches: list[ProducerBatch]) -> dict[str, Any]:
         encode_sections(batches)  # the request's send() batches in one columnar pass
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        sizes: list[int] = []
         for batch in batches:
             data = batch.encode(self._acc.codec)
+            sizes.append(len(data))
             by_topic.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": data})
+        record_produce_request(self._metrics, batches, sizes, self._acc.codec != 0)
         return {
             "transactional_id": self._txn.transactional_id if self._txn is not None else None,
             "acks": self.acks,
@@ -226,6 +231,7 @@ class Sender:
 
     def _handle_response(self, batches: list[ProducerBatch], resp: Message) -> None:
         now = self._clock.monotonic_ms()
+        self._metrics.sensor("produce-throttle-time").record(resp.get("throttle_time_ms") or 0, now)
         answers: dict[tuple[str, int], Message] = {}
         for topic in resp.responses:
             for part in topic.partition_responses:
@@ -244,6 +250,7 @@ class Sender:
             )
             exc = error_for(code, detail, context=f"produce to {batch.tp}")
             if code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
+                self._metrics.sensor("batch-split").record(1, now)
                 self._acc.split_and_reenqueue(batch, now)
                 continue
             if code in STALE_METADATA_ERRORS:
@@ -266,6 +273,7 @@ class Sender:
                     self._fail(batch, stale, rejected=False)
                     return
                 log.debug("retrying %s after %s", batch, exc)
+                self._metrics.sensor("record-retry").record(batch.record_count, now)
                 self._acc.reenqueue(batch, now)
                 return
         if txn is not None and exc.code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
@@ -281,6 +289,7 @@ class Sender:
     def _fail(self, batch: ProducerBatch, exc: KafkaError, *, rejected: bool) -> None:
         if batch.done:
             return
+        self._metrics.sensor("record-error").record(batch.record_count)
         if self._txn is not None:
             if exc.code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
                 exc = fatal_error(exc.code, f"produce to {batch.tp} refused")

@@ -332,6 +332,13 @@ class Producer(_SyncClient):
     def partitions_for(self, topic: str) -> list[int]:
         return self._run(self._core.partitions_for(topic), _wait_s(self._core.max_block_ms, 0))
 
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Kafka's producer metrics by group and name (see ``pyspark_log.client.metrics``);
+        read on the client's I/O thread. After ``close`` the last values stay readable."""
+        if self._closed:
+            return self._core.metrics()
+        return self._call(self._core.metrics)
+
     # -- transactions: see AsyncProducer / transactions.py ----------------------------------------
 
     def _txn_wait(self, timeout_ms: float | None) -> float:

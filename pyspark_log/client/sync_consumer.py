@@ -224,6 +224,13 @@ class Consumer(_SyncClient):
         )
         return self._run(coro, _wait_s(timeout_ms, self._api_ms) + max_wait_ms / 1000.0)
 
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Kafka's consumer metrics by group and name (see ``pyspark_log.client.metrics``);
+        read on the client's I/O thread. After ``close`` the last values stay readable."""
+        if self._closed:
+            return self._core.metrics()
+        return self._call(self._core.metrics)
+
     def close(self, timeout_ms: float | None = None) -> None:
         if self._closed:
             return

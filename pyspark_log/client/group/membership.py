@@ -46,6 +46,7 @@ from pyspark_log.client.group.subscription import (
     run_inline,
 )
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.metrics import metrics_of
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ErrorCode, KafkaError
 from pyspark_log.wire.consumer_protocol import Assignment
@@ -88,6 +89,7 @@ class ConsumerGroup:
         self._joined_topics: frozenset[str] = frozenset()
         self._leader_snapshot: dict[str, int] | None = None
         self._join_task: asyncio.Task[Assignment] | None = None
+        self._join_started_ms = 0.0
         self._synced: Assignment | None = None
         self._fatal: KafkaError | None = None
         self._last_poll_ms = clock.monotonic_ms()
@@ -175,6 +177,7 @@ class ConsumerGroup:
             await self._lose_all()
         if self._join_task is None and self._synced is None and (self._rejoin_needed or not self.membership.is_stable):
             await self._prepare_join()
+            self._join_started_ms = self._clock.monotonic_ms()
             self._join_task = asyncio.get_running_loop().create_task(self._join_and_sync(), name="pylog-join")
         if self._join_task is not None:
             with contextlib.suppress(TimeoutError):
@@ -188,6 +191,9 @@ class ConsumerGroup:
                 self._fatal = exc if isinstance(exc, KafkaError) else ClientClosedError(f"join failed: {exc!r}")
                 raise self._fatal
             self._synced = task.result()
+            # consumer-coordinator-metrics rebalance-total / rebalance-latency-* (metrics.py)
+            rebalance_ms = self._clock.monotonic_ms() - self._join_started_ms
+            metrics_of(self.cluster).sensor("rebalance-latency").record(rebalance_ms)
             self.membership.transition_to(MemberState.STABLE)
             self._heartbeat_wake.set()
         if self._synced is not None:
@@ -409,7 +415,9 @@ class ConsumerGroup:
             code = ErrorCode.REBALANCE_IN_PROGRESS if joining else ErrorCode.ILLEGAL_GENERATION
             raise CommitFailedError(code, f"group {self.group_id!r} is rebalancing: poll, then commit again")
         body = rq.commit_body(self, offsets)
+        started = self._clock.monotonic_ms()
         await self._with_retries(timeout_ms, lambda: self._commit_once(body))
+        metrics_of(self.cluster).sensor("commit-latency").record(self._clock.monotonic_ms() - started)
 
     async def _commit_once(self, body: dict[str, Any]) -> None:
         resp = await self.link.request(rq.OFFSET_COMMIT, body)
