@@ -317,7 +317,10 @@ class ConsumerGroup:
         )
         if nxt != previous:
             self._set_assignment(member, nxt)
-        send = req.member_epoch == JOIN_EPOCH or full_request or nxt.assigned != previous.assigned
+        # sent on a join, a full request (a client after an error), a change, or when the member
+        # reports owning something else than it should (it missed a response)
+        differs = req.owned is not None and normalize(req.owned) != nxt.assigned
+        send = req.member_epoch == JOIN_EPOCH or full_request or nxt.assigned != previous.assigned or differs
         revoking = nxt.state is MemberState.UNREVOKED_PARTITIONS
         revocation = now_ms + member.rebalance_timeout_ms if revoking else None
         return HeartbeatOutcome(
