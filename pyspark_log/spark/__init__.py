@@ -3,21 +3,38 @@ and its exactly-once sink ``df.writeStream.format("pylog")`` / ``df.write.format
 
 Importing this package imports pyspark. ``register(spark)`` makes the format known to a
 session; importing the package registers it with the active session, if there is one.
+
+Spark starts a fresh Python process for each planning step of a Python data source (look-up,
+reader/writer creation, commit), and each imports this package: the reader, the writer and the
+client behind them are imported when a step needs them, not here (``PylogDataLossError`` and
+``PylogSinkError`` resolve on first access, PEP 562).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark_log.spark.options import PylogOptionError
-from pyspark_log.spark.planning import PylogDataLossError
-from pyspark_log.spark.sink import PylogSinkError
 from pyspark_log.spark.source import PylogDataSource
+
+if TYPE_CHECKING:
+    from pyspark_log.spark.planning import PylogDataLossError
+    from pyspark_log.spark.sink import PylogSinkError
 
 __all__ = ["PylogDataLossError", "PylogDataSource", "PylogOptionError", "PylogSinkError", "register"]
 
 log = logging.getLogger(__name__)
+
+_LAZY = {"PylogDataLossError": "pyspark_log.spark.planning", "PylogSinkError": "pyspark_log.spark.sink"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 def register(spark: Any) -> None:

@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Protocol
 
-from pyspark_log.client import AdminClient, OffsetAndMetadata, Producer, TopicPartition
+from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.transactions import TransactionHandle, complete_transaction
+from pyspark_log.client.types import TopicPartition
 from pyspark_log.spark.sink_options import SinkOptions
 
 __all__ = [
@@ -163,11 +164,17 @@ class OffsetsAdmin(Protocol):
     def close(self, timeout_ms: float | None = None) -> None: ...
 
 
+# The producer and the admin client are imported when a task or a fence first needs one: the
+# driver's planning processes import this module too and need neither (see spark/__init__.py).
 def _producer(config: Mapping[str, str]) -> TxnProducer:
+    from pyspark_log.client.sync import Producer
+
     return Producer(config)
 
 
 def _admin(config: Mapping[str, str]) -> OffsetsAdmin:
+    from pyspark_log.client.sync import AdminClient
+
     return AdminClient(config)
 
 

@@ -43,7 +43,6 @@ from pyspark_log.spark.sink import (
     transactional_id,
     write_task,
 )
-from pyspark_log.spark.sink_arrow import write_task_arrow
 from pyspark_log.spark.sink_options import SinkOptions, parse_sink_options
 from pyspark_log.spark.specs import PylogOptionError
 
@@ -214,6 +213,8 @@ if HAS_ARROW_BATCH_WRITER:
         """``df.write.format("pylog")`` on Arrow record batches (``sink_arrow.py``)."""
 
         def write(self, iterator: Iterator[Any]) -> PylogCommitMessage:
+            from pyspark_log.spark.sink_arrow import write_task_arrow  # pyarrow: only in tasks
+
             task = self._task()
             return PylogCommitMessage(task.partition_id, write_task_arrow(self.options, self.columns, iterator, task))
 
@@ -227,6 +228,8 @@ if HAS_ARROW_STREAM_WRITER:
         """``df.writeStream.format("pylog")`` on Arrow record batches (``sink_arrow.py``)."""
 
         def write(self, iterator: Iterator[Any]) -> PylogCommitMessage:
+            from pyspark_log.spark.sink_arrow import write_task_arrow  # pyarrow: only in tasks
+
             task = self._task()
             return PylogCommitMessage(task.partition_id, write_task_arrow(self.options, self.columns, iterator, task))
 
