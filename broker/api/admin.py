@@ -280,7 +280,8 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 "is_sensitive": False,
                 "synonyms": [],
                 "config_type": c.get("config_type", 0),
-                "documentation": None,
+                # Kafka documents no logger: "" when documentation is asked (BROKER_LOGGER only)
+                "documentation": c.get("documentation") if getattr(body, "include_documentation", False) else None,
             }
             for c in described
             if keys is None or c["name"] in keys

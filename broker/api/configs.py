@@ -344,10 +344,16 @@ def check_broker_logger_name(broker: Broker, resource_name: str) -> tuple[int, s
 
 def describe_broker_loggers() -> list[dict[str, Any]]:
     """Every logger of this broker process with its effective level (log4j names), source
-    DYNAMIC_BROKER_LOGGER_CONFIG, not read-only, as Kafka's DescribeConfigs answers for
-    BROKER_LOGGER."""
+    DYNAMIC_BROKER_LOGGER_CONFIG, not read-only, empty documentation, as Kafka's DescribeConfigs
+    answers for BROKER_LOGGER (checked by tests/differential/test_broker_loggers.py)."""
     return [
-        {"name": name, "value": level, "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "read_only": False}
+        {
+            "name": name,
+            "value": level,
+            "config_source": DYNAMIC_BROKER_LOGGER_CONFIG,
+            "read_only": False,
+            "documentation": "",
+        }
         for name, level in describe_loggers().items()
     ]
 
