@@ -340,7 +340,7 @@ class BrokerServer:
             registry = CollectorRegistry(auto_describe=False)  # this broker's, not the process-wide one
             for collector in (
                 RaftCollector(self._raft_metrics),
-                ControllerCollector(controller.image, lambda: self.raft),
+                ControllerCollector(controller.image, lambda: self.raft, local=self._quorum is None),
                 RequestCollector(self.stats, lambda: self._listeners),
                 LoopCollector(self.loop_monitor),
                 ReplicationCollector(replicas, controller.image, self._fetchers),

@@ -83,18 +83,24 @@ class RaftCollector:
 
 
 class ControllerCollector:
-    """KafkaController gauges: ActiveControllerCount (1 on the leader of the metadata quorum),
+    """KafkaController gauges: ActiveControllerCount (1 on the leader of the metadata quorum, and
+    on a single broker without ``process.roles``),
     GlobalTopicCount, GlobalPartitionCount (from this node's metadata image, on every node), and
     the metadata log's committed offset."""
 
-    def __init__(self, image: Callable[[], MetadataImage], raft: Callable[[], RaftDriver | None]) -> None:
+    def __init__(
+        self, image: Callable[[], MetadataImage], raft: Callable[[], RaftDriver | None], *, local: bool = False
+    ) -> None:
+        """``local``: a broker without ``process.roles`` (its own ``LocalController``), which is
+        the active controller of its one-node cluster."""
         self._image = image
         self._raft = raft
+        self._local = local
 
     def collect(self) -> Iterator[Metric]:
         prefix = "kafka_controller_kafkacontroller_"
         raft = self._raft()
-        active = int(raft is not None and raft.running and raft.is_leader)
+        active = int(self._local or (raft is not None and raft.running and raft.is_leader))
         yield GaugeMetricFamily(
             f"{prefix}activecontrollercount", "1 on the active controller (the metadata quorum's leader)", value=active
         )

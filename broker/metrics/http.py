@@ -23,7 +23,7 @@ import logging
 
 from prometheus_client.registry import Collector
 
-from broker.metrics.exposition import CONTENT_TYPE, render_async
+from broker.metrics.exposition import CONTENT_TYPE, RenderStats, render_async
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class MetricsServer:
         self._registry = registry
         self._server: asyncio.Server | None = None
         self._rendering = asyncio.Lock()
+        self.last_render = RenderStats()  # what the last scrape cost the loop (benchmarks)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_HEAD_MAX_BYTES)
@@ -56,7 +57,10 @@ class MetricsServer:
 
     async def page(self) -> bytes:
         async with self._rendering:
-            return await render_async((self._registry,))
+            stats = RenderStats()
+            page = await render_async((self._registry,), stats=stats)
+            self.last_render = stats
+            return page
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
