@@ -109,6 +109,45 @@ def test_broker_loggers_switched_by_pylog_and_kafka_configs(broker: EmbeddedBrok
     assert _levels(broker)["kafka.request.logger"] == _levels(broker)["root"]
 
 
+def _set_request_logger(broker: EmbeddedBroker, level: str) -> None:
+    done = pylog(broker, "configs", "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+                 "--add-config", f"kafka.request.logger={level}")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_request_log_lines_follow_the_logger_level(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    def with_client_id(client_id: str) -> str:
+        path = tmp_path / f"{client_id}.properties"
+        path.write_text(f"client.id={client_id}\n")
+        return str(path)
+
+    def lines_of(client_id: str) -> list[dict[str, object]]:
+        files = sorted(_logs_dir(broker).glob("kafka-request.log*"))
+        return [o for f in files for o in _json_lines(f.read_text()) if o.get("client_id") == client_id]
+
+    def requests_from(client_id: str) -> None:
+        done = pylog(broker, "--command-config", with_client_id(client_id), "topics", "list")
+        assert done.returncode == 0, done.stderr
+
+    try:
+        _set_request_logger(broker, "DEBUG")
+        requests_from("request-log-on")
+        wait_for(lambda: lines_of("request-log-on"), "request-log lines at DEBUG")
+        line = lines_of("request-log-on")[0]
+        assert line["logger"] == "kafka.request.logger"
+        assert line["level"] == "DEBUG"
+        assert line["node_id"] == 1
+        assert {"api", "version", "principal", "total_ms", "local_ms"} <= line.keys()
+        _set_request_logger(broker, "INFO")
+        requests_from("request-log-off")
+        _set_request_logger(broker, "DEBUG")
+        requests_from("request-log-marker")  # sent after every request of the INFO phase was answered
+        wait_for(lambda: lines_of("request-log-marker"), "the marker's request-log lines")
+        assert lines_of("request-log-off") == []
+    finally:
+        _set_request_logger(broker, "WARN")
+
+
 def test_state_change_lines_with_epochs_and_rotation(broker: EmbeddedBroker) -> None:
     done = pylog(broker, "topics", "create", "leaders", "--partitions", "40")
     assert done.returncode == 0, done.stderr
