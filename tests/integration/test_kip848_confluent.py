@@ -1,0 +1,244 @@
+"""KIP-848 consumer groups with confluent-kafka (librdkafka >= 2.10, ``group.protocol=consumer``)
+against a real pylog broker: the broker assigns (ConsumerGroupHeartbeat), members share
+partitions, a member that leaves or is killed (SIGKILL: its session times out) hands its
+partitions over, a regex subscription picks up a new topic, a group scaled 1 -> 3 -> 1 under load
+reads every record exactly once by its committed offsets, and the admin API lists and describes
+the group with its type and member epochs (ListGroups v5, ConsumerGroupDescribe)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_log.embedded import EmbeddedBroker
+
+from .groups_helpers import Member, create_topic, drive, produce, unique
+
+# fast heartbeats and a 3 s session so expiry is quick (Kafka's bounds lowered accordingly)
+KIP848_OVERRIDES = {
+    "offsets.topic.num.partitions": "5",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.heartbeat.interval.ms": "250",
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "3000",
+}
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import confluent_kafka
+
+    if confluent_kafka.libversion()[1] < 0x020A0000:
+        pytest.skip("librdkafka < 2.10 has no group.protocol=consumer")
+    with EmbeddedBroker(tmp_path_factory.mktemp("kip848"), overrides=KIP848_OVERRIDES) as broker:
+        yield broker.bootstrap_servers
+
+
+def member(name: str, bootstrap: str, group: str, topics: list[str], **extra: Any) -> tuple[Member, Any]:
+    """A librdkafka consumer with the KIP-848 protocol; its assignment is the client's own view."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", "client.id": name, **extra,
+    })  # fmt: skip
+
+    def poll_once() -> list[bytes]:
+        msg = consumer.poll(0.05)
+        if msg is None or msg.error():
+            return []
+        return [msg.value()]
+
+    consumer.subscribe(topics)
+    return Member(name, poll_once, lambda: {(p.topic, p.partition) for p in consumer.assignment()}), consumer
+
+
+def exact_split(members: list[Member], partitions: set[tuple[str, int]]) -> Any:
+    def check() -> bool:
+        sets = [m.assignment() for m in members]
+        sizes = [len(s) for s in sets]
+        return sum(sizes) == len(partitions) and set().union(*sets) == partitions and max(sizes) - min(sizes) <= 1
+
+    return check
+
+
+def test_two_members_share_then_a_leaving_member_hands_over(bootstrap: str) -> None:
+    topic, group = unique("share"), unique("g")
+    create_topic(bootstrap, topic, 4)
+    everything = {(topic, p) for p in range(4)}
+    values = set(produce(bootstrap, topic, 40))
+    m1, c1 = member("c1", bootstrap, group, [topic])
+    m2, c2 = None, None
+    try:
+        drive([m1], lambda: m1.assignment() == everything and set(m1.received) == values, timeout_s=60)
+        m2, c2 = member("c2", bootstrap, group, [topic])
+        drive([m1, m2], exact_split([m1, m2], everything), timeout_s=60)
+        c2.close()
+        c2 = None
+        drive([m1], lambda: m1.assignment() == everything, timeout_s=60)
+    finally:
+        for c in (c1, c2):
+            if c is not None:
+                c.close()
+
+
+CHILD = """
+import sys
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+last = -1
+while True:
+    c.poll(0.1)
+    n = len(c.assignment())
+    if n != last:
+        print("ASSIGNED", n, flush=True)
+        last = n
+"""
+
+
+def test_a_killed_member_times_out_and_its_partitions_move(bootstrap: str, tmp_path: Path) -> None:
+    """SIGKILL sends no leaving heartbeat: the coordinator fences the member after
+    ``group.consumer.session.timeout.ms`` (KIP-848 "Member Expiration")."""
+    topic, group = unique("kill"), unique("g")
+    create_topic(bootstrap, topic, 4)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), bootstrap, group, topic], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    m1, c1 = member("c1", bootstrap, group, [topic])
+    try:
+        assert child.stdout is not None
+        os.set_blocking(child.stdout.fileno(), False)
+        lines: list[str] = []
+
+        def child_has_two() -> bool:
+            lines.extend(line.strip() for line in iter(child.stdout.readline, ""))  # type: ignore[union-attr]
+            return bool(lines) and lines[-1] == "ASSIGNED 2" and len(m1.assignment()) == 2
+
+        drive([m1], child_has_two, timeout_s=60)
+        killed_at = time.monotonic()
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        drive([m1], lambda: len(m1.assignment()) == 4, timeout_s=60)
+        assert time.monotonic() - killed_at >= 1.0  # a session timeout, not a leave
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        c1.close()
+
+
+def test_a_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
+    """librdkafka sends ``^...`` subscriptions as SubscribedTopicRegex (ConsumerGroupHeartbeat v1);
+    the coordinator matches it (RE2) against the topics and re-evaluates when one appears."""
+    prefix = unique("rx").replace("-", "")
+    first, second = f"{prefix}-a", f"{prefix}-b"
+    create_topic(bootstrap, first, 2)
+    m1, c1 = member("c1", bootstrap, unique("g"), [f"^{prefix}-.*"])
+    try:
+        drive([m1], lambda: m1.assignment() == {(first, 0), (first, 1)}, timeout_s=60)
+        create_topic(bootstrap, second, 1)
+        values = set(produce(bootstrap, second, 5))
+        drive([m1], lambda: (second, 0) in m1.assignment() and values <= set(m1.received), timeout_s=60)
+    finally:
+        c1.close()
+
+
+def test_scale_one_three_one_under_load_reads_each_record_once(bootstrap: str) -> None:
+    """Members commit each record synchronously before the next poll (where revocations happen),
+    so by committed offsets nothing is lost or read twice while the group grows and shrinks."""
+    topic, group = unique("scale"), unique("g")
+    create_topic(bootstrap, topic, 6)
+    sent: list[bytes] = []
+    received: list[bytes] = []
+    consumers: dict[str, Any] = {}
+
+    def open_member(name: str) -> None:
+        from confluent_kafka import Consumer
+
+        c = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "client.id": name,
+        })  # fmt: skip
+        c.subscribe([topic])
+        consumers[name] = c
+
+    def pump(rounds: int = 1) -> None:
+        for _ in range(rounds):
+            for c in list(consumers.values()):
+                msg = c.poll(0.02)
+                if msg is not None and not msg.error():
+                    received.append(msg.value())
+                    c.commit(message=msg, asynchronous=False)
+
+    def produce_batch(n: int) -> None:
+        sent.extend(produce(bootstrap, topic, n, start=len(sent)))
+
+    def owners() -> list[int]:
+        return [len(c.assignment()) for c in consumers.values()]
+
+    try:
+        open_member("m0")
+        produce_batch(30)
+        deadline = time.monotonic() + 90
+        while owners() != [6] and time.monotonic() < deadline:
+            pump()
+        for name in ("m1", "m2"):
+            open_member(name)
+            produce_batch(30)
+            pump(5)
+        while sorted(owners()) != [2, 2, 2] and time.monotonic() < deadline:
+            pump()
+            if len(sent) < 300:
+                produce_batch(3)
+        assert sorted(owners()) == [2, 2, 2]
+        for name in ("m2", "m1"):
+            produce_batch(30)
+            pump(5)
+            consumers.pop(name).close()
+        while (owners() != [6] or len(received) < len(sent)) and time.monotonic() < deadline:
+            pump()
+        assert owners() == [6]
+        assert len(received) == len(set(received)), "a record was read twice"
+        assert set(received) == set(sent), "a record was lost"
+    finally:
+        for c in consumers.values():
+            c.close()
+
+
+def test_admin_lists_and_describes_the_consumer_group(bootstrap: str) -> None:
+    """ListGroups v5 with a type filter and ConsumerGroupDescribe through librdkafka's admin API."""
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = unique("admin"), unique("g")
+    create_topic(bootstrap, topic, 2)
+    m1, c1 = member("c1", bootstrap, group, [topic])
+    try:
+        drive([m1], lambda: len(m1.assignment()) == 2, timeout_s=60)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert len(mine) == 1
+        assert mine[0].type == ConsumerGroupType.CONSUMER
+        classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(timeout=30)
+        assert group not in {g.group_id for g in classic.valid}
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert str(described.state).upper().endswith("STABLE")
+        (only,) = described.members
+        assert only.client_id == "c1"
+        assert {(tp.topic, tp.partition) for tp in only.assignment.topic_partitions} == {(topic, 0), (topic, 1)}
+    finally:
+        c1.close()
