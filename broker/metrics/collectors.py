@@ -152,8 +152,9 @@ class RequestCollector:
             family = HistogramMetricFamily(
                 f"kafka_network_requestmetrics_{name}", help_text + " (ms)", labels=["request"]
             )
-            for api, hists in timers:
-                family.add_metric([api], hists[index].cumulative(), hists[index].sum)
+            for api, timer_set in timers:
+                hist = timer_set.histogram(index)
+                family.add_metric([api], hist.cumulative(), hist.sum)
             yield family
         yield from self._network(stats)
         yield histogram(

@@ -58,6 +58,34 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
+class TimerSet:
+    """The six RequestMetrics timers of one request type (``TIMERS`` order), in ms, over
+    ``REQUEST_MS_BUCKETS``: one object, so a request costs one call, not six."""
+
+    __slots__ = ("count", "counts", "sums")
+
+    def __init__(self) -> None:
+        self.counts = [[0] * (len(REQUEST_MS_BUCKETS) + 1) for _ in TIMERS]
+        self.sums = [0.0] * len(TIMERS)
+        self.count = 0
+
+    def add(self, indices: list[int], values: tuple[float, ...]) -> None:
+        """One request: ``indices[i]`` is the bucket of ``values[i]`` (``bisect_left``)."""
+        counts, sums = self.counts, self.sums
+        for i in range(len(TIMERS)):
+            counts[i][indices[i]] += 1
+            sums[i] += values[i]
+        self.count += 1
+
+    def histogram(self, i: int) -> Histogram:
+        """Timer ``i`` as a ``Histogram`` (a copy, for the collector)."""
+        h = Histogram(REQUEST_MS_BUCKETS)
+        h.counts = list(self.counts[i])
+        h.sum = self.sums[i]
+        h.count = self.count
+        return h
+
+
 # BrokerTopicMetrics meters, in this order in TopicCounters.values
 MESSAGES_IN, BYTES_IN, BYTES_OUT, BYTES_REJECTED, FAILED_PRODUCE, FAILED_FETCH, TOTAL_PRODUCE, TOTAL_FETCH = range(8)
 TOPIC_METERS: tuple[tuple[str, str, str], ...] = (
@@ -116,7 +144,7 @@ class BrokerStats:
     all_topics: list[int] = field(default_factory=lambda: [0] * len(TOPIC_METERS))
     requests: dict[tuple[str, int], int] = field(default_factory=dict)  # (api, version) -> count
     errors: dict[tuple[str, str], int] = field(default_factory=dict)  # (api, error name) -> count
-    timers: dict[str, tuple[Histogram, ...]] = field(default_factory=dict)  # api -> the 6 TIMERS
+    timers: dict[str, TimerSet] = field(default_factory=dict)  # request type -> its TIMERS
     listeners: dict[str, ListenerCounters] = field(default_factory=dict)
     replica_fetch_bytes: int = 0  # record bytes this broker's followers fetched (FetcherStats BytesPerSec)
     offset_commits: int = 0  # partitions committed (OffsetCommit and TxnOffsetCommit, error NONE)
@@ -160,9 +188,14 @@ class BrokerStats:
             timing.throttle_ms,
             max(0.0, end - ready) * 1000,
         )
-        for api in (timing.api, timing.alias) if timing.alias else (timing.api,):
-            timers = self.timers.get(api)
+        bounds = REQUEST_MS_BUCKETS
+        indices = [bisect_left(bounds, v) for v in values]
+        timers = self.timers.get(timing.api)
+        if timers is None:
+            timers = self.timers[timing.api] = TimerSet()
+        timers.add(indices, values)
+        if timing.alias:
+            timers = self.timers.get(timing.alias)
             if timers is None:
-                timers = self.timers[api] = tuple(Histogram(REQUEST_MS_BUCKETS) for _ in TIMERS)
-            for timer, value in zip(timers, values, strict=True):
-                timer.observe(value)
+                timers = self.timers[timing.alias] = TimerSet()
+            timers.add(indices, values)
