@@ -335,15 +335,31 @@ def test_metadata_quorum_through_brokers_and_controllers(cluster: EmbeddedCluste
 def test_what_pylog_lacks_is_a_clear_error(cluster: EmbeddedCluster) -> None:
     """Tools of features pylog does not have fail with the client's own UnsupportedVersionException
     naming the API (docs/compatibility.md, "Kafka's command-line tools"): partition reassignment
-    (KIP-455) and the KIP-848 consumer group protocol."""
+    (KIP-455)."""
     bootstrap = cluster.bootstrap()
     done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list", ok=False)
     assert "UnsupportedVersionException: The node does not support LIST_PARTITION_REASSIGNMENTS" in done.stdout
-    done = run("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", unique("tools-848"),
-               "--group", unique("tools-848"), "--consumer-property", "group.protocol=consumer",
-               "--timeout-ms", "60000", ok=False)  # fmt: skip
-    assert "The cluster does not support the new CONSUMER group protocol" in done.stdout + done.stderr
-    assert "Processed a total of 0 messages" in done.stderr
+
+
+def test_java_consumer_with_the_kip848_protocol(cluster: EmbeddedCluster) -> None:
+    """``group.protocol=consumer`` (KIP-848, served since ``group.coordinator.rebalance.protocols``
+    defaults to ``classic,consumer``): the Java console consumer joins through ConsumerGroupHeartbeat,
+    reads everything and commits with its member epoch; ``kafka-consumer-groups --describe`` (the
+    admin client's ConsumerGroupDescribe) shows the committed offsets."""
+    topic, group = unique("tools-848"), unique("tools-848")
+    bootstrap = cluster.bootstrap()
+    create_topic(cluster, topic, 2)
+    run("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+        input_text="".join(f"v{i}\n" for i in range(8)))  # fmt: skip
+    done = run("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
+               "--consumer-property", "group.protocol=consumer", "--from-beginning", "--max-messages", "8",
+               "--timeout-ms", "60000")  # fmt: skip
+    assert "Processed a total of 8 messages" in done.stderr
+    assert sorted(done.stdout.split()) == sorted(f"v{i}" for i in range(8))
+    described = describe_group(cluster, group)
+    assert sorted(described) == [0, 1]
+    assert sum(int(row["CURRENT-OFFSET"]) for row in described.values()) == 8
+    assert {row["LAG"] for row in described.values()} == {"0"}
 
 
 def under_replicated(bootstrap: str) -> dict[tuple[str, int], dict[str, str]]:
