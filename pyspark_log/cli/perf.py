@@ -3,8 +3,9 @@
 
 ``perf produce`` (Kafka's ``ProducerPerformance``) sends ``--num-records`` records of
 ``--record-size`` random upper-case bytes (or a random line of ``--payload-file``, split on
-``--payload-delimiter``), no key, through ``Producer.send`` (the compiled lane path), at most
-``--throughput`` records/s (-1: unthrottled); every 5 s it prints
+``--payload-delimiter``, or with ``--payload-monotonic`` the record's number), no key, through
+``Producer.send`` (the compiled lane path), at most ``--throughput`` records/s (-1: unthrottled);
+every 5 s it prints
 ``N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency.`` and at the end
 ``N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, P50 ms 50th,
 P95 ms 95th, P99 ms 99th, P999 ms 99.9th.`` Client configs: ``--producer.config FILE`` then
@@ -58,8 +59,9 @@ WINDOW_MS = 5000  # Kafka's ProducerPerformance reporting interval
 DEFAULT_TRANSACTION_DURATION_MS = 3000
 PRODUCER_CLIENT_ID = "perf-producer-client"
 CONSUMER_CLIENT_ID = "perf-consumer-client"
-# at most this many timed records per run (Kafka keeps 500,000 latency samples)
-MAX_TIMED_RECORDS = 200_000
+# about this many timed records per run (Kafka keeps up to 500,000 latency samples; a callback per
+# record costs more than pylog's send, so fewer are taken)
+MAX_TIMED_RECORDS = 5_000
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -73,6 +75,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     payload = p.add_mutually_exclusive_group(required=True)
     payload.add_argument("--record-size", type=int, help="message size in bytes")
     payload.add_argument("--payload-file", help="file to read the message payloads from (UTF-8 text)")
+    payload.add_argument("--payload-monotonic", action="store_true", help="payload is the record's number (0, 1, ...)")
     p.add_argument("--payload-delimiter", default="\\n", help="delimiter of --payload-file (default \\n)")
     p.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE", default=[], help="client configs")
     p.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="a properties file")
@@ -143,7 +146,7 @@ def _client_config(ctx: Context, file: str | None, props: dict[str, str], client
 
 
 def sample_every(num_records: int) -> int:
-    """One record in this many is timed (``MAX_TIMED_RECORDS`` per run at most)."""
+    """One record in this many is timed (about ``MAX_TIMED_RECORDS`` per run)."""
     return max(1, -(-num_records // MAX_TIMED_RECORDS))
 
 
@@ -230,6 +233,8 @@ class Throttler:
 
 
 def _payloads(args: argparse.Namespace) -> list[bytes]:
+    if args.payload_monotonic:
+        return []  # made per record in _produce_loop
     if args.record_size is not None:
         if args.record_size <= 0:
             raise UsageError("--record-size must be positive")
@@ -286,34 +291,44 @@ def perf_produce(args: argparse.Namespace, ctx: Context) -> int:
 def _produce_loop(
     producer: Any, args: argparse.Namespace, payloads: list[bytes], txn_ms: int | None, out: IO[str]
 ) -> ProduceStats:
-    """Send the records (``Producer.send``'s lane path), time one in ``sample_every``, pace them,
-    commit a transaction every ``txn_ms``; returns the stats once every record completed."""
+    """Send the records (``Producer.send``'s lane path) in runs of ``sample_every`` whose last
+    record is timed, pace them, commit a transaction every ``txn_ms``; returns the stats once
+    every record completed. Per record only the ``send`` call runs in Python."""
     topic, n = args.topic, args.num_records
-    every = sample_every(n)
     stats = ProduceStats(out)
     throttler = Throttler(args.throughput, stats.start)
+    run = sample_every(n)
+    if throttler.step:
+        run = min(run, throttler.step)
     send = producer.send
     clock = time.monotonic
-    pick = random.Random().choice if len(payloads) > 1 else None
-    payload = payloads[0]
+    pick = random.Random().choice
+    fixed = payloads[0] if len(payloads) == 1 else None
     txn_start = clock()
     if txn_ms is not None:
         producer.begin_transaction()
-    pending_bytes = 0
-    for i in range(n):
-        if pick is not None:
-            payload = pick(payloads)
-        pending_bytes += len(payload)
-        if (i + 1) % every == 0 or i == n - 1:
-            sent_at = clock()
-            future = send(topic, payload)
-            records = every if (i + 1) % every == 0 else (i + 1) % every
-            future.add_done_callback(_timer(stats, sent_at, records, pending_bytes))
-            pending_bytes = 0
+    i = 0
+    while i < n:
+        last = min(i + run, n) - 1  # records i..last; the last one is timed
+        if fixed is not None:
+            for _ in range(last - i):
+                send(topic, fixed)
+            payload = fixed
+            nbytes = len(fixed) * (last - i + 1)
         else:
-            send(topic, payload)
-        if throttler.step and (i + 1) % throttler.step == 0:
-            throttler.pace(i + 1, clock())
+            if payloads:  # --payload-file: a random payload per record
+                chosen = [pick(payloads) for _ in range(last - i + 1)]
+            else:  # --payload-monotonic: the record's number
+                chosen = [str(j).encode() for j in range(i, last + 1)]
+            for value in chosen[:-1]:
+                send(topic, value)
+            payload = chosen[-1]
+            nbytes = sum(map(len, chosen))
+        sent_at = clock()
+        send(topic, payload).add_done_callback(_timer(stats, sent_at, last - i + 1, nbytes))
+        i = last + 1
+        if throttler.step:
+            throttler.pace(i, clock())
         if txn_ms is not None and (clock() - txn_start) * 1000 >= txn_ms:
             producer.commit_transaction()
             producer.begin_transaction()
