@@ -331,6 +331,7 @@ class AsyncProducer:
         self.check_partition(topic, partition)
         remaining = max(deadline - self._clock.monotonic_ms(), 0.0)
         if not await self.pool.reserve(size, remaining / 1000.0):
+            self.cluster.metrics.sensor("buffer-exhausted").record()  # producer-metrics buffer-exhausted-*
             raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={self.max_block_ms:.0f}")
         self._check_open()
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
@@ -403,6 +404,7 @@ class AsyncProducer:
     async def _reserve_until(self, size: int, deadline_ms: float) -> None:
         remaining = max(deadline_ms - self._clock.monotonic_ms(), 0.0)
         if not await self.pool.reserve(size, remaining / 1000.0):
+            self.cluster.metrics.sensor("buffer-exhausted").record()  # producer-metrics buffer-exhausted-*
             raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={self.max_block_ms:.0f}")
 
     def batch_records(
@@ -607,6 +609,7 @@ class AsyncProducer:
             buffer_available=self.pool.available_bytes,
             buffer_total=self.pool.total_bytes,
             in_flight=self.sender.in_flight_requests if self.sender is not None else 0,
+            waiting_threads=self.pool._thread_waiters + len(self.pool._loop_waiters),
         )
 
     async def partitions_for(self, topic: str) -> list[int]:

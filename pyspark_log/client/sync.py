@@ -321,8 +321,10 @@ class Producer(_SyncClient):
         if core.pool.try_reserve(size):
             return
         if self._thread.in_loop_thread():  # from a delivery callback: blocking would deadlock
+            core.cluster.metrics.sensor("buffer-exhausted").record()
             raise BufferExhaustedError("buffer.memory is full and the send ran on the I/O thread")
         if not core.pool.reserve_blocking(size, core.max_block_ms / 1000.0):
+            core.cluster.metrics.sensor("buffer-exhausted").record()  # an error path: a rare record off the loop
             raise BufferExhaustedError(f"failed to allocate {size} bytes within max.block.ms={core.max_block_ms:.0f}")
 
     def flush(self, timeout_ms: float | None = None) -> None:
