@@ -167,7 +167,7 @@ def test_election_cli_and_metrics(quorum: Quorum) -> None:
 
     def committed_page() -> str | None:
         page = quorum.metrics(leader)
-        match = re.search(r"^kafka_raft_high_watermark (\d+)$", page, re.MULTILINE)
+        match = re.search(r"^kafka_raft_high_watermark (\d+)(?:\.0)?$", page, re.MULTILINE)
         return page if match and int(match.group(1)) >= 1 else None
 
     page = wait_for(committed_page, "the LeaderChange record committed")
