@@ -283,6 +283,21 @@ class ClientAccess:
         )
         return {tp: (None if ot is None else ot.offset) for tp, ot in found.items()}
 
+    def replica_placement(
+        self, tps: Collection[TopicPartition]
+    ) -> tuple[str | None, dict[TopicPartition, tuple[int, tuple[int, ...]]]]:
+        """The cluster id and each partition's ``(leader, in-sync replicas)`` from a fresh
+        Metadata response (for ``direct_read.plan_direct``); partitions without a leader omitted."""
+        self.list_topics()  # refreshes the consumer's metadata
+        meta = self.consumer().core.cluster.metadata
+        placement: dict[TopicPartition, tuple[int, tuple[int, ...]]] = {}
+        for tp in tps:
+            topic = meta.topics.get(tp.topic)
+            part = topic.partitions.get(tp.partition) if topic is not None else None
+            if part is not None and part.leader >= 0:
+                placement[tp] = (part.leader, tuple(part.isr))
+        return meta.cluster_id, placement
+
     # -- fetch ---------------------------------------------------------------------------------
 
     def _log_bounds(self, tp: TopicPartition, isolation_level: IsolationLevel) -> tuple[int, int]:

@@ -33,6 +33,9 @@ fetchOffset.numRetries / …IntervalMs 3 / 1000                  retries when la
 kafkaConsumer.pollTimeoutMs         120000                     -> ``fetch.timeout.ms`` of client_access
 kafka.max.partition.fetch.bytes     4 MiB                      one Fetch of one partition (Kafka: 1 MiB)
 kafka.* / fetch.*                   –                          client settings (``kafka.`` stripped)
+readPath                            broker                     B: broker | files | auto (direct_read.py)
+logDirs.<brokerId>                  –                          B: where executors see that broker's
+                                                               log.dirs (comma-separated paths)
 =================================== ========================== =====================================
 """
 
@@ -58,6 +61,7 @@ from pyspark_log.spark.specs import (
     NoMatchStrategy,
     OffsetSpec,
     PylogOptionError,
+    ReadPath,
     SourceOptions,
     SpecificOffsets,
     SpecificTimestamps,
@@ -122,9 +126,11 @@ _CANONICAL = [
     "fetchOffset.retryIntervalMs",
     "kafkaConsumer.pollTimeoutMs",
     "kafka.max.partition.fetch.bytes",
+    "readPath",
 ]
 _NAMES = {name.lower(): name for name in _CANONICAL}
 _STRATEGIES = ("assign", "subscribe", "subscribepattern")
+_LOG_DIRS_PREFIX = "logdirs."
 _UNSUPPORTED_KAFKA = {
     "kafka.auto.offset.reset": "set startingOffsets to earliest or latest instead; the source "
     "keeps its own offsets in the checkpoint",
@@ -277,6 +283,8 @@ def _check_known(opts: Mapping[str, str]) -> None:
     for key in opts:
         if key in _UNSUPPORTED_KAFKA:
             raise _fail(key, opts[key], "is not supported", _UNSUPPORTED_KAFKA[key])
+        if key.startswith(_LOG_DIRS_PREFIX):
+            continue  # checked by _parse_log_dirs
         if key in _NAMES or key.startswith(("kafka.", "fetch.")):
             if key in ("kafka.", "fetch."):
                 raise _fail(key, opts[key], "has no setting name", "name a client setting after the prefix")
@@ -291,6 +299,39 @@ def _check_known(opts: Mapping[str, str]) -> None:
         close = difflib.get_close_matches(key, list(_NAMES), n=1, cutoff=0.75)
         fix = f"did you mean {_NAMES[close[0]]}?" if close else "remove it (client settings take a kafka. prefix)"
         raise _fail(key, opts[key], "is not an option of the pylog source", fix)
+
+
+def _parse_read_path(opts: Mapping[str, str], mode: Mode | None) -> tuple[ReadPath, dict[int, tuple[str, ...]]]:
+    """``readPath`` and the ``logDirs.<brokerId>`` options (see ``direct_read.py``)."""
+    log_dirs: dict[int, tuple[str, ...]] = {}
+    for key, value in sorted(opts.items()):
+        if not key.startswith(_LOG_DIRS_PREFIX):
+            continue
+        broker = key[len(_LOG_DIRS_PREFIX) :]
+        if not broker.isdigit():
+            raise _fail(
+                key, value, "does not name a broker id", "write logDirs.<brokerId>=/path, e.g. logDirs.1=/mnt/pylog/b1"
+            )
+        paths = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
+        if not paths:
+            raise _fail(key, value, "names no directory", "give the path(s) where executors see that broker's log.dirs")
+        log_dirs[int(broker)] = paths
+    raw = opts.get("readpath", "broker").strip().lower()
+    if raw not in ("auto", "broker", "files"):
+        raise _fail("readpath", opts["readpath"], "is not a read path", "use broker, files or auto")
+    read_path: ReadPath = "auto" if raw == "auto" else "files" if raw == "files" else "broker"
+    if read_path != "broker" and not log_dirs:
+        raise _fail(
+            "readpath",
+            raw,
+            "needs logDirs.<brokerId> options",
+            "map each broker's log.dirs to the path executors see, e.g. logDirs.1=/mnt/pylog/b1",
+        )
+    if read_path == "broker" and log_dirs:
+        log.warning("logDirs.* options have no effect with readPath=broker (set readPath=auto or files)")
+    if read_path != "broker" and mode == "stream":
+        log.warning("readPath=%s applies to batch reads; this stream reads through the broker", read_path)
+    return read_path, log_dirs
 
 
 def _parse_subscription(opts: Mapping[str, str]) -> Subscription:
@@ -491,6 +532,8 @@ def parse_options(raw: Mapping[str, str], mode: Mode | None = None) -> SourceOpt
     if "groupidprefix" in opts:
         log.warning("groupIdPrefix is ignored: pylog reads without a consumer group (set groupId to commit offsets)")
 
+    read_path, log_dirs = _parse_read_path(opts, mode)
+
     return SourceOptions(
         bootstrap_servers=servers.strip(),
         subscription=subscription,
@@ -511,6 +554,8 @@ def parse_options(raw: Mapping[str, str], mode: Mode | None = None) -> SourceOpt
             opts, "kafka.max.partition.fetch.bytes", parse_positive_int, DEFAULT_MAX_PARTITION_FETCH_BYTES
         ),
         client_config=client_config,
+        read_path=read_path,
+        log_dirs=log_dirs,
     )
 
 

@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark_log.spark import compat
 from pyspark_log.spark.access import BrokerAccess, BrokerAccessError, TopicPartition, open_access
 from pyspark_log.spark.decode import read_range
+from pyspark_log.spark.direct_read import DirectPlan, plan_direct, read_direct
 from pyspark_log.spark.offsets import (
     check_assigned_exist,
     check_batch_bounds,
@@ -58,18 +59,23 @@ def wall_clock_ms() -> int:
 
 
 class PylogInputPartition(InputPartition):
-    """One Spark task: the records of one ``OffsetRange`` (``value``)."""
+    """One Spark task: the records of one ``OffsetRange`` (``value``); ``direct`` says how to read
+    it from segment files (``readPath=auto|files``), None to fetch it through the broker."""
 
-    def __init__(self, offset_range: OffsetRange) -> None:
+    def __init__(self, offset_range: OffsetRange, direct: DirectPlan | None = None) -> None:
         super().__init__(offset_range)
+        self.direct = direct
 
     def __repr__(self) -> str:
         r = self.value
         return f"PylogInputPartition({r.tp}, [{r.start}, {r.end}))"
 
 
-def _to_partitions(ranges: list[OffsetRange]) -> list[InputPartition]:
-    return [PylogInputPartition(r) for r in ranges]
+def _to_partitions(
+    ranges: list[OffsetRange], direct: Mapping[TopicPartition, DirectPlan] | None = None
+) -> list[InputPartition]:
+    plans = direct or {}
+    return [PylogInputPartition(r, plans.get(r.tp)) for r in ranges]
 
 
 def _read(options: SourceOptions, factory: AccessFactory, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -77,6 +83,10 @@ def _read(options: SourceOptions, factory: AccessFactory, partition: InputPartit
     # (PySpark 4.0) None itself
     r = getattr(partition, "value", None)
     if not isinstance(r, OffsetRange):
+        return
+    direct = getattr(partition, "direct", None)
+    if direct is not None:
+        yield from read_direct(options, factory, r, direct)
         return
     access = factory(options)
     try:
@@ -112,6 +122,7 @@ class PylogBatchReader(DataSourceReader):
             latest = access.latest_offsets(list(end), opts.isolation_level)
             check_batch_bounds(start, end, latest, opts.ending.option)
             earliest = access.earliest_offsets(list(start))
+            direct = plan_direct(opts, access, latest)
         finally:
             access.close()
         losses = [
@@ -124,7 +135,7 @@ class PylogBatchReader(DataSourceReader):
         ranges = plan_ranges(
             begins, end, min_partitions=opts.min_partitions, max_records_per_partition=opts.max_records_per_partition
         )
-        return _to_partitions(ranges)
+        return _to_partitions(ranges, direct)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, self._factory, partition)

@@ -13,6 +13,7 @@ from typing import Literal
 from pyspark_log.spark.access import IsolationLevel, TopicPartition
 
 NoMatchStrategy = Literal["error", "latest"]
+ReadPath = Literal["auto", "broker", "files"]  # readPath: see direct_read.py
 
 EARLIEST = -2  # in offset JSON: the partition's earliest offset
 LATEST = -1  # in offset JSON: the partition's latest offset
@@ -121,3 +122,5 @@ class SourceOptions:
     fetch_offset_retry_interval_ms: int = 1000
     max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES
     client_config: Mapping[str, str] = field(default_factory=dict)
+    read_path: ReadPath = "broker"
+    log_dirs: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # logDirs.<brokerId>
