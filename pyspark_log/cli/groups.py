@@ -5,8 +5,11 @@ CURRENT-OFFSET (the committed offset), LOG-END-OFFSET (the high watermark) and L
 difference), with the consumer, host and client of the member that owns it (``-`` for none): so a
 group without members but with commits (a Spark query's ``groupId``, say) shows its lag too.
 ``--members`` lists the members (``--verbose``: with assignments), ``--state`` the coordinator,
-assignor, state and member count. A group that does not exist is an error (exit 1); one without
-members is noted on stderr, as Kafka's tool notes it.
+assignor, state and member count. A KIP-848 group (type ``consumer``, described with
+ConsumerGroupDescribe) shows its members' epochs (CURRENT-EPOCH; ``--verbose``: the current and
+target assignments and the target epoch, as Kafka 4's tool) and, with ``--state``, the group and
+target-assignment epochs; ``list --type`` shows (or filters by) the group type. A group that does
+not exist is an error (exit 1); one without members is noted on stderr, as Kafka's tool notes it.
 
 ``delete`` and ``reset-offsets`` act only on groups without members, as Kafka's do: the broker
 refuses to delete a non-empty group (NON_EMPTY_GROUP) and ``reset-offsets`` refuses a group that
@@ -36,7 +39,8 @@ from pyspark_log.client.errors import ErrorCode
 from pyspark_log.client.group_admin import ConsumerGroupDescription, MemberDescription
 
 MISSING = "-"
-STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead")
+STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead", "Assigning", "Reconciling")
+TYPES = ("classic", "consumer")  # Kafka's GroupType (KIP-848)
 _INACTIVE = frozenset({"Empty", "Dead"})
 _REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance"})
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
@@ -55,6 +59,18 @@ def parse_states(text: str) -> list[str]:
         if name is None:
             raise UsageError(f"invalid state {part!r}; valid states are: {', '.join(STATES)}")
         out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def parse_types(text: str) -> list[str]:
+    """``consumer,classic`` -> group types; an empty text means "any type"."""
+    out: list[str] = []
+    for part in (p.strip().lower() for p in text.split(",")):
+        if not part:
+            continue
+        if part not in TYPES:
+            raise UsageError(f"invalid type {part!r}; valid types are: {', '.join(TYPES)}")
+        out.append(part)
     return list(dict.fromkeys(out))
 
 
@@ -230,6 +246,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--state", nargs="?", const=[], type=parse_states, metavar="S[,S]", help="show states; only these if given"
     )
+    p.add_argument(
+        "--type", nargs="?", const=[], type=parse_types, metavar="T[,T]", help="show group types; only these if given"
+    )
     p.set_defaults(handler=list_)
 
     p = verbs.add_parser("describe", help="offsets and lag per partition, members, or state", parents=[shared])
@@ -354,16 +373,27 @@ def list_(args: argparse.Namespace, ctx: Context) -> int:
     out = ctx.output
     with _admin(args, ctx) as admin:
         listings = admin.list_consumer_groups(args.state or None)
+    types = getattr(args, "type", None)
+    if types:
+        listings = [g for g in listings if g.type in types]
     if out.is_json:
-        out.json([{"groupId": g.group_id, "state": g.state, "protocolType": g.protocol_type} for g in listings])
+        out.json([
+            {"groupId": g.group_id, "state": g.state, "protocolType": g.protocol_type, "type": g.type}
+            for g in listings
+        ])  # fmt: skip
     elif out.is_table:
-        rows = [(g.group_id, g.state, g.protocol_type or "(simple)") for g in listings]
-        out.table(["Group", "State", "Protocol type"], rows)
-    elif args.state is None:
+        rows = [(g.group_id, g.state, g.protocol_type or "(simple)", g.type) for g in listings]
+        out.table(["Group", "State", "Protocol type", "Type"], rows)
+    elif args.state is None and types is None:
         out.lines(g.group_id for g in listings)
+    elif types is None:
+        out.lines(columns(["GROUP", "STATE", "PROTOCOL-TYPE"], [(g.group_id, g.state, g.protocol_type or MISSING)
+                                                                 for g in listings]))  # fmt: skip
+    elif args.state is None:
+        out.lines(columns(["GROUP", "TYPE"], [(g.group_id, g.type) for g in listings]))
     else:
-        rows = [(g.group_id, g.state, g.protocol_type or MISSING) for g in listings]
-        out.lines(columns(["GROUP", "STATE", "PROTOCOL-TYPE"], rows))
+        rows = [(g.group_id, g.state, g.protocol_type or MISSING, g.type) for g in listings]
+        out.lines(columns(["GROUP", "STATE", "PROTOCOL-TYPE", "TYPE"], rows))
     return 0
 
 
@@ -376,13 +406,17 @@ def _coordinator_text(desc: ConsumerGroupDescription) -> str:
 
 
 def _member_json(m: MemberDescription) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "memberId": m.member_id,
         "groupInstanceId": m.group_instance_id,
         "clientId": m.client_id,
         "host": m.host,
         "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
     }
+    if m.member_epoch is not None:  # a KIP-848 member
+        out["memberEpoch"] = m.member_epoch
+        out["targetAssignment"] = [{"topic": tp.topic, "partition": tp.partition} for tp in m.target_assignment]
+    return out
 
 
 def _group_json(desc: ConsumerGroupDescription, rows: list[PartitionRow] | None) -> dict[str, Any]:
@@ -395,6 +429,8 @@ def _group_json(desc: ConsumerGroupDescription, rows: list[PartitionRow] | None)
         "coordinator": None if c is None else {"id": c.node_id, "host": c.host, "port": c.port},
         "members": [_member_json(m) for m in desc.members],
     }
+    if desc.type == "consumer":  # KIP-848: the group's type and epochs
+        out.update(type=desc.type, groupEpoch=desc.group_epoch, targetAssignmentEpoch=desc.assignment_epoch)
     if rows is not None:
         out["offsets"] = [
             {
@@ -485,12 +521,26 @@ def _print_members(ctx: Context, desc: ConsumerGroupDescription, *, verbose: boo
         return
     instances = any(m.group_instance_id for m in desc.members)
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if instances else []) + ["HOST", "CLIENT-ID"]
-    header += ["#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
+    kip848 = desc.type == "consumer"
+    header += ["#PARTITIONS"]
+    if kip848:  # KIP-848 members: their epoch; with --verbose what they own and what they will own
+        header += ["CURRENT-EPOCH"] + (["CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"] if verbose else [])
+    elif verbose:
+        header += ["ASSIGNMENT"]
+
+    def extra(m: MemberDescription) -> tuple[object, ...]:
+        if not kip848:
+            return (assignment_text(m.assignment),) if verbose else ()
+        if not verbose:
+            return (m.member_epoch,)
+        return (m.member_epoch, assignment_text(m.assignment), desc.assignment_epoch,
+                assignment_text(m.target_assignment))  # fmt: skip
+
     rows = [
         (desc.group_id, m.member_id)
         + ((m.group_instance_id,) if instances else ())
         + (m.host, m.client_id, len(m.assignment))
-        + ((assignment_text(m.assignment),) if verbose else ())
+        + extra(m)
         for m in desc.members
     ]
     title = _title(desc, f"state {desc.state}  members {len(desc.members)}") if ctx.output.is_table else ""
@@ -499,7 +549,12 @@ def _print_members(ctx: Context, desc: ConsumerGroupDescription, *, verbose: boo
 
 def _print_state(ctx: Context, desc: ConsumerGroupDescription) -> None:
     header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
-    row = (desc.group_id, _coordinator_text(desc), desc.partition_assignor or None, desc.state, len(desc.members))
+    row: tuple[object, ...] = (
+        desc.group_id, _coordinator_text(desc), desc.partition_assignor or None, desc.state, len(desc.members),
+    )  # fmt: skip
+    if desc.type == "consumer":  # KIP-848: the group's epochs
+        header[4:4] = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+        row = (*row[:4], desc.group_epoch, desc.assignment_epoch, row[4])
     _emit(ctx, header, [row], _title(desc) if ctx.output.is_table else "", ["#MEMBERS"])
 
 

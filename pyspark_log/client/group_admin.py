@@ -36,6 +36,7 @@ class ConsumerGroupListing:
     group_id: str
     protocol_type: str
     state: str | None
+    type: str = "classic"  # ListGroups v5 GroupType: classic or consumer (KIP-848)
 
     @property
     def is_simple(self) -> bool:
@@ -52,6 +53,8 @@ class MemberDescription:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...] = ()
+    member_epoch: int | None = None  # KIP-848 members only (ConsumerGroupDescribe)
+    target_assignment: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class ConsumerGroupDescription:
     partition_assignor: str
     members: tuple[MemberDescription, ...]
     coordinator: BrokerNode | None
+    type: str = "classic"  # "consumer": a KIP-848 group, described by ConsumerGroupDescribe
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
     @property
     def is_simple(self) -> bool:
@@ -159,7 +165,10 @@ class ConsumerGroupAdmin(abc.ABC):
                     raise error_for(resp.error_code, context=f"list groups on broker {node}")
                 for g in resp.groups:
                     found[g.group_id] = ConsumerGroupListing(
-                        g.group_id, g.protocol_type or "", getattr(g, "group_state", None) or None
+                        g.group_id,
+                        g.protocol_type or "",
+                        getattr(g, "group_state", None) or None,
+                        getattr(g, "group_type", None) or "classic",
                     )
             return found
 
@@ -184,6 +193,9 @@ class ConsumerGroupAdmin(abc.ABC):
             body = {"groups": [group_id], "include_authorized_operations": False}
 
             async def attempt(node: int) -> ConsumerGroupDescription:
+                described = await self._describe_kip848(node, group_id)
+                if described is not None:
+                    return described
                 resp = await self._group_admin_request(node, ApiKey.DESCRIBE_GROUPS, body)
                 group = next((g for g in resp.groups if g.group_id == group_id), None)
                 if group is None:
@@ -195,6 +207,44 @@ class ConsumerGroupAdmin(abc.ABC):
             return await self._groups._retrying(group_id, budget, attempt)
 
         return await self._each_group(group_ids, one)
+
+    async def _describe_kip848(self, node: int, group_id: str) -> ConsumerGroupDescription | None:
+        """ConsumerGroupDescribe (KIP-848) when the broker serves it, as Kafka's Admin asks first;
+        None (describe with DescribeGroups) for a group that is not a KIP-848 group there."""
+        conn = await self.cluster.connection(node)
+        if not conn.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+            return None
+        resp = await conn.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, {"group_ids": [group_id], "include_authorized_operations": False}
+        )
+        assert resp is not None
+        group = next((g for g in resp.groups if g.group_id == group_id), None)
+        if group is None or group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        if group.error_code != ErrorCode.NONE:
+            raise error_for(group.error_code, context=f"describe group {group_id!r}")
+
+        def parts(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(
+                sorted(TopicPartition(tp.topic_name, p) for tp in assignment.topic_partitions for p in tp.partitions)
+            )
+
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                parts(m.assignment),
+                m.member_epoch,
+                parts(m.target_assignment),
+            )
+            for m in group.members
+        )
+        return ConsumerGroupDescription(
+            group.group_id, PROTOCOL_TYPE, group.group_state, group.assignor_name, members,
+            self.cluster.metadata.brokers.get(node), "consumer", group.group_epoch, group.assignment_epoch,
+        )  # fmt: skip
 
     async def delete_consumer_groups(self, group_ids: Iterable[str], *, timeout_ms: float | None = None) -> None:
         """Delete each group with its committed offsets. Only a group without members can go:

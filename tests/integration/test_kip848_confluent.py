@@ -7,6 +7,7 @@ the group with its type and member epochs (ListGroups v5, ConsumerGroupDescribe)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -240,5 +241,54 @@ def test_admin_lists_and_describes_the_consumer_group(bootstrap: str) -> None:
         (only,) = described.members
         assert only.client_id == "c1"
         assert {(tp.topic, tp.partition) for tp in only.assignment.topic_partitions} == {(topic, 0), (topic, 1)}
+    finally:
+        c1.close()
+
+
+def pylog_groups(bootstrap: str, *args: str) -> str:
+    """``python -m pyspark_log.cli groups ...``; its stdout (exit 0 required)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYLOG_BOOTSTRAP_SERVERS"}
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", bootstrap, "groups", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_pylog_groups_shows_the_type_and_member_epochs(bootstrap: str) -> None:
+    """``pylog groups list --type`` and ``describe --members --verbose`` / ``--state`` of a KIP-848
+    group: its type, each member's epoch and assignments, the group and target-assignment epochs."""
+    topic, group = unique("cli"), unique("g")
+    create_topic(bootstrap, topic, 2)
+    m1, c1 = member("c1", bootstrap, group, [topic])
+    try:
+        drive([m1], lambda: len(m1.assignment()) == 2, timeout_s=60)
+        listed = json.loads(pylog_groups(bootstrap, "list", "--type", "consumer", "--output", "json"))
+        assert {"groupId": group, "state": "Stable", "protocolType": "consumer", "type": "consumer"} in listed
+        rows = pylog_groups(bootstrap, "list", "--type").splitlines()
+        assert rows[0].split() == ["GROUP", "TYPE"]
+        assert [group, "consumer"] in [r.split() for r in rows]
+        (described,) = json.loads(
+            pylog_groups(bootstrap, "describe", "--group", group, "--members", "--output", "json")
+        )
+        assert described["type"] == "consumer"
+        assert described["groupEpoch"] >= 1
+        assert described["targetAssignmentEpoch"] == described["groupEpoch"]
+        (only,) = described["members"]
+        assert only["memberEpoch"] == described["groupEpoch"]
+        assert (
+            only["assignment"]
+            == only["targetAssignment"]
+            == [
+                {"topic": topic, "partition": 0},
+                {"topic": topic, "partition": 1},
+            ]
+        )
+        text = pylog_groups(bootstrap, "describe", "--group", group, "--members", "--verbose").splitlines()
+        header = next(line.split() for line in text if line.startswith("GROUP"))
+        assert header[-4:] == ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        state = pylog_groups(bootstrap, "describe", "--group", group, "--state")
+        assert "GROUP-EPOCH" in state
+        assert "TARGET-ASSIGNMENT-EPOCH" in state
+        assert "uniform" in state
     finally:
         c1.close()

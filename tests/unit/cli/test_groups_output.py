@@ -144,9 +144,13 @@ def test_list_text_json_table(admin: FakeAdmin, capsys: pytest.CaptureFixture[st
     assert out.splitlines()[1:] == ["spark  Empty  -"]
     out, _ = run(capsys, "list", "--output", "json")
     assert json.loads(out) == [
-        {"groupId": "live", "state": "Stable", "protocolType": "consumer"},
-        {"groupId": "spark", "state": "Empty", "protocolType": ""},
+        {"groupId": "live", "state": "Stable", "protocolType": "consumer", "type": "classic"},
+        {"groupId": "spark", "state": "Empty", "protocolType": "", "type": "classic"},
     ]
+    out, _ = run(capsys, "list", "--type")
+    assert out.splitlines() == ["GROUP  TYPE", "live   classic", "spark  classic"]
+    out, _ = run(capsys, "list", "--type", "consumer")
+    assert out.splitlines() == ["GROUP  TYPE"]
     out, _ = run(capsys, "list", "--output", "table")
     assert "Protocol type" in out
     assert "(simple)" in out

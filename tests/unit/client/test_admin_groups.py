@@ -53,6 +53,10 @@ class GroupsCluster(FakeCluster):
             )
         return {"groups": out}
 
+    def _h_consumer_group_describe(self, node: int, version: int, req: Any) -> dict[str, Any]:
+        """Every group here is a classic one: GROUP_ID_NOT_FOUND, and the admin asks DescribeGroups."""
+        return {"groups": [{"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "group_id": g} for g in req.group_ids]}
+
     def _h_delete_groups(self, node: int, version: int, req: Any) -> dict[str, Any]:
         results = []
         for g in req.groups_names:
@@ -126,7 +130,7 @@ def test_list_asks_every_broker_and_keeps_consumer_groups() -> None:
             ]
             assert [g.group_id for g in await a.list_consumer_groups(["empty", "STABLE"])] == ["a", "b"]
             sent = [(v, r) for k, v, r in fake.requests if k == ApiKey.LIST_GROUPS]
-            assert sent[-1][0] == 4
+            assert sent[-1][0] == 5  # v5: with group types (KIP-848)
             assert sorted(sent[-1][1].states_filter) == ["STABLE", "empty"]
 
     run(main())
