@@ -292,3 +292,75 @@ def test_pylog_groups_shows_the_type_and_member_epochs(bootstrap: str) -> None:
         assert "uniform" in state
     finally:
         c1.close()
+
+
+def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
+    """Raw requests: a join (ConsumerGroupHeartbeat v1, client-made member id, KIP-1082), then
+    FENCED_MEMBER_EPOCH for a wrong epoch, UNKNOWN_MEMBER_ID for an unknown member, INVALID_REQUEST
+    for an empty member id, OffsetCommit v9 / OffsetFetch v9 with a stale epoch answered
+    STALE_MEMBER_EPOCH (KIP-848 "Offset Commit and Fetch"), DescribeGroups answering Dead for a
+    consumer group (Kafka's DescribeGroups < v6), ListGroups v5 filtering by type."""
+    from pyspark_log.embedded_cluster import request
+    from pyspark_log.wire import ApiKey, ErrorCode
+
+    topic, group = unique("wire"), unique("g")
+    create_topic(bootstrap, topic, 1)
+
+    def coordinator_ready() -> bool:
+        found = request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        return found.error_code == ErrorCode.NONE
+
+    deadline = time.monotonic() + 60
+    while not coordinator_ready():
+        assert time.monotonic() < deadline, "no group coordinator"
+        time.sleep(0.2)
+
+    def heartbeat(member_id: str, epoch: int, **extra: Any) -> Any:
+        body = {"group_id": group, "member_id": member_id, "member_epoch": epoch, **extra}
+        return request(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+
+    joined = heartbeat("member-1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[topic], topic_partitions=[])
+    deadline = time.monotonic() + 60
+    while joined.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+        joined = heartbeat("member-1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[topic],
+                           topic_partitions=[])  # fmt: skip
+    assert joined.error_code == ErrorCode.NONE, joined
+    assert joined.member_id == "member-1"
+    epoch = joined.member_epoch
+    assert epoch >= 1
+    assert joined.heartbeat_interval_ms == 250
+    assert [list(tp.partitions) for tp in joined.assignment.topic_partitions] == [[0]]
+    assert heartbeat("member-1", epoch + 5).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert heartbeat("nobody", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert heartbeat("", 0, rebalance_timeout_ms=1, subscribed_topic_names=[topic]).error_code == (
+        ErrorCode.INVALID_REQUEST
+    )
+
+    def commit(member_id: str, member_epoch: int) -> int:
+        body = {"group_id": group, "generation_id_or_member_epoch": member_epoch, "member_id": member_id,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                            "committed_metadata": None}]}]}  # fmt: skip
+        done = request(bootstrap, ApiKey.OFFSET_COMMIT, 9, body)
+        return done.topics[0].partitions[0].error_code
+
+    assert commit("member-1", epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert commit("nobody", epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit("member-1", epoch) == ErrorCode.NONE
+
+    def fetch(member_epoch: int) -> Any:
+        body = {"groups": [{"group_id": group, "member_id": "member-1", "member_epoch": member_epoch, "topics": None}]}
+        return request(bootstrap, ApiKey.OFFSET_FETCH, 9, body).groups[0]
+
+    assert fetch(epoch - 1).error_code == ErrorCode.STALE_MEMBER_EPOCH
+    fetched = fetch(epoch)
+    assert fetched.error_code == ErrorCode.NONE
+    assert fetched.topics[0].partitions[0].committed_offset == 3
+
+    described = request(bootstrap, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0]
+    assert (described.error_code, described.group_state, list(described.members)) == (0, "Dead", [])
+    listed = request(bootstrap, ApiKey.LIST_GROUPS, 5, {"types_filter": ["consumer"]}).groups
+    assert (group, "consumer", "consumer") in {(g.group_id, g.group_type, g.protocol_type) for g in listed}
+    classic = request(bootstrap, ApiKey.LIST_GROUPS, 5, {"types_filter": ["classic"]}).groups
+    assert group not in {g.group_id for g in classic}
+    left = heartbeat("member-1", -1)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
