@@ -302,6 +302,26 @@ def describe_groups(auth: RequestAuth, pending: Pending, broker: Broker) -> None
     pending.amends.append(amend)
 
 
+def consumer_group_describe(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
+    """ConsumerGroupDescribe (KIP-848): DESCRIBE per group, as DescribeGroups."""
+    body = pending.body
+    groups = list(body.get("group_ids") or [])
+    denied = [g for g in groups if not auth.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]
+    if denied:
+        pending.replace(group_ids=[g for g in groups if g not in denied])
+    with_ops = bool(body.get("include_authorized_operations"))
+
+    def amend(out: Body) -> Body:
+        result = list(out.get("groups") or [])
+        if with_ops:
+            result = [{**g, "authorized_operations": _ops(auth, ResourceType.GROUP, g["group_id"])} for g in result]
+        refused = {"error_message": None, "group_epoch": 0, "assignment_epoch": 0, "assignor_name": ""}
+        out["groups"] = result + [{**_group_entry(g, GROUP_AUTH), **refused} for g in denied]
+        return out
+
+    pending.amends.append(amend)
+
+
 def list_groups(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
     """DESCRIBE on the cluster lists every group; else only the groups one may DESCRIBE."""
     if auth.cluster(Operation.DESCRIBE):
@@ -518,6 +538,7 @@ SPECIAL: dict[str, Rule] = {
     "describe_cluster": describe_cluster,
     "offset_fetch": offset_fetch,
     "describe_groups": describe_groups,
+    "consumer_group_describe": consumer_group_describe,
     "list_groups": list_groups,
     "delete_groups": delete_groups,
     "init_producer_id": init_producer_id,

@@ -111,7 +111,7 @@ def _heartbeat_error(code: int, message: str | None = None) -> dict[str, Any]:
         "error_code": code,
         "error_message": message,
         "member_id": None,
-        "member_epoch": -1,
+        "member_epoch": 0,  # as Kafka's error responses (the field's default)
         "heartbeat_interval_ms": 0,
         "assignment": None,
     }
@@ -164,7 +164,7 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
                     "client_id": m.client_id,
                     "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "subscribed_topic_regex": m.subscribed_topic_regex or "",  # Kafka: "" for none
                     "assignment": {"topic_partitions": _topic_partitions(m.assignment.assigned, topics, names=True)},
                     "target_assignment": {
                         "topic_partitions": _topic_partitions(group.describe_target(m.member_id), topics, names=True)

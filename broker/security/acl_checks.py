@@ -116,6 +116,8 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.DESCRIBE_GROUPS: (Special("describe_groups"),),  # DESCRIBE per group
     ApiKey.LIST_GROUPS: (Special("list_groups"),),  # DESCRIBE cluster, else the groups one may DESCRIBE
     ApiKey.DELETE_GROUPS: (Special("delete_groups"),),  # DELETE per group
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_GROUP_READ,),  # KIP-848
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (Special("consumer_group_describe"),),  # DESCRIBE per group
     # transactions
     ApiKey.INIT_PRODUCER_ID: (Special("init_producer_id"),),
     ApiKey.ADD_PARTITIONS_TO_TXN: (Special("add_partitions_to_txn"),),

@@ -1,0 +1,109 @@
+"""A KIP-848 consumer group on Apache Kafka 4.1.1 and pylog: what ConsumerGroupDescribe answers
+(state, epochs, assignor, each member's epoch, subscription, current and target assignment,
+MemberType), ListGroups v5 with a type filter, DescribeGroups of a consumer group, the errors of
+malformed or fenced ConsumerGroupHeartbeats, and the group after its member left.
+
+The member is confluent-kafka with ``group.protocol=consumer``; member ids and client hosts are left
+out. A difference must be a row of the table "KIP-848 consumer groups" in docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from pyspark_log.embedded_cluster import request
+from pyspark_log.wire import ApiKey
+from tests.differential.conftest import Brokers
+from tests.differential.documented import compare, table
+from tests.differential.scenarios import create_ready_topic, poll, unique
+
+HEADING = "KIP-848 consumer groups"
+
+
+def describe(address: str, group: str, version: int = 1) -> Any:
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    return request(address, ApiKey.CONSUMER_GROUP_DESCRIBE, version, body).groups[0]
+
+
+def parts(assignment: Any, topic: str) -> list[tuple[bool, list[int]]]:
+    return [(tp.topic_name == topic, sorted(tp.partitions)) for tp in assignment.topic_partitions]
+
+
+def views(address: str) -> dict[str, Any]:
+    topic, group = unique("kip848"), unique("group")
+    create_ready_topic(address, topic, partitions=2)
+    out: dict[str, Any] = {}
+    consumer = Consumer({
+        "bootstrap.servers": address, "group.id": group, "group.protocol": "consumer",
+        "client.id": "differential-client", "enable.auto.commit": False,
+    })  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        poll("the assignment", lambda: (consumer.poll(0.2), len(consumer.assignment()))[1], lambda n: n == 2)
+        g = poll("a Stable group", lambda: describe(address, group), lambda g: g.group_state == "Stable")
+        out["describe_group"] = (g.error_code, g.error_message, g.group_state, g.group_epoch, g.assignment_epoch,
+                                 g.assignor_name, g.authorized_operations)  # fmt: skip
+        out["describe_members"] = [
+            (m.instance_id, m.rack_id, m.member_epoch, m.client_id, list(m.subscribed_topic_names) == [topic],
+             m.subscribed_topic_regex, parts(m.assignment, topic), parts(m.target_assignment, topic), m.member_type)
+            for m in g.members
+        ]  # fmt: skip
+        out["describe_v0_member_type"] = [m.member_type for m in describe(address, group, 0).members]
+        missing = describe(address, unique("missing"))
+        out["describe_unknown_group"] = (missing.error_code, missing.group_state, missing.group_epoch)
+        listed = request(address, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
+        out["list_groups_consumer"] = [
+            (x.protocol_type, x.group_state, x.group_type) for x in listed.groups if x.group_id == group
+        ]
+        listed = request(address, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]})
+        out["list_groups_classic"] = [x.group_type for x in listed.groups if x.group_id == group]
+        old = request(address, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+        d = old.groups[0]
+        out["describe_groups_v5"] = (d.error_code, d.group_state, d.protocol_type, d.protocol_data, len(d.members))
+
+        def heartbeat(**fields: Any) -> tuple[int, int]:
+            body = {"group_id": group, "member_id": "differential-member", "member_epoch": 0, **fields}
+            answer = request(address, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+            return answer.error_code, answer.member_epoch
+
+        out["heartbeat_unknown_member"] = heartbeat(member_epoch=7)
+        out["heartbeat_empty_member_id"] = heartbeat(member_id="", rebalance_timeout_ms=1000,
+                                                     subscribed_topic_names=[topic], topic_partitions=[])  # fmt: skip
+        out["heartbeat_join_without_subscription"] = heartbeat(rebalance_timeout_ms=1000, topic_partitions=[])
+        out["heartbeat_bad_assignor"] = heartbeat(rebalance_timeout_ms=1000, subscribed_topic_names=[topic],
+                                                  server_assignor="no-such-assignor", topic_partitions=[])  # fmt: skip
+        out["heartbeat_bad_regex"] = heartbeat(rebalance_timeout_ms=1000, subscribed_topic_regex="t(",
+                                               topic_partitions=[])  # fmt: skip
+        out["heartbeat_invalid_epoch"] = heartbeat(member_epoch=-3)
+        out["heartbeat_static_leave_without_instance"] = heartbeat(member_epoch=-2)
+    finally:
+        consumer.close()
+    g = poll("the group empty", lambda: describe(address, group), lambda g: g.group_state == "Empty")
+    out["group_after_leave"] = (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members))
+    return out
+
+
+@pytest.fixture(scope="module")
+def observed(brokers: Brokers) -> dict[str, dict[str, Any]]:
+    return {name: views(address) for name, address in brokers.items()}
+
+
+ASPECTS = (
+    "describe_group", "describe_members", "describe_v0_member_type", "describe_unknown_group",
+    "list_groups_consumer", "list_groups_classic", "describe_groups_v5", "heartbeat_unknown_member",
+    "heartbeat_empty_member_id", "heartbeat_join_without_subscription", "heartbeat_bad_assignor",
+    "heartbeat_bad_regex", "heartbeat_invalid_epoch", "heartbeat_static_leave_without_instance",
+    "group_after_leave",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("aspect", ASPECTS)
+def test_same_kip848_group_views(observed: dict[str, dict[str, Any]], aspect: str) -> None:
+    kafka, pylog = observed["kafka"][aspect], observed["pylog"][aspect]
+    differs = {(aspect, str(kafka), str(pylog))} if kafka != pylog else set()
+    documented = {tuple(row) for row in table(HEADING, 3) if row[0] == aspect}
+    message = compare(HEADING, differs, documented)
+    assert not message, message
