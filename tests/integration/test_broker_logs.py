@@ -231,3 +231,28 @@ def test_consume_progress_bar_only_on_a_terminal(broker: EmbeddedBroker) -> None
     assert piped.returncode == 0
     assert len(piped.stdout.splitlines()) == 300
     assert piped.stderr.strip() == "Processed a total of 300 messages"  # no bar off a terminal
+
+
+def test_produce_file_and_delete_records_bars_only_on_a_terminal(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"record {i}\n" for i in range(2000)))
+    base = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers]
+    produce = [*base, "produce", "bars-file", "--file", str(lines)]
+    code, _, terminal = _run_on_pty(produce)
+    assert code == 0, terminal
+    assert "bars-file" in terminal
+    assert "kB" in terminal
+    assert "\x1b[" in terminal
+    assert "Produced 2000 records" in terminal
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": "bars-file", "partition": 0, "offset": 10}]}))
+    delete = [*base, "delete-records", "--offset-json-file", str(offsets)]
+    code, out, terminal = _run_on_pty(delete)
+    assert code == 0
+    assert "partition: bars-file-0\tlow_watermark: 10" in out
+    assert "Deleting records" in terminal
+    assert "1/1" in terminal
+    piped = subprocess.run(delete, capture_output=True, text=True, timeout=120, check=False)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+    assert "partition: bars-file-0\tlow_watermark: 10" in piped.stdout
