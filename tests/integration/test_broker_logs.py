@@ -256,3 +256,28 @@ def test_produce_file_and_delete_records_bars_only_on_a_terminal(broker: Embedde
     assert piped.returncode == 0
     assert piped.stderr == ""
     assert "partition: bars-file-0\tlow_watermark: 10" in piped.stdout
+
+
+def test_reset_offsets_and_elections_bars_only_on_a_terminal(broker: EmbeddedBroker, tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers]
+    created = pylog(broker, "topics", "create", "bars-many", "--partitions", "150")
+    assert created.returncode == 0, created.stderr
+    reset = [*base, "groups", "reset-offsets", "--group", "bars-group", "--topic", "bars-many",
+             "--to-earliest", "--execute"]  # fmt: skip
+    code, out, terminal = _run_on_pty(reset)
+    assert code == 0, terminal
+    assert len([line for line in out.splitlines() if "bars-many" in line]) == 150
+    assert "Resetting offsets of bars-group" in terminal
+    assert "150/150" in terminal
+    committed = pylog(broker, "groups", "describe", "--group", "bars-group", "--output", "json")
+    assert committed.returncode == 0, committed.stderr
+    assert committed.stdout.count('"bars-many"') >= 150  # every partition's offset was committed
+    election = tmp_path / "election.json"
+    election.write_text(json.dumps({"partitions": [{"topic": "bars-many", "partition": p} for p in range(150)]}))
+    elect = [*base, "leader-election", "--election-type", "PREFERRED", "--path-to-json-file", str(election)]
+    code, out, terminal = _run_on_pty(elect)
+    assert "Electing leaders (PREFERRED)" in terminal, terminal
+    assert "Valid replica already elected for partitions" in out  # one node: it leads them all
+    piped = subprocess.run(elect, capture_output=True, text=True, timeout=120, check=False)
+    assert piped.stdout == out
+    assert "Electing leaders" not in piped.stderr
