@@ -163,7 +163,6 @@ def read_direct(
         log.info("pylog direct read: %s has no visible files here; reading it through the broker", r.tp)
     elif position < end:
         files = PartitionFiles(directory, chunk_bytes=options.max_partition_fetch_bytes)
-        current = OffsetRange(r.tp, position, end)
         try:
             for chunk in files.read(position, end, read_committed=read_committed):
                 fetched = FetchedChunk(
@@ -175,7 +174,10 @@ def read_direct(
                     -1,
                 )
                 batch = decode_chunk(
-                    fetched, current, read_committed=read_committed, include_headers=options.include_headers
+                    fetched,
+                    OffsetRange(r.tp, chunk.position, end),  # leading batches below it are skipped
+                    read_committed=read_committed,
+                    include_headers=options.include_headers,
                 )
                 if batch is not None:
                     yield batch
