@@ -364,3 +364,60 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
     assert group not in {g.group_id for g in classic}
     left = heartbeat("member-1", -1)
     assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
+
+
+def test_a_restarted_coordinator_resumes_the_same_epochs(tmp_path: Path) -> None:
+    """The group's state is written to ``__consumer_offsets`` with Kafka's consumer group records:
+    after the coordinator restarts it reloads them and the member goes on heartbeating at the
+    epoch it had, with its assignment, without rejoining (its own broker: it is restarted)."""
+    from pyspark_log.embedded_cluster import request
+    from pyspark_log.wire import ApiKey
+
+    with EmbeddedBroker(tmp_path / "restart", overrides=KIP848_OVERRIDES) as broker:
+        bootstrap = broker.bootstrap_servers
+        topic, group = unique("restart"), unique("g")
+        create_topic(bootstrap, topic, 3)
+        m1, c1 = member("c1", bootstrap, group, [topic])
+        m2, c2 = member("c2", bootstrap, group, [topic])
+        try:
+            everything = {(topic, p) for p in range(3)}
+            drive([m1, m2], exact_split([m1, m2], everything), timeout_s=60)
+
+            def described() -> Any:
+                try:
+                    body = {"group_ids": [group], "include_authorized_operations": False}
+                    return request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, body).groups[0]
+                except OSError:
+                    return None
+
+            def stable() -> Any:
+                found = described()
+                return found if found is not None and found.group_state == "Stable" else None
+
+            before = None
+            deadline = time.monotonic() + 60
+            while before is None and time.monotonic() < deadline:
+                m1.poll()
+                m2.poll()
+                before = stable()
+            assert before is not None
+            epochs = {m.member_id: m.member_epoch for m in before.members}
+            owned = (m1.assignment(), m2.assignment())
+            broker.restart()
+            after = None
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                m1.poll()
+                m2.poll()
+                after = stable()
+                if after is not None and {m.member_id: m.member_epoch for m in after.members} == epochs:
+                    break
+            assert after is not None
+            assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+            assert {m.member_id: m.member_epoch for m in after.members} == epochs
+            assert (m1.assignment(), m2.assignment()) == owned
+            # reloaded from the records, not rebuilt by rejoins that happen to reach the same epochs
+            assert f"consumer group {group} loaded at epoch {before.group_epoch} (2 member(s))" in broker.output()
+        finally:
+            c1.close()
+            c2.close()

@@ -14,6 +14,7 @@ the members hear UNKNOWN_MEMBER_ID and rejoin with epoch 0 (docs/compatibility.m
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import random
 import uuid
@@ -31,10 +32,12 @@ from broker.coordinator.consumer_group.group import (
     HeartbeatRequest,
     TopicsView,
 )
+from broker.coordinator.consumer_group.records import group_records, replay
 from broker.coordinator.group.group import Group, GroupState
 from broker.coordinator.group.manager import GroupManager
 from broker.coordinator.group.records import CommittedOffset
-from pyspark_log.wire.errors import ErrorCode
+from broker.coordinator.group.store import StoreError
+from pyspark_log.wire.errors import DecodeError, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,9 @@ class ConsumerGroups:
         self.clock_ms = clock_ms
         self.rng = rng or random.Random()
         self.groups: dict[str, ConsumerGroup] = {}
+        self.topics: TopicsView = {}  # the metadata image's topics (``attach`` keeps it current)
+        self._written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written
+        manager.on_records_loaded = self.load
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
@@ -86,6 +92,9 @@ class ConsumerGroups:
             if created and failed is not None and not failed.members:
                 del self.groups[group_id]  # a refused first join leaves no group behind
             return HeartbeatAnswer(exc.code, exc.message, member_epoch=-1)
+        error = self._persist(group)
+        if error is not None:
+            return HeartbeatAnswer(error)
         self._after(group, outcome)
         return HeartbeatAnswer(
             ErrorCode.NONE,
@@ -165,10 +174,57 @@ class ConsumerGroups:
             return
         if group.expire_member(member_id):
             log.info("consumer group %s: member %s fenced (%s timeout)", group_id, member_id, why)
+            self._persist(group)
         self.manager.timers.cancel(("cg-session", group_id, member_id))
         self.manager.timers.cancel(("cg-revoke", group_id, member_id))
 
     # -- offsets, admin and ownership -----------------------------------------------------------
+
+    # -- persistence (Kafka's consumer group records in __consumer_offsets) -----------------------
+
+    def _persist(self, group: ConsumerGroup) -> int | None:
+        """Append what changed in the group's records (tombstones for what is gone) before the
+        member hears back; None, or the error code of a failed append (the state stays in memory
+        and is written with the next change)."""
+        written = self._written.get(group.group_id, {})
+        current = {} if group.deleted else group_records(group, self.topics)
+        entries: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in current.items() if written.get(k) != v]
+        entries += [(k, None) for k in written if k not in current]
+        if not entries:
+            return None
+        try:
+            self.manager._append(group.group_id, entries)
+        except StoreError as exc:
+            log.warning("writing consumer group %s failed: %s", group.group_id, exc)
+            return exc.code
+        self._written[group.group_id] = current
+        return None
+
+    def load(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Rebuild the groups of a loaded ``__consumer_offsets`` partition with the epochs and
+        assignments they had; every member gets a new session (it keeps heartbeating)."""
+        try:
+            loaded = replay(records, self.topics)
+        except DecodeError as exc:
+            log.warning("__consumer_offsets-%s: consumer group records unreadable: %s", partition, exc)
+            return
+        now = self.clock_ms()
+        for group_id, group in loaded.items():
+            if self.manager.partition_of(group_id) != partition:
+                continue
+            group.assignor_name = group.choose_assignor(self.config)
+            self.groups[group_id] = group
+            self._written[group_id] = group_records(group, self.topics)
+            for member_id in group.members:
+                deadline = now + self.config.session_timeout_ms
+                self.manager.timers.schedule(
+                    ("cg-session", group_id, member_id),
+                    deadline,
+                    functools.partial(self._expire, group_id, member_id, "session"),
+                )
+            log.info(
+                "consumer group %s loaded at epoch %d (%d member(s))", group_id, group.group_epoch, len(group.members)
+            )
 
     def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> int | None:
         """Kafka ``ConsumerGroup.validateOffsetCommit``: None if ``group_id`` is not a consumer group
@@ -230,6 +286,8 @@ class ConsumerGroups:
             return ErrorCode.NON_EMPTY_GROUP
         group.deleted = True
         del self.groups[group_id]
+        self._persist(group)  # tombstones
+        self._written.pop(group_id, None)
         return ErrorCode.NONE
 
     def forget_empty(self, group_id: str) -> None:
@@ -249,8 +307,14 @@ class ConsumerGroups:
                 self.unload_one(group_id)
 
     def unload_one(self, group_id: str) -> None:
+        self._written.pop(group_id, None)
         group = self.groups.pop(group_id, None)
         if group is not None:
             for member_id in group.members:
                 self.manager.timers.cancel(("cg-session", group_id, member_id))
                 self.manager.timers.cancel(("cg-revoke", group_id, member_id))
+
+
+def topics_of(image: object) -> dict[str, tuple[object, int]]:
+    """``topic name -> (topic id, partition count)`` of a metadata image."""
+    return {name: (t.topic_id, len(t.partitions)) for name, t in image.topics.items()}  # type: ignore[attr-defined]

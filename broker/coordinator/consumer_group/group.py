@@ -375,18 +375,21 @@ class ConsumerGroup:
     def _compute_target(self, subscriptions: Mapping[str, frozenset[str]], config: ConsumerGroupConfig) -> None:
         """A new target assignment at the group epoch, with the assignor most members name
         (ties: the broker's order), or the broker's default."""
+        name = self.assignor_name = self.choose_assignor(config)
+        counts = {t: count for t, (_, count) in self.subscription_metadata.items()}
+        self.target = ASSIGNORS[name](subscriptions, counts, self.target)
+        self.assignment_epoch = self.group_epoch
+
+    def choose_assignor(self, config: ConsumerGroupConfig) -> str:
+        """The assignor most members name in ``ServerAssignor`` (ties: the broker's order), or
+        the broker's default (the first of ``group.consumer.assignors``)."""
         votes: dict[str, int] = {}
         for member in self.members.values():
             if member.server_assignor is not None:
                 votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
-        if votes:
-            name = max(config.assignors, key=lambda a: (votes.get(a, 0), -config.assignors.index(a)))
-        else:
-            name = config.default_assignor
-        self.assignor_name = name
-        counts = {t: count for t, (_, count) in self.subscription_metadata.items()}
-        self.target = ASSIGNORS[name](subscriptions, counts, self.target)
-        self.assignment_epoch = self.group_epoch
+        if not votes:
+            return config.default_assignor
+        return max(config.assignors, key=lambda a: (votes.get(a, 0), -config.assignors.index(a)))
 
     def expire_member(self, member_id: str) -> bool:
         """A session or revocation deadline passed: the member is fenced (KIP-848 "Member

@@ -68,11 +68,12 @@ def attach(
         rng=rng,
     )
     from broker.coordinator.consumer_group.config import ConsumerGroupConfig
-    from broker.coordinator.consumer_group.coordinator import ConsumerGroups
+    from broker.coordinator.consumer_group.coordinator import ConsumerGroups, topics_of
 
     coordinator.consumer = ConsumerGroups(
         ConsumerGroupConfig.from_properties(config_get), coordinator.manager, clock_ms, rng=rng
     )
+    coordinator.consumer.topics = topics_of(image)
     coordinator.startup(*led_offsets_partitions(image, node_id))
     replicas.add_marker_listener(coordinator.on_marker)  # transactional offset commits
 
@@ -83,6 +84,8 @@ def attach(
             if name not in new.topics or new.topics[name].topic_id != topic.topic_id
         }
         gone.discard(OFFSETS_TOPIC)
+        if coordinator.consumer is not None:
+            coordinator.consumer.topics = topics_of(new)  # before loading: records name topics by id
         coordinator.manager.set_partitions(*led_offsets_partitions(new, node_id))
         if coordinator.consumer is not None:
             coordinator.consumer.drop_unowned()

@@ -101,6 +101,8 @@ class GroupManager(CoordinatorTask):
         self._wake: asyncio.Event | None = None
         self._sleep_until: int | None = None  # the deadline the task sleeps towards (None: none)
         self.on_group_loaded: Callable[[Group], None] = lambda group: None
+        # a loaded partition's records of other types, in log order (KIP-848 consumer groups)
+        self.on_records_loaded: Callable[[int, list[tuple[bytes, bytes | None]]], None] = lambda p, records: None
         # producer id -> ids of the groups it has staged transactional offsets in (may be stale;
         # ``complete_txn`` prunes): a marker visits those groups, not every cached one
         self._producer_groups: dict[int, set[str]] = {}
@@ -193,6 +195,8 @@ class GroupManager(CoordinatorTask):
                 self._producer_groups.setdefault(producer_id, set()).add(group_id)
             self.groups[group_id] = group
             self.on_group_loaded(group)
+        if loaded.other:
+            self.on_records_loaded(load.partition, loaded.other)
         self.partitions[load.partition] = PartitionStatus.ACTIVE
         log.info("loaded __consumer_offsets-%s: %d group(s)", load.partition, len(loaded.groups))
 

@@ -69,6 +69,8 @@ class LoadedPartition:
     positions: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)  # log offset of each
     # producer id -> group -> partition -> staged offset: transactional commits without a marker yet
     pending: dict[int, dict[str, dict[tuple[str, int], StagedOffset]]] = field(default_factory=dict)
+    # records of other types (KIP-848 consumer groups: broker.coordinator.consumer_group.records), in log order
+    other: list[tuple[bytes, bytes | None]] = field(default_factory=list)
 
 
 class PartitionLoad:
@@ -162,6 +164,8 @@ class PartitionLoad:
                 self.result.groups[key.group] = None if value is None else decode_group_value(value)
             else:
                 self.skipped += 1
+                if txn_producer is None:
+                    self.result.other.append((bytes(key_bytes), None if value is None else bytes(value)))
         except DecodeError as exc:
             self.skipped += 1
             log.warning("%s-%s: skipping an unreadable record: %s", OFFSETS_TOPIC, self.partition, exc)

@@ -238,3 +238,44 @@ def test_config_bounds_follow_kafka() -> None:
         conf(group_consumer_assignors="sticky")
     picked = conf(group_consumer_assignors="org.apache.kafka.coordinator.group.assignor.RangeAssignor")
     assert picked.assignors == ("range",)
+
+
+# -- persistence: Kafka's consumer group records --------------------------------------------------
+
+
+def test_group_records_replay_to_the_same_epochs_and_assignments() -> None:
+    from broker.coordinator.consumer_group.records import (
+        CURRENT_ASSIGNMENT,
+        MEMBER_METADATA,
+        decode_key,
+        group_records,
+        key,
+        replay,
+    )
+
+    topics = {"t": (T_ID, 4), "gone": (uuid.uuid4(), 1)}
+    group = ConsumerGroup("g")
+    join(group, "a", topics, instance_id="i1", rack_id="r1")
+    join(group, "b", topics)
+    beat(group, "a", 1, {"t": fs(0, 1, 2, 3)}, topics)  # a revokes two: UNREVOKED_PARTITIONS
+    records = group_records(group, topics)
+    assert decode_key(key(MEMBER_METADATA, "g", "a")) == (MEMBER_METADATA, "g", "a")
+    assert key(CURRENT_ASSIGNMENT, "g", "a") in records
+    assert records[key(3, "g")][:2] == b"\x00\x00"  # value version 0
+    log = list(records.items())
+    log += [(key(MEMBER_METADATA, "g", "old"), b"\x00\x00junk-overwritten"), (key(MEMBER_METADATA, "g", "old"), None)]
+    (back,) = replay(log, topics).values()
+    assert (back.group_epoch, back.assignment_epoch) == (group.group_epoch, group.assignment_epoch)
+    assert set(back.members) == {"a", "b"}
+    for mid in ("a", "b"):
+        assert back.members[mid].assignment == group.members[mid].assignment
+        assert back.target[mid] == group.target[mid]
+    assert back.members["a"].instance_id == "i1"
+    assert back.members["a"].rack_id == "r1"
+    assert back.static_members == {"i1": "a"}
+    assert back.owners == group.owners
+    assert back.subscription_metadata == group.subscription_metadata
+    assert back.state is group.state
+    # the reloaded group goes on: a finishes revoking and b gets the released partitions
+    a = beat(back, "a", 1, back.members["a"].assignment.assigned, topics)
+    assert a.member_epoch == back.assignment_epoch
