@@ -156,6 +156,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(parsed, 0),
                     clean_shutdown=clean,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
+                    on_segment=self.recovery_progress.segment_done,
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.cleaner.swap import complete_swaps
@@ -62,8 +63,10 @@ def load_log(
     log_start_offset: int = 0,
     clean_shutdown: bool = False,
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    on_segment: Callable[[int], None] | None = None,
 ) -> Log:
-    """Open the log in ``directory`` (see the module docstring). Raises OSError on I/O errors."""
+    """Open the log in ``directory`` (see the module docstring). Raises OSError on I/O errors.
+    ``on_segment(bytes)`` is called after each segment is loaded or recovered (progress)."""
     now = clock()
     complete_swaps(directory)
     bases = _clean_directory(directory)
@@ -87,6 +90,8 @@ def load_log(
             cut = segment.recover(min_offset)
             recovered.append(segment)
         kept.append(segment)
+        if on_segment is not None:
+            on_segment(segment.size_bytes)
         if cut:
             log.warning("%s: cut %d invalid bytes at the end of %s", directory.name, cut, segment.log_path.name)
             for later in segments[i + 1 :]:

@@ -3,8 +3,8 @@
 Kafka's ``LogManager`` logs how far log loading got per log dir (``Recovering segment ...``,
 ``Loaded N logs ...``). pylog measures the whole start-up load up front — partitions, segment
 files and their bytes in every log dir (one ``scandir`` per partition directory) — and then,
-as each partition finishes loading, logs a line at most every ``interval_ms`` of a monotonic
-clock (never per segment)::
+as segments and partitions finish loading, logs a line at most every ``interval_ms`` of a
+monotonic clock (never one per segment)::
 
     log recovery: 120/2000 partitions, 340/5000 segments, 1.2 GB/40.0 GB (3%), ETA 35 s
 
@@ -49,14 +49,19 @@ def _size(n: float) -> str:
 
 
 class RecoveryProgress:
-    """Counts of the start-up log load; ``partition_done`` after each partition, ``finish`` at
-    the end. ``clock`` is monotonic seconds (injected for tests)."""
+    """Counts of the start-up log load: ``measure`` first, then ``segment_done`` after each
+    segment and ``partition_done`` after each partition (which settles the partition's counts to
+    what ``measure`` found, so deleted corrupt segments do not skew them), ``finish`` at the end.
+    A progress line is due at most every ``interval_ms``; ``clock`` is monotonic seconds
+    (injected for tests)."""
 
     def __init__(self, *, interval_ms: int = 5000, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = max(0, interval_ms) / 1000
         self._clock = clock
         self.partitions_total = self.segments_total = self.bytes_total = 0
         self.partitions_done = self.segments_done = self.bytes_done = 0
+        self._settled = (0, 0)  # segments and bytes of the partitions done
+        self._measured: dict[Path, tuple[int, int]] = {}
         self.started_at = clock()
         self._last_report = self.started_at
         self.finished = False
@@ -64,20 +69,30 @@ class RecoveryProgress:
     def measure(self, partition_dirs: Iterable[Path]) -> None:
         """Add the partitions about to load to the totals."""
         for directory in partition_dirs:
-            segments, size = partition_files(directory)
+            segments, size = self._measured[directory] = partition_files(directory)
             self.partitions_total += 1
             self.segments_total += segments
             self.bytes_total += size
         self.started_at = self._last_report = self._clock()
 
+    def segment_done(self, size_bytes: int) -> None:
+        """One segment of the partition being loaded is done."""
+        self.segments_done += 1
+        self.bytes_done += size_bytes
+        self._maybe_report()
+
     def partition_done(self, directory: Path) -> None:
-        """One partition loaded; report if ``interval_ms`` passed since the last report."""
-        segments, size = partition_files(directory)
+        """One partition loaded."""
+        segments, size = self._measured.get(directory) or partition_files(directory)
+        self._settled = (self._settled[0] + segments, self._settled[1] + size)
+        self.segments_done, self.bytes_done = self._settled
         self.partitions_done += 1
-        self.segments_done += segments
-        self.bytes_done += size
+        if self.partitions_done < self.partitions_total:
+            self._maybe_report()
+
+    def _maybe_report(self) -> None:
         now = self._clock()
-        if now - self._last_report >= self.interval_s and self.partitions_done < self.partitions_total:
+        if now - self._last_report >= self.interval_s:
             self._last_report = now
             self._report(now)
 

@@ -187,3 +187,22 @@ def test_recovery_progress_is_rate_limited_by_the_clock(tmp_path: Path, caplog: 
     assert caplog.records[0].fields["bytes_done"] == 600  # type: ignore[attr-defined]
     progress.finish()
     assert caplog.records[-1].getMessage().startswith("log recovery done: 6 partitions, 12 segments")
+
+
+def test_recovery_progress_moves_within_one_large_partition(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    big = _partition_dir(tmp_path, "big-0", 5, 1000)
+    small = _partition_dir(tmp_path, "small-0", 1, 1000)
+    now = [0.0]
+    progress = RecoveryProgress(interval_ms=5000, clock=lambda: now[0])
+    progress.measure([big, small])
+    caplog.set_level(logging.INFO, logger="broker.log.recovery_progress")
+    for _ in range(4):  # 4 of the big partition's 5 segments, 3 s each
+        now[0] += 3.0
+        progress.segment_done(1000)
+    assert [r.getMessage() for r in caplog.records] == [
+        "log recovery: 0/2 partitions, 2/6 segments, 2.0 KB/5.9 KB (33%), ETA 12 s",  # at 6 s
+        "log recovery: 0/2 partitions, 4/6 segments, 3.9 KB/5.9 KB (66%), ETA 6 s",  # at 12 s
+    ]
+    progress.segment_done(900)  # a segment shorter than measured (its corrupt tail was cut)
+    progress.partition_done(big)  # settles to what was measured
+    assert (progress.segments_done, progress.bytes_done) == (5, 5000)
