@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from pyspark_log.cli.context import Context, read_command_config
 from pyspark_log.cli.errors import EXIT_ERROR, EXIT_OK, UsageError, kafka_error
-from pyspark_log.client.errors import KafkaError
+from pyspark_log.client.errors import KafkaError, OffsetOutOfRangeError
 from pyspark_log.client.metrics import Metrics, flatten
 from pyspark_log.client.types import TopicPartition
 
@@ -481,7 +481,12 @@ async def _consume(consumer: Any, args: argparse.Namespace, run: ConsumeRun) -> 
     async def partition_loop(tp: TopicPartition) -> None:
         nonlocal last_record
         while not done.is_set():
-            fetched = await consumer.fetch_raw(tp, positions[tp], args.fetch_size, max_wait_ms=500)
+            try:
+                fetched = await consumer.fetch_raw(tp, positions[tp], args.fetch_size, max_wait_ms=500)
+            except OffsetOutOfRangeError:  # a committed offset retention removed: reset, as auto.offset.reset
+                reset = consumer.end_offsets if args.from_latest else consumer.beginning_offsets
+                positions[tp] = (await reset([tp]))[tp]
+                continue
             if not fetched.records:
                 continue
             cols = decode_arrow(fetched.records, topic=tp.topic, partition=tp.partition, start_offset=positions[tp])

@@ -209,3 +209,25 @@ def test_perf_consume_lines_and_metrics_match_kafkas_tool(broker: EmbeddedBroker
     counts = [int(m["n"]) for m in parsed if m]
     assert counts == sorted(counts)
     assert counts[-1] <= 30000
+
+
+def test_perf_consume_resets_a_committed_offset_below_the_log_start(broker: EmbeddedBroker) -> None:
+    """The group's committed offset was deleted (DeleteRecords): the run starts at the log start,
+    as Kafka's consumer does under auto.offset.reset=earliest."""
+    topic = new_topic(broker, 1)
+    bootstrap = broker.bootstrap_servers
+    pylog_perf("produce", "--topic", topic, "--num-records", "100", "--throughput", "-1", "--payload-monotonic",
+               "--bootstrap-server", bootstrap)  # fmt: skip
+    group = f"perf-reset-{topic}"
+    tp = TopicPartition(topic, 0)
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.alter_consumer_group_offsets(group, {tp: 10})
+        admin.delete_records({tp: 60})
+    done = pylog_perf("consume", "--bootstrap-server", bootstrap, "--topic", topic, "--messages", "40",
+                      "--timeout", "60000", "--group", group)  # fmt: skip
+    m = SUMMARY.match(done.stdout.splitlines()[1])
+    assert m
+    assert int(m["n"]) == 40
+    assert float(m["mb"]) == pytest.approx(sum(len(str(i)) for i in range(60, 100)) / 1024 / 1024, abs=1e-4)
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        assert admin.list_consumer_group_offsets(group)[tp].offset == 100
