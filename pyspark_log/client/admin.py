@@ -493,30 +493,36 @@ class AsyncAdmin(ConsumerGroupAdmin):
         validate_only: bool = False,
         timeout_ms: float | None = None,
     ) -> None:
-        body = {
-            "resources": [
-                {
-                    "resource_type": int(res.type),
-                    "resource_name": res.name,
-                    "configs": [{"name": op.name, "config_operation": int(op.op), "value": op.value} for op in ops],
-                }
-                for res, ops in changes.items()
-            ],
-            "validate_only": validate_only,
-        }
         budget = timeout_ms or self.default_api_timeout_ms
-        # a broker's loggers are its own (KIP-412): that broker is asked, as the Java admin does
-        nodes = {int(res.name) for res in changes if res.type == ResourceType.BROKER_LOGGER and res.name.isdigit()}
-        node = next(iter(nodes)) if len(nodes) == 1 and len(changes) == 1 else None
+        # a broker's loggers are its own (KIP-412): that broker is asked, as the Java admin does;
+        # everything else goes to the controller
+        groups: dict[int | None, list[tuple[ConfigResource, Iterable[AlterConfigOp]]]] = {}
+        for res, ops in changes.items():
+            node = int(res.name) if res.type == ResourceType.BROKER_LOGGER and res.name.isdigit() else None
+            groups.setdefault(node, []).append((res, ops))
+        errors: dict[Any, KafkaError] = {}
+        for node, group in groups.items():
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(res.type),
+                        "resource_name": res.name,
+                        "configs": [{"name": op.name, "config_operation": int(op.op), "value": op.value} for op in ops],
+                    }
+                    for res, ops in group
+                ],
+                "validate_only": validate_only,
+            }
 
-        async def attempt() -> dict[Any, KafkaError]:
-            if node is not None:
-                resp = await self.cluster.send(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
-            else:
-                resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
-            return item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
+            async def attempt(node: int | None = node, body: dict[str, Any] = body) -> dict[Any, KafkaError]:
+                if node is not None:
+                    resp = await self.cluster.send(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+                else:
+                    resp = await self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, budget)
+                return item_errors(resp.responses, lambda r: r.resource_name, "alter configs")
 
-        raise_errors(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+            errors.update(await self._retrying("IncrementalAlterConfigs", timeout_ms, attempt))
+        raise_errors(errors)
 
     # -- client quotas (pyspark_log.client.quotas) ----------------------------------------------
 

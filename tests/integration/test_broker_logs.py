@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pyspark_log.client import Producer
+from pyspark_log.client import AdminClient, Producer
+from pyspark_log.client.admin import AlterConfigOp, AlterOp, ConfigResource, ResourceType
 from pyspark_log.embedded import EmbeddedBroker
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
 
@@ -283,3 +284,24 @@ def test_reset_offsets_and_elections_bars_only_on_a_terminal(broker: EmbeddedBro
     piped = subprocess.run(elect, capture_output=True, text=True, timeout=120, check=False)
     assert piped.stdout == out
     assert "Electing leaders" not in piped.stderr
+
+
+def test_admin_client_alters_a_topic_and_a_broker_logger_in_one_call(broker: EmbeddedBroker) -> None:
+    """pylog's AdminClient sends the logger change to that broker and the topic change to the
+    controller (two requests), as Kafka's admin client does."""
+    created = pylog(broker, "topics", "create", "mixed-alter")
+    assert created.returncode == 0, created.stderr
+    topic = ConfigResource(ResourceType.TOPIC, "mixed-alter")
+    loggers = ConfigResource(ResourceType.BROKER_LOGGER, "1")
+    with AdminClient({"bootstrap.servers": broker.bootstrap_servers}) as admin:
+        admin.incremental_alter_configs({
+            topic: [AlterConfigOp("retention.ms", "3600000", AlterOp.SET)],
+            loggers: [AlterConfigOp("state.change.logger", "DEBUG", AlterOp.SET)],
+        })  # fmt: skip
+        try:
+            found = admin.describe_configs([topic, loggers])
+            assert found[topic]["retention.ms"].value == "3600000"
+            assert found[loggers]["state.change.logger"].value == "DEBUG"
+            assert found[loggers]["state.change.logger"].source == 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+        finally:
+            admin.incremental_alter_configs({loggers: [AlterConfigOp("state.change.logger", "INFO", AlterOp.SET)]})
