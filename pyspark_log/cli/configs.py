@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _logger_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> list[AlterConfigOp]:
+def logger_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> list[AlterConfigOp]:
     ops: list[AlterConfigOp] = []
     for item in add or ():
         for pair in filter(None, (p.strip() for p in item.split(","))):
@@ -188,7 +188,7 @@ def run_broker_loggers(args: argparse.Namespace, ctx: Context) -> int:
     if args.alter:
         if name is None:
             raise UsageError("--alter --entity-type broker-loggers needs --entity-name BROKER_ID")
-        ops = _logger_ops(args.add_config, args.delete_config)
+        ops = logger_ops(args.add_config, args.delete_config)
         if not ops:
             raise UsageError("--alter needs --add-config or --delete-config")
         resource = ConfigResource(ResourceType.BROKER_LOGGER, name)
