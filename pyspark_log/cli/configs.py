@@ -57,7 +57,9 @@ class _Ordered(argparse.Action):
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
-    p = commands.add_parser("configs", help="describe and alter client quotas (kafka-configs)", parents=[common])
+    p = commands.add_parser(
+        "configs", help="describe and alter client quotas and broker log levels (kafka-configs)", parents=[common]
+    )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--describe", action="store_true", help="show the quotas of the entities")
     mode.add_argument("--alter", action="store_true", help="add or delete quotas of one entity")
@@ -89,7 +91,7 @@ def entity_spec(parts: Sequence[tuple[str, Any]]) -> list[tuple[str, str | None,
         entity_type = spec[-1][0]
         spec[-1] = (entity_type, value if kind == "name" else None, True)
     if not spec:
-        raise UsageError("give --entity-type users|clients|ips (topic configs: pylog topics alter)")
+        raise UsageError("give --entity-type users|clients|ips|broker-loggers (topic configs: pylog topics alter)")
     if len({t for t, _, _ in spec}) != len(spec):
         raise UsageError("each --entity-type may be given once")
     return spec
