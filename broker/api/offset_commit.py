@@ -278,6 +278,13 @@ def handle_offset_delete(broker: Broker, request: Request) -> Any:
     for tp in requested:
         if tp not in known:
             results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    consumer = coordinator.consumer if coordinator is not None else None
+    group = consumer.get(body.group_id) if consumer is not None else None
+    if group is not None and group.members:  # KIP-848: a live group keeps its subscribed topics' offsets
+        subscribed = frozenset().union(*group.subscribed_topics(consumer.topics).values())  # type: ignore[union-attr]
+        for tp in [tp for tp in known if tp[0] in subscribed]:
+            results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            known.remove(tp)
     if coordinator is None:
         code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:

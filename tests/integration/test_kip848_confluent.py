@@ -299,7 +299,8 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
     FENCED_MEMBER_EPOCH for a wrong epoch, UNKNOWN_MEMBER_ID for an unknown member, INVALID_REQUEST
     for an empty member id, OffsetCommit v9 / OffsetFetch v9 with a stale epoch answered
     STALE_MEMBER_EPOCH (KIP-848 "Offset Commit and Fetch"), DescribeGroups answering Dead for a
-    consumer group (Kafka's DescribeGroups < v6), ListGroups v5 filtering by type."""
+    consumer group (Kafka's DescribeGroups < v6), ListGroups v5 filtering by type, OffsetDelete of a
+    subscribed topic refused while the group has members (GROUP_SUBSCRIBED_TO_TOPIC)."""
     from pyspark_log.embedded_cluster import request
     from pyspark_log.wire import ApiKey, ErrorCode
 
@@ -362,8 +363,45 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
     assert (group, "consumer", "consumer") in {(g.group_id, g.group_type, g.protocol_type) for g in listed}
     classic = request(bootstrap, ApiKey.LIST_GROUPS, 5, {"types_filter": ["classic"]}).groups
     assert group not in {g.group_id for g in classic}
+    body = {"group_id": group, "topics": [{"name": topic, "partitions": [{"partition_index": 0}]}]}
+    refused = request(bootstrap, ApiKey.OFFSET_DELETE, 0, body)
+    assert refused.error_code == ErrorCode.NONE
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
     left = heartbeat("member-1", -1)
     assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
+    deleted = request(bootstrap, ApiKey.OFFSET_DELETE, 0, body)  # an empty group's offsets can go
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+
+
+def test_a_static_member_restarts_without_a_reassignment(bootstrap: str) -> None:
+    """KIP-848 static membership: a closing static member leaves with epoch -2 and keeps its
+    assignment; its successor (same ``group.instance.id``, new member id) gets the same
+    partitions back, and the other member's assignment never changes."""
+    topic, group = unique("static"), unique("g")
+    create_topic(bootstrap, topic, 4)
+    static = {"group.instance.id": unique("instance")}
+    ms, cs = member("static", bootstrap, group, [topic], **static)
+    md, cd = member("dynamic", bootstrap, group, [topic])
+    try:
+        everything = {(topic, p) for p in range(4)}
+        drive([ms, md], exact_split([ms, md], everything), timeout_s=60)
+        kept, other = ms.assignment(), md.assignment()
+        seen: list[set[tuple[str, int]]] = []
+        cs.close()
+        ms, cs = member("static-again", bootstrap, group, [topic], **static)
+
+        def back() -> bool:
+            seen.append(md.assignment())
+            return ms.assignment() == kept
+
+        drive([ms, md], back, timeout_s=60)
+        for _ in range(20):  # a reassignment, if any, gets the chance to show
+            md.poll()
+            seen.append(md.assignment())
+        assert all(s == other for s in seen)
+    finally:
+        cs.close()
+        cd.close()
 
 
 def test_a_restarted_coordinator_resumes_the_same_epochs(tmp_path: Path) -> None:
