@@ -70,6 +70,7 @@ class ConsumerGroups:
         self.topics: TopicsView = {}  # the metadata image's topics (``attach`` keeps it current)
         self._written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written
         manager.on_records_loaded = self.load
+        manager.live_subscriptions = self.live_subscriptions
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------------
 
@@ -225,6 +226,14 @@ class ConsumerGroups:
             log.info(
                 "consumer group %s loaded at epoch %d (%d member(s))", group_id, group.group_epoch, len(group.members)
             )
+
+    def live_subscriptions(self, group_id: str) -> frozenset[str] | None:
+        """The topics a consumer group with members subscribes to (its committed offsets of those
+        do not expire, as Kafka's); None for a group without members or not a consumer group."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        return frozenset().union(*group.subscribed_topics(self.topics).values())
 
     def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> int | None:
         """Kafka ``ConsumerGroup.validateOffsetCommit``: None if ``group_id`` is not a consumer group

@@ -103,6 +103,8 @@ class GroupManager(CoordinatorTask):
         self.on_group_loaded: Callable[[Group], None] = lambda group: None
         # a loaded partition's records of other types, in log order (KIP-848 consumer groups)
         self.on_records_loaded: Callable[[int, list[tuple[bytes, bytes | None]]], None] = lambda p, records: None
+        # the topics a KIP-848 group with members subscribes to (None: not such a group)
+        self.live_subscriptions: Callable[[str], frozenset[str] | None] = lambda group_id: None
         # producer id -> ids of the groups it has staged transactional offsets in (may be stale;
         # ``complete_txn`` prunes): a marker visits those groups, not every cached one
         self._producer_groups: dict[int, set[str]] = {}
@@ -355,7 +357,17 @@ class GroupManager(CoordinatorTask):
         for group in list(self.groups.values()):
             if self.status(group.group_id, allow_empty_id=True) is not None:
                 continue
-            expired = self._expired(group, now, retention)
+            live = self.live_subscriptions(group.group_id)
+            if live is None:
+                expired = self._expired(group, now, retention)
+            else:  # a KIP-848 group with members: only offsets of topics it does not subscribe to
+                expired = [
+                    tp
+                    for tp, v in group.offsets.items()
+                    if tp[0] not in live
+                    and (v.expire_timestamp_ms if v.expire_timestamp_ms >= 0 else v.commit_timestamp_ms + retention)
+                    <= now
+                ]
             for tp in expired:
                 del group.offsets[tp]
             expired_total += len(expired)

@@ -1,0 +1,87 @@
+"""The KIP-848 driver over the group coordinator's manager (in-memory offsets log, injected clock):
+session expiry through the coordinator's timers, records written before the answer and replayed
+by a restarted coordinator, offsets kept for subscribed topics while the group has members,
+OffsetCommit epoch checks (KIP-848 "Offset Commit and Fetch")."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from broker.coordinator.consumer_group.config import ConsumerGroupConfig
+from broker.coordinator.consumer_group.coordinator import ConsumerGroups
+from broker.coordinator.consumer_group.group import HeartbeatRequest
+from broker.coordinator.group.records import CommittedOffset
+from pyspark_log.wire.errors import ErrorCode
+from tests.unit.coordinator.helpers import Harness
+
+GROUP = "kip848-group"
+TOPICS = {"t": (uuid.uuid4(), 2), "u": (uuid.uuid4(), 1)}
+CONFIG = ConsumerGroupConfig(
+    session_timeout_ms=3000, min_session_timeout_ms=1000, heartbeat_interval_ms=500, min_heartbeat_interval_ms=100
+)
+
+
+def driver(h: Harness) -> ConsumerGroups:
+    groups = ConsumerGroups(CONFIG, h.coordinator.manager, h.clock, rng=random.Random(3))
+    groups.topics = TOPICS
+    h.coordinator.consumer = groups
+    return groups
+
+
+def join(groups: ConsumerGroups, member: str) -> object:
+    req = HeartbeatRequest(member, 0, rebalance_timeout_ms=5000, subscribed_topic_names=("t",), owned={})
+    return groups.heartbeat(GROUP, req, TOPICS, 1)
+
+
+def test_session_expiry_records_and_reload() -> None:
+    h = Harness()
+    groups = driver(h)
+    a = join(groups, "a")
+    assert a.error == ErrorCode.NONE
+    assert a.member_epoch == 1
+    b = join(groups, "b")
+    assert b.member_epoch == 2
+    written = h.log.log_end_offset(h.coordinator.manager.partition_of(GROUP))
+    assert written > 0  # the group's records are in the log before the answers
+    # b keeps heartbeating, a goes silent: a session timeout later a is fenced
+    for _ in range(8):
+        h.advance(500)
+        groups.heartbeat(GROUP, HeartbeatRequest("b", b.member_epoch, owned={}), TOPICS, 1)
+    group = groups.groups[GROUP]
+    assert set(group.members) == {"b"}
+    epoch = group.group_epoch
+    # a restarted coordinator replays the records: same epochs, b's session goes on
+    restarted = Harness(log=h.log, clock=h.clock)
+    again = driver(restarted)
+    restarted.coordinator.manager.load_all()
+    back = again.groups[GROUP]
+    assert back.group_epoch == epoch
+    assert set(back.members) == {"b"}
+    assert back.members["b"].member_epoch == group.members["b"].member_epoch
+    assert back.members["b"].assignment == group.members["b"].assignment
+    answer = again.heartbeat(GROUP, HeartbeatRequest("b", back.members["b"].member_epoch, owned={}), TOPICS, 1)
+    assert answer.error == ErrorCode.NONE
+    restarted.advance(CONFIG.session_timeout_ms + 500)  # b falls silent too
+    assert not again.groups[GROUP].members
+
+
+def test_offset_commit_epochs_and_expiry_of_unsubscribed_topics() -> None:
+    h = Harness()
+    groups = driver(h)
+    a = join(groups, "a")
+    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch - 1, 9) == ErrorCode.STALE_MEMBER_EPOCH
+    assert groups.validate_offset_commit(GROUP, "zz", a.member_epoch, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch, 8) == ErrorCode.UNSUPPORTED_VERSION
+    assert groups.validate_offset_commit(GROUP, "", -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID  # not while it has members
+    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch, 9) == ErrorCode.NONE
+    assert groups.validate_offset_commit("classic-group", "x", 3, 9) is None  # not a consumer group
+    now = h.clock()
+    offsets = {("t", 0): CommittedOffset(5, -1, "", now), ("u", 0): CommittedOffset(7, -1, "", now)}
+    assert set(groups.commit_offsets(GROUP, offsets).values()) == {ErrorCode.NONE}
+    h.clock.now += h.config.offsets_retention_ms + 1
+    h.coordinator.manager.expire_offsets()
+    assert set(h.coordinator.manager.groups[GROUP].offsets) == {("t", 0)}  # subscribed: kept
+    groups.heartbeat(GROUP, HeartbeatRequest("a", -1), TOPICS, 1)  # the last member leaves
+    h.coordinator.manager.expire_offsets()
+    assert GROUP not in h.coordinator.manager.groups or not h.coordinator.manager.groups[GROUP].offsets
