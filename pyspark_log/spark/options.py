@@ -308,13 +308,17 @@ def _parse_read_path(opts: Mapping[str, str], mode: Mode | None) -> tuple[ReadPa
         if not key.startswith(_LOG_DIRS_PREFIX):
             continue
         broker = key[len(_LOG_DIRS_PREFIX) :]
+        name = f"logDirs.{broker}"  # the user's spelling of the prefix is lost to lower-casing
         if not broker.isdigit():
-            raise _fail(
-                key, value, "does not name a broker id", "write logDirs.<brokerId>=/path, e.g. logDirs.1=/mnt/pylog/b1"
+            raise PylogOptionError(
+                f"{name} ({value!r}) does not name a broker id: write logDirs.<brokerId>=/path, e.g. "
+                "logDirs.1=/mnt/pylog/b1"
             )
         paths = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
         if not paths:
-            raise _fail(key, value, "names no directory", "give the path(s) where executors see that broker's log.dirs")
+            raise PylogOptionError(
+                f"{name} ({value!r}) names no directory: give the path(s) where executors see that broker's log.dirs"
+            )
         log_dirs[int(broker)] = paths
     raw = opts.get("readpath", "broker").strip().lower()
     if raw not in ("auto", "broker", "files"):
