@@ -361,6 +361,32 @@ def test_java_consumer_with_the_kip848_protocol(cluster: EmbeddedCluster) -> Non
     assert sum(int(row["CURRENT-OFFSET"]) for row in described.values()) == 8
     assert {row["LAG"] for row in described.values()} == {"0"}
 
+    # an active KIP-848 member as the tool shows it: member epochs and the group's assignor
+    member = kafka_tool_process("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                                "--group", group, "--consumer-property", "group.protocol=consumer")  # fmt: skip
+    try:
+
+        def members() -> list[dict[str, str]]:
+            done = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group,
+                       "--members", "--verbose")  # fmt: skip
+            return [row for row in parse_table(done.stdout, "GROUP") if row.get("#PARTITIONS") == "2"]
+
+        (row,) = wait_until(members, "the KIP-848 console consumer with both partitions")
+        assert row["CLIENT-ID"] == "console-consumer"
+        assert int(row["CURRENT-EPOCH"]) >= 1
+        assert row["CURRENT-EPOCH"] == row["TARGET-EPOCH"]
+        assert row["CURRENT-ASSIGNMENT"] == row["TARGET-ASSIGNMENT"]
+        done = run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--state")
+        (state,) = [line.split() for line in done.stdout.splitlines() if line.startswith(group)]
+        assert state[-3:] == ["uniform", "Stable", "1"]  # ASSIGNMENT-STRATEGY, STATE, #MEMBERS
+    finally:
+        member.terminate()
+        try:
+            member.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            member.kill()
+            member.communicate()
+
 
 def under_replicated(bootstrap: str) -> dict[tuple[str, int], dict[str, str]]:
     done = run("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--under-replicated-partitions")
