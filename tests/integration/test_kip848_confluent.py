@@ -371,6 +371,11 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
     assert (left.error_code, left.member_epoch) == (ErrorCode.NONE, -1)
     deleted = request(bootstrap, ApiKey.OFFSET_DELETE, 0, body)  # an empty group's offsets can go
     assert deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+    gone = request(bootstrap, ApiKey.DELETE_GROUPS, 2, {"groups_names": [group]}).results[0]
+    assert gone.error_code == ErrorCode.NONE
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    after = request(bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, body).groups[0]
+    assert after.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_a_static_member_restarts_without_a_reassignment(bootstrap: str) -> None:
