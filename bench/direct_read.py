@@ -15,9 +15,11 @@ is timed end to end with ``readPath=broker`` (tasks fetch through the broker) an
 ``readPath=files`` + ``logDirs.<node.id>=<the broker's log dir>`` (tasks read the segment files;
 the driver still asks the broker for offsets and leaders). Printed per path: rows/s, MB/s of
 values, seconds, and the broker's CPU seconds during the run (user + system of the process
-and its children, psutil); then the ratio files / broker. Targets (issue #33): files >= 3x the broker path,
-broker CPU during a direct read ~ 0. The files are read from the page cache when they fit in
-memory, as the broker's own reads are. Figures only, nothing asserted.
+and its children, psutil); then the ratio files / broker; then, to show where the time goes, one
+task's work on partition 0 without Spark (fetch or file read, and the Arrow decode) per path.
+Targets (issue #33): files >= 3x the broker path, broker CPU during a direct read ~ 0. The
+files are read from the page cache when they fit in memory, as the broker's own reads are.
+Figures only, nothing asserted.
 """
 
 from __future__ import annotations
@@ -99,6 +101,38 @@ def end_offsets(servers: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+def task_side_rates(servers: str, topic: str, log_dir: Path) -> dict[str, float]:
+    """Rows/s of one task's work on partition 0 without Spark, one thread: the broker path
+    (``ClientAccess.fetch`` + ``decode_chunk``) and the files path (``PartitionFiles`` +
+    ``decode_chunk``), each decoding every row to Arrow as a Spark task does."""
+    from pyspark_log.spark.access import FetchedChunk
+    from pyspark_log.spark.client_access import connect
+    from pyspark_log.spark.decode import decode_chunk
+    from pyspark_log.spark.planning import OffsetRange
+    from pyspark_log.spark.segment_reader import PartitionFiles
+
+    tp = TopicPartition(topic, 0)
+    access = connect(servers, {})
+    try:
+        end = access.latest_offsets([tp], "read_uncommitted")[tp]
+        r = OffsetRange(tp, 0, end)
+        start = time.perf_counter()
+        rows = 0
+        for chunk in access.fetch(tp, 0, end, isolation_level="read_uncommitted", max_bytes=4 << 20):
+            batch = decode_chunk(chunk, r, read_committed=False, include_headers=False)
+            rows += batch.num_rows if batch is not None else 0
+        broker_rate = rows / (time.perf_counter() - start)
+    finally:
+        access.close()
+    start = time.perf_counter()
+    rows = 0
+    for piece in PartitionFiles(log_dir / f"{topic}-0").read(0, end, read_committed=False):
+        fetched = FetchedChunk(piece.records, (), piece.position, end, end, -1)
+        batch = decode_chunk(fetched, OffsetRange(tp, piece.position, end), read_committed=False, include_headers=False)
+        rows += batch.num_rows if batch is not None else 0
+    return {"broker": broker_rate, "files": rows / (time.perf_counter() - start)}
+
+
 def run_once(spark: SparkSession, options: dict[str, str], broker_pid: int | None) -> tuple[float, float]:
     """(seconds, broker CPU seconds) of one read into noop."""
     cpu_before = cpu_seconds(broker_pid)
@@ -164,6 +198,11 @@ def main() -> None:
                     f"{rows * size / elapsed / 1e6:>8.1f} {elapsed:>8.2f} {broker_cpu:>12.2f}"
                 )
             print(f"{'':>18} files/broker = {best['broker'][0] / best['files'][0]:.2f}")
+            rates = task_side_rates(servers, topic, log_dir)
+            print(
+                f"{'':>18} one task without Spark (partition 0, 1 thread): broker {rates['broker']:,.0f} rows/s, "
+                f"files {rates['files']:,.0f} rows/s, files/broker = {rates['files'] / rates['broker']:.2f}"
+            )
     spark.stop()
 
 

@@ -22,7 +22,8 @@ for each partition's leader and in-sync replicas (Metadata); ``plan_direct`` tur
    whole range when no mapped directory is visible (``auto``; ``files`` raises
    ``DirectReadError`` instead), or the rest of the range from the offset reached when a
    segment vanished before it was opened (retention, the cleaner's swap) or the files end early
-   (a lagging replica, a shared filesystem's stale attributes). A file already open stays
+   (a lagging replica, a shared filesystem's stale attributes), and (``auto`` only) after any
+   other I/O error on the files. A file already open stays
    readable when it is renamed or deleted.
 
 Nothing here locks or writes: files are opened read-only. Importing this module does not import
@@ -119,7 +120,10 @@ def locate(plan: DirectPlan, tp: TopicPartition) -> Path | None:
         for log_dir in dirs:
             root = Path(log_dir)
             candidate = root / f"{tp.topic}-{tp.partition}"
-            if not candidate.is_dir():
+            try:
+                if not candidate.is_dir():
+                    continue
+            except OSError:  # not searchable by this user: not visible
                 continue
             meta = read_meta_properties(root)
             if meta is None or meta.get("node.id") != str(broker_id):
@@ -181,10 +185,17 @@ def read_direct(
                 )
                 if batch is not None:
                     yield batch
+                position = max(position, chunk.next_offset)
             position = end
         except FilesUnavailable as exc:
             log.warning("pylog direct read: %s from offset %d through the broker: %s", r.tp, exc.offset, exc.reason)
             position = max(position, exc.offset)
+        except OSError as exc:  # e.g. a permission or NFS error on a file
+            if plan.mode == "files":
+                raise DirectReadError(
+                    f"readPath=files: reading the files of {r.tp} in {directory} failed: {exc}"
+                ) from exc
+            log.warning("pylog direct read: %s from offset %d through the broker: %s", r.tp, position, exc)
     if position >= r.end:
         return
     access = factory(options)

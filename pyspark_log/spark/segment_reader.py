@@ -89,13 +89,15 @@ class FileChunk:
     """Whole batches read from one segment file: ``records`` starts at a batch boundary and may
     end in a partial batch or run past ``end`` (the decoder stops at both). ``aborted`` is the
     ``(producer_id, first_offset)`` list a Fetch response would carry for this data
-    (read_committed), else None. ``position`` is the offset the chunk was read for."""
+    (read_committed), else None. ``position`` is the offset the chunk was read for,
+    ``next_offset`` the one after its last whole batch (where the next chunk continues)."""
 
     records: bytes
     aborted: tuple[tuple[int, int], ...] | None
     position: int
     segment_base: int
     file_position: int
+    next_offset: int
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,7 +331,8 @@ class PartitionFiles:
             want = self.chunk_bytes
             if last_offset >= position:
                 aborted = None if aborted_all is None else aborted_overlapping(aborted_all, position, end)
-                yield FileChunk(data[:cut] if cut < len(data) else data, aborted, position, base, pos)
+                records = data[:cut] if cut < len(data) else data
+                yield FileChunk(records, aborted, position, base, pos, last_offset + 1)
             pos += cut
             position = max(position, last_offset + 1)
             if reached_end:
