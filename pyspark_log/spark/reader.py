@@ -2,7 +2,9 @@
 
 Driver side, the readers resolve offsets and plan ranges with a ``BrokerAccess`` (opened lazily,
 never pickled); executor side, ``read`` opens its own access and turns each ``OffsetRange`` into
-pyarrow RecordBatches (``decode.read_range``). Planning rules live in ``planning.py``.
+pyarrow RecordBatches (``decode.read_range``). Planning rules live in ``planning.py``. A batch
+read with ``readPath=files|auto`` also plans, per partition, where its segment files are
+(``direct_read.plan_direct``), and its tasks read those files instead (``direct_read.read_direct``).
 
 ``PylogStreamReader`` keeps, for one run of a query, the planner state (highest latest offset
 seen per partition, time of the last batch that ran), the plans of recent batches (so
