@@ -188,3 +188,65 @@ def test_the_cleaner_swaps_segments_during_a_direct_read(broker: EmbeddedBroker,
     assert served  # the records of [0, end) the broker still serves after the clean ...
     assert len(served) < end  # ... fewer than were produced there (the cleaner removed some) ...
     assert served <= set(offsets)  # ... and every one of them was read from the files
+
+
+def test_replicas_files_in_a_three_node_cluster(tmp_path: Path) -> None:
+    """read_uncommitted may read any in-sync replica's files (below the high watermark they hold
+    the leader's batches); read_committed reads only the leader's (a follower's ``.txnindex``
+    may still miss a marker it has not fetched), so with only a follower mapped it reads through
+    the broker (``auto``) or refuses at planning (``files``)."""
+    from pyspark_log.embedded_cluster import EmbeddedCluster
+    from pyspark_log.spark.specs import PylogOptionError
+
+    topic = "direct-replicated"
+    with EmbeddedCluster(tmp_path / "cluster", combined=True, brokers=(1, 2, 3)) as cluster:
+        servers = cluster.bootstrap()
+        admin = AdminClient({"bootstrap.servers": servers})
+        try:
+            admin.create_topics([NewTopic(topic, 1, 3, config={"segment.bytes": "2048"})])
+        finally:
+            admin.close(timeout_ms=5_000)
+        wait_until(lambda: cluster.partitions(topic), 60, "the topic in the metadata")
+        producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 0})
+        try:
+            for i in range(120):
+                producer.send(topic, f"rep-{i}".encode(), key=f"k{i % 5}".encode())
+            producer.flush(60_000)
+        finally:
+            producer.close(timeout_ms=5_000)
+
+        def whole() -> bool:
+            view = cluster.partitions(topic).get(0)
+            return view is not None and view.leader >= 0 and set(view.isr) == {1, 2, 3}
+
+        wait_until(whole, 60, "every replica in the ISR")
+        view = cluster.partitions(topic)[0]
+        follower = next(b for b in (1, 2, 3) if b != view.leader)
+        tp = TopicPartition(topic, 0)
+
+        def read_with(node_ids: tuple[int, ...], read_path: str, isolation: str) -> list[tuple[int, bytes]]:
+            raw = {
+                "bootstrap.servers": servers,
+                "subscribe": topic,
+                "readPath": read_path,
+                "isolationLevel": isolation,
+                **{f"logDirs.{n}": str(cluster.nodes[n].data_dir / "logs") for n in node_ids},
+            }
+            options = parse_options(raw, "batch")
+            access = open_access(options)
+            try:
+                latest = access.latest_offsets([tp], options.isolation_level)
+                plan = plan_direct(options, access, latest)[tp]
+            finally:
+                access.close()
+            if isolation == "read_uncommitted":
+                assert [b for b, _ in plan.replicas] == sorted(node_ids, key=lambda n: (n != view.leader, n))
+            batches = read_direct(options, open_access, OffsetRange(tp, 0, latest[tp]), plan)
+            return [(o, v) for o, _, v in rows_of(batches)]
+
+        expected = [(i, f"rep-{i}".encode()) for i in range(120)]
+        assert read_with((1, 2, 3), "files", "read_uncommitted") == expected
+        assert read_with((follower,), "files", "read_uncommitted") == expected  # the follower's files
+        assert read_with((follower,), "auto", "read_committed") == expected  # through the broker
+        with pytest.raises(PylogOptionError, match=rf"led by broker {view.leader}, which has no logDirs"):
+            read_with((follower,), "files", "read_committed")
