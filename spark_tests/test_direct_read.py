@@ -6,7 +6,7 @@ with aborts (two producers interleaved), a compacted topic with gaps (the cleane
 topic mid-retention (its first segments deleted). Both read paths run in the same session on the
 same planned offsets, under read_committed and read_uncommitted. Then: ``auto`` falls back per
 partition where files are not visible or belong to another broker, ``files`` refuses; a
-``load_to_delta`` with ``readPath=files``; and a direct read that completes from the files after
+``load_to_delta`` and a stream with ``readPath=files``; and a direct read that completes from the files after
 the broker was killed in the middle of it (its offsets were planned before).
 """
 
@@ -26,7 +26,7 @@ from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.records.columnar import decode_arrow
 from pyspark_log.spark.segment_reader import PartitionFiles, parse_properties
 from spark_tests.conftest import BROKER_OVERRIDES
-from spark_tests.helpers import Kafka, read, wait_until
+from spark_tests.helpers import Kafka, read, stream, to_memory, wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -193,6 +193,23 @@ def test_load_to_delta_reads_files_when_configured(
     assert sorted((r["partition"], r["offset"], r["value"]) for r in table.to_pylist()) == [
         (r[1], r[2], r[4]) for r in expected
     ]
+
+
+def test_a_stream_reads_files_too(spark, broker: EmbeddedBroker, kafka: Kafka, topics: str, tmp_path: Path) -> None:
+    """``readStream`` with ``readPath=files`` (Trigger.AvailableNow, small micro-batches): the
+    same rows as a batch read through the broker."""
+    common = {"subscribe": "dr-txn", "includeHeaders": "true"}
+    expected = rows(read(spark, kafka.servers, **common))
+    df = stream(
+        spark, kafka.servers, **common, **direct_options(broker), startingOffsets="earliest", maxOffsetsPerTrigger="50"
+    )
+    query, name = to_memory(df, tmp_path / "chk", trigger={"availableNow": True})
+    try:
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert rows(spark.table(name)) == expected
 
 
 def test_a_direct_read_completes_from_files_after_the_broker_is_killed(spark, tmp_path: Path) -> None:

@@ -33,8 +33,8 @@ fetchOffset.numRetries / …IntervalMs 3 / 1000                  retries when la
 kafkaConsumer.pollTimeoutMs         120000                     -> ``fetch.timeout.ms`` of client_access
 kafka.max.partition.fetch.bytes     4 MiB                      one Fetch of one partition (Kafka: 1 MiB)
 kafka.* / fetch.*                   –                          client settings (``kafka.`` stripped)
-readPath                            broker                     B: broker | files | auto (direct_read.py)
-logDirs.<brokerId>                  –                          B: where executors see that broker's
+readPath                            broker                     broker | files | auto (direct_read.py)
+logDirs.<brokerId>                  –                          where executors see that broker's
                                                                log.dirs (comma-separated paths)
 =================================== ========================== =====================================
 """
@@ -301,7 +301,7 @@ def _check_known(opts: Mapping[str, str]) -> None:
         raise _fail(key, opts[key], "is not an option of the pylog source", fix)
 
 
-def _parse_read_path(opts: Mapping[str, str], mode: Mode | None) -> tuple[ReadPath, dict[int, tuple[str, ...]]]:
+def _parse_read_path(opts: Mapping[str, str]) -> tuple[ReadPath, dict[int, tuple[str, ...]]]:
     """``readPath`` and the ``logDirs.<brokerId>`` options (see ``direct_read.py``)."""
     log_dirs: dict[int, tuple[str, ...]] = {}
     for key, value in sorted(opts.items()):
@@ -333,8 +333,6 @@ def _parse_read_path(opts: Mapping[str, str], mode: Mode | None) -> tuple[ReadPa
         )
     if read_path == "broker" and log_dirs:
         log.warning("logDirs.* options have no effect with readPath=broker (set readPath=auto or files)")
-    if read_path != "broker" and mode == "stream":
-        log.warning("readPath=%s applies to batch reads; this stream reads through the broker", read_path)
     return read_path, log_dirs
 
 
@@ -536,7 +534,7 @@ def parse_options(raw: Mapping[str, str], mode: Mode | None = None) -> SourceOpt
     if "groupidprefix" in opts:
         log.warning("groupIdPrefix is ignored: pylog reads without a consumer group (set groupId to commit offsets)")
 
-    read_path, log_dirs = _parse_read_path(opts, mode)
+    read_path, log_dirs = _parse_read_path(opts)
 
     return SourceOptions(
         bootstrap_servers=servers.strip(),

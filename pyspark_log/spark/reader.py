@@ -2,9 +2,9 @@
 
 Driver side, the readers resolve offsets and plan ranges with a ``BrokerAccess`` (opened lazily,
 never pickled); executor side, ``read`` opens its own access and turns each ``OffsetRange`` into
-pyarrow RecordBatches (``decode.read_range``). Planning rules live in ``planning.py``. A batch
-read with ``readPath=files|auto`` also plans, per partition, where its segment files are
-(``direct_read.plan_direct``), and its tasks read those files instead (``direct_read.read_direct``).
+pyarrow RecordBatches (``decode.read_range``). Planning rules live in ``planning.py``. With
+``readPath=files|auto`` the readers also plan, per partition, where its segment files are
+(``direct_read.plan_direct``), and the tasks read those files instead (``direct_read.read_direct``).
 
 ``PylogStreamReader`` keeps, for one run of a query, the planner state (highest latest offset
 seen per partition, time of the last batch that ran), the plans of recent batches (so
@@ -304,7 +304,9 @@ class PylogStreamReader(DataSourceStreamReader):
             min_partitions=self.options.min_partitions,
             max_records_per_partition=self.options.max_records_per_partition,
         )
-        return _to_partitions(ranges)
+        # the batch's end offsets were the broker's latest (HW / LSO) when it was planned: the bound
+        direct = plan_direct(self.options, self._broker(), {r.tp: end_offsets[r.tp] for r in ranges}) if ranges else {}
+        return _to_partitions(ranges, direct)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, self._factory, partition)
