@@ -95,7 +95,7 @@ def test_a_two_member_group_in_list_and_describe_with_its_lag(bootstrap: str, ad
         drive([m1, m2], lambda: sum(committed(admin, group).values()) == 20)
 
         listed = {g["groupId"]: g for g in ok_json(bootstrap, "list")}
-        assert listed[group] == {"groupId": group, "state": "Stable", "protocolType": "consumer"}
+        assert listed[group] == {"groupId": group, "state": "Stable", "protocolType": "consumer", "type": "classic"}
         assert group in ok(pylog(bootstrap, "list")).splitlines()
         assert [group, "Stable", "consumer"] in [
             line.split() for line in ok(pylog(bootstrap, "list", "--state")).splitlines()
@@ -247,7 +247,7 @@ def test_a_group_with_only_committed_offsets(bootstrap: str, admin: AdminClient)
     produce(bootstrap, topic, 9)
     ends = end_offsets(admin, topic, 3)
     admin.alter_consumer_group_offsets(group, {TopicPartition(topic, 0): ends[0], TopicPartition(topic, 2): 1})
-    assert {"groupId": group, "state": "Empty", "protocolType": ""} in ok_json(bootstrap, "list")
+    assert {"groupId": group, "state": "Empty", "protocolType": "", "type": "classic"} in ok_json(bootstrap, "list")
     proc = pylog(bootstrap, "describe", "--group", group)
     assert proc.stderr == f"Consumer group '{group}' has no active members.\n"
     assert [line.split() for line in ok(proc).splitlines()[2:]] == [
