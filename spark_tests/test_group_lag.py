@@ -73,7 +73,7 @@ def test_group_lag_of_a_streaming_query_falls_to_zero(spark, kafka: Kafka, topic
     ]
     assert proc.stderr == f"Consumer group '{group}' has no active members.\n"
     listed = pylog_groups(kafka, "list", "--output", "json")
-    assert {"groupId": group, "state": "Empty", "protocolType": ""} in json.loads(listed.stdout)
+    assert {"groupId": group, "state": "Empty", "protocolType": "", "type": "classic"} in json.loads(listed.stdout)
     query.stop()
 
     kafka.produce_spread(topic, 2, 6, "b")  # three more records per partition, nobody reading
