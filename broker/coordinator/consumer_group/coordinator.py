@@ -7,8 +7,10 @@ A group id names either a classic group or a consumer group. A heartbeat for a c
 has members is refused (GROUP_ID_NOT_FOUND, "not a consumer group": pylog does not migrate groups
 online); an Empty classic group becomes a consumer group. Committed offsets of a consumer group
 live in the classic coordinator's group entry of the same id (written to ``__consumer_offsets``
-as every commit is); the membership state is kept in memory only: after a coordinator failover
-the members hear UNKNOWN_MEMBER_ID and rejoin with epoch 0 (docs/compatibility.md).
+as every commit is). The group's own state is written there too, with Kafka's consumer group
+records (``records``): after each change the records that differ (tombstones for what is gone)
+are appended before the member hears back, and a loaded partition's records are replayed
+(``load``), so a new coordinator resumes the same epochs and assignments.
 """
 
 from __future__ import annotations
