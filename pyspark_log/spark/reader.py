@@ -304,8 +304,13 @@ class PylogStreamReader(DataSourceStreamReader):
             min_partitions=self.options.min_partitions,
             max_records_per_partition=self.options.max_records_per_partition,
         )
-        # the batch's end offsets were the broker's latest (HW / LSO) when it was planned: the bound
-        direct = plan_direct(self.options, self._broker(), {r.tp: end_offsets[r.tp] for r in ranges}) if ranges else {}
+        direct = {}
+        if ranges and self.options.read_path != "broker":
+            # files are read up to what the broker says is committed now (a replayed batch's end
+            # may be beyond a log that was truncated since: that part goes through the broker)
+            latest = self._broker().latest_offsets([r.tp for r in ranges], self.options.isolation_level)
+            bounds = {r.tp: min(end_offsets[r.tp], latest[r.tp]) for r in ranges if r.tp in latest}
+            direct = plan_direct(self.options, self._broker(), bounds)
         return _to_partitions(ranges, direct)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
