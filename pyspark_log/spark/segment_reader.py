@@ -61,6 +61,7 @@ OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
 TXN_INDEX_VERSION = 0
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+SKIP_WINDOW_BYTES = 16 * 1024  # headers read per pread while skipping to a read's first batch
 _RELISTS = 3  # fresh directory listings tried when a segment file vanished before its open
 
 
@@ -310,8 +311,8 @@ class PartitionFiles:
     ) -> Generator[FileChunk, None, int]:
         """Walk one open segment from ``position``; returns the offset reached: ``end``, or
         where the file ends (the next segment takes over; offsets between are absent)."""
-        pos = self._seek(fd, base, position)
         size = os.fstat(fd).st_size
+        pos = _skip_headers(fd, self._seek(fd, base, position), size, position)
         want = self.chunk_bytes
         while position < end:
             if pos >= size:
@@ -338,6 +339,27 @@ class PartitionFiles:
             if reached_end:
                 return end
         return position
+
+
+def _skip_headers(fd: int, pos: int, size: int, position: int) -> int:
+    """From byte ``pos``, the byte position of the first batch whose last offset is at or after
+    ``position``, reading only batch headers (``SKIP_WINDOW_BYTES`` at a time; a batch larger
+    than that costs one read): the offset index may be sparse or, for a segment the broker has
+    not flushed yet, empty. Stops early (the walk then checks) at anything not a batch header."""
+    while pos < size:
+        window = os.pread(fd, min(SKIP_WINDOW_BYTES, size - pos), pos)
+        off = 0
+        while off < len(window):
+            head = batch_at(window, off)
+            if head is None:
+                break
+            if head[1] >= position:
+                return pos + off
+            off += head[2]
+        if off == 0:
+            return pos
+        pos += off
+    return pos
 
 
 def _whole_batches(data: bytes, position: int, end: int) -> tuple[int, int, bool]:

@@ -174,3 +174,13 @@ def test_a_range_below_the_first_segment_or_past_the_files_is_reported(log: Log)
         list(PartitionFiles(log.directory).read(0, 3, read_committed=False))
     assert raised.value.offset == 0
     assert list(PartitionFiles(log.directory / "missing").read(0, 0, read_committed=False)) == []
+
+
+def test_without_any_offset_index_the_headers_lead_to_the_first_batch(log: Log) -> None:
+    """An active segment the broker has not flushed has an empty ``.index`` file: the reader
+    skips to a range's first batch by batch headers alone."""
+    for index in log.directory.glob("*.index"):
+        index.write_bytes(b"")
+    end = log.log_end_offset
+    for start, stop in [(0, 3), (50, 60), (121, 178), (end - 2, end)]:
+        assert file_offsets(log.directory, start, stop, chunk=128) == list(range(start, stop)), (start, stop)
