@@ -32,9 +32,16 @@ class RegexError(ValueError):
 @functools.lru_cache(maxsize=256)
 def compile_regex(pattern: str) -> Any:
     try:
+        if ENGINE == "re2":
+            options = _engine.Options()
+            options.log_errors = False  # a client's bad pattern is its error, not a broker log line
+            return _engine.compile(pattern, options)
         return _engine.compile(pattern)
     except (re.error, _ENGINE_ERROR) as exc:
-        raise RegexError(f"SubscribedTopicRegex {pattern!r} is not a valid regular expression: {exc}") from None
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise RegexError(f"SubscribedTopicRegex {pattern!r} is not a valid regular expression: {detail}") from None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -85,3 +85,44 @@ def test_offset_commit_epochs_and_expiry_of_unsubscribed_topics() -> None:
     groups.heartbeat(GROUP, HeartbeatRequest("a", -1), TOPICS, 1)  # the last member leaves
     h.coordinator.manager.expire_offsets()
     assert GROUP not in h.coordinator.manager.groups or not h.coordinator.manager.groups[GROUP].offsets
+
+
+ALLOWED = {
+    ErrorCode.NONE, ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH,
+    ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.UNSUPPORTED_ASSIGNOR, ErrorCode.INVALID_REGULAR_EXPRESSION,
+    ErrorCode.GROUP_MAX_SIZE_REACHED, ErrorCode.INVALID_GROUP_ID,
+}  # fmt: skip
+
+
+def test_arbitrary_heartbeats_get_kafka_errors_never_exceptions() -> None:
+    """Seeded random ConsumerGroupHeartbeats (odd epochs, ids, regexes, owned partitions of unknown
+    or deleted topics, negative timeouts): each is answered with one of Kafka's error codes and the
+    coordinator's invariants hold."""
+    rnd = random.Random(848)
+    h = Harness()
+    groups = driver(h)
+    texts = ["", "a", "b", "i1", "t", "t|u", "t(", "(?=t)", ".*", "uniform", "range", "x" * 300]
+    for step in range(3000):
+        owned = None
+        if rnd.random() < 0.4:
+            owned = {rnd.choice(["t", "u", "gone"]): frozenset(rnd.sample(range(-2, 5), rnd.randint(0, 3)))}
+        req = HeartbeatRequest(
+            member_id=rnd.choice(["a", "b", "c", "d", ""]),
+            member_epoch=rnd.choice([-3, -2, -1, 0, 0, 1, 2, 3, 50, 2**31 - 1]),
+            instance_id=rnd.choice([None, None, None, None, "", "i1", "i2"]),
+            rack_id=rnd.choice([None, None, "", "r"]),
+            rebalance_timeout_ms=rnd.choice([-1, -5, 0, 1000, 1000]),
+            subscribed_topic_names=rnd.choice([None, (), ("t",), ("t",), ("t", "u", "nope")]),
+            subscribed_topic_regex=rnd.choice([None] * 12 + texts),
+            server_assignor=rnd.choice([None, None, None, "uniform", "range", *texts[:4]]),
+            owned=owned,
+        )
+        answer = groups.heartbeat(GROUP if rnd.random() < 0.95 else "", req, TOPICS, rnd.choice([0, 1]))
+        assert answer.error in ALLOWED, (step, req, answer)
+        h.advance(rnd.choice([0, 10, 700]))
+        group = groups.groups.get(GROUP)
+        if group is not None:
+            held = [(t, p) for m in group.members.values() for parts in (m.assignment.assigned,
+                    m.assignment.pending_revocation) for t, ps in parts.items() for p in ps]  # fmt: skip
+            assert len(held) == len(set(held)), step
+            assert group.assignment_epoch <= group.group_epoch
