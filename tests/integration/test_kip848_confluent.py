@@ -464,3 +464,22 @@ def test_a_restarted_coordinator_resumes_the_same_epochs(tmp_path: Path) -> None
         finally:
             c1.close()
             c2.close()
+
+
+def test_the_consumer_protocol_can_be_turned_off(tmp_path: Path) -> None:
+    """``group.coordinator.rebalance.protocols=classic``: ApiVersions leaves out
+    ConsumerGroupHeartbeat and ConsumerGroupDescribe (clients then say the cluster does not
+    support the consumer protocol), and a heartbeat sent anyway is refused."""
+    from pyspark_log.embedded_cluster import request
+    from pyspark_log.wire import ApiKey, ErrorCode
+
+    overrides = {**KIP848_OVERRIDES, "group.coordinator.rebalance.protocols": "classic"}
+    with EmbeddedBroker(tmp_path / "classic-only", overrides=overrides) as broker:
+        address = broker.bootstrap_servers
+        keys = {k.api_key for k in request(address, ApiKey.API_VERSIONS, 3, {}).api_keys}
+        assert ApiKey.JOIN_GROUP in keys
+        assert not keys & {ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}
+        body = {"group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+                "subscribed_topic_names": ["t"], "topic_partitions": []}  # fmt: skip
+        refused = request(address, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+        assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
