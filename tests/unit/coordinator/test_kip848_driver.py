@@ -126,3 +126,26 @@ def test_arbitrary_heartbeats_get_kafka_errors_never_exceptions() -> None:
                     m.assignment.pending_revocation) for t, ps in parts.items() for p in ps]  # fmt: skip
             assert len(held) == len(set(held)), step
             assert group.assignment_epoch <= group.group_epoch
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
+    """KIP-848 "Rebalance Timeout": a member that keeps reporting a partition it was asked to give
+    up is fenced once its rebalance timeout passes, and the partition moves on."""
+    h = Harness()
+    groups = driver(h)
+    a = join(groups, "a")  # rebalance timeout 5000 ms
+    everything = {"t": frozenset({0, 1})}
+    assert a.assignment == everything
+    b = join(groups, "b")
+    asked = groups.heartbeat(GROUP, HeartbeatRequest("a", a.member_epoch, owned=everything), TOPICS, 1)
+    assert asked.assignment is not None
+    assert len(asked.assignment["t"]) == 1  # give one up
+    for _ in range(12):  # a never does, and b waits for it
+        h.advance(500)
+        groups.heartbeat(GROUP, HeartbeatRequest("b", b.member_epoch, owned={}), TOPICS, 1)
+        stubborn = groups.heartbeat(GROUP, HeartbeatRequest("a", a.member_epoch, owned=everything), TOPICS, 1)
+        if stubborn.error != ErrorCode.NONE:
+            break
+    assert stubborn.error == ErrorCode.UNKNOWN_MEMBER_ID  # fenced: it must rejoin
+    now_b = groups.heartbeat(GROUP, HeartbeatRequest("b", b.member_epoch, owned={}), TOPICS, 1)
+    assert now_b.assignment == everything
