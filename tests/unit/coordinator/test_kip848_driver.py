@@ -149,3 +149,17 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() 
     assert stubborn.error == ErrorCode.UNKNOWN_MEMBER_ID  # fenced: it must rejoin
     now_b = groups.heartbeat(GROUP, HeartbeatRequest("b", b.member_epoch, owned={}), TOPICS, 1)
     assert now_b.assignment == everything
+
+
+def test_version_0_joins_get_a_member_id_from_the_coordinator() -> None:
+    """ConsumerGroupHeartbeat v0: an empty member id on a join is given one by the coordinator;
+    v1 (KIP-1082) requires the client's own."""
+    groups = driver(Harness())
+    req = HeartbeatRequest("", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("t",), owned={})
+    first = groups.heartbeat(GROUP, req, TOPICS, 0)
+    assert first.error == ErrorCode.NONE
+    assert first.member_id is not None
+    assert len(first.member_id) == 22
+    assert groups.heartbeat(GROUP, req, TOPICS, 1).error == ErrorCode.INVALID_REQUEST
+    again = groups.heartbeat(GROUP, HeartbeatRequest(first.member_id, first.member_epoch, owned={}), TOPICS, 0)
+    assert again.error == ErrorCode.NONE
