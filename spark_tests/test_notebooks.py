@@ -5,7 +5,10 @@ needs no registered kernel) runs the notebooks in turn; each starts its own embe
 because ``PYLOG_BOOTSTRAP`` is unset and Spark's master is local, the path a laptop takes. The
 kernel's SparkSession is created by the first notebook and reused by the others (as on
 Databricks, where ``spark`` exists). A second kernel runs them again with ``spark`` a Spark
-Connect session made before the first cell, as on Databricks serverless.
+Connect session made before the first cell, as on Databricks serverless. A third runs the Delta
+notebooks with ``spark`` a classic session that has delta-spark's jars and session confs, as on a
+Databricks cluster, so ``delta_sink``/``load_to_delta`` take the delta-spark engine (where Delta's
+jars run on this PySpark: the oldest-PySpark run of ``./dev test``; skipped elsewhere).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import ipykernel  # noqa: F401  (the kernel the notebooks run in; the test extra
 import nbclient
 import nbformat
 import pytest
+
+from spark_tests.jars import DELTA_SESSION_CONFS, DeltaUnavailable, delta_jars
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 KERNEL = "pylog-test-venv"
@@ -71,6 +76,13 @@ def connect_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]
         yield km
 
 
+@pytest.fixture(scope="module")
+def delta_kernel(delta_session_cell: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    del delta_session_cell  # skips first where Delta's jars do not run on this PySpark
+    with started_kernel(tmp_path_factory.mktemp("jupyter-delta")) as km:
+        yield km
+
+
 def test_there_are_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb",
@@ -101,6 +113,42 @@ def test_notebook_runs_through_spark_connect(connect_kernel, path: Path) -> None
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(CONNECT_SESSION))
     run_and_check(nb, connect_kernel, path)
+
+
+DELTA_NOTEBOOKS = [p for p in NOTEBOOKS if "delta" in p.stem or "backfill" in p.stem]
+
+
+@pytest.fixture(scope="module")
+def delta_session_cell() -> str:
+    """What a Databricks cluster's notebook starts with: ``spark`` with Delta on its classpath."""
+    import pyspark
+
+    try:
+        jars = ",".join(str(jar) for jar in delta_jars(pyspark.__version__))
+    except DeltaUnavailable as exc:
+        pytest.skip(str(exc))
+    confs = "".join(f".config({k!r}, {v!r})" for k, v in DELTA_SESSION_CONFS.items())
+    return (
+        "import os, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "os.environ.setdefault('PYSPARK_PYTHON', sys.executable)\n"
+        "spark = (SparkSession.builder.master('local[2]').config('spark.sql.shuffle.partitions', '2')"
+        f".config('spark.ui.showConsoleProgress', 'false').config('spark.jars', {jars!r}){confs}.getOrCreate())"
+    )
+
+
+ENGINE_CHECK = (
+    "from pyspark_log.delta import delta_spark_available\nprint('delta-spark engine:', delta_spark_available(spark))"
+)
+
+
+@pytest.mark.parametrize("path", DELTA_NOTEBOOKS, ids=[p.stem for p in DELTA_NOTEBOOKS])
+def test_delta_notebook_runs_with_delta_spark(delta_session_cell: str, delta_kernel, path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(delta_session_cell))
+    nb.cells.append(nbformat.v4.new_code_cell(ENGINE_CHECK))
+    run_and_check(nb, delta_kernel, path)
+    assert "delta-spark engine: True" in nb.cells[-1].outputs[0]["text"]
 
 
 def run_and_check(nb: Any, kernel: object, path: Path) -> None:

@@ -102,6 +102,7 @@ if local_broker:
 # COMMAND ----------
 
 from pyspark_log.delta import delta_sink, delta_spark_available
+from pyspark_log.spark.available_now import run_available_now
 
 EVENT_SCHEMA = "user_id string, page string, duration_ms long, ts long"
 
@@ -123,14 +124,17 @@ def run_stream():
         )
         .select("e.*", "topic", "partition", "offset", "timestamp")
     )
-    query = (
-        events.writeStream.foreachBatch(delta_sink(TABLE_PATH, app_id=APP_ID))
-        .option("checkpointLocation", CHECKPOINT)
-        .trigger(availableNow=True)
-        .start()
+    # Trigger.AvailableNow: the whole backlog in batches of maxOffsetsPerTrigger. PySpark 4.2+ runs
+    # them in one query run; on 4.0/4.1 (Databricks Runtime 17/18) run_available_now restarts the
+    # query from its checkpoint until nothing is left.
+    return run_available_now(
+        lambda: (
+            events.writeStream.foreachBatch(delta_sink(TABLE_PATH, app_id=APP_ID))
+            .option("checkpointLocation", CHECKPOINT)
+            .trigger(availableNow=True)
+            .start()
+        )
     )
-    query.awaitTermination()
-    return query
 
 
 def table_rows():
@@ -141,8 +145,8 @@ def table_rows():
     return DeltaTable(TABLE_PATH).to_pyarrow_table(columns=["offset"]).num_rows
 
 
-query = run_stream()
-print("batches:", [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]])
+runs = run_stream()
+print("batches:", [p["numInputRows"] for q in runs for p in q.recentProgress if p["numInputRows"]])
 print("rows in the table:", table_rows())
 
 # COMMAND ----------

@@ -112,6 +112,7 @@ if local_broker:
 # COMMAND ----------
 
 from pyspark_log.delta import delta_sink, delta_spark_available
+from pyspark_log.spark.available_now import run_available_now
 
 CUSTOMER = "customer_id string, name string, email string, country string"
 
@@ -129,20 +130,22 @@ def to_rows(df):
 
 def run_mirror():
     sink = delta_sink(TABLE_PATH, app_id=APP_ID, mode="upsert", key_columns=["customer_id"], transform=to_rows)
-    query = (
-        spark.readStream.format("pylog")
-        .options(**KAFKA_OPTIONS)
-        .option("subscribe", TOPIC)
-        .option("startingOffsets", "earliest")  # used by the first run only
-        .option("maxOffsetsPerTrigger", "500")
-        .load()
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", CHECKPOINT)
-        .trigger(availableNow=True)
-        .start()
+    # Trigger.AvailableNow: the whole backlog in batches of maxOffsetsPerTrigger (run_available_now
+    # restarts the query from its checkpoint on PySpark 4.0/4.1, Databricks Runtime 17/18)
+    return run_available_now(
+        lambda: (
+            spark.readStream.format("pylog")
+            .options(**KAFKA_OPTIONS)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")  # used by the first run only
+            .option("maxOffsetsPerTrigger", "500")
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", CHECKPOINT)
+            .trigger(availableNow=True)
+            .start()
+        )
     )
-    query.awaitTermination()
-    return query
 
 
 def mirror():
@@ -153,8 +156,8 @@ def mirror():
     return spark.createDataFrame(DeltaTable(TABLE_PATH).to_pandas())
 
 
-query = run_mirror()
-print("batches:", [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]])
+runs = run_mirror()
+print("batches:", [p["numInputRows"] for q in runs for p in q.recentProgress if p["numInputRows"]])
 print("customers in the mirror:", mirror().count())
 
 # COMMAND ----------
