@@ -196,6 +196,17 @@ def test_streaming_write_is_exactly_once(spark, kafka: Kafka, topic: str, tmp_pa
     assert list(marks) == [TopicPartition(sink, 0)]
 
 
+def test_group_id_prefix_names_the_derived_ids(spark, kafka: Kafka, topic: str, tmp_path: Path) -> None:
+    """Prefixed ACLs on groups and transactional ids cover what the sink derives."""
+    source, sink = kafka.create(f"{topic}-in"), kafka.create(f"{topic}-out")
+    kafka.produce_spread(source, 1, 10)
+    df = stream(spark, kafka.servers, subscribe=source, startingOffsets="earliest").select("value")
+    query = run_stream(df, kafka, tmp_path / "chk", topic=sink, groupIdPrefix="team-a")
+    marks = kafka.admin.list_consumer_group_offsets(f"team-a-{query.id}-0", require_stable=True)
+    assert list(marks) == [TopicPartition(sink, 0)]
+    settled(spark, kafka, sink, sorted(f"v{i}" for i in range(10)))
+
+
 def test_a_new_checkpoint_cannot_reuse_a_prefix(spark, kafka: Kafka, topic: str, tmp_path: Path) -> None:
     source, sink = kafka.create(f"{topic}-in"), kafka.create(f"{topic}-out")
     kafka.produce(source, ["a", "b"])

@@ -195,7 +195,7 @@ def transactional_id(prefix: str, partition_id: int) -> str:
 
 
 def resolve_prefix(options: SinkOptions, task: TaskInfo) -> str:
-    """The transactionalIdPrefix option, else (streams) ``pylog-<query id>``."""
+    """The transactionalIdPrefix option, else (streams) ``<groupIdPrefix or pylog>-<query id>``."""
     if options.transactional_id_prefix is not None:
         return options.transactional_id_prefix
     if task.query_id is None:
@@ -203,7 +203,7 @@ def resolve_prefix(options: SinkOptions, task: TaskInfo) -> str:
             "transactionalIdPrefix is not set and Spark gave this task no streaming query id: "
             "set transactionalIdPrefix to a name stable across restarts and unique to this query"
         )
-    return f"pylog-{task.query_id}"
+    return f"{options.derived_prefix}-{task.query_id}"
 
 
 # ---------------------------------------------------------------------------------------------

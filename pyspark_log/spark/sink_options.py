@@ -59,11 +59,20 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000  # Kafka's default transaction.max.time
 # A task hands its rows to the producer in bulk: 1 MiB batches take the broker a fraction of the
 # per-batch work of the producer's 16 KiB default (bench/spark_write.py).
 DEFAULT_SINK_BATCH_SIZE = "1048576"
+# what the names the sink derives start with, unless groupIdPrefix says otherwise
+DEFAULT_DERIVED_PREFIX = "pylog"
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 # includeHeaders: accepted as Spark's Kafka sink accepts it (the headers column is written when the
 # DataFrame has one), so a reader's option chain can be reused for the writer
-_CANONICAL = ["bootstrap.servers", "kafka.bootstrap.servers", "topic", "transactionalIdPrefix", "includeHeaders"]
+_CANONICAL = [
+    "bootstrap.servers",
+    "kafka.bootstrap.servers",
+    "topic",
+    "transactionalIdPrefix",
+    "groupIdPrefix",
+    "includeHeaders",
+]
 _NAMES = {name.lower(): name for name in _CANONICAL}
 # Options a DataStreamWriter / DataFrameWriter hands every sink; they are Spark's, not ours.
 _SPARK_OWN = frozenset({"checkpointlocation"})
@@ -87,7 +96,6 @@ _SOURCE_ONLY = frozenset(
         "maxrecordsperpartition",
         "isolationlevel",
         "groupid",
-        "groupidprefix",
         "kafkaconsumer.polltimeoutms",
         "fetchoffset.numretries",
         "fetchoffset.retryintervalms",
@@ -108,7 +116,11 @@ class SinkOptions:
     """Every option of one write, validated. Picklable: it travels to executors.
 
     ``transactional_id_prefix`` is None for a stream that did not set one: each task then uses
-    ``pylog-<query id>`` (Spark's query id, kept in the checkpoint), see ``sink.resolve_prefix``.
+    ``<derived_prefix>-<query id>`` (Spark's query id, kept in the checkpoint), see
+    ``sink.resolve_prefix``. ``derived_prefix`` is the ``groupIdPrefix`` option (default ``pylog``):
+    it starts every transactional id and "batch done" consumer group name the sink derives, so that
+    prefixed ACLs (Group and TransactionalId resources) can cover them, as Spark's Kafka source
+    derives its group ids from ``groupIdPrefix``.
     """
 
     bootstrap_servers: str
@@ -116,6 +128,7 @@ class SinkOptions:
     transactional_id_prefix: str | None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     client_config: Mapping[str, str] = field(default_factory=dict)
+    derived_prefix: str = DEFAULT_DERIVED_PREFIX
 
     def producer_config(self, transactional_id: str) -> dict[str, str]:
         """The transactional producer's settings for ``transactional_id``."""
@@ -202,18 +215,26 @@ def _topic(opts: Mapping[str, str]) -> str | None:
     return topic
 
 
-def _prefix(opts: Mapping[str, str], mode: SinkMode) -> str | None:
-    value = opts.get("transactionalidprefix")
+def _name_option(opts: Mapping[str, str], key: str, fix: str) -> str | None:
+    value = opts.get(key)
     if value is None:
-        return f"pylog-batch-{uuid.uuid4().hex}" if mode == "batch" else None
-    prefix = value.strip()
-    if not prefix or any(c.isspace() for c in prefix):
-        raise _fail(
-            "transactionalidprefix",
-            value,
-            "is empty or contains whitespace",
-            "give a name that is stable across restarts of this query and unique to it, e.g. orders-to-audit",
-        )
+        return None
+    name = value.strip()
+    if not name or any(c.isspace() for c in name):
+        raise _fail(key, value, "is empty or contains whitespace", fix)
+    return name
+
+
+def _derived_prefix(opts: Mapping[str, str]) -> str:
+    fix = "give the prefix your ACLs allow for consumer groups and transactional ids, e.g. team-a"
+    return _name_option(opts, "groupidprefix", fix) or DEFAULT_DERIVED_PREFIX
+
+
+def _prefix(opts: Mapping[str, str], mode: SinkMode) -> str | None:
+    fix = "give a name that is stable across restarts of this query and unique to it, e.g. orders-to-audit"
+    prefix = _name_option(opts, "transactionalidprefix", fix)
+    if prefix is None and mode == "batch":
+        return f"{_derived_prefix(opts)}-batch-{uuid.uuid4().hex}"
     return prefix
 
 
@@ -258,4 +279,5 @@ def parse_sink_options(raw: Mapping[str, str], mode: SinkMode) -> SinkOptions:
         transactional_id_prefix=_prefix(opts, mode),
         transaction_timeout_ms=timeout_ms,
         client_config=config,
+        derived_prefix=_derived_prefix(opts),
     )

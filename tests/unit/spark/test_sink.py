@@ -337,6 +337,15 @@ def test_the_default_prefix_is_the_query_id() -> None:
         write_task(options, VALUE_ONLY, rows("a"), stream_task(2, 0, query=None), model.clients())
 
 
+def test_group_id_prefix_names_the_derived_transactional_id_and_its_mark_group() -> None:
+    model = Model()
+    options = parse_sink_options({"bootstrap.servers": "h:1", "topic": "out", "groupIdPrefix": "team-a"}, "stream")
+    result = write_task(options, VALUE_ONLY, rows("a"), stream_task(2, 0, query="abc"), model.clients())
+    assert result.transactional_id == "team-a-abc-2"
+    complete_all(options, [result], commit=True, what="batch 0", clients=model.clients())
+    assert set(model.groups) == {"team-a-abc-2"}
+
+
 def test_a_prefix_used_by_another_query_or_a_consumer_group_is_refused() -> None:
     model = Model()
     result = write_task(OPTIONS, VALUE_ONLY, rows("a"), stream_task(0, 9, query="old-query"), model.clients())

@@ -49,6 +49,17 @@ def test_a_batch_write_gets_a_random_prefix_per_write() -> None:
     assert first != second
 
 
+def test_group_id_prefix_starts_every_name_the_sink_derives() -> None:
+    batch = parse_sink_options({**BASE, "groupIdPrefix": "team-a"}, "batch")
+    assert batch.transactional_id_prefix is not None
+    assert batch.transactional_id_prefix.startswith("team-a-batch-")
+    stream = parse_sink_options({**BASE, "groupIdPrefix": "team-a"}, "stream")
+    assert (stream.transactional_id_prefix, stream.derived_prefix) == (None, "team-a")
+    given = parse_sink_options({**BASE, "groupIdPrefix": "team-a", "transactionalIdPrefix": "orders"}, "batch")
+    assert given.transactional_id_prefix == "orders"
+    fails({**BASE, "groupIdPrefix": " "}, "groupIdPrefix", "is empty or contains whitespace", "ACLs allow")
+
+
 def test_names_are_case_insensitive_and_both_server_spellings_work() -> None:
     options = parse_sink_options(
         {"KAFKA.BOOTSTRAP.SERVERS": " h:1 ", "TransactionalIdPrefix": "orders", "Topic": "t"}, "stream"
