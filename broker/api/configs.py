@@ -170,6 +170,7 @@ BROKER_CONFIG_TYPES = {
             "metric.reporters",
             "kafka.metrics.reporters",
             "group.coordinator.rebalance.protocols",
+            "group.consumer.assignors",
         ),
         LIST,
     ),
