@@ -248,7 +248,12 @@ class ConsumerGroup:
                     self._set_assignment(holder, restored)
                     self.static_members[req.instance_id] = req.member_id
                     member = holder
-            if member is not None and not fenced:
+            if member is not None and not fenced and member.member_epoch == STATIC_LEAVE_EPOCH:
+                # a static member back under the same member id: its assignment was kept for it
+                self._set_assignment(
+                    member, replace(member.assignment, member_epoch=member.assignment.previous_member_epoch)
+                )
+            elif member is not None and not fenced:
                 # a known member rejoining has lost its state: it owns nothing any more
                 self._set_assignment(member, MemberAssignment())
                 bump = True

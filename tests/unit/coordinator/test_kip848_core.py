@@ -171,6 +171,11 @@ def test_static_member_leave_and_rejoin_keeps_the_assignment() -> None:
     assert back.assignment == {"t": fs(0, 1)}
     assert "a" not in group.members
     assert group.static_members["i1"] == "a2"
+    # the same member id back after a temporary leave keeps its assignment too
+    beat(group, "a2", -2, None, topics, instance_id="i1")
+    again = join(group, "a2", topics, instance_id="i1")
+    assert again.member_epoch == 1
+    assert again.assignment == {"t": fs(0, 1)}
 
 
 def test_leave_expiry_max_size_assignor_and_regex() -> None:
