@@ -352,10 +352,11 @@ class BrokerServer:
                 TxnCollector(txn, replicas, self.stats, self._clock_ms),
                 GcPauseCollector(self.gc_pauses),
             ):
-                registry.register(collector)
-            ProcessCollector(registry=registry)
+                registry.register(collector)  # type: ignore[arg-type]  # may yield None checkpoints (exposition)
             GCCollector(registry=registry)
-            self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), registry)
+            off_loop = CollectorRegistry(auto_describe=False)  # reads /proc only: off the loop
+            ProcessCollector(registry=off_loop)
+            self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), registry, off_loop)
             await self._metrics.start()
         self._start_background(logs, replicas, cleaner)
         if self._quorum is not None:  # a broker registers and catches up before it is ready

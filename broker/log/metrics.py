@@ -59,8 +59,9 @@ class LogCollector:
     def __init__(self, logs: LogManager) -> None:
         self._logs = logs
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric | None]:
         logs: list[Log] = sorted(self._logs.logs(), key=lambda lg: (lg.topic, lg.partition))
+        yield None  # a step boundary (broker.metrics.exposition)
         for name, help_text, value in _PER_LOG:
             for part in sliced(logs):
                 family = GaugeMetricFamily(f"kafka_log_log_{name}", help_text, labels=["topic", "partition"])

@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
-from broker.metrics.exposition import sliced
+from broker.metrics.exposition import CHECKPOINT_ITEMS, sliced
 from broker.metrics.instruments import TIMERS, TOPIC_METERS, BrokerStats, Histogram
 from broker.metrics.loop import LoopMonitor
 
@@ -314,7 +314,7 @@ class TxnCollector:
         self._stats = stats
         self._clock_ms = clock_ms
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric | None]:
         from broker.coordinator.txn.records import TxnState
 
         txn = self._txn
@@ -338,14 +338,15 @@ class TxnCollector:
         if self._replicas is not None:
             max_ms = txn.config.max_timeout_ms if txn is not None else 900_000
             horizon = self._clock_ms() - max_ms
-            for p in list(self._replicas.partitions()):
+            for i, p in enumerate(list(self._replicas.partitions())):
+                if i % CHECKPOINT_ITEMS == 0:
+                    yield None  # a step boundary (broker.metrics.exposition)
                 if not p.is_leader:
                     continue
                 state = p.log.producer_state
-                ongoing = state.ongoing_transactions()
-                if not ongoing:
+                if state.first_unstable_offset() is None:
                     continue
-                for producer_id in ongoing:
+                for producer_id in state.ongoing_transactions():
                     entry = state.producers.get(producer_id)
                     if entry is not None and 0 <= entry.last_timestamp_ms < horizon:
                         hanging += 1

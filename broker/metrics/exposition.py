@@ -10,7 +10,12 @@ partitions), and a rendering thread holds the GIL for up to the switch interval 
 time the loop wants it back. So the collectors run on the loop, lazily: each is a generator that
 reads the live state a family (or a slice of at most ``CHUNK_SAMPLES`` samples of a per-partition
 family) at a time, never keeping a dict iterator open across a yield, and the renderer gives the
-loop back (``await asyncio.sleep(0)``) whenever a step has used ``STEP_BUDGET_S``. A scrape so
+loop back (``await asyncio.sleep(0)``) whenever a step has used ``STEP_BUDGET_S``. A collector
+with long work before a family (a pass over every partition) yields ``None`` every
+``CHECKPOINT_ITEMS`` items: a point where the renderer may give the loop back. Collectors that
+read no loop-owned state and may block (prometheus-client's ``ProcessCollector`` lists
+``/proc/self/fd``: thousands of log files) run in the default executor before the page is
+rendered (``broker.metrics.http``). A scrape so
 stalls the loop for about one step at a time, whatever the number of partitions, and costs only
 the rendering. prometheus-client formats each family (``generate_latest``); consecutive slices of one
 family are joined under one HELP/TYPE header.
@@ -36,8 +41,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-CHUNK_SAMPLES = 200  # samples per slice of a large family: about 0.5 ms to build and format
-STEP_BUDGET_S = 0.001  # the loop is given back once a step has taken this long
+CHUNK_SAMPLES = 100  # samples per slice of a large family: about 0.5 ms to build and format
+STEP_BUDGET_S = 0.0005  # the loop is given back once a step has taken this long
+CHECKPOINT_ITEMS = 250  # a collector's pass over partitions offers a step boundary this often
 
 T = TypeVar("T")
 
@@ -61,9 +67,19 @@ def _format(family: Metric, previous: str | None) -> bytes:
     return text
 
 
-def _families(collectors: Iterable[Collector]) -> Iterator[Metric]:
+def _families(collectors: Iterable[Collector]) -> Iterator[Metric | None]:
     for collector in collectors:
         yield from collector.collect()
+
+
+class Fixed:
+    """A collector of families collected before (off the loop: ``broker.metrics.http``)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
 
 
 def render(collectors: Iterable[Collector]) -> bytes:
@@ -71,8 +87,9 @@ def render(collectors: Iterable[Collector]) -> bytes:
     out: list[bytes] = []
     previous: str | None = None
     for family in _families(collectors):
-        out.append(_format(family, previous))
-        previous = family.name
+        if family is not None:
+            out.append(_format(family, previous))
+            previous = family.name
     return b"".join(out)
 
 
@@ -102,8 +119,9 @@ async def render_async(
     gc.disable()
     try:
         for family in _families(collectors):
-            out.append(_format(family, previous))
-            previous = family.name
+            if family is not None:  # None: a collector's checkpoint inside long work
+                out.append(_format(family, previous))
+                previous = family.name
             spent = perf() - step_started
             if spent >= budget_s:
                 loop_s += spent

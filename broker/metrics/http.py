@@ -23,7 +23,7 @@ import logging
 
 from prometheus_client.registry import Collector
 
-from broker.metrics.exposition import CONTENT_TYPE, RenderStats, render_async
+from broker.metrics.exposition import CONTENT_TYPE, Fixed, RenderStats, render_async
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,13 @@ class MetricsServer:
     """Serves the rendering of ``registry`` (any prometheus-client ``Collector``: a
     ``CollectorRegistry``, or one collector) at ``http://host:port/metrics``."""
 
-    def __init__(self, host: str, port: int, registry: Collector) -> None:
+    def __init__(self, host: str, port: int, registry: Collector, off_loop: Collector | None = None) -> None:
+        """``off_loop``: collectors that read no state of the loop and may block (the process
+        collector's ``/proc`` reads): collected in the default executor, rendered after the rest."""
         self.host = host
         self.port = port
         self._registry = registry
+        self._off_loop = off_loop
         self._server: asyncio.Server | None = None
         self._rendering = asyncio.Lock()
         self.last_render = RenderStats()  # what the last scrape cost the loop (benchmarks)
@@ -57,8 +60,13 @@ class MetricsServer:
 
     async def page(self) -> bytes:
         async with self._rendering:
+            collectors: list[Collector] = [self._registry]
+            off_loop = self._off_loop
+            if off_loop is not None:
+                families = await asyncio.get_running_loop().run_in_executor(None, lambda: list(off_loop.collect()))
+                collectors.append(Fixed(families))
             stats = RenderStats()
-            page = await render_async((self._registry,), stats=stats)
+            page = await render_async(collectors, stats=stats)
             self.last_render = stats
             return page
 

@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from broker.controller.image import MetadataImage
-from broker.metrics.exposition import sliced
+from broker.metrics.exposition import CHECKPOINT_ITEMS, sliced
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
@@ -30,13 +30,23 @@ class ReplicationCollector:
         self._image = image
         self._fetchers = fetchers
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric | None]:
         replicas = self._replicas
         hosted: list[Partition] = sorted(replicas.partitions(), key=lambda p: (p.topic, p.partition))
-        led = [p for p in hosted if p.is_leader]
-        under = sum(1 for p in led if len(p.isr) < len(p.role.replicas if p.role else ()))
-        under_min = sum(1 for p in led if len(p.isr) < p.log.config.min_insync_replicas)
-        at_min = sum(1 for p in led if len(p.isr) == p.log.config.min_insync_replicas)
+        yield None  # a step boundary (broker.metrics.exposition)
+        led: list[Partition] = []
+        under = under_min = at_min = 0
+        for i, p in enumerate(hosted):
+            if not p.is_leader:
+                continue
+            led.append(p)
+            isr = len(p.isr)
+            min_isr = p.log.config.min_insync_replicas
+            under += isr < len(p.role.replicas if p.role else ())
+            under_min += isr < min_isr
+            at_min += isr == min_isr
+            if i % CHECKPOINT_ITEMS == 0:
+                yield None
         image = self._image()
         offline = sum(1 for t in list(image.topics.values()) for part in t.partitions.values() if part.leader < 0)
         prefix = "kafka_server_replicamanager_"

@@ -144,9 +144,9 @@ class Many:
     """A collector with one large family in slices (as the per-partition ones)."""
 
     def collect(self) -> Iterator[Metric]:
-        for start in range(0, 2000, 200):
+        for start in range(0, 2000, 100):
             family = GaugeMetricFamily("kafka_log_log_size", "bytes", labels=["topic", "partition"])
-            for p in range(start, start + 200):
+            for p in range(start, start + 100):
                 family.add_metric(["t", str(p)], p)
             yield family
 
