@@ -1,7 +1,8 @@
 """A KIP-848 consumer group on Apache Kafka 4.1.1 and pylog: what ConsumerGroupDescribe answers
 (state, epochs, assignor, each member's epoch, subscription, current and target assignment,
 MemberType), ListGroups v5 with a type filter, DescribeGroups of a consumer group, the errors of
-malformed or fenced ConsumerGroupHeartbeats, and the group after its member left.
+malformed or fenced ConsumerGroupHeartbeats, a second member joining and leaving (epochs and
+partitions per member once Stable), and the group after its last member left.
 
 The member is confluent-kafka with ``group.protocol=consumer``; member ids and client hosts are left
 out. A difference must be a row of the table "KIP-848 consumer groups" in docs/compatibility.md.
@@ -79,6 +80,34 @@ def views(address: str) -> dict[str, Any]:
                                                topic_partitions=[])  # fmt: skip
         out["heartbeat_invalid_epoch"] = heartbeat(member_epoch=-3)
         out["heartbeat_static_leave_without_instance"] = heartbeat(member_epoch=-2)
+        # a second member: epochs and partition counts once both are Stable; then it leaves
+        second = Consumer({"bootstrap.servers": address, "group.id": group, "group.protocol": "consumer",
+                           "client.id": "differential-client-2", "enable.auto.commit": False})  # fmt: skip
+        try:
+            second.subscribe([topic])
+
+            def both_stable() -> Any:
+                consumer.poll(0.1)
+                second.poll(0.1)
+                return describe(address, group)
+
+            def shape(g: Any) -> tuple[Any, ...]:
+                counts = sorted(sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in g.members)
+                return (g.group_state, g.group_epoch, g.assignment_epoch, sorted(m.member_epoch for m in g.members),
+                        counts)  # fmt: skip
+
+            g = poll("two Stable members", both_stable, lambda g: g.group_state == "Stable" and len(g.members) == 2
+                     and all(m.member_epoch == g.assignment_epoch for m in g.members))  # fmt: skip
+            out["two_members"] = shape(g)
+        finally:
+            second.close()
+
+        def first_only() -> Any:
+            consumer.poll(0.1)
+            return describe(address, group)
+
+        g = poll("one Stable member again", first_only, lambda g: g.group_state == "Stable" and len(g.members) == 1)
+        out["after_second_left"] = shape(g)
     finally:
         consumer.close()
     g = poll("the group empty", lambda: describe(address, group), lambda g: g.group_state == "Empty")
@@ -96,7 +125,7 @@ ASPECTS = (
     "list_groups_consumer", "list_groups_classic", "describe_groups_v5", "heartbeat_unknown_member",
     "heartbeat_empty_member_id", "heartbeat_join_without_subscription", "heartbeat_bad_assignor",
     "heartbeat_bad_regex", "heartbeat_invalid_epoch", "heartbeat_static_leave_without_instance",
-    "group_after_leave",
+    "two_members", "after_second_left", "group_after_leave",
 )  # fmt: skip
 
 
