@@ -1,5 +1,6 @@
 """Tier markers by folder: tests/unit -> unit, tests/sim -> sim, tests/integration -> integration,
-tests/differential -> differential, spark_tests -> spark. `pytest -m unit` (etc.) selects a tier;
+tests/differential -> differential, tests/chaos -> chaos,
+spark_tests -> spark. `pytest -m unit` (etc.) selects a tier;
 `--strict-markers` is on."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ _TIERS = {
     _ROOT / "tests" / "sim": "sim",
     _ROOT / "tests" / "integration": "integration",
     _ROOT / "tests" / "differential": "differential",
+    _ROOT / "tests" / "chaos": "chaos",
     _ROOT / "spark_tests": "spark",
 }
 
