@@ -122,9 +122,7 @@ def check(history: Iterable[Op], final_read: Mapping[int, Sequence[tuple[int, st
         if not where:
             a["lost"].append({"value": value, "partition": done.partition, "offset": done.offset})
         elif (done.partition, done.offset) not in where:
-            a["wrong_position"].append(
-                {"value": value, "acknowledged": (done.partition, done.offset), "read": where}
-            )
+            a["wrong_position"].append({"value": value, "acknowledged": (done.partition, done.offset), "read": where})
 
     # one writer's values to one partition: read in the order it invoked them
     for partition in sorted(final_read):

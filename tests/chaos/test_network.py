@@ -58,7 +58,8 @@ def counter(network: Network) -> Iterator[str]:
         [*network.exec_prefix(1), sys.executable, "-c", COUNTER, address], stdout=subprocess.PIPE, text=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
         yield address
     finally:
         proc.kill()

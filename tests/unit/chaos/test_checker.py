@@ -63,5 +63,6 @@ def test_offset_order_violations() -> None:
 def test_invoke_without_completion_is_indeterminate() -> None:
     history = [Op("a", "invoke", "a0", 0, 0.0, 0)]
     verdict = check(history, {0: [(0, "a0")]})
-    assert verdict.valid and verdict.indeterminate == 1
+    assert verdict.valid
+    assert verdict.indeterminate == 1
     assert check(history, {0: []}).valid

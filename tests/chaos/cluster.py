@@ -1,0 +1,109 @@
+"""A pylog cluster whose nodes each run in their own network namespace (tests/chaos/netns.py).
+
+Same shape as ``pyspark_log.embedded_cluster.EmbeddedCluster(combined=True)``: ``broker,controller``
+nodes with one cluster id and the same ``controller.quorum.voters``, but each node listens on its
+namespace's address (``PLAINTEXT`` on 9092 for clients and replication, ``CONTROLLER`` on 9093 for
+the quorum) instead of a loopback port, so iptables rules in a namespace cut it off for real. Each
+node is ``EmbeddedBroker`` started through a two-line wrapper (``exec ip netns exec <ns> python``):
+``ip netns exec`` execs, so the broker's pid is the one ``kill``/``pause`` signal. Clients run in the
+root namespace and reach the nodes over the bridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark_log.embedded import EmbeddedBroker
+from pyspark_log.embedded_cluster import CLUSTER_ID, QUORUM_TIMEOUTS, PartitionView, partitions
+from tests.chaos.netns import Network
+
+CLIENT_PORT = 9092
+CONTROLLER_PORT = 9093
+
+
+class NamespacedCluster:
+    """Combined nodes, one per namespace of ``network``; ``start``/``close``; faults by signal."""
+
+    def __init__(self, root: Path, network: Network, *, overrides: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.network = network
+        self.node_ids = network.node_ids
+        self.overrides = dict(overrides or {})
+        self.voters = ",".join(f"{n}@{network.address(n)}:{CONTROLLER_PORT}" for n in self.node_ids)
+        self.nodes: dict[int, EmbeddedBroker] = {}
+        for n in self.node_ids:
+            wrapper = root / f"python-in-ns-{n}"
+            root.mkdir(parents=True, exist_ok=True)
+            wrapper.write_text(f'#!/bin/sh\nexec {" ".join(network.exec_prefix(n))} {sys.executable} "$@"\n')
+            wrapper.chmod(0o755)
+            self.nodes[n] = EmbeddedBroker(
+                root / f"node-{n}", port=CLIENT_PORT, overrides=self._props(n), python=str(wrapper)
+            )
+
+    def _props(self, n: int) -> dict[str, str]:
+        address = self.network.address(n)
+        return {
+            "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT},CONTROLLER://{address}:{CONTROLLER_PORT}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "process.roles": "broker,controller",
+            "node.id": str(n),
+            "controller.quorum.voters": self.voters,
+            "cluster.id": CLUSTER_ID,
+            **QUORUM_TIMEOUTS,
+            **self.overrides,
+        }
+
+    def start(self) -> NamespacedCluster:
+        """Every node (together: a combined node is ready once a quorum elected a leader)."""
+        for node in self.nodes.values():
+            node.start(wait=False)
+        for node in self.nodes.values():
+            node.wait_ready()
+        return self
+
+    def close(self) -> None:
+        for n in self.node_ids:
+            with contextlib.suppress(Exception):
+                self.resume(n)
+            with contextlib.suppress(Exception):
+                self.nodes[n].stop()
+
+    def outputs(self) -> str:
+        return "\n".join(f"--- node {n}:\n{node.output()[-4000:]}" for n, node in self.nodes.items())
+
+    # -- faults ------------------------------------------------------------------------------------
+    def kill(self, n: int) -> None:
+        self.resume(n)
+        self.nodes[n].kill()
+
+    def restart(self, n: int) -> None:
+        node = self.nodes[n]
+        if node.running:
+            node.stop()
+        node.start()
+
+    def pause(self, n: int) -> None:
+        pid = self.nodes[n].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        node = self.nodes[n]
+        if node.pid is not None and node.running:
+            os.kill(node.pid, signal.SIGCONT)
+
+    # -- views -------------------------------------------------------------------------------------
+    def address(self, n: int) -> str:
+        return f"{self.network.address(n)}:{CLIENT_PORT}"
+
+    def bootstrap(self) -> str:
+        return ",".join(self.address(n) for n in self.node_ids)
+
+    def partitions(self, topic: str, via: int) -> dict[int, PartitionView]:
+        return partitions(self.address(via), topic)

@@ -1,0 +1,140 @@
+"""Nemeses (faults, each with its heal) and the seeded scheduler that mixes them.
+
+Every nemesis acts on one node (``target``) and is undone by ``heal``:
+
+- ``isolate``: a full partition, node | the other two (minority | majority); clients still reach it;
+- ``isolate-leader``: the same, the target being the current leader of partition 0;
+- ``one-way``: the target hears nothing from its peers, its peers still hear it;
+- ``loss``: packets arriving at the target (from peers and clients) dropped at random with
+  probability ``LOSS_PROBABILITY`` (iptables ``statistic --mode random``);
+- ``kill``: SIGKILL, healed by a restart on the same data (a crash);
+- ``pause``: SIGSTOP, healed by SIGCONT.
+
+The scheduler applies one fault at a time (the fault budget of RF 3 / ``min.insync.replicas`` 2:
+one replica down), holds it for a seeded random while, heals it, then waits (polling, with a
+generous deadline) until every partition has its whole ISR again before the next one, so two
+faults never overlap in effect.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.chaos.cluster import NamespacedCluster
+
+NEMESES = ("isolate", "isolate-leader", "one-way", "loss", "kill", "pause")
+LOSS_PROBABILITY = 0.3
+
+
+@dataclass
+class Fault:
+    """One applied fault, for the report: what, on which node, when (monotonic seconds)."""
+
+    nemesis: str
+    target: int
+    started: float
+    healed: float | None = None
+    recovered: float | None = None
+
+    def to_json(self, origin: float) -> dict[str, Any]:
+        def rel(t: float | None) -> float | None:
+            return None if t is None else round(t - origin, 3)
+
+        return {"nemesis": self.nemesis, "target": self.target, "start": rel(self.started),
+                "heal": rel(self.healed), "recovered": rel(self.recovered)}  # fmt: skip
+
+
+def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
+    net = cluster.network
+    peers = [net.address(n) for n in cluster.node_ids if n != target]
+    if nemesis in ("isolate", "isolate-leader"):
+        net.drop(at=target, sources=peers)
+        for n in cluster.node_ids:
+            if n != target:
+                net.drop(at=n, sources=[net.address(target)])
+    elif nemesis == "one-way":
+        net.drop(at=target, sources=peers)
+    elif nemesis == "loss":
+        net.drop(at=target, sources=[*peers, net.client_address], probability=LOSS_PROBABILITY)
+    elif nemesis == "kill":
+        cluster.kill(target)
+    elif nemesis == "pause":
+        cluster.pause(target)
+    else:
+        raise ValueError(nemesis)
+
+
+def heal(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
+    if nemesis == "kill":
+        cluster.restart(target)
+    elif nemesis == "pause":
+        cluster.resume(target)
+    else:
+        cluster.network.heal()
+
+
+def heal_all(cluster: NamespacedCluster) -> None:
+    """Whatever is still faulted: rules flushed, paused nodes continued, dead nodes restarted."""
+    cluster.network.heal()
+    for n, node in cluster.nodes.items():
+        cluster.resume(n)
+        if not node.running:
+            node.start()
+
+
+@dataclass
+class Scheduler:
+    """``faults`` faults drawn from ``nemeses`` with ``seed``; ``hold_s`` bounds each fault's length;
+    ``recovered(topic)`` is polled after each heal (see the module docstring)."""
+
+    cluster: NamespacedCluster
+    seed: int
+    faults: int
+    recovered: Callable[[], bool]
+    nemeses: tuple[str, ...] = NEMESES
+    hold_s: tuple[float, float] = (3.0, 6.0)
+    recovery_timeout_s: float = 120.0
+    leader_of: Callable[[], int | None] = lambda: None
+    log: list[Fault] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        rng = random.Random(self.seed)
+        try:
+            for _ in range(self.faults):
+                if self.stop.is_set():
+                    return
+                nemesis = rng.choice(self.nemeses)
+                target = rng.choice(self.cluster.node_ids)
+                if nemesis == "isolate-leader":
+                    target = self.leader_of() or target
+                fault = Fault(nemesis, target, time.monotonic())
+                self.log.append(fault)
+                apply(self.cluster, nemesis, target)
+                self.stop.wait(rng.uniform(*self.hold_s))  # the fault's scheduled length
+                heal(self.cluster, nemesis, target)
+                fault.healed = time.monotonic()
+                self._await_recovery(fault)
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def _await_recovery(self, fault: Fault) -> None:
+        deadline = time.monotonic() + self.recovery_timeout_s
+        while not self._recovered():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no full ISR {self.recovery_timeout_s}s after healing {fault}")
+            self.stop.wait(0.2)
+        fault.recovered = time.monotonic()
+
+    def _recovered(self) -> bool:
+        try:
+            return bool(self.recovered())
+        except (OSError, ValueError, KeyError):
+            return False

@@ -1,0 +1,155 @@
+"""The queue workload under the seeded nemesis schedule, checked (issue 31).
+
+A 3 combined-node pylog cluster, each node in its own network namespace (tests/chaos/netns.py,
+cluster.py); a topic of ``PARTITIONS`` partitions, replication factor 3, ``min.insync.replicas``
+2; idempotent acks=all writers (confluent-kafka and pylog's own producer) append unique values
+while the scheduler (nemesis.py) injects one fault at a time: partitions (full, one-way, of the
+leader), random packet loss, SIGKILL+restart, SIGSTOP/SIGCONT. Then everything is healed, the
+ISR waited for, every partition read from its start, and the checker (checker.py) must report
+**0 anomalies** (seed 000 §4.7: an acknowledged write survives while one in-sync replica does).
+
+CI runs ``FAULTS_CI`` faults from seed ``PYLOG_CHAOS_SEED`` (default 31); a long run on demand:
+``PYLOG_CHAOS_FAULTS=1000 PYLOG_CHAOS_SEED=7 .venv/bin/python -m pytest tests/chaos -s``. Needs
+root (namespaces, iptables); skipped otherwise. The report (``chaos-report.json``: history,
+faults, verdict) is written to the test's tmp dir and its path printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.chaos import netns
+from tests.chaos.checker import check
+from tests.chaos.cluster import NamespacedCluster
+from tests.chaos.nemesis import Scheduler, heal_all
+from tests.chaos.netns import Network
+from tests.chaos.workload import ConfluentWriter, History, PylogWriter, Writer, read_all
+
+NODES = (1, 2, 3)
+PARTITIONS = 3
+FAULTS_CI = 10
+FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
+SEED = int(os.environ.get("PYLOG_CHAOS_SEED", "31"))
+pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
+OVERRIDES = {
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "4000",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+}
+
+
+def _wait(condition, what: str, timeout_s: float = 120):
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+        except (OSError, ValueError, KeyError, ConnectionError) as exc:
+            last, result = exc, None
+        if result:
+            return result
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what} (last error: {last!r})")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedCluster]:
+    why = netns.available()
+    if why:
+        pytest.skip(why)
+    netns.sweep_stale()
+    network = Network(NODES)
+    network.create()
+    try:
+        c = NamespacedCluster(tmp_path_factory.mktemp("chaos"), network, overrides=OVERRIDES)
+        try:
+            c.start()
+            yield c
+        finally:
+            c.close()
+    finally:
+        network.close()
+
+
+def _full_isr(cluster: NamespacedCluster, topic: str) -> bool:
+    for via in NODES:
+        if not cluster.nodes[via].running:
+            continue
+        view = cluster.partitions(topic, via)
+        return len(view) == PARTITIONS and all(v.leader in NODES and set(v.isr) == set(NODES) for v in view.values())
+    return False
+
+
+def _leader_of_0(cluster: NamespacedCluster, topic: str) -> int | None:
+    try:
+        leader = cluster.partitions(topic, NODES[0]).get(0)
+    except (OSError, ConnectionError):
+        return None
+    return leader.leader if leader is not None and leader.leader in NODES else None
+
+
+def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path: Path) -> None:
+    topic = f"chaos-queue-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+
+    history = History()
+    writers: list[Writer] = [
+        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
+        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
+    ]
+    scheduler = Scheduler(
+        cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
+        leader_of=lambda: _leader_of_0(cluster, topic),
+    )  # fmt: skip
+    started = time.monotonic()
+    report: dict = {"seed": SEED, "faults_planned": FAULTS, "topic": topic}
+    try:
+        for w in writers:
+            w.start()
+        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
+        thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
+        thread.start()
+        thread.join(30 * FAULTS + 300)
+        assert not thread.is_alive(), "the scheduler did not finish"
+        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
+    finally:
+        scheduler.stop.set()
+        heal_all(cluster)
+        for w in writers:
+            w.join()
+    report["schedule_s"] = round(time.monotonic() - started, 1)
+    _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    final = read_all(cluster.bootstrap(), topic, PARTITIONS)
+    ops = history.snapshot()
+    verdict = check(ops, final)
+    origin = history.origin
+    report.update(
+        faults=[f.to_json(origin) for f in scheduler.log],
+        writers={w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
+        verdict=verdict.summary(),
+        final_read_counts={p: len(v) for p, v in final.items()},
+        history=[op.to_json() for op in ops],
+    )
+    path = tmp_path / "chaos-report.json"
+    path.write_text(json.dumps(report, indent=1))
+    summary = {k: v for k, v in report.items() if k != "history"}
+    print(f"chaos report: {path}\n{json.dumps(summary, indent=1)[:4000]}")
+    assert all(w.error is None for w in writers), report["writers"]
+    assert len(scheduler.log) == FAULTS
+    assert verdict.acknowledged > 0
+    assert verdict.valid, json.dumps(verdict.summary(), indent=1)

@@ -1,0 +1,176 @@
+"""The queue workload: idempotent acks=all writers recording a history, and the final read.
+
+Each ``Writer`` runs in its own thread and appends unique values (``<name>-<n>``) round-robin to
+the topic's partitions, with a bounded number in flight: an ``invoke`` op when it hands a value to
+its client, then ``ok`` (partition and offset from the acknowledgement) or ``info`` when the
+client reports an error (with idempotence, a delivery error after retries may or may not have been
+written: indeterminate; the harness never claims ``fail``, which would have to be certain).
+``ConfluentWriter`` uses confluent-kafka (librdkafka), ``PylogWriter`` pylog's own producer.
+
+``read_all`` reads every partition from its log start to its high watermark with a fresh
+confluent-kafka consumer (no group commits), after every fault was healed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+
+from pyspark_log.client import Producer as PylogProducer
+from tests.chaos.checker import Op
+
+IN_FLIGHT = 50
+DELIVERY_TIMEOUT_MS = 120_000
+
+
+class History:
+    """Thread-safe append-only list of ops; times relative to ``origin`` (monotonic)."""
+
+    def __init__(self) -> None:
+        self.origin = time.monotonic()
+        self.ops: list[Op] = []
+        self._lock = threading.Lock()
+
+    def add(self, process: str, kind: str, value: str, partition: int, index: int, **extra: object) -> None:
+        op = Op(process, kind, value, partition, round(time.monotonic() - self.origin, 4), index, **extra)  # type: ignore[arg-type]
+        with self._lock:
+            self.ops.append(op)
+
+    def snapshot(self) -> list[Op]:
+        with self._lock:
+            return list(self.ops)
+
+
+class Writer:
+    """A writer thread (see the module docstring); ``interval_s`` paces its sends."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: History,
+                 interval_s: float = 0.004) -> None:  # fmt: skip
+        self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
+        self.history = history
+        self.interval_s = interval_s
+        self.stop = threading.Event()
+        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
+        self.acked = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self, timeout_s: float = DELIVERY_TIMEOUT_MS / 1000 + 60) -> None:
+        self.stop.set()
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise TimeoutError(f"writer {self.name} did not finish")
+
+    def _main(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.error = exc
+
+    def _completed(self, value: str, partition: int, index: int, offset: int | None, error: str | None) -> None:
+        if error is None:
+            self.acked += 1
+            self.history.add(self.name, "ok", value, partition, index, offset=offset)
+        else:
+            self.history.add(self.name, "info", value, partition, index, error=error)
+        self.slots.release()
+
+    def _values(self, send: Callable[[str, int, int], None], poll: Callable[[], None]) -> None:
+        n = 0
+        while not self.stop.is_set():
+            while not self.slots.acquire(timeout=0.05):
+                poll()
+                if self.stop.is_set():
+                    return
+            partition = n % self.partitions
+            value = f"{self.name}-{n}"
+            self.history.add(self.name, "invoke", value, partition, n)
+            send(value, partition, n)
+            n += 1
+            poll()
+            self.stop.wait(self.interval_s)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class ConfluentWriter(Writer):
+    def _run(self) -> None:
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "message.timeout.ms": DELIVERY_TIMEOUT_MS, "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 3,
+        })  # fmt: skip
+
+        def send(value: str, partition: int, index: int) -> None:
+            def delivered(err: KafkaError | None, msg: object) -> None:
+                offset = None if err is not None else msg.offset()  # type: ignore[attr-defined]
+                self._completed(value, partition, index, offset, None if err is None else str(err))
+
+            producer.produce(self.topic, value=value.encode(), partition=partition, on_delivery=delivered)
+
+        self._values(send, lambda: producer.poll(0))
+        producer.flush(DELIVERY_TIMEOUT_MS / 1000 + 30)
+
+
+class PylogWriter(Writer):
+    def _run(self) -> None:
+        producer = PylogProducer({
+            "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+            "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "metadata.max.age.ms": 1000,
+        })  # fmt: skip
+
+        def send(value: str, partition: int, index: int) -> None:
+            def done(future: object) -> None:
+                try:
+                    offset = future.result(0).offset  # type: ignore[attr-defined]
+                except Exception as exc:
+                    self._completed(value, partition, index, None, repr(exc))
+                else:
+                    self._completed(value, partition, index, offset, None)
+
+            try:
+                future = producer.send(self.topic, value.encode(), partition=partition)
+            except Exception as exc:  # refused before it was handed over: indeterminate is safe
+                self._completed(value, partition, index, None, repr(exc))
+                return
+            future.add_done_callback(done)
+
+        try:
+            self._values(send, lambda: None)
+            producer.flush(DELIVERY_TIMEOUT_MS + 30_000)
+        finally:
+            producer.close()
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120) -> dict[int, list[tuple[int, str]]]:
+    """Every partition's ``(offset, value)`` from the log start to the high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"chaos-read-{topic}",
+                         "enable.auto.commit": False, "log_level": 3})  # fmt: skip
+    out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+    try:
+        ends = {}
+        for p in range(partitions):
+            _low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        last: dict[int, int] = dict.fromkeys(range(partitions), -1)
+        while any(last[p] < ends[p] - 1 for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"final read: at {last}, high watermarks {ends}")
+            for m in consumer.consume(1000, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                out[m.partition()].append((m.offset(), m.value().decode()))
+                last[m.partition()] = max(last[m.partition()], m.offset())
+    finally:
+        consumer.close()
+    return out
