@@ -40,13 +40,14 @@ class Fault:
     started: float
     healed: float | None = None
     recovered: float | None = None
+    observed: Any = None  # what ``Scheduler.observe`` saw just before the heal (e.g. leaders, ISRs)
 
     def to_json(self, origin: float) -> dict[str, Any]:
         def rel(t: float | None) -> float | None:
             return None if t is None else round(t - origin, 3)
 
         return {"nemesis": self.nemesis, "target": self.target, "start": rel(self.started),
-                "heal": rel(self.healed), "recovered": rel(self.recovered)}  # fmt: skip
+                "heal": rel(self.healed), "recovered": rel(self.recovered), "observed": self.observed}  # fmt: skip
 
 
 def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
@@ -100,6 +101,7 @@ class Scheduler:
     hold_s: tuple[float, float] = (3.0, 6.0)
     recovery_timeout_s: float = 120.0
     leader_of: Callable[[], int | None] = lambda: None
+    observe: Callable[[int], Any] = lambda target: None
     log: list[Fault] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -118,6 +120,10 @@ class Scheduler:
                 self.log.append(fault)
                 apply(self.cluster, nemesis, target)
                 self.stop.wait(rng.uniform(*self.hold_s))  # the fault's scheduled length
+                try:
+                    fault.observed = self.observe(target)
+                except (OSError, ValueError, KeyError) as exc:
+                    fault.observed = repr(exc)
                 heal(self.cluster, nemesis, target)
                 fault.healed = time.monotonic()
                 self._await_recovery(fault)

@@ -101,6 +101,18 @@ def _leader_of_0(cluster: NamespacedCluster, topic: str) -> int | None:
     return leader.leader if leader is not None and leader.leader in NODES else None
 
 
+def _observe(cluster: NamespacedCluster, topic: str, target: int) -> dict[str, list[int]]:
+    """Leader and ISR of each partition, as a node other than ``target`` sees them."""
+    via = next(n for n in NODES if n != target)
+    return {str(p): [v.leader, *sorted(v.isr)] for p, v in cluster.partitions(topic, via).items()}
+
+
+def _bit(fault: dict) -> bool:
+    """The fault showed in the metadata: its target out of some ISR, or leading nothing."""
+    seen = fault["observed"]
+    return isinstance(seen, dict) and any(fault["target"] not in v[1:] for v in seen.values())
+
+
 def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path: Path) -> None:
     topic = f"chaos-queue-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
@@ -114,7 +126,7 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
     ]
     scheduler = Scheduler(
         cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
-        leader_of=lambda: _leader_of_0(cluster, topic),
+        leader_of=lambda: _leader_of_0(cluster, topic), observe=lambda target: _observe(cluster, topic, target),
     )  # fmt: skip
     started = time.monotonic()
     report: dict = {"seed": SEED, "faults_planned": FAULTS, "topic": topic}
@@ -139,6 +151,7 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
     verdict = check(ops, final)
     origin = history.origin
     report.update(
+        faults_that_showed_in_isr=sum(_bit(f) for f in (x.to_json(origin) for x in scheduler.log)),
         faults=[f.to_json(origin) for f in scheduler.log],
         writers={w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
         verdict=verdict.summary(),
@@ -152,4 +165,6 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
     assert all(w.error is None for w in writers), report["writers"]
     assert len(scheduler.log) == FAULTS
     assert verdict.acknowledged > 0
+    if FAULTS >= 5:  # the schedule is not a no-op: some fault took its target out of an ISR
+        assert any(_bit(f) for f in report["faults"]), report["faults"]
     assert verdict.valid, json.dumps(verdict.summary(), indent=1)
