@@ -51,6 +51,7 @@ from broker.api.produce import handle_produce
 from broker.api.quota_enforcement import QuotaEnforcer
 from broker.api.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from broker.api.raft import raft_handlers
+from broker.api.reassignments import HANDLERS as REASSIGNMENT_HANDLERS
 from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from broker.api.txn import txn_handlers
 from broker.api.txn_admin import txn_admin_handlers
@@ -153,6 +154,7 @@ HANDLERS: dict[int, Handler] = {
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
     **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
+    **REASSIGNMENT_HANDLERS,  # AlterPartitionReassignments, ListPartitionReassignments (KIP-455)
 }
 
 

@@ -46,6 +46,8 @@ class PartitionImage:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     partition_epoch: int = 0  # bumped by every change of ISR or leader (KIP-497)
+    adding_replicas: tuple[int, ...] = ()  # KIP-455: a reassignment in progress adds these ...
+    removing_replicas: tuple[int, ...] = ()  # ... and removes these once the added ones are in the ISR
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,14 +219,21 @@ def _apply_partition_change(state: ClusterState, record: PartitionChangeRecord) 
 
 
 def partition_after_change(current: PartitionImage, record: PartitionChangeRecord) -> PartitionImage:
-    """``current`` with ``record`` applied (the rule of ``_apply_partition_change``)."""
+    """``current`` with ``record`` applied (the rule of ``_apply_partition_change``). A change of
+    the replica set (KIP-455 reassignment) also bumps the leader epoch, so the leader starts its
+    epoch again with the new set of followers (``broker.controller.reassignment``)."""
     isr = current.isr if record.isr is None else record.isr
     leader, leader_epoch = current.leader, current.leader_epoch
     if record.leader not in (NO_CHANGE, current.leader):
         leader, leader_epoch = record.leader, current.leader_epoch + 1
+    elif record.replicas is not None and record.replicas != current.replicas:
+        leader_epoch = current.leader_epoch + 1
     return replace(
-        current, leader=leader, leader_epoch=leader_epoch, isr=isr, partition_epoch=current.partition_epoch + 1
-    )
+        current, leader=leader, leader_epoch=leader_epoch, isr=isr, partition_epoch=current.partition_epoch + 1,
+        replicas=current.replicas if record.replicas is None else record.replicas,
+        adding_replicas=current.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+        removing_replicas=current.removing_replicas if record.removing_replicas is None else record.removing_replicas,
+    )  # fmt: skip
 
 
 def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:

@@ -40,6 +40,7 @@ from broker.controller.partition_changes import (
     rebalance_leaders,
     unclean_elections,
 )
+from broker.controller.reassignment import completed_by
 from broker.controller.records import MetadataRecord
 from pyspark_log.wire.errors import ErrorCode
 
@@ -184,6 +185,7 @@ class ReplicaLeadership(abc.ABC):
                     except MetadataError as exc:
                         results.append((change, exc.code))
                 if records:
+                    records.extend(completed_by(self._state, records))  # KIP-455: a target now in the ISR
                     await self._append(records)
                 return ErrorCode.NONE, results
         except NotActive:

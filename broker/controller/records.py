@@ -105,12 +105,17 @@ NO_CHANGE = -2  # PartitionChangeRecord.leader: the leader stays (Kafka's NO_LEA
 
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
-    """``isr`` None: unchanged; ``leader`` NO_CHANGE: unchanged, -1: no leader (offline)."""
+    """``isr`` None: unchanged; ``leader`` NO_CHANGE: unchanged, -1: no leader (offline).
+    ``replicas``, ``adding_replicas``, ``removing_replicas`` (KIP-455 reassignment): None unchanged;
+    while a partition moves, ``replicas`` is the union of the old and the new set."""
 
     topic_id: uuid.UUID
     partition: int
     isr: tuple[int, ...] | None = None
     leader: int = NO_CHANGE
+    replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,12 +217,17 @@ RECORD_TYPES: dict[str, type[Any]] = {
     )
 }
 _UUID_FIELDS = frozenset({"topic_id", "id"})
-_TUPLE_FIELDS = frozenset({"replicas", "isr"})
+_TUPLE_FIELDS = frozenset({"replicas", "isr", "adding_replicas", "removing_replicas"})
+_OMITTED_WHEN_NONE = frozenset({"adding_replicas", "removing_replicas"})  # KIP-455 fields: old bytes kept
 
 
 def _to_json(record: MetadataRecord) -> dict[str, Any]:
     doc: dict[str, Any] = {"type": type(record).__name__}
     for key, value in asdict(record).items():
+        if value is None and (
+            key in _OMITTED_WHEN_NONE or (key == "replicas" and isinstance(record, PartitionChangeRecord))
+        ):
+            continue
         if key in _UUID_FIELDS:
             value = str(value)
         elif key in _TUPLE_FIELDS and value is not None:

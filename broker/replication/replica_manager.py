@@ -218,6 +218,9 @@ class ReplicaManager:
                     if hosted.become_follower(part):
                         followers_changed = True
                     self._wake((topic.name, part.partition))
+                elif (topic.name, part.partition) in self._partitions:
+                    self._stop_replica(topic.name, part.partition)
+                    followers_changed = True
         if old is None and new.epoch > 0:  # a KRaft node starts from an empty image: nothing to judge yet
             for existing in self._logs.logs():
                 if existing.topic not in new.topics:
@@ -225,6 +228,18 @@ class ReplicaManager:
         brokers_moved = old is None or old.brokers != new.brokers
         if (followers_changed or brokers_moved) and self.follower_listener is not None:
             self.follower_listener()
+
+    def _stop_replica(self, topic: str, partition: int) -> None:
+        """This broker left the partition's replicas (KIP-455 reassignment): stop hosting it and,
+        once caught up with the metadata (``serving``), delete its log. While replaying the metadata
+        log at start-up the log is kept: a later entry may make this broker a replica again, and a
+        whole-cluster restart must not delete what the final replicas hold."""
+        gone = self._partitions.pop((topic, partition))
+        gone.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self._node_id} is no longer a replica")
+        if self.serving:
+            log.info("deleting log of %s-%s: this broker is no longer one of its replicas", topic, partition)
+            self._logs.delete_log(topic, partition)
+        self._wake((topic, partition))
 
     def _leader(
         self, topic: str, partition: int, current_leader_epoch: int = -1, *, loading: bool = False

@@ -136,6 +136,8 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.ALTER_CONFIGS: (Special("alter_configs"),),  # ALTER_CONFIGS on topic / cluster
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (Special("alter_configs"),),
     ApiKey.ELECT_LEADERS: (Cluster(Operation.ALTER),),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (Cluster(Operation.ALTER),),  # KIP-455
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (Cluster(Operation.DESCRIBE),),
     ApiKey.DESCRIBE_LOG_DIRS: (Cluster(Operation.DESCRIBE),),
     ApiKey.DESCRIBE_CLUSTER: (Cluster(Operation.DESCRIBE), Special("describe_cluster")),  # + authorized operations
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (Cluster(Operation.DESCRIBE_CONFIGS),),

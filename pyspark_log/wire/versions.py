@@ -97,6 +97,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),
+    # KIP-455 reassignment at Kafka 4.1's ranges (Alter v1: KIP-860 allow_replication_factor_change)
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).

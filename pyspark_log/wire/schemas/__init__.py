@@ -22,6 +22,7 @@ from pyspark_log.wire.schemas import (
     produce,
     quotas,
     raft,
+    reassignments,
     replication,
     sasl,
     txn,
@@ -45,4 +46,5 @@ ALL_APIS: tuple[Api, ...] = (
     *operations.APIS,
     *quotas.APIS,
     *acls.APIS,
+    *reassignments.APIS,
 )

@@ -35,6 +35,8 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
             assert versions == BROKER_API_VERSIONS[(3, 8)][key] == (0, 5)
         elif key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):  # KIP-848 at Kafka 4.1's
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
+        elif key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:  # v1 (KIP-860) at Kafka 4.1's
+            assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
     # + KRaft broker registration, ConsumerGroupDescribe (not in 3.7)
