@@ -5,7 +5,8 @@ clients live) and, per node, a namespace ``<prefix><run>n<id>`` whose ``eth0`` i
 veth pair, the other end enslaved to the bridge. Namespaces get an address on that /24 and
 loopback only: no default route, no forwarding, so nothing leaves the machine. Names carry a
 random run id so a crashed run's leftovers never collide; ``sweep_stale`` removes everything with
-the harness's prefix (``PREFIX``) at the start of a run, ``close`` removes this run's (namespaces,
+the harness's prefix (``PREFIX``) whose owning process is gone (``OWNERS`` holds one pid file per
+run: two pytest workers may run chaos modules at once) at the start of a run, ``close`` removes this run's (namespaces,
 links; a namespace's iptables rules go with it) and is safe to call twice or after a failed setup.
 
 Faults are iptables rules (``iptables`` package; the kernel's netfilter, no netem here) in a chain
@@ -22,10 +23,12 @@ import random
 import shutil
 import subprocess
 from collections.abc import Iterable
+from pathlib import Path
 from types import TracebackType
 
 PREFIX = "pych"  # every namespace/link the harness creates starts with it (≤ 15-char link names)
 CHAIN = "CHAOS"
+OWNERS = Path("/run/pylog-chaos")  # <run id>.pid: the process that owns a run's namespaces and links
 
 
 class NetnsUnavailable(RuntimeError):
@@ -49,17 +52,35 @@ def available() -> str | None:
     return None
 
 
+def _owner_alive(run_id: str) -> bool:
+    try:
+        pid = int((OWNERS / f"{run_id}.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale(name: str) -> bool:
+    return name.startswith(PREFIX) and not _owner_alive(name[len(PREFIX) : len(PREFIX) + 4])
+
+
 def sweep_stale() -> list[str]:
-    """Delete every namespace and link whose name starts with ``PREFIX`` (a crashed run's)."""
+    """Delete every namespace and link named with ``PREFIX`` whose run's owner is gone (a crashed run's)."""
     removed = []
     for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.strip() else ""
-        if name.startswith(PREFIX):
+        if _stale(name):
             _run("ip", "netns", "del", name, check=False)
             removed.append(name)
     for line in _run("ip", "-o", "link", "show", check=False).stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
-        if name.startswith(PREFIX):
+        if _stale(name):
             _run("ip", "link", "del", name, check=False)
             removed.append(name)
     return removed
@@ -83,7 +104,9 @@ class Network:
     """The bridge and one namespace per node id; a context manager (see the module docstring)."""
 
     def __init__(self, node_ids: Iterable[int], *, run_id: str | None = None) -> None:
-        self.run_id = run_id or f"{random.randrange(16**4):04x}"
+        while run_id is None or _owner_alive(run_id):  # not another live run's id
+            run_id = f"{random.randrange(16**4):04x}"
+        self.run_id = run_id
         self.node_ids = tuple(node_ids)
         self.bridge = f"{PREFIX}{self.run_id}br"
         self.subnet: ipaddress.IPv4Network | None = None
@@ -115,6 +138,8 @@ class Network:
             raise NetnsUnavailable(why)
         self.subnet = _free_subnet(random.Random())
         plen = self.subnet.prefixlen
+        OWNERS.mkdir(parents=True, exist_ok=True)
+        (OWNERS / f"{self.run_id}.pid").write_text(str(os.getpid()))
         try:
             _run("ip", "link", "add", self.bridge, "type", "bridge")
             self._created_links.append(self.bridge)
@@ -149,6 +174,7 @@ class Network:
                 _run("ip", "link", "del", link, check=False)
         self._created_ns.clear()
         self._created_links.clear()
+        (OWNERS / f"{self.run_id}.pid").unlink(missing_ok=True)
 
     def leftovers(self) -> list[str]:
         """This run's namespaces and links still present (empty after ``close``)."""
