@@ -38,6 +38,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
+from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.spark.segment_reader import parse_properties
@@ -150,18 +152,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    import pyspark_log.spark as pylog_spark
-
-    pylog_spark.register(spark)
+    spark = local_session(args.master)
     work = Path(tempfile.mkdtemp(prefix="pylog-bench-direct-"))
     print(f"Spark {spark.version} {args.master}, {args.partitions} partitions, {args.gb:g} GB of values per size")
     header = f"{'records':>18} {'path':>7} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'broker CPU s':>12}"

@@ -53,6 +53,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
+from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, NewTopic
 from pyspark_log.embedded import EmbeddedBroker
 from spark_tests.jars import connector_version, reference_jars
@@ -185,19 +186,7 @@ def main() -> None:
     if min(sizes) < 10:
         raise SystemExit("value sizes start at 10 bytes")
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.jars", ",".join(str(jar) for jar in reference_jars()))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    import pyspark_log.spark as pylog_spark
-
-    pylog_spark.register(spark)
+    spark = local_session(args.master, **{"spark.jars": ",".join(str(jar) for jar in reference_jars())})
     print(
         f"Spark {spark.version} {args.master}; Spark's Kafka connector {connector_version()}; Apache Kafka "
         f"{kafka_version()}; {args.rows:,} rows, {args.partitions} partitions, best of {args.repeat}"

@@ -45,8 +45,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from bench.spark_session import local_session
 from pyspark_log.spark.source import source_schema
 
 EXTRA = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_EXTRA", "").split(",") if kv)
@@ -139,18 +142,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    import pyspark_log.spark as pylog_spark
-
-    pylog_spark.register(spark)
+    spark = local_session(args.master)
     spark.dataSource.register(CeilingSource)
 
     work = Path(tempfile.mkdtemp(prefix="pylog-bench-"))

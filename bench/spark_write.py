@@ -68,6 +68,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
+from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, NewTopic
 from pyspark_log.embedded import EmbeddedBroker
 
@@ -169,19 +171,9 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    import pyspark_log.spark as pylog_spark
+    spark = local_session(args.master)
     from pyspark_log.spark import writer
 
-    pylog_spark.register(spark)
     print(
         f"Spark {spark.version} {args.master}, {args.rows:,} rows, {args.partitions} partitions, "
         f"best of {args.repeat}; writers: batch {writer.PylogBatchWriter.__name__}, "
