@@ -332,13 +332,50 @@ def test_metadata_quorum_through_brokers_and_controllers(cluster: EmbeddedCluste
     assert sorted(r["Status"] for r in parse_tabbed(done.stdout)) == ["Follower", "Follower", "Leader"]
 
 
-def test_what_pylog_lacks_is_a_clear_error(cluster: EmbeddedCluster) -> None:
-    """Tools of features pylog does not have fail with the client's own UnsupportedVersionException
-    naming the API (docs/compatibility.md, "Kafka's command-line tools"): partition reassignment
-    (KIP-455)."""
+def test_kafka_reassign_partitions(cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    """``kafka-reassign-partitions`` (KIP-455) against pylog: ``--generate`` proposes a placement on
+    the given brokers, ``--execute`` starts the moves (printing the current assignment for
+    rollback), ``--verify`` reports each partition completed once the new replicas are in the ISR,
+    ``--list`` then finds none, and ``--cancel`` of a finished move says none are active."""
+    topic = unique("tools-move")
     bootstrap = cluster.bootstrap()
-    done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list", ok=False)
-    assert "UnsupportedVersionException: The node does not support LIST_PARTITION_REASSIGNMENTS" in done.stdout
+    done = run("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+               "--replica-assignment", "1:2,2:3")  # fmt: skip
+    assert f"Created topic {topic}." in done.stdout
+    wait_until(lambda: all(len(v.isr) == 2 for v in cluster.partitions(topic).values()), f"{topic}'s ISRs")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(200):
+        producer.produce(topic, value=b"m%d" % i, partition=i % 2)
+    assert producer.flush(60) == 0
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--generate",
+               "--topics-to-move-json-file", str(topics_file), "--broker-list", "2,3")  # fmt: skip
+    proposed = json.loads(done.stdout.split("Proposed partition reassignment configuration")[1].strip())
+    assert {p["partition"]: set(p["replicas"]) for p in proposed["partitions"]} == {0: {2, 3}, 1: {2, 3}}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 3]},
+        {"topic": topic, "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]},
+    ]}))  # fmt: skip
+    done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+               "--reassignment-json-file", str(plan))  # fmt: skip
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in done.stdout
+
+    def verified() -> bool:
+        out = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
+                  "--reassignment-json-file", str(plan)).stdout  # fmt: skip
+        return all(f"Reassignment of partition {topic}-{p} is completed." in out for p in (0, 1))
+
+    wait_until(verified, "--verify reporting both moves completed")
+    views = cluster.partitions(topic)
+    assert (views[0].replicas, set(views[0].isr), views[0].leader) == ((2, 3), {2, 3}, 2)
+    assert (views[1].replicas, set(views[1].isr)) == ((3, 1), {3, 1})
+    listed = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--list").stdout
+    assert "No partition reassignments found." in listed
+    done = run("kafka-reassign-partitions", "--bootstrap-server", bootstrap, "--cancel",
+               "--reassignment-json-file", str(plan))  # fmt: skip
+    assert "None of the specified partition reassignments are active." in done.stdout
 
 
 def test_java_consumer_with_the_kip848_protocol(cluster: EmbeddedCluster) -> None:
