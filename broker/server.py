@@ -64,6 +64,7 @@ from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.log import flush as log_flush
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
@@ -273,6 +274,8 @@ class BrokerServer:
                 deletion_enabled=bool(config["delete.topic.enable"]),
             )
         image = controller.image()
+        dynamic = DynamicBrokerConfig(config)  # KIP-226: dynamic broker configs over the static ones
+        dynamic.apply(image.broker_configs)
         quota_table[0] = lambda: controller.image().client_quotas
         client_quotas = ClientQuotas(quota_table[0], quota_config)
         logs = LogManager(
@@ -300,7 +303,14 @@ class BrokerServer:
         replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
         self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms, dialer=to_brokers)
 
+        def on_log_defaults() -> None:
+            for name, topic in controller.image().topics.items():
+                logs.set_topic_config(name, topic_log_config(config.raw, topic.configs))
+
+        dynamic.on_log_defaults = on_log_defaults
+
         def on_change(old: MetadataImage, new: MetadataImage) -> None:
+            dynamic.apply(new.broker_configs)
             for name, topic in new.topics.items():
                 before = old.topics.get(name)
                 if before is None or before.configs != topic.configs:

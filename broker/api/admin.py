@@ -40,8 +40,16 @@ from broker.api.context import Broker, Request
 from broker.api.metadata import ALL_CLUSTER_OPERATIONS
 from broker.api.quota_enforcement import mutation_quota
 from broker.controller.errors import MetadataError
+from broker.controller.forwarding import forwarded_request
 from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
+from broker.dynamic_config import (
+    DynamicConfigError,
+    apply_operations,
+    check_changes,
+    check_resource_name,
+    replace_all,
+)
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
 from broker.raft.config import parse_quorum_voters
@@ -255,10 +263,13 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
             described = describe_topic_configs(broker, topic.name, overrides=topic.configs)
         elif res.resource_type == BROKER_RESOURCE:
             if res.resource_name not in ("", str(broker.node_id)):
-                entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"no broker {res.resource_name}")
+                message = (
+                    f"Unexpected broker id, expected {broker.node_id} or empty string, but received {res.resource_name}"
+                )
+                entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=message)
                 results.append(entry)
                 continue
-            described = describe_broker_configs(broker)
+            described = describe_broker_configs(broker, default_resource=res.resource_name == "")
         elif res.resource_type == BROKER_LOGGER_RESOURCE:
             problem = check_broker_logger_name(broker, res.resource_name)
             if problem is not None:
@@ -278,7 +289,7 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 "is_default": c["config_source"] == 5,
                 "config_source": c["config_source"],
                 "is_sensitive": False,
-                "synonyms": [],
+                "synonyms": c.get("synonyms", []) if getattr(body, "include_synonyms", False) else [],
                 "config_type": c.get("config_type", 0),
                 # Kafka documents no logger: "" when documentation is asked (BROKER_LOGGER only)
                 "documentation": c.get("documentation") if getattr(body, "include_documentation", False) else None,
@@ -304,11 +315,21 @@ async def _alter_configs(broker: Broker, request: Request) -> Mapping[str, Any]:
         _check_log_config(broker, wanted)
         await broker.controller.alter_topic_configs(topic.name, changes, validate_only=request.body.validate_only)
 
-    return await _alter_each_topic(broker, request, replace)
+    async def replace_broker(res: Any) -> None:
+        current = broker.image().broker_configs.get(res.resource_name, {})
+        wanted = {c.name: c.value for c in res.configs if c.value is not None}
+        await alter_broker_configs(broker, res.resource_name, replace_all(current, wanted), request.body.validate_only)
+
+    return await _alter_each_topic(broker, request, replace, brokers=replace_broker)
 
 
 async def _alter_each_topic(
-    broker: Broker, request: Request, alter: Callable[[TopicImage, Any], Awaitable[None]], *, loggers: bool = False
+    broker: Broker,
+    request: Request,
+    alter: Callable[[TopicImage, Any], Awaitable[None]],
+    *,
+    loggers: bool = False,
+    brokers: Callable[[Any], Awaitable[None]] | None = None,
 ) -> Mapping[str, Any]:
     """Run ``alter`` for each topic resource; broker resources and unknown topics get errors.
     With ``loggers`` (IncrementalAlterConfigs), BROKER_LOGGER resources change this broker's log
@@ -327,10 +348,22 @@ async def _alter_each_topic(
                 res.configs, validate_only=request.body.validate_only
             )
             entry.update(error_code=problem[0], error_message=problem[1])
+        elif res.resource_type == BROKER_RESOURCE and brokers is not None:
+            # KIP-226 dynamic broker configs (broker.dynamic_config)
+            refusal = check_resource_name(res.resource_name, broker.node_id, forwarded=forwarded_request.get())
+            try:
+                if refusal is None:
+                    await brokers(res)
+            except DynamicConfigError as exc:
+                refusal = str(exc)
+            except MetadataError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+            if refusal is not None:
+                entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=refusal)
         elif res.resource_type != TOPIC_RESOURCE:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,
-                error_message="only topic configs can be altered; broker configs are static in pylog",
+                error_message=f"configs of resource type {res.resource_type} cannot be altered",
             )
         elif topic is None:
             entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="unknown topic")
@@ -354,7 +387,21 @@ async def _incremental_alter_configs(broker: Broker, request: Request) -> Mappin
         _check_log_config(broker, merged)
         await broker.controller.alter_topic_configs(topic.name, changes, validate_only=request.body.validate_only)
 
-    return await _alter_each_topic(broker, request, apply, loggers=True)
+    async def apply_broker(res: Any) -> None:
+        current = broker.image().broker_configs.get(res.resource_name, {})
+        changes = apply_operations(current, res.configs)
+        await alter_broker_configs(broker, res.resource_name, changes, request.body.validate_only)
+
+    return await _alter_each_topic(broker, request, apply, loggers=True, brokers=apply_broker)
+
+
+async def alter_broker_configs(
+    broker: Broker, resource_name: str, changes: dict[str, str | None], validate_only: bool
+) -> None:
+    """Check KIP-226 changes of a BROKER resource (``DynamicConfigError``: INVALID_REQUEST with
+    Kafka's message), then store them through the controller (ConfigRecords)."""
+    check_changes(resource_name, changes, broker.config.raw)
+    await broker.controller.alter_broker_configs(resource_name, changes, validate_only=validate_only)
 
 
 def _apply_ops(current: Mapping[str, str], ops: Any, broker: Broker) -> dict[str, str | None]:

@@ -14,6 +14,14 @@ from typing import Any
 
 from broker.api.context import Broker
 from broker.config import KNOWN_KEYS
+from broker.dynamic_config import (
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    DYNAMIC_KEYS,
+    dynamic_of,
+    source_of,
+)
+from broker.dynamic_config import synonyms as dynamic_synonyms
 from broker.ignored_configs import IGNORED_BROKER_CONFIGS, IGNORED_TOPIC_CONFIGS
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
 from broker.logging_setup import (
@@ -264,13 +272,31 @@ _KAFKA_QUORUM_KEYS = frozenset(
 )
 
 
-def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
-    """The broker's static configs (``server.properties`` and overrides), read-only; Kafka 3.7
-    keys pylog ignores are listed when they were given (as Kafka lists every key it knows).
+def describe_broker_configs(broker: Broker, *, default_resource: bool = False) -> list[dict[str, Any]]:
+    """The broker's configs with their effective values; Kafka 3.7 keys pylog ignores are listed
+    when they were given (as Kafka lists every key it knows).
+
+    KIP-226: a key is read-only unless Kafka 4.1.1 updates it dynamically
+    (``broker.dynamic_config.DYNAMIC_KEYS``); the source is DYNAMIC_BROKER_CONFIG (2),
+    DYNAMIC_DEFAULT_BROKER_CONFIG (3), STATIC_BROKER_CONFIG (4) or DEFAULT_CONFIG (5) in that
+    precedence, with Kafka's synonyms (one per level giving the key). With ``default_resource``
+    (the resource ``""``) only the cluster-wide dynamic defaults are listed, as Kafka does.
 
     The KIP-595 timeouts are listed under Kafka's names (``controller.quorum.election.timeout.ms``
     ...) with their effective values; the seed's spellings (``quorum.*``) only when given."""
+    dynamic_configs = broker.image().broker_configs
+    if default_resource:
+        return [
+            {
+                "name": name, "value": value, "config_source": DYNAMIC_DEFAULT_BROKER_CONFIG,
+                "read_only": name not in DYNAMIC_KEYS, "config_type": BROKER_CONFIG_TYPES.get(name, INT),
+                "synonyms": [{"name": name, "value": value, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}],
+            }
+            for name, value in sorted(dynamic_configs.get("", {}).items())
+        ]  # fmt: skip
     out = []
+    dynamic = dynamic_of(broker.config)
+    static_raw = dynamic.static_raw if dynamic is not None else broker.config.raw
     raw = broker.config.raw
     for name in KNOWN_KEYS:
         if name in _KAFKA_QUORUM_KEYS and name not in raw:
@@ -285,13 +311,41 @@ def describe_broker_configs(broker: Broker) -> list[dict[str, Any]]:
         if value is None:
             continue
         source = STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG
-        out.append({"name": name, "value": _format_broker(value), "config_source": source, "read_only": True})
+        if name in DYNAMIC_KEYS:
+            source = source_of(name, static_raw, dynamic_configs, broker.config.node_id)
+        default = KNOWN_KEYS[name].default
+        out.append(
+            {
+                "name": name, "value": _format_broker(value), "config_source": source,
+                "read_only": name not in DYNAMIC_KEYS,
+                "synonyms": dynamic_synonyms(
+                    name, static_raw, dynamic_configs, broker.config.node_id,
+                    None if default is None else _format_broker(default),
+                ),
+            }
+        )  # fmt: skip
+    listed = {str(c["name"]) for c in out}
     for name in IGNORED_BROKER_CONFIGS:
-        if name in broker.config.raw:
+        if name in broker.config.raw and name not in listed:
             value = broker.config.raw[name]
             out.append({"name": name, "value": value, "config_source": STATIC_BROKER_CONFIG, "read_only": True})
+            listed.add(name)
+    # dynamic configs of keys pylog does not otherwise list (Kafka keys it has no use for, unknown keys)
+    for level, level_source in (
+        (str(broker.config.node_id), DYNAMIC_BROKER_CONFIG),
+        ("", DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ):
+        for name, value in sorted(dynamic_configs.get(level, {}).items()):
+            if name not in listed:
+                known = name in DYNAMIC_KEYS or name in KNOWN_KEYS
+                # Kafka shows no value for a key it does not know (it might be a secret)
+                shown = value if known else None
+                out.append({"name": name, "value": shown, "config_source": level_source, "read_only": not known})
+                listed.add(name)
     for config in out:
         config["config_type"] = BROKER_CONFIG_TYPES.get(str(config["name"]), INT)
+        if not config.get("synonyms"):  # Kafka lists at least the level the value comes from
+            config["synonyms"] = [{"name": config["name"], "value": config["value"], "source": config["config_source"]}]
     return out
 
 

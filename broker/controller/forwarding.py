@@ -42,6 +42,7 @@ FORWARD_CLIENT_ID = "pylog-controller-forward"
 REGISTRATION_CLIENT_ID = "pylog-broker-lifecycle"
 OP_SET, OP_DELETE = 0, 1
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 
 # True while a handler serves a request that another node forwarded (see the module docstring).
 forwarded_request: ContextVar[bool] = ContextVar("pylog_forwarded_request", default=False)
@@ -191,6 +192,23 @@ async def forward_alter_topic_configs(
     ops = [{"name": k, "config_operation": OP_DELETE if v is None else OP_SET, "value": v} for k, v in changes.items()]
     body = {
         "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+        "validate_only": validate_only,
+    }
+    response = await channel.request(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    result = response.responses[0]
+    return Outcome(result.error_code, result.error_message)
+
+
+async def forward_alter_broker_configs(
+    channel: ControllerChannel, resource_name: str, changes: Mapping[str, str | None],
+    *, validate_only: bool, timeout_ms: int,
+) -> Outcome:  # fmt: skip
+    """IncrementalAlterConfigs of a BROKER resource (KIP-226) to the active controller."""
+    ops = [{"name": k, "config_operation": OP_DELETE if v is None else OP_SET, "value": v} for k, v in changes.items()]
+    body = {
+        "resources": [{"resource_type": BROKER_RESOURCE, "resource_name": resource_name, "configs": ops}],
         "validate_only": validate_only,
     }
     response = await channel.request(

@@ -76,6 +76,9 @@ class MetadataImage:
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
     # ACLs by their id (AccessControlEntryRecord); replaced, never mutated, when an ACL changes
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    # KIP-226 dynamic broker configs (ConfigRecords of resource type BROKER): "" (the cluster
+    # default) or a broker id -> {key: value}
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, cluster_id: str, controller_id: int) -> MetadataImage:

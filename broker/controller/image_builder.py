@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.records import (
+    BROKER_RESOURCE,
     NO_CHANGE,
     TOPIC_RESOURCE,
     AccessControlEntryRecord,
@@ -76,6 +77,7 @@ class ClusterState:
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # KIP-226
 
     def live_brokers(self) -> list[int]:
         """Registered, unfenced broker ids in ascending order."""
@@ -237,6 +239,8 @@ def partition_after_change(current: PartitionImage, record: PartitionChangeRecor
 
 
 def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
+    if record.resource_type == BROKER_RESOURCE:
+        return apply_broker_config(state, record)
     topic = state.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
     if topic is None:
         return state
@@ -247,6 +251,20 @@ def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
         configs[record.name] = record.value
     updated = TopicImage(topic.name, topic.topic_id, topic.partitions, configs)
     return replace(state, topics={**state.topics, topic.name: updated})
+
+
+def apply_broker_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
+    """A KIP-226 dynamic broker config set (value) or removed (None) on a broker id or on the
+    cluster default (``""``); a resource left without configs disappears."""
+    configs = {level: dict(values) for level, values in state.broker_configs.items()}
+    values = configs.setdefault(record.resource_name, {})
+    if record.value is None:
+        values.pop(record.name, None)
+    else:
+        values[record.name] = record.value
+    if not values:
+        del configs[record.resource_name]
+    return replace(state, broker_configs=configs)
 
 
 def apply_client_quota(state: ClusterState, record: ClientQuotaRecord) -> ClusterState:
@@ -296,5 +314,6 @@ def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | 
         epoch=state.applied_offset + 1,
         scram=dict(state.scram),
         client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
+        broker_configs={level: dict(values) for level, values in state.broker_configs.items()},
         acls=state.acls,  # shared, never mutated: unchanged ACLs keep their identity (AclAuthority's cache)
     )

@@ -66,6 +66,10 @@ class MetadataController(Protocol):
         self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
     ) -> dict[str, ScramResult]: ...
 
+    async def alter_broker_configs(
+        self, resource_name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None: ...
+
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
     ) -> None: ...
@@ -123,6 +127,13 @@ class LocalController:
         if not validate_only:
             self._apply(records)
 
+    async def alter_broker_configs(
+        self, resource_name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """KIP-226 dynamic broker configs of this broker or the cluster default."""
+        if not validate_only:
+            self._apply(operations.alter_broker_configs(resource_name, changes))
+
     async def alter_user_scram_credentials(
         self, deletions: Sequence[Deletion], upsertions: Sequence[Upsertion]
     ) -> dict[str, ScramResult]:
@@ -160,6 +171,7 @@ class LocalController:
             scram=self._image.scram,
             client_quotas=self._image.client_quotas,
             acls=self._image.acls,
+            broker_configs=self._image.broker_configs,
         )  # fmt: skip
 
     def _apply(self, records: Sequence[MetadataRecord]) -> None:
@@ -177,6 +189,7 @@ class LocalController:
                 client_quotas=quotas,
                 scram=dict(state.scram),
                 acls=state.acls,
+                broker_configs={level: dict(values) for level, values in state.broker_configs.items()},
             )
         )
 
@@ -235,6 +248,8 @@ class LocalController:
                 {"entity": [list(pair) for pair in entity], "values": values}
                 for entity, values in image.client_quotas.items()
             ],
+            # KIP-226 dynamic broker configs: "" (cluster default) or broker id -> {key: value}
+            "broker_configs": image.broker_configs,
             # ACLs, as their AccessControlEntryRecords
             "acls": [
                 {"id": str(acl_id), "resource_type": int(a.resource_type), "resource_name": a.name,
@@ -285,4 +300,5 @@ class LocalController:
                 a["host"], a["operation"], a["permission_type"],
             )  # fmt: skip
             acls[record.id] = acl_binding(record)
-        return replace(image, client_quotas=quotas, scram=scram, acls=acls)
+        broker_configs = {str(level): dict(values) for level, values in doc.get("broker_configs", {}).items()}
+        return replace(image, client_quotas=quotas, scram=scram, acls=acls, broker_configs=broker_configs)

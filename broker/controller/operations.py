@@ -20,6 +20,7 @@ from broker.controller.errors import MetadataError
 from broker.controller.image import PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState
 from broker.controller.records import (
+    BROKER_RESOURCE,
     ClientQuotaRecord,
     ConfigRecord,
     MetadataRecord,
@@ -181,6 +182,12 @@ def alter_topic_configs(state: ClusterState, name: str, changes: Mapping[str, st
     for key, value in changes.items():
         validate_topic_config(key, value)
     return [ConfigRecord(name, key, value) for key, value in changes.items()]
+
+
+def alter_broker_configs(resource_name: str, changes: Mapping[str, str | None]) -> list[MetadataRecord]:
+    """KIP-226: ConfigRecords of resource type BROKER (checked by the handler,
+    ``broker.dynamic_config.check_changes``)."""
+    return [ConfigRecord(resource_name, key, value, BROKER_RESOURCE) for key, value in changes.items()]
 
 
 def alter_client_quotas(

@@ -47,6 +47,7 @@ from broker.controller.forwarding import (
     ControllerUnavailable,
     NotActive,
     Registration,
+    forward_alter_broker_configs,
     forward_alter_client_quotas,
     forward_alter_topic_configs,
     forward_alter_user_scram_credentials,
@@ -314,6 +315,30 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
             raise_for(outcome)
             if not validate_only:
                 await self._await_image(applied, f"configs of topic {name!r}")
+
+        await self._execute(local, remote)
+
+    async def alter_broker_configs(
+        self, resource_name: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """KIP-226: ConfigRecords of a BROKER resource through the metadata log (forwarded to the
+        active controller); returns once this node's image shows them."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            del state
+            return ([] if validate_only else operations.alter_broker_configs(resource_name, changes)), None
+
+        def applied() -> bool:
+            values = self._image.broker_configs.get(resource_name, {})
+            return all(values.get(k) == v for k, v in changes.items())
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            outcome = await forward_alter_broker_configs(
+                channel, resource_name, changes, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+            raise_for(outcome)
+            if not validate_only:
+                await self._await_image(applied, f"dynamic configs of broker {resource_name!r}")
 
         await self._execute(local, remote)
 

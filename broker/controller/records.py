@@ -17,7 +17,9 @@ record                     effect on the image
 ``PartitionChangeRecord``  a partition's ISR and/or leader changed (AlterPartition, an election):
                            the partition epoch goes up by one, the leader epoch too when the
                            leader changes (KIP-497, KIP-631)
-``ConfigRecord``           a topic config override is set (value) or removed (value None)
+``ConfigRecord``           a topic config override is set (value) or removed (value None); with
+                           resource type BROKER (4), a dynamic broker config of a broker id
+                           or of the cluster default ``""`` (KIP-226, broker.dynamic_config)
 ``RemoveTopicRecord``      the topic and its partitions are gone
 ``AccessControlEntryRecord``        an ACL (Kafka's AccessControlEntryRecord, metadata apiKey 18):
                            its id, resource type/name/pattern type, principal, host,
@@ -50,6 +52,7 @@ from typing import Any
 MAGIC = b"M"
 FORMAT_VERSION = 1
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER (KIP-226 dynamic broker configs)
 
 
 class MetadataRecordError(ValueError):

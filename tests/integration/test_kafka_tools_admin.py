@@ -3,8 +3,8 @@ unchanged, against a 3-node pylog cluster with the authorizer on (the tools conn
 ``User:ANONYMOUS`` over PLAINTEXT, a super user as Kafka's documentation sets up a cluster's own
 principal); their output is parsed and checked against what the cluster serves.
 
-This module: ``kafka-configs`` (topic configs, broker configs — static in pylog, so an alter is
-refused with a clear error —, client quotas, SCRAM credentials), ``kafka-acls`` (add, list,
+This module: ``kafka-configs`` (topic configs, dynamic broker configs of one broker and the cluster
+default — KIP-226 —, client quotas, SCRAM credentials), ``kafka-acls`` (add, list,
 remove), ``kafka-transactions`` (list, describe, describe-producers, find-hanging, abort),
 ``kafka-producer-perf-test``/``kafka-consumer-perf-test`` and
 ``kafka-verifiable-producer``/``kafka-verifiable-consumer`` (the clients Kafka's system tests use).
@@ -108,7 +108,7 @@ def test_configs_topic_broker(cluster: EmbeddedCluster) -> None:
     alter(cluster, *entity, "--delete-config", "max.message.bytes,cleanup.policy")
     assert configs(cluster, *entity) == {"retention.ms": "7200000"}
 
-    # broker configs: static (server.properties) in pylog, so no dynamic ones; --all lists them
+    # broker configs (KIP-226): none dynamic at first; --all lists the static ones
     broker = ("--entity-type", "brokers", "--entity-name", "2")
     assert configs(cluster, *broker) == {}
     every = configs(cluster, *broker, "--all")
@@ -117,11 +117,22 @@ def test_configs_topic_broker(cluster: EmbeddedCluster) -> None:
     assert every["process.roles"] == "broker,controller"
     assert f"PLAINTEXT://{cluster.address(2)}" in every["advertised.listeners"].split(",")
     assert every["group.initial.rebalance.delay.ms"] == "0"  # the cluster's override, not Kafka's 3000
-    refused = alter(cluster, *broker, "--add-config", "log.cleaner.threads=2", ok=False)
-    assert "InvalidRequestException: only topic configs can be altered; broker configs are static in pylog" in refused
-    refused = alter(cluster, "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=1",
-                    ok=False)  # fmt: skip
-    assert "broker configs are static in pylog" in refused
+    # a dynamic key on broker 2 and as the cluster-wide default (stored by the controller)
+    out = alter(cluster, *broker, "--add-config", "log.cleaner.threads=2")
+    assert "Completed updating config for broker 2." in out
+    assert configs(cluster, *broker) == {"log.cleaner.threads": "2"}
+    default = ("--entity-type", "brokers", "--entity-default")
+    out = alter(cluster, *default, "--add-config", "log.retention.ms=86400000")
+    assert "Completed updating default config for brokers in the cluster." in out
+    assert configs(cluster, *default) == {"log.retention.ms": "86400000"}
+    assert configs(cluster, *broker, "--all")["log.retention.ms"] == "86400000"
+    # a read-only key: Kafka's refusal
+    refused = alter(cluster, *broker, "--add-config", "num.partitions=3", ok=False)
+    assert "InvalidRequestException: Cannot update these configs dynamically: Set(num.partitions)" in refused
+    alter(cluster, *broker, "--delete-config", "log.cleaner.threads")
+    alter(cluster, *default, "--delete-config", "log.retention.ms")
+    assert configs(cluster, *broker) == {}
+    assert configs(cluster, *default) == {}
 
 
 def quota_line(cluster: EmbeddedCluster, *entity: str) -> dict[str, str]:

@@ -30,7 +30,10 @@ def test_doubles_are_written_as_java_double_to_string(value: float, text: str) -
 
 
 def test_broker_configs_carry_kafka_config_types() -> None:
-    broker = SimpleNamespace(config=BrokerConfig.from_mapping({"node.id": "1"}, warn_unknown=False))
+    broker = SimpleNamespace(
+        config=BrokerConfig.from_mapping({"node.id": "1"}, warn_unknown=False),
+        image=lambda: SimpleNamespace(broker_configs={}),
+    )
     configs = {c["name"]: c for c in describe_broker_configs(broker)}  # type: ignore[arg-type]
     expected = {
         "message.max.bytes": INT,
@@ -48,7 +51,9 @@ def test_broker_configs_carry_kafka_config_types() -> None:
 
 def test_quorum_timeouts_are_listed_under_kafka_names() -> None:
     raw = {"node.id": "1", "quorum.fetch.timeout.ms": "3000"}
-    broker = SimpleNamespace(config=BrokerConfig.from_mapping(raw, warn_unknown=False))
+    broker = SimpleNamespace(
+        config=BrokerConfig.from_mapping(raw, warn_unknown=False), image=lambda: SimpleNamespace(broker_configs={})
+    )
     configs = {c["name"]: c for c in describe_broker_configs(broker)}  # type: ignore[arg-type]
     assert configs["controller.quorum.election.timeout.ms"]["value"] == "1000"
     assert configs["controller.quorum.election.timeout.ms"]["config_source"] == 5  # DEFAULT_CONFIG
