@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
 
-from pyspark_log.client import acl_admin
+from pyspark_log.client import acl_admin, reassignment_admin
 from pyspark_log.client import config as cfg
 from pyspark_log.client.admin_items import ITEM_RETRIABLE, item_errors, raise_errors, settle_throttled
 from pyspark_log.client.backoff import ExponentialBackoff
@@ -576,6 +576,29 @@ class AsyncAdmin(ConsumerGroupAdmin):
         return await self._retrying(
             "DeleteAcls", timeout_ms, lambda: acl_admin.delete_acls(self._send_any, items, timeout_ms=budget)
         )
+
+    # -- partition reassignment (KIP-455) ------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move partitions to new replicas (None: cancel the move in progress); each partition's
+        outcome (``reassignment_admin.alter_partition_reassignments``)."""
+        items, budget = dict(targets), timeout_ms or self.default_api_timeout_ms
+        return await self._retrying(
+            "AlterPartitionReassignments", timeout_ms,
+            lambda: reassignment_admin.alter_partition_reassignments(self._send_any, items, timeout_ms=budget),
+        )  # fmt: skip
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, reassignment_admin.PartitionReassignment]:
+        """The moves in progress (``reassignment_admin.list_partition_reassignments``)."""
+        wanted, budget = None if partitions is None else list(partitions), timeout_ms or self.default_api_timeout_ms
+        return await self._retrying(
+            "ListPartitionReassignments", timeout_ms,
+            lambda: reassignment_admin.list_partition_reassignments(self._send_any, wanted, timeout_ms=budget),
+        )  # fmt: skip
 
     async def _send_any(self, api_key: int, body: dict[str, Any], timeout_ms: float) -> Message:
         return await self.cluster.send_any(api_key, body, timeout_ms=timeout_ms + 5000)

@@ -28,7 +28,7 @@ that is garbage-collected unclosed stops its thread too.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pyspark_log.client import operations
@@ -54,6 +54,7 @@ from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
 from pyspark_log.client.producer_batch import RECORD_OVERHEAD_BYTES, ColumnarDelivery
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
+from pyspark_log.client.reassignment_admin import PartitionReassignment
 from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
@@ -480,6 +481,18 @@ class AdminClient(_SyncClient):
             election_type, None if partitions is None else list(partitions), timeout_ms=timeout_ms
         )
         return self._run(coro, self._w(timeout_ms))
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None], *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        coro = self._core.alter_partition_reassignments(dict(targets), timeout_ms=timeout_ms)
+        return self._run(coro, self._w(timeout_ms))
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        wanted = None if partitions is None else list(partitions)
+        return self._run(self._core.list_partition_reassignments(wanted, timeout_ms=timeout_ms), self._w(timeout_ms))
 
     def describe_configs(
         self, resources: Iterable[ConfigResource], *, timeout_ms: float | None = None

@@ -4,16 +4,21 @@
   idempotent acks=all confluent-kafka producer writes and a read_committed consumer reads: no
   acknowledged record is lost or duplicated, the target replicas hold identical segment bytes at
   the end, and the removed replica's log is deleted.
-* A move whose added replica cannot catch up (its broker SIGSTOPped) shows in
+* A move whose added replica cannot catch up (its broker stopped) shows in
   ListPartitionReassignments (replicas the union, adding/removing as Kafka lists them) and in
   Metadata; a null replica list cancels it and the partition is back on its original replicas.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -156,7 +161,7 @@ def test_list_shows_a_move_in_progress_and_cancel_reverts(cluster: EmbeddedClust
     for i in range(100):
         producer.produce(topic, value=f"c{i}".encode(), partition=0)
     assert producer.flush(60) == 0
-    cluster.pause(4)
+    cluster.stop(4)  # registered but fenced: the added replica cannot catch up
     try:
         assert alter(cluster, 1, topic, {0: [1, 2, 4]}) == {0: ErrorCode.NONE}
         listed = wait_for(lambda: ongoing(cluster, 2).get((topic, 0)), "the move listed")
@@ -169,5 +174,54 @@ def test_list_shows_a_move_in_progress_and_cancel_reverts(cluster: EmbeddedClust
         assert (topic, 0) not in ongoing(cluster, 1)
         assert alter(cluster, 1, topic, {0: None}) == {0: ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
     finally:
-        cluster.resume(4)
+        cluster.restart(4)
     wait_for(lambda: set(cluster.partitions(topic, via=4)[0].isr) == {1, 2, 3}, "the ISR whole again")
+
+
+def pylog(cluster: EmbeddedCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pyspark_log.cli", "reassign-partitions", "--bootstrap-server", cluster.bootstrap()]
+    env = {k: v for k, v in os.environ.items() if k != "PYLOG_BOOTSTRAP_SERVERS"}
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_pylog_reassign_partitions(cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    """``pylog reassign-partitions`` with kafka-reassign-partitions' files and lines: a move stuck
+    on a stopped broker is still in progress for --verify (exit 1) and --list, --cancel reverts
+    it; --generate proposes a placement on --broker-list, --execute of it completes (--verify)."""
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, topic, [[1, 2], [2, 3]])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [1, 4]}]}))
+    cluster.stop(4)  # registered but fenced: the added replica cannot catch up
+    try:
+        done = pylog(cluster, "--execute", "--reassignment-json-file", str(plan))
+        assert done.returncode == 0, done.stderr
+        assert "Save this to use as the --reassignment-json-file option during rollback" in done.stdout
+        assert f"Successfully started partition reassignment for {topic}-0" in done.stdout
+        done = pylog(cluster, "--verify", "--reassignment-json-file", str(plan))
+        assert done.returncode == 1
+        assert f"Reassignment of partition {topic}-0 is still in progress." in done.stdout
+        done = pylog(cluster, "--list")
+        assert f"{topic}-0: replicas: [1, 4, 2]. adding: [4]. removing: [2]." in done.stdout
+        done = pylog(cluster, "--cancel", "--reassignment-json-file", str(plan))
+        assert f"Successfully cancelled partition reassignment for: {topic}-0" in done.stdout, done.stderr
+    finally:
+        cluster.restart(4)
+    wait_for(lambda: cluster.partitions(topic)[0].replicas == (1, 2), "the original replicas back")
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    done = pylog(cluster, "--generate", "--topics-to-move-json-file", str(topics_file), "--broker-list", "3,4")
+    assert done.returncode == 0, done.stderr
+    current, proposed = done.stdout.split("Proposed partition reassignment configuration")
+    assert json.loads(current.split("Current partition replica assignment")[1])["partitions"][0]["replicas"] == [1, 2]
+    proposal = json.loads(proposed)
+    assert [set(p["replicas"]) for p in proposal["partitions"]] == [{3, 4}, {3, 4}]
+    plan.write_text(proposed)
+    assert pylog(cluster, "--execute", "--reassignment-json-file", str(plan)).returncode == 0
+
+    def completed() -> bool:
+        out = pylog(cluster, "--verify", "--reassignment-json-file", str(plan))
+        return out.returncode == 0 and out.stdout.count("is completed.") == 2
+
+    wait_for(completed, "--verify reporting both moves completed")
+    assert {set(v.replicas) == {3, 4} for v in cluster.partitions(topic).values()} == {True}

@@ -1,0 +1,275 @@
+"""``pylog reassign-partitions`` (Kafka's ``kafka-reassign-partitions``): move partitions to other
+brokers (KIP-455), with the Kafka tool's flags, JSON files and output lines.
+
+Actions (exactly one):
+
+* ``--generate --topics-to-move-json-file F --broker-list 1,2,3``: print the current assignment
+  of the topics in ``F`` (``{"version": 1, "topics": [{"topic": "t"}]}``) and a proposed one that
+  spreads each partition's replicas (same replication factor) over the listed brokers, round
+  robin. Nothing moves. (Kafka's proposal starts at a random broker; this one is deterministic.)
+* ``--execute --reassignment-json-file F``: start the moves of ``F``
+  (``{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3],
+  "log_dirs": ["any", ...]}]}``; ``log_dirs`` optional, only ``"any"``), after printing the
+  current assignment to keep for a rollback. Refused while other moves are in progress unless
+  ``--additional`` is given, as Kafka's tool does.
+* ``--verify --reassignment-json-file F``: per partition ``is completed.`` / ``is still in
+  progress.``; exit code 1 while any is in progress.
+* ``--cancel --reassignment-json-file F``: cancel the moves of ``F`` still in progress (the
+  partitions go back to their original replicas).
+* ``--list``: the moves in progress (``Current partition reassignments:``).
+
+Output lines are Kafka 4.1's. ``--throttle`` (replication throttles) is not served yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark_log.cli.context import Context
+from pyspark_log.cli.errors import CliError, UsageError
+from pyspark_log.client import KafkaError, TopicPartition
+from pyspark_log.client.errors import ErrorCode
+
+ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+Assignment = dict[TopicPartition, list[int]]
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "reassign-partitions", help="move partitions to other brokers (kafka-reassign-partitions)", parents=[common]
+    )
+    p.add_argument("--generate", action="store_true", help="propose an assignment on --broker-list")
+    p.add_argument("--execute", action="store_true", help="start the moves of --reassignment-json-file")
+    p.add_argument("--verify", action="store_true", help="whether the moves of --reassignment-json-file completed")
+    p.add_argument("--cancel", action="store_true", help="cancel the moves of --reassignment-json-file")
+    p.add_argument("--list", action="store_true", help="list the moves in progress")
+    p.add_argument("--reassignment-json-file", metavar="F", help='{"version":1,"partitions":[{"topic":...}]}')
+    p.add_argument("--topics-to-move-json-file", metavar="F", help='{"version":1,"topics":[{"topic":"t"}]}')
+    p.add_argument("--broker-list", metavar="1,2,3", help="the brokers --generate places replicas on")
+    p.add_argument("--additional", action="store_true", help="--execute while other moves are in progress")
+    p.set_defaults(handler=run)
+
+
+def _read(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"{path}: The input string is not a valid JSON") from None
+
+
+def parse_reassignment(doc: Any, source: str) -> Assignment:
+    """kafka-reassign-partitions' reassignment file, validated with the Kafka tool's messages."""
+    try:
+        items = doc["partitions"]
+        plan: Assignment = {}
+        duplicates = []
+        for item in items:
+            tp = TopicPartition(str(item["topic"]), int(item["partition"]))
+            replicas = [int(b) for b in item["replicas"]]
+            dirs = item.get("log_dirs")
+            if dirs is not None and (len(dirs) != len(replicas) or any(d != "any" for d in dirs)):
+                raise UsageError(f'{source}: log_dirs other than "any" (AlterReplicaLogDirs) are not supported')
+            if tp in plan:
+                duplicates.append(str(tp))
+            plan[tp] = replicas
+    except (TypeError, KeyError, ValueError) as exc:
+        raise UsageError(f"{source}: not a reassignment file ({exc!r})") from None
+    if not plan:
+        raise UsageError("Partition reassignment list cannot be empty")
+    if duplicates:
+        raise UsageError(f"Partition reassignment contains duplicate topic partitions: {', '.join(duplicates)}")
+    for tp, replicas in plan.items():
+        if not replicas:
+            raise UsageError("Partition replica list cannot be empty")
+        if len(set(replicas)) != len(replicas):
+            raise UsageError(f"Partition replica lists may not contain duplicate entries: {tp}")
+    return plan
+
+
+def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
+    """Kafka's reassignment JSON, compact, partitions in topic/partition order."""
+    partitions = [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas), "log_dirs": ["any"] * len(replicas)}
+        for tp, replicas in sorted(assignment.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
+    ]
+    return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
+
+
+def propose(current: Mapping[TopicPartition, Sequence[int]], brokers: Sequence[int]) -> Assignment:
+    """Each partition's replicas (same count, at most the brokers') on ``brokers``, round robin:
+    partition ``p`` of a topic starts at broker ``p mod n`` (rack-unaware)."""
+    out: Assignment = {}
+    n = len(brokers)
+    for tp, replicas in sorted(current.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        count = min(len(replicas), n)
+        out[tp] = [brokers[(tp.partition + i) % n] for i in range(count)]
+    return out
+
+
+def _current(ctx: Context, topics: Sequence[str]) -> Assignment:
+    with ctx.admin() as admin:
+        described = admin.describe_topics(list(dict.fromkeys(topics)))
+    return {
+        TopicPartition(name, p.partition): list(p.replicas)
+        for name, meta in described.items()
+        for p in meta.partitions.values()
+    }
+
+
+def _plural(items: Sequence[Any]) -> str:
+    return "s" if len(items) > 1 else ""
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise UsageError(f"Command must include exactly one action: {', '.join('--' + a for a in ACTIONS)}")
+    action = chosen[0]
+    if action in ("execute", "verify", "cancel") and args.reassignment_json_file is None:
+        raise UsageError(f"--{action} needs --reassignment-json-file")
+    if action == "generate":
+        return _generate(args, ctx)
+    if action == "list":
+        return _list(ctx)
+    plan = parse_reassignment(_read(args.reassignment_json_file), args.reassignment_json_file)
+    if action == "execute":
+        return _execute(ctx, plan, additional=bool(args.additional))
+    if action == "verify":
+        return _verify(ctx, plan)
+    return _cancel(ctx, plan)
+
+
+def _generate(args: argparse.Namespace, ctx: Context) -> int:
+    if args.topics_to_move_json_file is None or args.broker_list is None:
+        raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+    try:
+        brokers = [int(b) for b in str(args.broker_list).split(",") if b.strip()]
+    except ValueError:
+        raise UsageError(f"--broker-list must be broker ids like 1,2,3, not {args.broker_list!r}") from None
+    if len(set(brokers)) != len(brokers):
+        raise UsageError(f"Broker list contains duplicate entries: {args.broker_list}")
+    if not brokers:
+        raise UsageError("--broker-list is empty")
+    doc = _read(args.topics_to_move_json_file)
+    try:
+        topics = [str(item["topic"]) for item in doc["topics"]]
+    except (TypeError, KeyError) as exc:
+        raise UsageError(f"{args.topics_to_move_json_file}: not a topics-to-move file ({exc!r})") from None
+    if len(set(topics)) != len(topics):
+        raise UsageError(f"List of topics to reassign contains duplicate entries: {', '.join(topics)}")
+    current = _current(ctx, topics)
+    proposed = propose(current, brokers)
+    if ctx.output.is_json:
+        ctx.output.json(
+            {"current": json.loads(assignment_json(current)), "proposed": json.loads(assignment_json(proposed))}
+        )
+        return 0
+    ctx.output.lines(
+        ["Current partition replica assignment", assignment_json(current), "",
+         "Proposed partition reassignment configuration", assignment_json(proposed)]
+    )  # fmt: skip
+    return 0
+
+
+def _execute(ctx: Context, plan: Assignment, *, additional: bool) -> int:
+    with ctx.admin() as admin:
+        if not additional and admin.list_partition_reassignments():
+            raise CliError(
+                "Cannot execute because there is an existing partition assignment.  Use --additional to override "
+                "this and create a new partition assignment in addition to the existing one."
+            )
+        described = admin.describe_topics(sorted({tp.topic for tp in plan}))
+        current = {
+            tp: list(described[tp.topic].partitions[tp.partition].replicas)
+            for tp in plan
+            if tp.partition in described[tp.topic].partitions
+        }
+        missing = [str(tp) for tp in plan if tp not in current]
+        if missing:
+            raise CliError(f"Topic partitions do not exist: {', '.join(missing)}")
+        ctx.output.lines(
+            ["Current partition replica assignment", "", assignment_json(current), "",
+             "Save this to use as the --reassignment-json-file option during rollback"]
+        )  # fmt: skip
+        results = admin.alter_partition_reassignments(dict(plan.items()))
+    failed = {tp: err for tp, err in results.items() if err is not None}
+    if failed:
+        raise CliError("Error reassigning partition(s):\n" + _errors(failed))
+    started = [str(tp) for tp in sorted(plan, key=lambda tp: (tp.topic, tp.partition))]
+    ctx.output.line(f"Successfully started partition reassignment{_plural(started)} for {','.join(started)}")
+    return 0
+
+
+def _verify(ctx: Context, plan: Assignment) -> int:
+    with ctx.admin() as admin:
+        ongoing = admin.list_partition_reassignments(list(plan))
+        described = admin.describe_topics(sorted({tp.topic for tp in plan}))
+    lines = ["Status of partition reassignment:"]
+    pending = 0
+    for tp in sorted(plan, key=lambda tp: (tp.topic, tp.partition)):
+        part = described[tp.topic].partitions.get(tp.partition)
+        if tp in ongoing:
+            pending += 1
+            lines.append(f"Reassignment of partition {tp} is still in progress.")
+        elif part is not None and list(part.replicas) == plan[tp]:
+            lines.append(f"Reassignment of partition {tp} is completed.")
+        else:
+            pending += 1
+            now = list(part.replicas) if part is not None else []
+            lines.append(
+                f"There is no active reassignment of partition {tp}, but replica set is {now} rather than {plan[tp]}."
+            )
+    ctx.output.lines(lines)
+    if pending:
+        raise CliError(f"{pending} partition reassignment(s) not completed")
+    return 0
+
+
+def _cancel(ctx: Context, plan: Assignment) -> int:
+    with ctx.admin() as admin:
+        ongoing = admin.list_partition_reassignments(list(plan))
+        active = [tp for tp in sorted(plan, key=lambda tp: (tp.topic, tp.partition)) if tp in ongoing]
+        if not active:
+            ctx.output.line("None of the specified partition reassignments are active.")
+            return 0
+        results = admin.alter_partition_reassignments(dict.fromkeys(active))
+    failed = {
+        tp: err for tp, err in results.items() if err is not None and err.code != ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    }
+    if failed:
+        raise CliError(f"Error cancelling partition reassignment{_plural(list(failed))} for:\n" + _errors(failed))
+    names = [str(tp) for tp in active]
+    ctx.output.line(f"Successfully cancelled partition reassignment{_plural(names)} for: {','.join(names)}")
+    return 0
+
+
+def _list(ctx: Context) -> int:
+    with ctx.admin() as admin:
+        ongoing = admin.list_partition_reassignments()
+    if ctx.output.is_json:
+        ctx.output.json(
+            [{"topic": tp.topic, "partition": tp.partition, "replicas": list(r.replicas),
+              "adding": list(r.adding_replicas), "removing": list(r.removing_replicas)}
+             for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition))]
+        )  # fmt: skip
+        return 0
+    if not ongoing:
+        ctx.output.line("No partition reassignments found.")
+        return 0
+    lines = ["Current partition reassignments:"]
+    for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        adding = f" adding: {list(r.adding_replicas)}." if r.adding_replicas else ""
+        removing = f" removing: {list(r.removing_replicas)}." if r.removing_replicas else ""
+        lines.append(f"{tp}: replicas: {list(r.replicas)}.{adding}{removing}")
+    ctx.output.lines(lines)
+    return 0
+
+
+def _errors(failed: Mapping[TopicPartition, KafkaError]) -> str:
+    return "\n".join(f"{tp}: {err.message or err.code.name} ({err.code.name})" for tp, err in failed.items())
