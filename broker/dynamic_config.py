@@ -212,7 +212,8 @@ _AT_LEAST_ONE = frozenset(
 def apply_operations(current: Mapping[str, str], ops: Any) -> dict[str, str | None]:
     """IncrementalAlterConfigs operations (SET 0, DELETE 1, APPEND 2, SUBTRACT 3) on a resource's
     current dynamic configs → the changes (None: delete). APPEND/SUBTRACT treat the value as a
-    comma-separated list, starting from the resource's current dynamic value."""
+    comma-separated list, starting from the resource's current dynamic value, else the key's
+    Kafka default (not the static value), as Kafka's ``ConfigAdminManager``."""
     changes: dict[str, str | None] = {}
     for op in ops:
         if op.config_operation == 0:
@@ -220,7 +221,7 @@ def apply_operations(current: Mapping[str, str], ops: Any) -> dict[str, str | No
         elif op.config_operation == 1:
             changes[op.name] = None
         elif op.config_operation in (2, 3):
-            base = changes.get(op.name) or current.get(op.name) or ""
+            base = changes.get(op.name) or current.get(op.name) or _list_default(op.name)
             items = [i for i in base.split(",") if i]
             given = [i for i in (op.value or "").split(",") if i]
             if op.config_operation == 2:
@@ -231,6 +232,13 @@ def apply_operations(current: Mapping[str, str], ops: Any) -> dict[str, str | No
         else:
             raise DynamicConfigError(f"Unknown alter configs operation {op.config_operation}")
     return changes
+
+
+def _list_default(name: str) -> str:
+    spec = KNOWN_KEYS.get(name)
+    if spec is None or spec.default is None:
+        return ""
+    return ",".join(spec.default) if isinstance(spec.default, list) else str(spec.default)
 
 
 def replace_all(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str | None]:

@@ -90,6 +90,8 @@ def test_operations() -> None:
     ]
     changes = apply_operations({"log.cleanup.policy": "delete", "message.max.bytes": "1"}, ops)
     assert changes == {"log.cleanup.policy": "delete,compact", "message.max.bytes": None, "log.retention.ms": "5"}
+    # no dynamic value yet: APPEND starts from Kafka's default ("delete"), as Kafka 4.1.1 does
+    assert apply_operations({}, ops[:1]) == {"log.cleanup.policy": "delete,compact"}
     assert replace_all({"a": "1", "b": "2"}, {"b": "3"}) == {"a": None, "b": "3"}
 
 
