@@ -173,12 +173,12 @@ def completed_by(state: ClusterState, records: Sequence[MetadataRecord]) -> list
     """The completion records of the reassignments that ``records`` (ISR changes, applied after
     ``state`` in the same entry) complete; empty when nothing moves (the common case)."""
     touched = {(r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord)}
-    moving = [
-        (topic.topic_id, index)
-        for topic in state.topics.values()
-        for index, part in topic.partitions.items()
-        if (topic.topic_id, index) in touched and is_reassigning(part)
-    ]
+    moving = []
+    for topic_id, index in sorted(touched, key=lambda key: (str(key[0]), key[1])):
+        name = state.topic_ids.get(topic_id)
+        part = state.topics[name].partitions.get(index) if name is not None else None
+        if part is not None and is_reassigning(part):
+            moving.append((topic_id, index))
     if not moving:
         return []
     after = apply_records(state, state.applied_offset, records)

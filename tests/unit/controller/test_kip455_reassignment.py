@@ -16,6 +16,7 @@ from broker.controller.partition_changes import IsrChange, alter_partition, fenc
 from broker.controller.reassignment import (
     alter_reassignment,
     complete_reassignments,
+    completed_by,
     list_reassignments,
     original_replicas,
     target_replicas,
@@ -70,6 +71,18 @@ def test_move_adds_then_completes_when_target_joins_the_isr_and_leader_moves_off
     assert p.adding_replicas == ()
     assert p.removing_replicas == ()
     assert list_reassignments(state, None) == {}
+
+
+def test_isr_change_that_completes_a_move_carries_the_completion_in_the_same_entry():
+    state, tid = with_topic(cluster(1, 2, 3), [[1, 2]])
+    state = apply(state, alter_reassignment(state, "t", 0, [2, 3]))
+    p = part(state)
+    records = alter_partition(state, p.leader, IsrChange(tid, 0, p.leader_epoch, (*p.isr, 3), p.partition_epoch))
+    assert completed_by(state, []) == []
+    state = apply(state, [*records, *completed_by(state, records)])
+    p = part(state)
+    assert (p.replicas, p.isr, p.leader) == ((2, 3), (2, 3), 2)
+    assert p.adding_replicas == p.removing_replicas == ()
 
 
 def test_leader_kept_when_it_stays_and_epoch_bumped_on_replica_change():
