@@ -21,6 +21,17 @@ A broker's loggers (KIP-412; DescribeConfigs / IncrementalAlterConfigs on ``BROK
 
 ``--delete-config`` puts a logger back to the root logger's level. Without ``--entity-name``,
 ``--describe`` lists the loggers of every broker. Output as kafka-configs prints it.
+
+Dynamic broker configs (KIP-226; IncrementalAlterConfigs / DescribeConfigs on ``BROKER``), of
+one broker or the cluster-wide default, stored in the metadata log (docs/operations.md,
+"Changing broker configs at run time"):
+
+    pylog configs --alter --entity-type brokers --entity-name 1 --add-config message.max.bytes=2097152
+    pylog configs --alter --entity-type brokers --entity-default --add-config log.retention.ms=86400000
+    pylog configs --alter --entity-type brokers --entity-name 1 --delete-config message.max.bytes
+    pylog configs --describe --entity-type brokers [--entity-name 1 | --entity-default]
+
+``--describe`` lists the dynamic configs only (without a name: the default's, then each broker's).
 """
 
 from __future__ import annotations
@@ -42,6 +53,11 @@ from pyspark_log.client.quotas import (
 
 ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 BROKER_LOGGERS = "broker-loggers"  # KIP-412: a broker's log levels, changed at run time
+BROKERS = "brokers"  # KIP-226: dynamic broker configs
+_SOURCE_NAMES = {
+    1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+}  # fmt: skip
 _WHAT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}  # in kafka-configs' order
 
 
@@ -58,13 +74,15 @@ class _Ordered(argparse.Action):
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser(
-        "configs", help="describe and alter client quotas and broker log levels (kafka-configs)", parents=[common]
+        "configs",
+        help="describe and alter client quotas, broker configs and log levels (kafka-configs)",
+        parents=[common],
     )
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--describe", action="store_true", help="show the quotas of the entities")
     mode.add_argument("--alter", action="store_true", help="add or delete quotas of one entity")
     p.add_argument(
-        "--entity-type", action=_Ordered, dest="type", choices=sorted([*ENTITY_TYPES, BROKER_LOGGERS]),
+        "--entity-type", action=_Ordered, dest="type", choices=sorted([*ENTITY_TYPES, BROKER_LOGGERS, BROKERS]),
         help="entity type",
     )  # fmt: skip
     p.add_argument("--entity-name", action=_Ordered, dest="name", metavar="NAME", help="name of the entity")
@@ -91,7 +109,9 @@ def entity_spec(parts: Sequence[tuple[str, Any]]) -> list[tuple[str, str | None,
         entity_type = spec[-1][0]
         spec[-1] = (entity_type, value if kind == "name" else None, True)
     if not spec:
-        raise UsageError("give --entity-type users|clients|ips|broker-loggers (topic configs: pylog topics alter)")
+        raise UsageError(
+            "give --entity-type users|clients|ips|brokers|broker-loggers (topic configs: pylog topics alter)"
+        )
     if len({t for t, _, _ in spec}) != len(spec):
         raise UsageError("each --entity-type may be given once")
     return spec
@@ -122,6 +142,8 @@ def describe_entity(entity: Sequence[tuple[str, str | None]]) -> str:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     if any(kind == "type" and value == BROKER_LOGGERS for kind, value in args.entity_parts):
         return run_broker_loggers(args, ctx)
+    if any(kind == "type" and value == BROKERS for kind, value in args.entity_parts):
+        return run_brokers(args, ctx)
     spec = entity_spec(args.entity_parts)
     if args.alter:
         unnamed = [t for t, _, named in spec if not named]
@@ -224,4 +246,83 @@ def run_broker_loggers(args: argparse.Namespace, ctx: Context) -> int:
         out.line(f"Dynamic configs for broker-logger {res.name} are:")  # as kafka-configs prints
         for entry in found.get(res, {}).values():
             out.line(f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{}}")
+    return 0
+
+
+def broker_ops(add: Sequence[str] | None, delete: Sequence[str] | None) -> list[AlterConfigOp]:
+    """``--add-config k=v,k=v`` (SET) and ``--delete-config k,k`` (DELETE) of broker configs."""
+    ops: list[AlterConfigOp] = []
+    for item in add or ():
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--add-config {pair!r}: give key=value, e.g. message.max.bytes=2097152")
+            ops.append(AlterConfigOp(key.strip(), value.strip(), AlterOp.SET))
+    for item in delete or ():
+        ops.extend(
+            AlterConfigOp(key, None, AlterOp.DELETE) for key in filter(None, (k.strip() for k in item.split(",")))
+        )
+    return ops
+
+
+def broker_entity(parts: Sequence[tuple[str, Any]]) -> str | None:
+    """The BROKER resource name of ``--entity-type brokers [--entity-name ID | --entity-default]``:
+    the id, ``""`` for the cluster default, None when neither was given."""
+    if len(parts) > 2 or (len(parts) == 2 and parts[1][0] not in ("name", "default")):
+        raise UsageError("--entity-type brokers takes one --entity-name BROKER_ID or --entity-default")
+    if len(parts) < 2:
+        return None
+    if parts[1][0] == "default":
+        return ""
+    name = str(parts[1][1])
+    if not name.isdigit():
+        raise UsageError(f"--entity-name {name!r}: a brokers entity is a broker id (an integer)")
+    return name
+
+
+def run_brokers(args: argparse.Namespace, ctx: Context) -> int:
+    """``--entity-type brokers``: describe or alter dynamic broker configs (KIP-226)."""
+    name = broker_entity(args.entity_parts)
+    out = ctx.output
+    if args.alter:
+        if name is None:
+            raise UsageError("--alter --entity-type brokers needs --entity-name BROKER_ID or --entity-default")
+        ops = broker_ops(args.add_config, args.delete_config)
+        if not ops:
+            raise UsageError("--alter needs --add-config or --delete-config")
+        with ctx.admin() as admin:
+            admin.incremental_alter_configs({ConfigResource(ResourceType.BROKER, name): ops})
+        if out.is_json:
+            out.json({"altered": [{"entityType": BROKERS, "entityName": name}]})
+        elif name:
+            out.line(f"Completed updating config for broker {name}.")
+        else:
+            out.line("Completed updating default config for brokers in the cluster.")
+        return 0
+    if args.add_config or args.delete_config:
+        raise UsageError("--add-config and --delete-config go with --alter")
+    with ctx.admin() as admin:
+        if name is None:
+            ids = sorted((str(b.node_id) for b in admin.describe_cluster().brokers), key=int)
+            names = ["", *ids]
+        else:
+            names = [name]
+        resources = [ConfigResource(ResourceType.BROKER, n) for n in names]
+        found = admin.describe_configs(resources)
+    shown: list[tuple[str, list[Any]]] = []
+    for res in resources:
+        wanted = 2 if res.name else 3  # DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG
+        shown.append((res.name, [e for e in found.get(res, {}).values() if e.source == wanted]))
+    if out.is_json:
+        out.json(
+            [{"entityType": BROKERS, "entityName": n, "configs": {e.name: e.value for e in es}} for n, es in shown]
+        )
+        return 0
+    for entity, entries in shown:  # kafka-configs' wording
+        out.line(
+            f"Dynamic configs for broker {entity} are:" if entity else "Default configs for brokers in the cluster are:"
+        )
+        for e in entries:
+            synonyms = ", ".join(f"{_SOURCE_NAMES.get(src, src)}:{key}={value}" for key, value, src in e.synonyms)
+            out.line(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
     return 0

@@ -494,11 +494,12 @@ class AsyncAdmin(ConsumerGroupAdmin):
         timeout_ms: float | None = None,
     ) -> None:
         budget = timeout_ms or self.default_api_timeout_ms
-        # a broker's loggers are its own (KIP-412): that broker is asked, as the Java admin does;
-        # everything else goes to the controller
+        # a broker's loggers and configs are its own (KIP-412, KIP-226): that broker is asked, as
+        # the Java admin does; everything else (and the cluster default "") goes to any node
         groups: dict[int | None, list[tuple[ConfigResource, Iterable[AlterConfigOp]]]] = {}
         for res, ops in changes.items():
-            node = int(res.name) if res.type == ResourceType.BROKER_LOGGER and res.name.isdigit() else None
+            per_broker = res.type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER) and res.name.isdigit()
+            node = int(res.name) if per_broker else None
             groups.setdefault(node, []).append((res, ops))
         errors: dict[Any, KafkaError] = {}
         for node, group in groups.items():

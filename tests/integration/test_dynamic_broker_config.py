@@ -9,6 +9,8 @@ Kafka's own ``kafka-configs`` is exercised in tests/integration/test_kafka_tools
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -161,3 +163,38 @@ def test_read_only_key_refused_and_other_broker_id(cluster: EmbeddedCluster) -> 
     assert error.code() == KafkaError.INVALID_REQUEST
     assert "Cannot update these configs dynamically: Set(num.partitions)" in error.str()
     assert described(cluster, "1", "num.partitions")[1] != DYNAMIC_BROKER_CONFIG
+
+
+def pylog(cluster: EmbeddedCluster, *args: str) -> str:
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", cluster.bootstrap(), "configs", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_pylog_configs_brokers(cluster: EmbeddedCluster) -> None:
+    """``pylog configs --entity-type brokers``: per broker (sent to that broker) and the default."""
+    out = pylog(
+        cluster, "--alter", "--entity-type", "brokers", "--entity-name", "3", "--add-config", "log.cleaner.threads=2"
+    )
+    assert "Completed updating config for broker 3." in out
+    out = pylog(
+        cluster, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=5000000"
+    )
+    assert "Completed updating default config for brokers in the cluster." in out
+    wait_until(
+        lambda: described(cluster, "3", "log.cleaner.threads") == ("2", DYNAMIC_BROKER_CONFIG), "broker 3's value"
+    )
+    out = pylog(cluster, "--describe", "--entity-type", "brokers", "--entity-name", "3")
+    assert out.splitlines()[0] == "Dynamic configs for broker 3 are:"
+    assert "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2" in out
+    out = pylog(cluster, "--describe", "--entity-type", "brokers", "--entity-default")
+    assert out.splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=5000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=5000000}",
+    ]
+    pylog(
+        cluster, "--alter", "--entity-type", "brokers", "--entity-name", "3", "--delete-config", "log.cleaner.threads"
+    )
+    pylog(cluster, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms")
+    wait_until(lambda: described(cluster, "3", "log.cleaner.threads")[1] != DYNAMIC_BROKER_CONFIG, "deleted")
