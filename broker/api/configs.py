@@ -217,6 +217,20 @@ def topic_log_config(broker_raw: Mapping[str, str], overrides: Mapping[str, str]
     return broker_log_config(broker_raw).with_overrides(overrides)
 
 
+def _broker_level_source(broker: Broker, synonyms: list[str]) -> int:
+    """Where a topic config without an override gets its value: the first broker synonym (by
+    Kafka's priority) given at some level, its highest level (KIP-226: the broker's dynamic
+    config 2, the cluster default 3, server.properties 4), else Kafka's default (5)."""
+    dynamic = dynamic_of(broker.config)
+    static_raw = dynamic.static_raw if dynamic is not None else broker.config.raw
+    levels = dynamic.broker_configs if dynamic is not None else {}
+    for name in synonyms:
+        source = source_of(name, static_raw, levels, broker.config.node_id)
+        if source != DEFAULT_CONFIG:
+            return source
+    return DEFAULT_CONFIG
+
+
 def _format(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -238,10 +252,8 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
         topic_name = names[0][0]
         if topic_name in overrides:
             source = TOPIC_CONFIG
-        elif any(name in raw for name, _ in names[1:]):
-            source = STATIC_BROKER_CONFIG
         else:
-            source = DEFAULT_CONFIG
+            source = _broker_level_source(broker, [name for name, _ in names[1:]])
         out.append(
             {
                 "name": topic_name,

@@ -20,7 +20,7 @@ from pyspark_log.embedded_cluster import request
 from pyspark_log.wire import ApiKey
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
-from tests.differential.scenarios import error_name
+from tests.differential.scenarios import create_ready_topic, error_name, produce, small_batch, unique
 
 HEADING = "Dynamic broker configs"
 BROKER = 4
@@ -161,6 +161,61 @@ def append_list(address: str) -> str:
     return " ; ".join(steps)
 
 
+def topic_config(address: str, topic: str, key: str) -> str:
+    body = {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": [key]}]}
+    result = request(address, ApiKey.DESCRIBE_CONFIGS, 4, body).results[0]
+    entry = next(c for c in result.configs if c.name == key)
+    return f"{entry.value} {SOURCES.get(entry.config_source)}"
+
+
+def settled_topic(address: str, topic: str, key: str, shown: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        text = topic_config(address, topic, key)
+        if text == shown or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
+def topic_inherits(address: str) -> str:
+    """A topic's retention.ms from the broker's log.retention.ms at each level."""
+    me, topic = node_id(address), unique("dynamic-inherit")
+    create_ready_topic(address, topic)
+    steps = [topic_config(address, topic, "retention.ms")]
+    steps.append(alter(address, "", [("log.retention.ms", SET, "86400000")]))
+    steps.append(settled_topic(address, topic, "retention.ms", "86400000 DYNAMIC_DEFAULT_BROKER"))
+    steps.append(alter(address, me, [("log.retention.ms", SET, "43200000")]))
+    steps.append(settled_topic(address, topic, "retention.ms", "43200000 DYNAMIC_BROKER"))
+    steps.append(alter(address, me, [("log.retention.ms", DELETE, None)]))
+    steps.append(alter(address, "", [("log.retention.ms", DELETE, None)]))
+    steps.append(settled_topic(address, topic, "retention.ms", "604800000 DEFAULT"))
+    return " ; ".join(steps)
+
+
+def produce_error(address: str, topic: str) -> str:
+    return error_name(produce(address, topic, small_batch(value_bytes=5000)).error_code)
+
+
+def settled_produce(address: str, topic: str, shown: str) -> str:
+    deadline = time.monotonic() + 30
+    while True:
+        text = produce_error(address, topic)
+        if text == shown or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
+def message_max_bytes_live(address: str) -> str:
+    """A 5000-byte record against a cluster-wide message.max.bytes of 2000, then deleted."""
+    topic = unique("dynamic-mmb")
+    create_ready_topic(address, topic)
+    steps = [produce_error(address, topic), alter(address, "", [("message.max.bytes", SET, "2000")])]
+    steps.append(settled_produce(address, topic, "MESSAGE_TOO_LARGE"))
+    steps.append(alter(address, "", [("message.max.bytes", DELETE, None)]))
+    steps.append(settled_produce(address, topic, "NONE"))
+    return " ; ".join(steps)
+
+
 def read_only_flags(address: str) -> str:
     me = node_id(address)
     return " ; ".join(
@@ -183,6 +238,8 @@ CASES: dict[str, Callable[[str], str]] = {
     "SET unknown key": unknown_key,
     "APPEND to a list key": append_list,
     "read-only flags": read_only_flags,
+    "a topic inherits each level": topic_inherits,
+    "message.max.bytes at the default, live": message_max_bytes_live,
 }
 
 
