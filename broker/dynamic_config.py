@@ -14,8 +14,9 @@ effective values to the broker's ``BrokerConfig`` when the metadata image change
 Which keys are dynamic is Kafka 4.1.1's answer (every key its DescribeConfigs of a broker shows
 ``read_only=false``; Kafka docs "Updating Broker Configs"). pylog applies live those that are
 broker defaults of topic configs (``LIVE_KEYS``: ``message.max.bytes``, ``log.retention.ms``,
-``log.segment.bytes`` ...): every topic's ``LogConfig`` is rebuilt with the new defaults. The other
-dynamic keys are accepted, stored and reported but have no effect in pylog (docs/configuration.md).
+``log.segment.bytes`` ...): every topic's ``LogConfig`` is rebuilt with the new defaults; and the
+connection limits (``CONNECTION_KEYS``). The other dynamic keys are accepted, stored and reported
+but have no effect in pylog (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from broker.config import KNOWN_KEYS, BrokerConfig
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
+from broker.quota.connections import ConnectionConfigError, parse_overrides
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +145,13 @@ PER_BROKER_ONLY_KEYS = frozenset(
 LIVE_KEYS = frozenset(name for synonyms in CONFIG_SYNONYMS.values() for name, _ in synonyms[1:] if name in DYNAMIC_KEYS)
 
 
+# Connection limits (KIP-306, KIP-402, KIP-612): the broker's ConnectionQuotas take new values
+# at once (``DynamicBrokerConfig.react``, broker/server.py).
+CONNECTION_KEYS = frozenset(
+    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate"}
+)
+
+
 class DynamicConfigError(ValueError):
     """A refused change; ``str()`` is Kafka's message (error code INVALID_REQUEST)."""
 
@@ -196,6 +205,12 @@ def check_changes(resource_name: str, changes: Mapping[str, str | None], effecti
             raise DynamicConfigError(f"Invalid value {value} for configuration {key}: Value must be at least 0")
         if key in _AT_LEAST_ONE and isinstance(parsed, int) and parsed < 1:
             raise DynamicConfigError(f"Invalid value {value} for configuration {key}: Value must be at least 1")
+    overrides = changes.get("max.connections.per.ip.overrides")
+    if overrides is not None:
+        try:
+            parse_overrides(overrides)
+        except ConnectionConfigError as exc:
+            raise DynamicConfigError(str(exc)) from None
     merged = {**effective_raw, **{k: v for k, v in changes.items() if v is not None and k in LIVE_KEYS}}
     try:
         LogConfig.from_properties(merged)
@@ -300,7 +315,13 @@ class DynamicBrokerConfig:
         self.static_values = dict(config.values)
         self.on_log_defaults = on_log_defaults
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self._reactions: list[tuple[frozenset[str], Callable[[], None]]] = []
         _REGISTRY[id(config)] = self
+
+    def react(self, keys: frozenset[str], callback: Callable[[], None]) -> None:
+        """Call ``callback`` (after ``config`` holds the new values) whenever one of ``keys``
+        changes its effective value."""
+        self._reactions.append((keys, callback))
 
     def apply(self, broker_configs: Mapping[str, Mapping[str, str]]) -> None:
         wanted = {level: dict(configs) for level, configs in broker_configs.items()}
@@ -326,6 +347,9 @@ class DynamicBrokerConfig:
             log.info("dynamic broker configs changed: %s", ", ".join(sorted(changed)))
         if changed & LIVE_KEYS and self.on_log_defaults is not None:
             self.on_log_defaults()
+        for keys, callback in self._reactions:
+            if changed & keys:
+                callback()
 
 
 _REGISTRY: dict[int, DynamicBrokerConfig] = {}

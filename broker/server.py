@@ -64,7 +64,7 @@ from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
-from broker.dynamic_config import DynamicBrokerConfig
+from broker.dynamic_config import CONNECTION_KEYS, DynamicBrokerConfig
 from broker.log import flush as log_flush
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
@@ -275,6 +275,18 @@ class BrokerServer:
             )
         image = controller.image()
         dynamic = DynamicBrokerConfig(config)  # KIP-226: dynamic broker configs over the static ones
+
+        def on_connection_limits() -> None:
+            try:
+                per_ip_overrides = parse_overrides(str(config["max.connections.per.ip.overrides"]))
+            except ConnectionConfigError as exc:  # checked before it was stored; an old log may differ
+                log.warning("dynamic max.connections.per.ip.overrides ignored: %s", exc)
+                return
+            total, per_ip = _connection_caps(config, fd_soft)
+            rate = int(config["max.connection.creation.rate"])
+            connection_quotas.config = ConnectionLimitsConfig(total, per_ip, per_ip_overrides, rate)
+
+        dynamic.react(CONNECTION_KEYS, on_connection_limits)
         dynamic.apply(image.broker_configs)
         quota_table[0] = lambda: controller.image().client_quotas
         client_quotas = ClientQuotas(quota_table[0], quota_config)

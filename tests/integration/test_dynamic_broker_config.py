@@ -9,6 +9,8 @@ Kafka's own ``kafka-configs`` is exercised in tests/integration/test_kafka_tools
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -198,3 +200,28 @@ def test_pylog_configs_brokers(cluster: EmbeddedCluster) -> None:
     )
     pylog(cluster, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms")
     wait_until(lambda: described(cluster, "3", "log.cleaner.threads")[1] != DYNAMIC_BROKER_CONFIG, "deleted")
+
+
+def answered_from(address: str, source_ip: str) -> bool:
+    """Whether an ApiVersions v0 from ``source_ip`` is answered (False: the broker closed it)."""
+    host, port = address.rsplit(":", 1)
+    client_id = b"dynamic-test"
+    body = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, int(port)), timeout=10, source_address=(source_ip, 0)) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            return len(sock.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def test_connection_limit_changes_live(cluster: EmbeddedCluster) -> None:
+    """max.connections.per.ip.overrides at the cluster default: 127.0.0.2 may open no connection
+    (the other clients and the brokers use 127.0.0.1), then the override is deleted."""
+    address = cluster.address(2)
+    assert answered_from(address, "127.0.0.2")
+    alter(cluster, "", "max.connections.per.ip.overrides", "127.0.0.2:0")
+    wait_until(lambda: not answered_from(address, "127.0.0.2"), "127.0.0.2 refused")
+    assert answered_from(address, "127.0.0.1")
+    alter(cluster, "", "max.connections.per.ip.overrides", None)
+    wait_until(lambda: answered_from(address, "127.0.0.2"), "127.0.0.2 answered again")
