@@ -16,6 +16,7 @@ faults, verdict) is written to the test's tmp dir and its path printed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -150,7 +151,10 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
     ops = history.snapshot()
     verdict = check(ops, final)
     origin = history.origin
+    ok_times = sorted(op.time for op in ops if op.type == "ok")
     report.update(
+        longest_ack_gap_s=round(max((b - a for a, b in itertools.pairwise(ok_times)), default=0.0), 3),
+        acks_per_s=round(len(ok_times) / max(ok_times[-1] - ok_times[0], 1e-9), 1) if ok_times else 0.0,
         faults_that_showed_in_isr=sum(_bit(f) for f in (x.to_json(origin) for x in scheduler.log)),
         faults=[f.to_json(origin) for f in scheduler.log],
         writers={w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
