@@ -14,9 +14,10 @@ effective values to the broker's ``BrokerConfig`` when the metadata image change
 Which keys are dynamic is Kafka 4.1.1's answer (every key its DescribeConfigs of a broker shows
 ``read_only=false``; Kafka docs "Updating Broker Configs"). pylog applies live those that are
 broker defaults of topic configs (``LIVE_KEYS``: ``message.max.bytes``, ``log.retention.ms``,
-``log.segment.bytes`` ...): every topic's ``LogConfig`` is rebuilt with the new defaults; and the
-connection limits (``CONNECTION_KEYS``). The other dynamic keys are accepted, stored and reported
-but have no effect in pylog (docs/configuration.md).
+``log.segment.bytes`` ...): every topic's ``LogConfig`` is rebuilt with the new defaults; the
+connection limits (``CONNECTION_KEYS``); the log cleaner's per-cleaning settings
+(``CLEANER_KEYS``). The other dynamic keys are accepted, stored and reported but have no effect
+in pylog (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from broker.config import KNOWN_KEYS, BrokerConfig
+from broker.log.cleaner.config import CleanerConfig
 from broker.log.config import CONFIG_SYNONYMS, LogConfig
 from broker.quota.connections import ConnectionConfigError, parse_overrides
 
@@ -152,6 +154,18 @@ CONNECTION_KEYS = frozenset(
 )
 
 
+# The log cleaner's settings read per cleaning (``LogCleaner.config``); ``log.cleaner.threads``
+# is stored but the number of workers stays the start-up one.
+CLEANER_KEYS = frozenset(
+    {
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.max.bytes.per.second",
+    }
+)
+
+
 class DynamicConfigError(ValueError):
     """A refused change; ``str()`` is Kafka's message (error code INVALID_REQUEST)."""
 
@@ -210,6 +224,12 @@ def check_changes(resource_name: str, changes: Mapping[str, str | None], effecti
         try:
             parse_overrides(overrides)
         except ConnectionConfigError as exc:
+            raise DynamicConfigError(str(exc)) from None
+    cleaner_changes = {k: v for k, v in changes.items() if v is not None and k.startswith("log.cleaner.")}
+    if cleaner_changes:
+        try:
+            CleanerConfig.from_properties({**effective_raw, **cleaner_changes})
+        except ValueError as exc:
             raise DynamicConfigError(str(exc)) from None
     merged = {**effective_raw, **{k: v for k, v in changes.items() if v is not None and k in LIVE_KEYS}}
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import resource
 import signal
@@ -64,7 +65,7 @@ from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import txn as txn_coordinator
-from broker.dynamic_config import CONNECTION_KEYS, DynamicBrokerConfig
+from broker.dynamic_config import CLEANER_KEYS, CONNECTION_KEYS, DynamicBrokerConfig
 from broker.log import flush as log_flush
 from broker.log.cleaner.cleaner import LogCleaner
 from broker.log.cleaner.config import CleanerConfig
@@ -358,6 +359,16 @@ class BrokerServer:
         for sl in self._listeners:
             sl.start(dispatcher)
         cleaner = LogCleaner(logs, CleanerConfig.from_properties(self.config.raw), self._clock_ms)
+
+        def on_cleaner() -> None:  # KIP-226: the next cleaning and back-off use the new values
+            try:
+                fresh = CleanerConfig.from_properties(config.raw)
+                current = cleaner.config
+                cleaner.config = dataclasses.replace(fresh, enable=current.enable, threads=current.threads)
+            except ValueError as exc:
+                log.warning("dynamic log.cleaner.* values ignored: %s", exc)
+
+        dynamic.react(CLEANER_KEYS, on_cleaner)
         if int(config["metrics.port"]) >= 0:
             log_flush.flush_time_observer = self.stats.flush_ms.observe
             self.loop_monitor.start()

@@ -41,6 +41,7 @@ from broker.dynamic_config import (
          "Invalid value abc for configuration message.max.bytes: Not a number of type INT"),
         ("1", {"message.max.bytes": "-5"},
          "Invalid value -5 for configuration message.max.bytes: Value must be at least 0"),
+        ("1", {"log.cleaner.dedupe.buffer.size": "100"}, "config log.cleaner.dedupe.buffer.size=100 is too small"),
         ("1", {"log.cleaner.threads": "0"},
          "Invalid value 0 for configuration log.cleaner.threads: Value must be at least 1"),
     ],
