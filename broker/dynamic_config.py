@@ -166,8 +166,25 @@ CLEANER_KEYS = frozenset(
 )
 
 
+# Kafka's broker-level replication throttles (``DynamicConfig.Broker``; KIP-73): dynamic-only keys,
+# described read-only with their values; read from the metadata image by replication.
+THROTTLE_KEYS = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
+
+
 class DynamicConfigError(ValueError):
     """A refused change; ``str()`` is Kafka's message (error code INVALID_REQUEST)."""
+
+
+def is_known(name: str) -> bool:
+    """Whether Kafka knows broker config ``name`` (DescribeConfigs then shows its value; an
+    unknown key's value is hidden and flagged sensitive, as it might be a secret)."""
+    return name in DYNAMIC_KEYS or name in KNOWN_KEYS or name in THROTTLE_KEYS
 
 
 def _scala_set(keys: set[str]) -> str:
@@ -204,6 +221,15 @@ def check_changes(resource_name: str, changes: Mapping[str, str | None], effecti
                 "Cannot update these configs at default cluster level, broker id must be specified: "
                 + _scala_set(per_broker)
             )
+    for key in sorted(set_keys & THROTTLE_KEYS):
+        try:
+            rate = int(str(changes[key]))
+        except ValueError:
+            raise DynamicConfigError(
+                f"Invalid value {changes[key]} for configuration {key}: Not a number of type LONG"
+            ) from None
+        if rate < 0:
+            raise DynamicConfigError(f"Invalid value {changes[key]} for configuration {key}: Value must be at least 0")
     for key in sorted(set_keys):
         spec = KNOWN_KEYS.get(key)
         value = changes[key]

@@ -288,7 +288,7 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 "read_only": c["read_only"],
                 "is_default": c["config_source"] == 5,
                 "config_source": c["config_source"],
-                "is_sensitive": False,
+                "is_sensitive": c.get("is_sensitive", False),
                 "synonyms": c.get("synonyms", []) if getattr(body, "include_synonyms", False) else [],
                 "config_type": c.get("config_type", 0),
                 # Kafka documents no logger: "" when documentation is asked (BROKER_LOGGER only)

@@ -19,6 +19,7 @@ from broker.dynamic_config import (
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_KEYS,
     dynamic_of,
+    is_known,
     source_of,
 )
 from broker.dynamic_config import synonyms as dynamic_synonyms
@@ -300,9 +301,12 @@ def describe_broker_configs(broker: Broker, *, default_resource: bool = False) -
     if default_resource:
         return [
             {
-                "name": name, "value": value, "config_source": DYNAMIC_DEFAULT_BROKER_CONFIG,
+                "name": name, "value": value if is_known(name) else None,
+                "config_source": DYNAMIC_DEFAULT_BROKER_CONFIG, "is_sensitive": not is_known(name),
                 "read_only": name not in DYNAMIC_KEYS, "config_type": BROKER_CONFIG_TYPES.get(name, INT),
-                "synonyms": [{"name": name, "value": value, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}],
+                "synonyms": [
+                    {"name": name, "value": value if is_known(name) else None, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}
+                ],
             }
             for name, value in sorted(dynamic_configs.get("", {}).items())
         ]  # fmt: skip
@@ -349,10 +353,14 @@ def describe_broker_configs(broker: Broker, *, default_resource: bool = False) -
     ):
         for name, value in sorted(dynamic_configs.get(level, {}).items()):
             if name not in listed:
-                known = name in DYNAMIC_KEYS or name in KNOWN_KEYS
                 # Kafka shows no value for a key it does not know (it might be a secret)
-                shown = value if known else None
-                out.append({"name": name, "value": shown, "config_source": level_source, "read_only": not known})
+                known = is_known(name)
+                out.append(
+                    {
+                        "name": name, "value": value if known else None, "config_source": level_source,
+                        "read_only": name not in DYNAMIC_KEYS, "is_sensitive": not known,
+                    }
+                )  # fmt: skip
                 listed.add(name)
     for config in out:
         config["config_type"] = BROKER_CONFIG_TYPES.get(str(config["name"]), INT)

@@ -67,7 +67,8 @@ def described(address: str, name: str, key: str) -> str:
     if entry is None:
         return "absent "
     synonyms = ",".join(SOURCES.get(s.source, str(s.source)) for s in entry.synonyms)
-    return f"{entry.value} {SOURCES.get(entry.config_source)} ro={entry.read_only} [{synonyms}]"
+    flags = f"ro={entry.read_only} sensitive={entry.is_sensitive}"
+    return f"{entry.value} {SOURCES.get(entry.config_source)} {flags} [{synonyms}]"
 
 
 def settled(address: str, name: str, key: str, shown: str) -> str:
@@ -216,6 +217,22 @@ def message_max_bytes_live(address: str) -> str:
     return " ; ".join(steps)
 
 
+def throttles(address: str) -> str:
+    """The replication throttles (dynamic-only keys): bad values, one per level, described, deleted."""
+    me = node_id(address)
+    leader, follower = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+    steps = [alter(address, me, [(leader, SET, "-1")]), alter(address, me, [(leader, SET, "x")])]
+    steps += [alter(address, me, [(leader, SET, "1000")]), alter(address, "", [(follower, SET, "2000")])]
+    steps += [
+        settled(address, me, leader, "1000 DYNAMIC_BROKER"),
+        settled(address, me, follower, "2000 DYNAMIC_DEFAULT"),
+    ]
+    steps.append(described(address, "", follower))
+    steps += [alter(address, me, [(leader, DELETE, None)]), alter(address, "", [(follower, DELETE, None)])]
+    steps.append(settled(address, me, leader, "absent"))
+    return " ; ".join(steps)
+
+
 def read_only_flags(address: str) -> str:
     me = node_id(address)
     return " ; ".join(
@@ -239,6 +256,7 @@ CASES: dict[str, Callable[[str], str]] = {
     "APPEND to a list key": append_list,
     "read-only flags": read_only_flags,
     "a topic inherits each level": topic_inherits,
+    "replication throttles": throttles,
     "message.max.bytes at the default, live": message_max_bytes_live,
 }
 
