@@ -137,10 +137,14 @@ DYNAMIC_KEYS = frozenset(
 )
 
 # Kafka refuses these at the cluster-wide default ("broker id must be specified"): a listener's
-# addresses and its key material belong to one broker (DynamicBrokerConfig.PerBrokerConfigs).
+# addresses and security settings belong to one broker (DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_ONLY_KEYS = frozenset(
-    {"listeners", "listener.security.protocol.map"}
-    | {key for key in DYNAMIC_KEYS if key.startswith(("ssl.keystore.", "ssl.truststore.")) or key == "ssl.key.password"}
+    {"listeners", "listener.security.protocol.map"} | {k for k in DYNAMIC_KEYS if k.startswith(("ssl.", "sasl."))}
+)
+
+# Key material Kafka takes only under a listener prefix (``listener.name.<l>.ssl.keystore.location``).
+PER_LISTENER_ONLY_KEYS = frozenset(
+    k for k in DYNAMIC_KEYS if k.startswith(("ssl.keystore.", "ssl.truststore.")) or k == "ssl.key.password"
 )
 
 # Broker defaults of topic configs: pylog rebuilds every topic's LogConfig when one changes.
@@ -214,6 +218,12 @@ def check_changes(resource_name: str, changes: Mapping[str, str | None], effecti
     static = {key for key in set_keys if key in KNOWN_KEYS and key not in DYNAMIC_KEYS}
     if static:
         raise DynamicConfigError(f"Cannot update these configs dynamically: {_scala_set(static)}")
+    per_listener = set_keys & PER_LISTENER_ONLY_KEYS
+    if per_listener:
+        raise DynamicConfigError(
+            "These security configs can be dynamically updated only per-listener using the listener prefix: "
+            f"HashSet({', '.join(sorted(per_listener))})"
+        )
     if resource_name == DEFAULT_RESOURCE:
         per_broker = set_keys & PER_BROKER_ONLY_KEYS
         if per_broker:

@@ -118,6 +118,26 @@ def listener_at_default(address: str) -> str:
     return alter(address, "", [("listeners", SET, "PLAINTEXT://127.0.0.1:1")])
 
 
+def security_keys(address: str) -> str:
+    """Listener security keys: key material only with a listener prefix, the rest per broker."""
+    me, ssl_suites, jaas = (
+        node_id(address),
+        ("ssl.cipher.suites", SET, "TLS_AES_128_GCM_SHA256"),
+        ("sasl.jaas.config", SET, "x"),
+    )
+    steps = [
+        alter(
+            address, me, [("ssl.keystore.location", SET, "/x"), ("ssl.truststore.type", SET, "JKS")], validate_only=True
+        ),
+        alter(address, "", [("ssl.keystore.location", SET, "/x"), jaas], validate_only=True),
+        alter(address, me, [("listener.name.plaintext.ssl.keystore.location", SET, "/x")], validate_only=True),
+        alter(address, me, [ssl_suites], validate_only=True),
+        alter(address, "", [ssl_suites, jaas], validate_only=True),
+        alter(address, "", [("num.network.threads", SET, "3")], validate_only=True),
+    ]
+    return " ; ".join(steps)
+
+
 def not_a_number(address: str) -> str:
     return alter(address, node_id(address), [("message.max.bytes", SET, "abc")])
 
@@ -246,6 +266,7 @@ CASES: dict[str, Callable[[str], str]] = {
     "SET read-only key": read_only_key,
     "SET read-only and dynamic key": two_keys_one_read_only,
     "SET listeners at the default": listener_at_default,
+    "SET listener security keys": security_keys,
     "SET not a number": not_a_number,
     "SET negative": negative,
     "SET on another broker's id": other_broker,

@@ -37,6 +37,12 @@ from broker.dynamic_config import (
         ("1", {"log.retention.hours": "5"}, "Cannot update these configs dynamically: Set(log.retention.hours)"),
         ("", {"listeners": "PLAINTEXT://:1"},
          "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)"),
+        ("1", {"ssl.keystore.location": "/x", "ssl.truststore.type": "JKS"},
+         "These security configs can be dynamically updated only per-listener using the listener prefix: "
+         "HashSet(ssl.keystore.location, ssl.truststore.type)"),
+        ("", {"ssl.cipher.suites": "x", "sasl.jaas.config": "x"},
+         "Cannot update these configs at default cluster level, broker id must be specified: "
+         "Set(sasl.jaas.config, ssl.cipher.suites)"),
         ("1", {"message.max.bytes": "abc"},
          "Invalid value abc for configuration message.max.bytes: Not a number of type INT"),
         ("1", {"message.max.bytes": "-5"},
