@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark_log.embedded import EmbeddedBroker
-from pyspark_log.embedded_cluster import CLUSTER_ID, QUORUM_TIMEOUTS, PartitionView, partitions
+from pyspark_log.embedded_cluster import CLUSTER_ID, QUORUM_TIMEOUTS, PartitionView, partitions, request
+from pyspark_log.wire import ApiKey
 from tests.chaos.netns import Network
 
 CLIENT_PORT = 9092
@@ -107,3 +108,20 @@ class NamespacedCluster:
 
     def partitions(self, topic: str, via: int) -> dict[int, PartitionView]:
         return partitions(self.address(via), topic)
+
+    def active_controller(self) -> int | None:
+        """The metadata quorum's leader (DescribeQuorum, KIP-595/KIP-836) as the first node that
+        answers sees it; ``None`` when none answers or none is leader."""
+        body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+        for n in self.node_ids:
+            if not self.nodes[n].running:
+                continue
+            try:
+                response = request(f"{self.network.address(n)}:{CONTROLLER_PORT}", ApiKey.DESCRIBE_QUORUM, 1, body,
+                                   timeout_s=3)  # fmt: skip
+            except (OSError, ConnectionError):
+                continue
+            leader = response.topics[0].partitions[0].leader_id
+            if leader in self.node_ids:
+                return int(leader)
+        return None

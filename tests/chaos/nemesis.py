@@ -4,13 +4,15 @@ Every nemesis acts on one node (``target``) and is undone by ``heal``:
 
 - ``isolate``: a full partition, node | the other two (minority | majority); clients still reach it;
 - ``isolate-leader``: the same, the target being the current leader of partition 0;
+- ``isolate-controller``: the same, the target being the active controller (the quorum's leader);
 - ``one-way``: the target hears nothing from its peers, its peers still hear it;
 - ``loss``: packets arriving at the target (from peers and clients) dropped at random with
   probability ``LOSS_PROBABILITY`` (iptables ``statistic --mode random``);
 - ``kill``: SIGKILL, healed by a restart on the same data (a crash);
 - ``pause``: SIGSTOP, healed by SIGCONT.
 
-The scheduler applies one fault at a time (the fault budget of RF 3 / ``min.insync.replicas`` 2:
+The scheduler applies every nemesis once in a seeded order, then draws them at random, one fault
+at a time (the fault budget of RF 3 / ``min.insync.replicas`` 2:
 one replica down), holds it for a seeded random while, heals it, then waits (polling, with a
 generous deadline) until every partition has its whole ISR again before the next one, so two
 faults never overlap in effect.
@@ -27,7 +29,7 @@ from typing import Any
 
 from tests.chaos.cluster import NamespacedCluster
 
-NEMESES = ("isolate", "isolate-leader", "one-way", "loss", "kill", "pause")
+NEMESES = ("isolate", "isolate-leader", "isolate-controller", "one-way", "loss", "kill", "pause")
 LOSS_PROBABILITY = 0.3
 
 
@@ -53,7 +55,7 @@ class Fault:
 def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
     net = cluster.network
     peers = [net.address(n) for n in cluster.node_ids if n != target]
-    if nemesis in ("isolate", "isolate-leader"):
+    if nemesis.startswith("isolate"):
         net.drop(at=target, sources=peers)
         for n in cluster.node_ids:
             if n != target:
@@ -109,13 +111,17 @@ class Scheduler:
     def run(self) -> None:
         rng = random.Random(self.seed)
         try:
-            for _ in range(self.faults):
+            # every nemesis once (in a seeded order), then drawn at random: a short schedule covers all
+            first = rng.sample(self.nemeses, len(self.nemeses))
+            for i in range(self.faults):
                 if self.stop.is_set():
                     return
-                nemesis = rng.choice(self.nemeses)
+                nemesis = first[i] if i < len(first) else rng.choice(self.nemeses)
                 target = rng.choice(self.cluster.node_ids)
                 if nemesis == "isolate-leader":
                     target = self.leader_of() or target
+                elif nemesis == "isolate-controller":
+                    target = self.cluster.active_controller() or target
                 fault = Fault(nemesis, target, time.monotonic())
                 self.log.append(fault)
                 apply(self.cluster, nemesis, target)
