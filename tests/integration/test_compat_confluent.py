@@ -426,7 +426,8 @@ def test_describe_and_incrementally_alter_topic_configs(
     broker_res = ConfigResource(ResourceType.BROKER, "1")
     broker_configs = admin.describe_configs([broker_res], request_timeout=TIMEOUT_S)[broker_res].result(TIMEOUT_S)
     assert broker_configs["message.max.bytes"].value == str(MAX_BYTES)
-    assert broker_configs["message.max.bytes"].is_read_only
+    assert not broker_configs["message.max.bytes"].is_read_only  # dynamic (KIP-226), as in Kafka
+    assert broker_configs["node.id"].is_read_only
 
 
 # -- fetches across segments -------------------------------------------------------------------------
