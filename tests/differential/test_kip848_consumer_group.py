@@ -5,7 +5,10 @@ malformed or fenced ConsumerGroupHeartbeats, a second member joining and leaving
 partitions per member once Stable), and the group after its last member left.
 
 The member is confluent-kafka with ``group.protocol=consumer``; member ids and client hosts are left
-out. A difference must be a row of the table "KIP-848 consumer groups" in docs/compatibility.md.
+out, and epochs are compared by their relations (member = assignment = group epoch once Stable,
+growing with each membership change), not their values: how many bumps a join takes depends on
+when the client's heartbeats meet the topic's metadata, on either broker. A difference must be a
+row of the table "KIP-848 consumer groups" in docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ def views(address: str) -> dict[str, Any]:
         consumer.subscribe([topic])
         poll("the assignment", lambda: (consumer.poll(0.2), len(consumer.assignment()))[1], lambda n: n == 2)
         g = poll("a Stable group", lambda: describe(address, group), lambda g: g.group_state == "Stable")
-        out["describe_group"] = (g.error_code, g.error_message, g.group_state, g.group_epoch, g.assignment_epoch,
-                                 g.assignor_name, g.authorized_operations)  # fmt: skip
+        first_epoch = g.group_epoch
+        out["describe_group"] = (g.error_code, g.error_message, g.group_state, g.group_epoch == g.assignment_epoch,
+                                 g.group_epoch >= 1, g.assignor_name, g.authorized_operations)  # fmt: skip
         out["describe_members"] = [
-            (m.instance_id, m.rack_id, m.member_epoch, m.client_id, list(m.subscribed_topic_names) == [topic],
+            (m.instance_id, m.rack_id, m.member_epoch == g.assignment_epoch, m.client_id,
+             list(m.subscribed_topic_names) == [topic],
              m.subscribed_topic_regex, parts(m.assignment, topic), parts(m.target_assignment, topic), m.member_type)
             for m in g.members
         ]  # fmt: skip
@@ -93,8 +98,8 @@ def views(address: str) -> dict[str, Any]:
 
             def shape(g: Any) -> tuple[Any, ...]:
                 counts = sorted(sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in g.members)
-                return (g.group_state, g.group_epoch, g.assignment_epoch, sorted(m.member_epoch for m in g.members),
-                        counts)  # fmt: skip
+                return (g.group_state, g.group_epoch > first_epoch, g.group_epoch == g.assignment_epoch,
+                        all(m.member_epoch == g.assignment_epoch for m in g.members), counts)  # fmt: skip
 
             g = poll("two Stable members", both_stable, lambda g: g.group_state == "Stable" and len(g.members) == 2
                      and all(m.member_epoch == g.assignment_epoch for m in g.members))  # fmt: skip
@@ -111,7 +116,7 @@ def views(address: str) -> dict[str, Any]:
     finally:
         consumer.close()
     g = poll("the group empty", lambda: describe(address, group), lambda g: g.group_state == "Empty")
-    out["group_after_leave"] = (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members))
+    out["group_after_leave"] = (g.error_code, g.group_state, g.group_epoch > first_epoch, len(g.members))
     return out
 
 
