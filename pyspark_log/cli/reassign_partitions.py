@@ -31,6 +31,7 @@ from typing import Any
 
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError
+from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import KafkaError, TopicPartition
 from pyspark_log.client.errors import ErrorCode
 
@@ -197,7 +198,12 @@ def _execute(ctx: Context, plan: Assignment, *, additional: bool) -> int:
             ["Current partition replica assignment", "", assignment_json(current), "",
              "Save this to use as the --reassignment-json-file option during rollback"]
         )  # fmt: skip
-        results = admin.alter_partition_reassignments(dict(plan.items()))
+        results: dict[TopicPartition, KafkaError | None] = {}
+        items = list(plan.items())
+        with progress_bar("Starting reassignments", len(items), unit="partitions") as bar:
+            for chunk in bar.chunks(items):
+                results.update(admin.alter_partition_reassignments(dict(chunk)))
+                bar.advance(len(chunk))
     failed = {tp: err for tp, err in results.items() if err is not None}
     if failed:
         raise CliError("Error reassigning partition(s):\n" + _errors(failed))
@@ -238,7 +244,11 @@ def _cancel(ctx: Context, plan: Assignment) -> int:
         if not active:
             ctx.output.line("None of the specified partition reassignments are active.")
             return 0
-        results = admin.alter_partition_reassignments(dict.fromkeys(active))
+        results: dict[TopicPartition, KafkaError | None] = {}
+        with progress_bar("Cancelling reassignments", len(active), unit="partitions") as bar:
+            for chunk in bar.chunks(active):
+                results.update(admin.alter_partition_reassignments(dict.fromkeys(chunk)))
+                bar.advance(len(chunk))
     failed = {
         tp: err for tp, err in results.items() if err is not None and err.code != ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
     }

@@ -8,9 +8,6 @@ progress; CLI progress bars appear only when stderr is a terminal (a pseudo-term
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -23,6 +20,7 @@ from pyspark_log.client import AdminClient, Producer
 from pyspark_log.client.admin import AlterConfigOp, AlterOp, ConfigResource, ResourceType
 from pyspark_log.embedded import EmbeddedBroker
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
+from tests.terminal import run_on_pty
 
 DEADLINE_S = 90.0
 
@@ -190,32 +188,6 @@ def test_restart_logs_recovery_progress(broker: EmbeddedBroker) -> None:
     assert "ETA" in str(progress[-1]["message"])
 
 
-def _run_on_pty(argv: list[str]) -> tuple[int, str, str]:
-    """Run ``argv`` with stderr on a pseudo-terminal; (exit code, stdout, what the terminal got)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    seen = bytearray()
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-        assert time.monotonic() < deadline, "the command on the pseudo-terminal did not finish"
-    os.close(master)
-    assert proc.stdout is not None
-    out = proc.stdout.read().decode()
-    return proc.wait(timeout=DEADLINE_S), out, seen.decode(errors="replace")
-
-
 def test_consume_progress_bar_only_on_a_terminal(broker: EmbeddedBroker) -> None:
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
         for i in range(300):
@@ -223,7 +195,7 @@ def test_consume_progress_bar_only_on_a_terminal(broker: EmbeddedBroker) -> None
         producer.flush()
     argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers,
             "consume", "bars", "--from-beginning", "--max-messages", "300"]  # fmt: skip
-    code, out, terminal = _run_on_pty(argv)
+    code, out, terminal = run_on_pty(argv)
     assert code == 0
     assert len(out.splitlines()) == 300
     assert "bars" in terminal
@@ -241,7 +213,7 @@ def test_produce_file_and_delete_records_bars_only_on_a_terminal(broker: Embedde
     lines.write_text("".join(f"record {i}\n" for i in range(2000)))
     base = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers]
     produce = [*base, "produce", "bars-file", "--file", str(lines)]
-    code, _, terminal = _run_on_pty(produce)
+    code, _, terminal = run_on_pty(produce)
     assert code == 0, terminal
     assert "bars-file" in terminal
     assert "kB" in terminal
@@ -250,7 +222,7 @@ def test_produce_file_and_delete_records_bars_only_on_a_terminal(broker: Embedde
     offsets = tmp_path / "offsets.json"
     offsets.write_text(json.dumps({"partitions": [{"topic": "bars-file", "partition": 0, "offset": 10}]}))
     delete = [*base, "delete-records", "--offset-json-file", str(offsets)]
-    code, out, terminal = _run_on_pty(delete)
+    code, out, terminal = run_on_pty(delete)
     assert code == 0
     assert "partition: bars-file-0\tlow_watermark: 10" in out
     assert "Deleting records" in terminal
@@ -267,7 +239,7 @@ def test_reset_offsets_and_elections_bars_only_on_a_terminal(broker: EmbeddedBro
     assert created.returncode == 0, created.stderr
     reset = [*base, "groups", "reset-offsets", "--group", "bars-group", "--topic", "bars-many",
              "--to-earliest", "--execute"]  # fmt: skip
-    code, out, terminal = _run_on_pty(reset)
+    code, out, terminal = run_on_pty(reset)
     assert code == 0, terminal
     assert len([line for line in out.splitlines() if "bars-many" in line]) == 150
     assert "Resetting offsets of bars-group" in terminal
@@ -278,7 +250,7 @@ def test_reset_offsets_and_elections_bars_only_on_a_terminal(broker: EmbeddedBro
     election = tmp_path / "election.json"
     election.write_text(json.dumps({"partitions": [{"topic": "bars-many", "partition": p} for p in range(150)]}))
     elect = [*base, "leader-election", "--election-type", "PREFERRED", "--path-to-json-file", str(election)]
-    code, out, terminal = _run_on_pty(elect)
+    code, out, terminal = run_on_pty(elect)
     assert "Electing leaders (PREFERRED)" in terminal, terminal
     assert "Valid replica already elected for partitions" in out  # one node: it leads them all
     piped = subprocess.run(elect, capture_output=True, text=True, timeout=120, check=False)

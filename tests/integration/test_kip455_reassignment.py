@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey, ErrorCode
 from tests.integration.cluster_harness import wait_for
+from tests.terminal import run_on_pty
 
 OVERRIDES = {
     "replica.lag.time.max.ms": "4000",
@@ -217,7 +218,12 @@ def test_pylog_reassign_partitions(cluster: EmbeddedCluster, tmp_path: Path) -> 
     proposal = json.loads(proposed)
     assert [set(p["replicas"]) for p in proposal["partitions"]] == [{3, 4}, {3, 4}]
     plan.write_text(proposed)
-    assert pylog(cluster, "--execute", "--reassignment-json-file", str(plan)).returncode == 0
+    argv = [sys.executable, "-m", "pyspark_log.cli", "reassign-partitions", "--bootstrap-server", cluster.bootstrap()]
+    code, out, terminal = run_on_pty([*argv, "--execute", "--reassignment-json-file", str(plan)])
+    assert code == 0, terminal
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in out
+    assert "Starting reassignments" in terminal  # the progress bar, drawn on a terminal only
+    assert "2/2" in terminal
 
     def completed() -> bool:
         out = pylog(cluster, "--verify", "--reassignment-json-file", str(plan))
