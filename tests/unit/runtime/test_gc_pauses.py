@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from broker.config import BrokerConfig
+from broker.metrics.exposition import render
 from broker.runtime.gc_freeze import CONFIG_KEY, freeze_start_up_heap, thaw
 from broker.runtime.gc_pauses import GcPauses, quantile_ns
-from broker.metrics.exposition import render
 from broker.runtime.metrics import GcPauseCollector
 
 

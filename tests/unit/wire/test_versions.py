@@ -28,14 +28,18 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
     from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
     recorded = BROKER_API_VERSIONS[(3, 7)]
+    # served at Kafka 4.1's ranges: KIP-848's two APIs, AlterPartitionReassignments v1 (KIP-860)
+    KAFKA_41_ONLY = {  # noqa: N806
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    }
     for key, versions in SUPPORTED_VERSIONS.items():
         if key == ApiKey.LIST_TRANSACTIONS:  # v1 (KIP-994) is Kafka 3.8's, served on purpose
             assert versions == BROKER_API_VERSIONS[(3, 8)][key] == (0, 1)
         elif key == ApiKey.LIST_GROUPS:  # v5 (KIP-848 group types) is Kafka 3.8's, served on purpose
             assert versions == BROKER_API_VERSIONS[(3, 8)][key] == (0, 5)
-        elif key in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE):  # KIP-848 at Kafka 4.1's
-            assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
-        elif key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:  # v1 (KIP-860) at Kafka 4.1's
+        elif key in KAFKA_41_ONLY:
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
