@@ -285,7 +285,8 @@ def test_describe_topic_and_broker_configs(broker: EmbeddedBroker, topic_name: s
         keys = {"message.max.bytes": None}
         [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs=keys)])
         [resource] = response.resources
-        assert [(e[0], e[1], e[2]) for e in resource[4]] == [("message.max.bytes", str(MAX_BYTES), True)]
+        # a dynamic broker config (KIP-226), so not read-only, as Kafka describes it
+        assert [(e[0], e[1], e[2]) for e in resource[4]] == [("message.max.bytes", str(MAX_BYTES), False)]
 
         [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, f"{topic_name}-none")])
         assert response.resources[0][0] == UNKNOWN_TOPIC_OR_PARTITION
