@@ -29,10 +29,12 @@ filesystem). What it promises:
 * the offset index only positions the scan: an entry is checked against the batch header it
   points at and ignored when it does not match (an index the cleaner rebuilt, a stale one);
 * a segment file it holds open stays readable after retention or the cleaner renames or
-  deletes it (POSIX keeps the inode); a file that is gone before it opens it (and is not
-  found again under a fresh listing) raises ``FilesUnavailable`` with the offset reached, and
-  so do files that end before ``end`` (a lagging replica, a shared filesystem whose attribute
-  cache lags): the caller reads the rest through the broker.
+  deletes it (POSIX keeps the inode); the first segment is found under a fresh listing when
+  its file vanished before the open, but once a read is under way the next segment is opened by
+  name, and one that is gone raises ``FilesUnavailable`` with the offset reached (a fresh listing
+  could offer a later file while the cleaner's new one, which holds the offsets between, is
+  still being swapped in), and so do files that end before ``end`` (a lagging replica, a shared
+  filesystem whose attribute cache lags): the caller reads the rest through the broker.
 
 The caller bounds ``end`` by what the broker reported committed (high watermark, or last stable
 offset for read_committed): bytes beyond are never decoded, so a batch being written at the tail
@@ -276,13 +278,16 @@ class PartitionFiles:
         next_base: int | None = None  # the segment listed after the one just read
         finished: tuple[int, int] | None = None  # (st_dev, st_ino) of the file just read to its end
         while position < end:
-            fd = self._open_base(next_base) if next_base is not None else None
-            if fd is None or next_base is None:
-                # the first segment, or the next one vanished (retention, or the cleaner merged
-                # it into a new file): the live segment that may hold ``position``, listed afresh
+            if next_base is None:  # the first segment: the live one that may hold ``position``
                 base, fd, listing = self._open_segment(position)
             else:
-                base = next_base
+                # The next segment is opened by name: a file of a fresh listing could start past
+                # offsets that the cleaner's new file (its swap still in progress) holds, and a
+                # read from it would skip them as if compacted away.
+                opened = self._open_base(next_base)
+                if opened is None:
+                    raise FilesUnavailable(position, "the next segment vanished (retention or the log cleaner)")
+                base, fd = next_base, opened
             try:
                 stat = os.fstat(fd)
                 if (stat.st_dev, stat.st_ino) == finished:
