@@ -36,6 +36,7 @@ from pyspark_log.client.errors import (
     UnsupportedFeatureError,
     error_for,
 )
+from pyspark_log.client.stream import open_stream
 from pyspark_log.wire import (
     ApiKey,
     ErrorCode,
@@ -108,8 +109,14 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 
+class Reader(Protocol):
+    """The read half of a transport (``stream.StreamReader``, ``asyncio.StreamReader`` or a fake)."""
+
+    async def readexactly(self, n: int) -> bytes | bytearray: ...
+
+
 class Writer(Protocol):
-    """The write half of a transport (``asyncio.StreamWriter`` or a test fake)."""
+    """The write half of a transport (``stream.StreamWriter``, ``asyncio.StreamWriter`` or a fake)."""
 
     def write(self, data: bytes | memoryview) -> None: ...
 
@@ -118,13 +125,13 @@ class Writer(Protocol):
     def close(self) -> None: ...
 
 
-Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, Writer]]]
+Connector = Callable[[str, int], Awaitable[tuple[Reader, Writer]]]
 
 
-async def open_tcp(host: str, port: int) -> tuple[asyncio.StreamReader, Writer]:
-    """The default connector: a plain TCP stream with TCP_NODELAY (asyncio sets it)."""
-    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-    return reader, writer
+async def open_tcp(host: str, port: int) -> tuple[Reader, Writer]:
+    """The default connector: a plain TCP stream (``stream.open_stream``: responses are received
+    straight into their frame buffers; TCP_NODELAY is set by asyncio)."""
+    return await open_stream(host, port)
 
 
 def client_range(api_key: int) -> tuple[int, int] | None:
@@ -342,7 +349,7 @@ class BrokerConnection:
         if delay > 0:
             await asyncio.sleep(delay)
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    async def _read_loop(self, reader: Reader) -> None:
         exc: KafkaError
         try:
             while True:
@@ -368,7 +375,7 @@ class BrokerConnection:
         if size < 4 or size > self._max_frame_bytes:
             raise ProtocolError(f"bad response frame size {size} from {self}")
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytes | bytearray) -> None:
         correlation_id = peek_correlation_id(frame)
         if self.metrics is not None:
             self.metrics.on_response(len(frame) + 4)

@@ -76,9 +76,11 @@ class _ThrottledFetch(Exception):
 
 
 class RawFetch(NamedTuple):
-    """One partition's Fetch answer, records as whole RecordBatch v2 batches (maybe empty)."""
+    """One partition's Fetch answer, records as whole RecordBatch v2 batches (maybe empty).
 
-    records: bytes
+    ``records`` is a view of the response frame (not a copy): the frame lives as long as it."""
+
+    records: bytes | memoryview
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
@@ -533,7 +535,7 @@ class AsyncConsumer:
                         cluster.request_update()
                     raise error_for(code, context=f"fetch {tp} at offset {offset}")
                 raw = part.records
-                data = b"" if raw is None else bytes(raw[: complete_prefix_size(raw)])
+                data = b"" if raw is None else raw[: complete_prefix_size(raw)]
                 aborted = [AbortedTransaction(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
                 fetched = RawFetch(data, part.high_watermark, part.last_stable_offset, part.log_start_offset, aborted)
                 self._record_raw_fetch(fetched, offset, sent_ms, resp.get("throttle_time_ms") or 0)

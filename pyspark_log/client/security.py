@@ -23,8 +23,9 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark_log.client.connection import Connector, Writer, open_tcp
+from pyspark_log.client.connection import Connector, Reader, Writer, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, error_for
+from pyspark_log.client.stream import open_stream
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 from pyspark_log.wire.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, client_login_module, parse_jaas
 from pyspark_log.wire.scram import ScramClient, ScramError
@@ -127,11 +128,8 @@ def connector_for(config: Mapping[str, Any], default: Connector = open_tcp) -> C
     login = _sasl_login(config) if protocol.startswith("SASL_") else None
     client_id = str(config.get("client.id", "pylog"))
 
-    async def open_secure(host: str, port: int) -> tuple[asyncio.StreamReader, Writer]:
-        if ctx is not None:
-            reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host, limit=1 << 20)
-        else:
-            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+    async def open_secure(host: str, port: int) -> tuple[Reader, Writer]:
+        reader, writer = await open_stream(host, port, ssl_context=ctx)
         if login is not None:
             try:
                 await _sasl_exchange(reader, writer, login, client_id, f"{host}:{port}")
@@ -175,7 +173,7 @@ def _jaas_login(jaas: str) -> tuple[str, str]:
 
 
 async def _sasl_exchange(
-    reader: asyncio.StreamReader, writer: Writer, login: tuple[str, str, str], client_id: str, where: str
+    reader: Reader, writer: Writer, login: tuple[str, str, str], client_id: str, where: str
 ) -> None:
     mechanism, user, password = login
     handshake = await _call(
@@ -210,7 +208,7 @@ async def _sasl_exchange(
 
 
 async def _call(
-    reader: asyncio.StreamReader, writer: Writer, api_key: int, version: int, body: Mapping[str, Any],
+    reader: Reader, writer: Writer, api_key: int, version: int, body: Mapping[str, Any],
     *, client_id: str, where: str,
 ) -> Any:  # fmt: skip
     writer.write(encode_request(api_key, version, 0, client_id, body))

@@ -71,7 +71,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return api.response_header_version(api_version) if api is not None else 0
 
 
-def _skip_tags(frame: bytes | memoryview, pos: int) -> int:
+def _skip_tags(frame: bytes | bytearray | memoryview, pos: int) -> int:
     if pos < len(frame) and frame[pos] == 0:
         return pos + 1
     return read_tagged_fields(frame, pos)[1]
@@ -175,7 +175,7 @@ def encode_request_parts(
     return parts
 
 
-def peek_correlation_id(frame: bytes | memoryview) -> int:
+def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
     """The correlation id of a response frame (without its int32 size)."""
     try:
         return int(INT32.unpack_from(frame, 0)[0])
@@ -183,7 +183,7 @@ def peek_correlation_id(frame: bytes | memoryview) -> int:
         raise DecodeError(f"response header: {exc}") from exc
 
 
-def decode_response(api_key: int, api_version: int, frame: bytes | memoryview) -> tuple[int, Message]:
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Message]:
     """Decode a response frame (without its int32 size) to the request sent as (key, version).
 
     ApiVersions (KIP-511): a broker that does not support the version asked answers with a v0
