@@ -24,10 +24,10 @@ import asyncio
 import contextlib
 import itertools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from broker.controller.errors import MetadataError
 from broker.controller.partition_changes import ElectionResult, ElectionType, IsrChange, TopicPartitionKey
@@ -46,6 +46,9 @@ BROKER_RESOURCE = 4
 
 # True while a handler serves a request that another node forwarded (see the module docstring).
 forwarded_request: ContextVar[bool] = ContextVar("pylog_forwarded_request", default=False)
+
+
+T = TypeVar("T")
 
 
 class ControllerUnavailable(Exception):
@@ -113,6 +116,27 @@ class ControllerChannel:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+async def unless_leader_moves(call: Awaitable[T], epoch: Callable[[], int], poll_s: float = 0.2) -> T:
+    """``call``'s result, unless ``epoch()`` (the quorum's) changes first, checked every
+    ``poll_s``: then ``call`` is cancelled (its channel closes) and ``ControllerUnavailable`` is
+    raised, so the caller retries at the leader it learns next instead of waiting out its whole
+    timeout on a controller that stopped answering (paused or cut off), as Kafka's controller
+    channel does when the controller node changes."""
+    start = epoch()
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=poll_s)
+            if done:
+                return task.result()
+            if epoch() != start:
+                raise ControllerUnavailable("the quorum elected another leader while the request was in flight")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
 
 
 class ControllerChannels:

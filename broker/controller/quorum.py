@@ -56,6 +56,7 @@ from broker.controller.forwarding import (
     forward_delete_topic,
     forwarded_request,
     raise_for,
+    unless_leader_moves,
 )
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
@@ -420,7 +421,7 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
                 if channel is not None:
                     remaining = max(1, deadline - self._clock_ms())
                     try:
-                        return await remote(channel, remaining)
+                        return await unless_leader_moves(remote(channel, remaining), lambda: self._driver.epoch)
                     except NotActive:
                         last_problem = f"controller {channel.host}:{channel.port} is not the active controller"
                     except ControllerUnavailable as exc:

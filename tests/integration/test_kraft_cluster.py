@@ -313,6 +313,23 @@ def test_graceful_shutdown_of_the_leader_hands_over_and_metadata_continues(clust
     cluster.agreed_view()
 
 
+def test_an_operation_forwarded_to_a_paused_leader_is_retried_at_its_successor(cluster: Cluster):
+    """A broker forwards CreateTopics to the active controller; when that controller is paused
+    (SIGSTOP) mid-operation the broker does not wait out its request timeout (30 s, the
+    client's operation timeout here): once the quorum elects a successor the broker sends it
+    there, and the topic is created. Before, the client got REQUEST_TIMED_OUT."""
+    old = cluster.leader()
+    cluster.pause(old)
+    try:
+        name = unique("while-paused")
+        create_topic(cluster.addresses[0], name, 2)
+        assert cluster.leader(excluding=old) != old
+        cluster.agreed_view((name,))
+    finally:
+        cluster.resume(old)
+    cluster.agreed_view()
+
+
 def test_broker_with_another_cluster_id_is_refused(cluster: Cluster, tmp_path: Path):
     stranger = EmbeddedBroker(
         tmp_path / "stranger",
