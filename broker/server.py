@@ -54,6 +54,7 @@ from broker.api.quotas import handle_alter_client_quotas, handle_describe_client
 from broker.api.raft import raft_handlers
 from broker.api.reassignments import HANDLERS as REASSIGNMENT_HANDLERS
 from broker.api.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from broker.api.share_groups import HANDLERS as SHARE_GROUP_HANDLERS
 from broker.api.txn import txn_handlers
 from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
@@ -64,6 +65,7 @@ from broker.controller.local import LocalController
 from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
+from broker.coordinator import share_group as share_groups
 from broker.coordinator import txn as txn_coordinator
 from broker.dynamic_config import CLEANER_KEYS, CONNECTION_KEYS, DynamicBrokerConfig
 from broker.log import flush as log_flush
@@ -100,6 +102,7 @@ from broker.quota.entity import IP, QuotaTable
 from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import QuotaCollector
 from broker.quota.mutation import ControllerMutationQuotas
+from broker.quota.replication import RATE_KEYS, ReplicationThrottles, throttle_rates
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
@@ -154,6 +157,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
     **group_handlers(),  # FindCoordinator, consumer groups and committed offsets
+    **SHARE_GROUP_HANDLERS,  # KIP-932 share groups
     **txn_handlers(),  # InitProducerId and transactions (TxnOffsetCommit is in group_handlers)
     **txn_admin_handlers(),  # DescribeProducers, DescribeTransactions, ListTransactions (KIP-664)
     **REASSIGNMENT_HANDLERS,  # AlterPartitionReassignments, ListPartitionReassignments (KIP-455)
@@ -315,6 +319,10 @@ class BrokerServer:
         logs.set_high_watermarks(replicas.high_watermark_of)  # retention and cleaning stop at the HW
         replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
         self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms, dialer=to_brokers)
+        throttles = self._fetchers.throttles = ReplicationThrottles.from_config(
+            config.node_id, config.raw, config.get, lambda t: _topic_configs(controller.image(), t), replicas.clock_ms
+        )
+        dynamic.react(RATE_KEYS, lambda: throttles.set_rates(*throttle_rates(config.raw)))
 
         def on_log_defaults() -> None:
             for name, topic in controller.image().topics.items():
@@ -336,6 +344,10 @@ class BrokerServer:
         controller.add_listener(on_groups_change)
         self._groups = groups
         self._tasks.append(self._watch(asyncio.create_task(groups.run(), name="group-coordinator")))
+        share, on_share_change = share_groups.attach(
+            config.get, config.node_id, replicas, image, self._clock_ms, groups
+        )
+        controller.add_listener(on_share_change)  # KIP-932 share groups (timers in the group coordinator's task)
         txn, on_txn_change = txn_coordinator.attach(
             config.get, config.node_id, config.log_dirs[0], replicas=replicas, markers=replicas,
             image=controller.image, clock_ms=self._clock_ms, dialer=to_brokers,
@@ -348,8 +360,9 @@ class BrokerServer:
         broker = Broker(
             config, controller, logs, replicas, self._clock_ms, groups=groups, raft=self.raft, txn=txn,
             listener_policy=ListenerPolicy(config.controller_listeners, sasl_configs),
-            mutation_quotas=ControllerMutationQuotas(quota_config),
+            mutation_quotas=ControllerMutationQuotas(quota_config), replication_throttles=throttles,
         )  # fmt: skip
+        broker.share = share
         handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
         acl_settings = authorizer_config.settings(config.raw)
         if acl_settings is not None:
@@ -542,6 +555,11 @@ class BrokerServer:
             self._frozen = False
         self.gc_pauses.uninstall()
         log.info("shut down cleanly")
+
+
+def _topic_configs(image: MetadataImage, topic: str) -> dict[str, str] | None:
+    found = image.topics.get(topic)
+    return found.configs if found is not None else None
 
 
 def _connection_caps(config: BrokerConfig, fd_soft: int) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from broker.controller.local import MetadataController
 from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
 from broker.quota.mutation import ControllerMutationQuotas
+from broker.quota.replication import ReplicationThrottles
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
@@ -20,6 +21,7 @@ from pyspark_log.wire.message import Message
 
 if TYPE_CHECKING:
     from broker.coordinator.group import GroupCoordinator
+    from broker.coordinator.share_group import ShareGroups
     from broker.coordinator.txn import TransactionCoordinator
     from broker.raft.driver import RaftDriver
 
@@ -39,6 +41,8 @@ class Broker:
     raft: RaftDriver | None = None  # the KIP-595 metadata quorum replica (None: process.roles not set)
     listener_policy: ListenerPolicy = field(default_factory=ListenerPolicy)  # controller-only requests
     mutation_quotas: ControllerMutationQuotas | None = None  # KIP-599 (None: not enforced)
+    replication_throttles: ReplicationThrottles | None = None  # KIP-73 (None: never throttled)
+    share: ShareGroups | None = None  # KIP-932 share groups (None: not served)
     authorizer: AclAuthority | None = None  # authorizer.class.name set: the ACL checks (broker.api.authz)
 
     @property

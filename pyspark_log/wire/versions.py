@@ -100,6 +100,13 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     # KIP-455 reassignment at Kafka 4.1's ranges (Alter v1: KIP-860 allow_replication_factor_change)
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # KIP-932 share groups at Kafka 4.1.1's ranges (v1 only; see docs/compatibility.md)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).

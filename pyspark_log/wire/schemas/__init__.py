@@ -25,6 +25,7 @@ from pyspark_log.wire.schemas import (
     reassignments,
     replication,
     sasl,
+    share_groups,
     txn,
 )
 
@@ -47,4 +48,5 @@ ALL_APIS: tuple[Api, ...] = (
     *quotas.APIS,
     *acls.APIS,
     *reassignments.APIS,
+    *share_groups.APIS,  # KIP-932 (Kafka 4.1.1's v1)
 )
