@@ -81,7 +81,7 @@ def _remote_storage(name: str, value: str) -> None:
 class IgnoredTopicConfig:
     default: str  # Kafka 3.7's default, as DescribeConfigs reports it
     config_type: int
-    reason: str
+    reason: str  # why pylog ignores it; empty for a key honoured outside the log (the throttles)
     check: Callable[[str, str], None]
 
 
@@ -92,12 +92,9 @@ IGNORED_TOPIC_CONFIGS: dict[str, IgnoredTopicConfig] = {
     "message.downconversion.enable": IgnoredTopicConfig(
         "true", BOOLEAN, "pylog never down-converts: fetches before v4 are not served", _boolean
     ),
-    "leader.replication.throttled.replicas": IgnoredTopicConfig(
-        "", LIST, "replication throttling is not implemented", _throttled_replicas
-    ),
-    "follower.replication.throttled.replicas": IgnoredTopicConfig(
-        "", LIST, "replication throttling is not implemented", _throttled_replicas
-    ),
+    # not log settings: read from the metadata image by broker.quota.replication
+    "leader.replication.throttled.replicas": IgnoredTopicConfig("", LIST, "", _throttled_replicas),
+    "follower.replication.throttled.replicas": IgnoredTopicConfig("", LIST, "", _throttled_replicas),
     "remote.storage.enable": IgnoredTopicConfig(
         "false", BOOLEAN, "pylog has no tiered storage (true is refused, as Kafka refuses it)", _remote_storage
     ),
@@ -159,8 +156,6 @@ IGNORED_BROKER_CONFIGS: dict[str, str] = {
     "kafka.metrics.reporters": "metrics are served at metrics.port",
     "kafka.metrics.polling.interval.secs": "metrics are served at metrics.port",
     "auto.include.jmx.reporter": "metrics are served at metrics.port",
-    "replication.quota.window.num": "replication throttling is not implemented",
-    "replication.quota.window.size.seconds": "replication throttling is not implemented",
     "client.quota.callback.class": "client quotas follow the built-in precedence list (no callback plug-in)",
     "remote.log.storage.system.enable": _TIERED,
     "remote.log.manager.task.interval.ms": _TIERED,

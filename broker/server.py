@@ -102,7 +102,7 @@ from broker.quota.entity import IP, QuotaTable
 from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import QuotaCollector
 from broker.quota.mutation import ControllerMutationQuotas
-from broker.quota.replication import RATE_KEYS, ReplicationThrottles, throttle_rates
+from broker.quota.replication import ReplicationThrottles
 from broker.raft.bootstrap import check_cluster_id, create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
@@ -320,9 +320,9 @@ class BrokerServer:
         replicas.serving = quorum is None  # a KRaft broker leads nothing before it caught up (start())
         self._fetchers = ReplicaFetchers(replicas, controller.image, clock_ms=replicas.clock_ms, dialer=to_brokers)
         throttles = self._fetchers.throttles = ReplicationThrottles.from_config(
-            config.node_id, config.raw, config.get, lambda t: _topic_configs(controller.image(), t), replicas.clock_ms
-        )
-        dynamic.react(RATE_KEYS, lambda: throttles.set_rates(*throttle_rates(config.raw)))
+            config.node_id, config.get, lambda t: _topic_configs(controller.image(), t),
+            lambda: controller.image().broker_configs, replicas.clock_ms,
+        )  # fmt: skip
 
         def on_log_defaults() -> None:
             for name, topic in controller.image().topics.items():

@@ -70,7 +70,7 @@ def _check_log_config(broker: Broker, overrides: Mapping[str, str]) -> None:
     rather than a parser's wording."""
     for key, value in overrides.items():
         validate_topic_config(key, value)
-        if key in IGNORED_TOPIC_CONFIGS and value is not None:
+        if key in IGNORED_TOPIC_CONFIGS and value is not None and IGNORED_TOPIC_CONFIGS[key].reason:
             log.warning("topic config %s=%r is accepted and ignored: %s", key, value, IGNORED_TOPIC_CONFIGS[key].reason)
     try:
         topic_log_config(broker.config.raw, overrides)

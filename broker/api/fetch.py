@@ -32,6 +32,7 @@ from typing import Any
 from broker.api.context import Broker, Request
 from broker.api.raft import handle_metadata_fetch
 from broker.log.errors import LogError
+from broker.quota.replication import ReplicationThrottles
 from broker.raft.rpc import is_metadata_fetch
 from broker.replication.replica_manager import PartitionError
 from pyspark_log.wire.errors import ErrorCode
@@ -154,6 +155,10 @@ def _read_one(
             entry["high_watermark"] = hosted.log.log_end_offset if replica_id >= 0 else hosted.high_watermark
             entry["log_start_offset"] = hosted.log.log_start_offset
         return entry
+    records = read.records
+    throttles = broker.replication_throttles
+    if replica_id >= 0 and throttles is not None and throttles.leader_throttled(topic, partition):
+        records = _leader_throttle(broker, throttles, topic, partition, replica_id=replica_id, records=records)
     entry = {
         "partition_index": partition,
         "error_code": 0,
@@ -162,11 +167,25 @@ def _read_one(
         "log_start_offset": read.log_start_offset,
         "aborted_transactions": _aborted(read.aborted_transactions) if read_committed else None,
         "preferred_read_replica": -1,
-        "records": read.records,
+        "records": records,
     }
     if read.diverging_epoch is not None:
         entry["diverging_epoch"] = {"epoch": read.diverging_epoch[0], "end_offset": read.diverging_epoch[1]}
     return entry
+
+
+def _leader_throttle(
+    broker: Broker, throttles: ReplicationThrottles, topic: str, partition: int, *, replica_id: int, records: Any
+) -> Any:
+    """A throttled partition's records for a follower (``broker.quota.replication``): none while
+    the leader's rate is over its bound and the follower is not in the ISR (its fetch position
+    still counted), else the records, whose bytes are recorded."""
+    hosted = broker.replicas.get_partition(topic, partition)
+    in_sync = hosted is not None and replica_id in hosted.isr
+    if throttles.leader_holds_back(topic, partition, in_sync):
+        return b""
+    throttles.leader.record(len(records) if records is not None else 0)
+    return records
 
 
 def _aborted(aborted: list[Any] | None) -> list[dict[str, int]]:

@@ -37,6 +37,7 @@ from broker.controller.image import MetadataImage
 from broker.log.errors import LogError
 from broker.network.dial import Dialer
 from broker.network.peer import PeerConnection, PeerError
+from broker.quota.replication import ReplicationThrottles
 from broker.replication.leader_epoch import truncation_offset
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
@@ -85,6 +86,7 @@ class ReplicaFetchers:
         self._fetchers: dict[tuple[int, int], SourceFetcher] = {}
         self._closed = False
         self.bytes_fetched = 0  # record bytes appended from leaders (FetcherStats BytesPerSec, on /metrics)
+        self.throttles: ReplicationThrottles | None = None  # follower.replication.throttled.* (KIP-73)
         replicas.follower_listener = self.replan
 
     def replan(self) -> None:
@@ -163,7 +165,8 @@ class ReplicaFetchers:
                 continue
             request = self._build_request(ready)
             if request is None:
-                await asyncio.sleep(config.fetch_backoff_ms / 1000)
+                if not any(s.retry_at_ms > now for s in ready.values()):  # else: throttled, wait for retry_at
+                    await asyncio.sleep(config.fetch_backoff_ms / 1000)
                 continue
             sent, body = request
             try:
@@ -185,6 +188,8 @@ class ReplicaFetchers:
                         continue  # leadership moved while the fetch was in flight
                     if not self._apply(fetcher, hosted, part):
                         state.retry_at_ms = self._clock_ms() + config.fetch_backoff_ms
+                    if self.throttles is not None and self.throttles.follower_throttled(*key):
+                        self.throttles.follower.record(len(part["records"] or b""))
             await asyncio.sleep(0)
 
     def _build_request(self, ready: dict[TopicPartition, _Fetching]) -> tuple[dict[TopicPartition, int], dict] | None:
@@ -194,6 +199,12 @@ class ReplicaFetchers:
         for (topic, partition), state in ready.items():
             hosted = self._replicas.get_partition(topic, partition)
             if hosted is None or hosted.is_leader or hosted.log.closed:
+                continue
+            throttles = self.throttles
+            if throttles is not None and throttles.follower_holds_back(
+                topic, partition, self._replicas.node_id in hosted.isr
+            ):
+                state.retry_at_ms = self._clock_ms() + max(1, throttles.follower.delay_ms())
                 continue
             target = hosted.log
             topics.setdefault(topic, []).append(

@@ -18,7 +18,9 @@ Actions (exactly one):
   partitions go back to their original replicas).
 * ``--list``: the moves in progress (``Current partition reassignments:``).
 
-Output lines are Kafka 4.1's. ``--throttle`` (replication throttles) is not served yet.
+``--throttle R`` (bytes/s) with ``--execute`` throttles the moves' replication and ``--verify``
+removes the throttles once the moves completed (unless ``--preserve-throttles``); see
+``reassign_throttles``. Output lines are Kafka 4.1's.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pyspark_log.cli import reassign_throttles as throttles
 from pyspark_log.cli.context import Context
 from pyspark_log.cli.errors import CliError, UsageError
 from pyspark_log.cli.progress import progress_bar
 from pyspark_log.client import KafkaError, TopicPartition
+from pyspark_log.client.admin import AlterConfigOp, AlterOp, ConfigResource, ResourceType
 from pyspark_log.client.errors import ErrorCode
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -52,6 +56,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--topics-to-move-json-file", metavar="F", help='{"version":1,"topics":[{"topic":"t"}]}')
     p.add_argument("--broker-list", metavar="1,2,3", help="the brokers --generate places replicas on")
     p.add_argument("--additional", action="store_true", help="--execute while other moves are in progress")
+    p.add_argument("--throttle", type=int, default=-1, metavar="B/s", help="bound the moves' replication (bytes/s)")
+    p.add_argument(
+        "--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="B/s",
+        help="bound moves between a broker's log dirs (bytes/s; stored, see docs/compatibility.md)",
+    )  # fmt: skip
+    p.add_argument("--preserve-throttles", action="store_true", help="--verify leaves the throttles in place")
     p.set_defaults(handler=run)
 
 
@@ -140,9 +150,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _list(ctx)
     plan = parse_reassignment(_read(args.reassignment_json_file), args.reassignment_json_file)
     if action == "execute":
-        return _execute(ctx, plan, additional=bool(args.additional))
+        return _execute(
+            ctx, plan, additional=bool(args.additional), throttle=args.throttle,
+            log_dir_throttle=args.replica_alter_log_dirs_throttle,
+        )  # fmt: skip
     if action == "verify":
-        return _verify(ctx, plan)
+        return _verify(ctx, plan, preserve_throttles=bool(args.preserve_throttles))
     return _cancel(ctx, plan)
 
 
@@ -178,7 +191,9 @@ def _generate(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _execute(ctx: Context, plan: Assignment, *, additional: bool) -> int:
+def _execute(
+    ctx: Context, plan: Assignment, *, additional: bool, throttle: int = -1, log_dir_throttle: int = -1
+) -> int:
     with ctx.admin() as admin:
         if not additional and admin.list_partition_reassignments():
             raise CliError(
@@ -198,6 +213,9 @@ def _execute(ctx: Context, plan: Assignment, *, additional: bool) -> int:
             ["Current partition replica assignment", "", assignment_json(current), "",
              "Save this to use as the --reassignment-json-file option during rollback"]
         )  # fmt: skip
+        if throttle >= 0 or log_dir_throttle >= 0:
+            ctx.output.line(throttles.VERIFY_WARNING)
+            _set_throttles(ctx, admin, current, plan, throttle=throttle, log_dir_throttle=log_dir_throttle)
         results: dict[TopicPartition, KafkaError | None] = {}
         items = list(plan.items())
         with progress_bar("Starting reassignments", len(items), unit="partitions") as bar:
@@ -212,7 +230,42 @@ def _execute(ctx: Context, plan: Assignment, *, additional: bool) -> int:
     return 0
 
 
-def _verify(ctx: Context, plan: Assignment) -> int:
+def _set_throttles(
+    ctx: Context, admin: Any, current: Assignment, plan: Assignment, *, throttle: int, log_dir_throttle: int
+) -> None:
+    """Set the topic-level lists and broker-level rates of ``reassign_throttles``."""
+    moves = throttles.moving(current, plan)
+    brokers = throttles.reassigning_brokers(moves)
+    if throttle >= 0:
+        topic_changes = {
+            ConfigResource(ResourceType.TOPIC, topic): [AlterConfigOp(k, v) for k, v in values.items()]
+            for topic, values in throttles.topic_throttles(moves).items()
+        }
+        if topic_changes:
+            admin.incremental_alter_configs(topic_changes)
+    rates = [AlterConfigOp(k, str(throttle)) for k in throttles.BROKER_RATE_KEYS] if throttle >= 0 else []
+    if log_dir_throttle >= 0:
+        rates.append(AlterConfigOp(throttles.LOG_DIR_RATE, str(log_dir_throttle)))
+    if rates and brokers:
+        admin.incremental_alter_configs({ConfigResource(ResourceType.BROKER, str(b)): rates for b in brokers})
+    if throttle >= 0:
+        ctx.output.line(throttles.throttle_set_line(throttle))
+    if log_dir_throttle >= 0:
+        ctx.output.line(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
+
+
+def _clear_throttles(ctx: Context, admin: Any, topics: Sequence[str]) -> list[str]:
+    """Remove every broker's throttle rates and ``topics``' throttled-replicas lists."""
+    brokers = [b.node_id for b in admin.describe_cluster().brokers]
+    keys = (*throttles.BROKER_RATE_KEYS, throttles.LOG_DIR_RATE)
+    delete = [AlterConfigOp(k, None, AlterOp.DELETE) for k in keys]
+    admin.incremental_alter_configs({ConfigResource(ResourceType.BROKER, str(b)): delete for b in brokers})
+    lists = [AlterConfigOp(k, None, AlterOp.DELETE) for k in (throttles.LEADER_REPLICAS, throttles.FOLLOWER_REPLICAS)]
+    admin.incremental_alter_configs({ConfigResource(ResourceType.TOPIC, t): lists for t in sorted(set(topics))})
+    return throttles.clearing_lines(brokers, topics)
+
+
+def _verify(ctx: Context, plan: Assignment, *, preserve_throttles: bool = False) -> int:
     with ctx.admin() as admin:
         ongoing = admin.list_partition_reassignments(list(plan))
         described = admin.describe_topics(sorted({tp.topic for tp in plan}))
@@ -231,6 +284,9 @@ def _verify(ctx: Context, plan: Assignment) -> int:
             lines.append(
                 f"There is no active reassignment of partition {tp}, but replica set is {now} rather than {plan[tp]}."
             )
+    if not pending and not preserve_throttles:
+        with ctx.admin() as admin:
+            lines += _clear_throttles(ctx, admin, [tp.topic for tp in plan])
     ctx.output.lines(lines)
     if pending:
         raise CliError(f"{pending} partition reassignment(s) not completed")

@@ -72,7 +72,9 @@ def _fetch_request(max_wait_ms: int) -> Request:
 
 def test_append_before_the_long_poll_starts_is_not_slept_through() -> None:
     replicas = FakeReplicas()
-    broker: Any = SimpleNamespace(replicas=replicas, image=lambda: SimpleNamespace(topic_ids={}), raft=None)
+    broker: Any = SimpleNamespace(
+        replicas=replicas, image=lambda: SimpleNamespace(topic_ids={}), raft=None, replication_throttles=None
+    )
 
     async def scenario() -> tuple[bool, Any]:
         pending = handle_fetch(broker, _fetch_request(max_wait_ms=60_000))
@@ -92,7 +94,9 @@ def test_append_before_the_long_poll_starts_is_not_slept_through() -> None:
 
 def test_long_poll_still_waits_when_nothing_arrives_and_wakes_on_append() -> None:
     replicas = FakeReplicas()
-    broker: Any = SimpleNamespace(replicas=replicas, image=lambda: SimpleNamespace(topic_ids={}), raft=None)
+    broker: Any = SimpleNamespace(
+        replicas=replicas, image=lambda: SimpleNamespace(topic_ids={}), raft=None, replication_throttles=None
+    )
 
     async def scenario() -> Any:
         task = asyncio.ensure_future(handle_fetch(broker, _fetch_request(max_wait_ms=60_000)))

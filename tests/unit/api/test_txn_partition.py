@@ -66,7 +66,7 @@ def _request(key: ApiKey, version: int, body: dict[str, Any]) -> Request:
 
 def _broker(replicas: ReplicaManager) -> Any:
     image = _image()
-    return SimpleNamespace(replicas=replicas, image=lambda: image, logs=None, raft=None)
+    return SimpleNamespace(replicas=replicas, image=lambda: image, logs=None, raft=None, replication_throttles=None)
 
 
 def _fetch(broker: Any, offset: int, isolation: int) -> dict[str, Any]:
