@@ -296,7 +296,7 @@ def _fetch_response(
                 "acknowledge_error_code": ack_code,
                 "acknowledge_error_message": ack_message,
                 "current_leader": _leader(image, topic, partition),
-                "records": f.records if f.records else None,
+                "records": f.records or b"",  # Kafka sends empty records, never null (librdkafka refuses -1)
                 "acquired_records": [
                     {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
                     for a in f.acquired
@@ -319,7 +319,7 @@ def _fetch_response(
                         "acknowledge_error_code": 0,
                         "acknowledge_error_message": None,
                         "current_leader": {"leader_id": -1, "leader_epoch": -1},
-                        "records": None,
+                        "records": b"",
                         "acquired_records": [],
                     }
                     for p in partitions

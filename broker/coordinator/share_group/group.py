@@ -3,10 +3,11 @@
 Members heartbeat with ShareGroupHeartbeat (76): epoch 0 joins (the member generates its own
 id, KIP-1082), -1 leaves, any other epoch must be the member's current one (else
 FENCED_MEMBER_EPOCH; an unknown id is UNKNOWN_MEMBER_ID). The group epoch grows with every
-membership or subscription change; the assignment is recomputed then and every member takes the
-new epoch with it (share groups have no revocation step: partitions are shared, KIP-932).
+membership or subscription change; each member takes the new epoch and its assignment at its next
+heartbeat (its current or previous epoch is accepted, for a lost response). Share groups have no
+revocation step: partitions are shared (KIP-932).
 
-Assignment (``assign``): every member gets every partition of the topics it subscribes to.
+Assignment (``_target``): every member gets every partition of the topics it subscribes to.
 Kafka 4.1's ``simple`` assignor spreads the partitions over the members when there are more
 partitions than members; pylog always shares each partition with every subscriber (the records
 are still delivered once: the share-partition hands each to one member). docs/compatibility.md.
@@ -49,6 +50,7 @@ class ShareMember:
     client_id: str = ""
     client_host: str = ""
     assignment: dict[str, frozenset[int]] = field(default_factory=dict)
+    previous_epoch: int = -1  # a heartbeat whose response was lost may repeat it
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class ShareGroup:
             raise HeartbeatError(
                 ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
             )
-        elif member_epoch != member.member_epoch:
+        elif member_epoch not in (member.member_epoch, member.previous_epoch):
             raise HeartbeatError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The share group member has a smaller member epoch ({member_epoch}) than the one known by the "
@@ -122,29 +124,28 @@ class ShareGroup:
         before = dict(member.assignment)
         if changed or self._assignment_stale(topics):
             self.group_epoch += 1
-            self.assign(topics)
+        if member.member_epoch < self.group_epoch:  # the member catches up with the group
+            member.previous_epoch = member.member_epoch
+            member.member_epoch = self.group_epoch
+            member.assignment = self._target(member, topics)
         send = member_epoch == JOIN_EPOCH or member.assignment != before
         return HeartbeatOutcome(member_id, member.member_epoch, dict(member.assignment) if send else None)
 
     def _assignment_stale(self, topics: TopicsView) -> bool:
-        """A topic appeared, went or grew since the last assignment."""
-        return any(m.assignment != self._target(m, topics) for m in self.members.values())
+        """A topic appeared, went or grew since the last assignment of an up-to-date member."""
+        return any(
+            m.assignment != self._target(m, topics) for m in self.members.values() if m.member_epoch == self.group_epoch
+        )
 
     @staticmethod
     def _target(member: ShareMember, topics: TopicsView) -> dict[str, frozenset[int]]:
         return {t: frozenset(range(topics[t][1])) for t in member.subscribed_topic_names if t in topics}
-
-    def assign(self, topics: TopicsView) -> None:
-        for m in self.members.values():
-            m.assignment = self._target(m, topics)
-            m.member_epoch = self.group_epoch
 
     def remove(self, member_id: str, topics: TopicsView) -> bool:
         """A member left or its session expired; True if it was a member."""
         if self.members.pop(member_id, None) is None:
             return False
         self.group_epoch += 1
-        self.assign(topics)
         return True
 
     def subscribed_topics(self) -> set[str]:

@@ -1,0 +1,267 @@
+"""KIP-932 share groups with librdkafka's share consumer (confluent-kafka's ``ShareConsumer``,
+explicit acknowledgement: ``share.acknowledgement.mode=explicit``) against a real pylog broker:
+consumers of one partition get distinct records, a released record is redelivered with a higher
+delivery count, a rejected one never is, nothing is delivered past
+``group.share.delivery.count.limit``, a consumer killed mid-batch (SIGKILL of a subprocess) has
+its records redelivered once their acquisition locks (``group.share.record.lock.duration.ms``)
+expire, and the acknowledged state survives a broker restart (``__share_group_state``)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_log.embedded import EmbeddedBroker
+
+from .groups_helpers import create_topic, produce, unique
+
+LOCK_MS = 4000
+SHARE_OVERRIDES = {
+    "offsets.topic.num.partitions": "3",
+    "share.coordinator.state.topic.num.partitions": "3",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.delivery.count.limit": "2",  # Kafka's lowest
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "250",
+    "group.share.min.session.timeout.ms": "1000",
+    "group.share.session.timeout.ms": "3000",
+}
+DEADLINE_S = 90
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import confluent_kafka
+
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer")
+    with EmbeddedBroker(tmp_path_factory.mktemp("kip932"), overrides=SHARE_OVERRIDES) as broker:
+        yield broker.bootstrap_servers
+
+
+class Member:
+    """One explicit-mode share consumer; ``decide(message)`` picks its acknowledge type."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        from confluent_kafka import ShareConsumer
+
+        self.name = name
+        self.consumer = ShareConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+            "share.acknowledgement.mode": "explicit",
+        })  # fmt: skip
+        self.consumer.subscribe([topic])
+        self.received: list[tuple[int, bytes, int]] = []  # (offset, value, delivery count)
+
+    def poll(self, decide: Callable[[Any], Any] | None = None, timeout_s: float = 0.2) -> int:
+        from confluent_kafka import AcknowledgeType
+
+        messages = [m for m in self.consumer.poll(timeout_s) or [] if m.error() is None]
+        for m in messages:
+            self.received.append((m.offset(), m.value(), m.delivery_count()))
+            self.consumer.acknowledge(m, decide(m) if decide is not None else AcknowledgeType.ACCEPT)
+        if messages:
+            self.consumer.commit_sync()
+        return len(messages)
+
+    def values(self) -> list[bytes]:
+        return [v for _, v, _ in self.received]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def until(members: list[Member], done: Callable[[], bool], decide: Callable[[Any], Any] | None = None) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, {m.name: m.received for m in members}
+        for m in members:
+            m.poll(decide)
+
+
+def warm_up(bootstrap: str, topic: str, members: list[Member]) -> None:
+    """The share-partition starts at the high watermark when first fetched (share.auto.offset.reset
+    = latest): send one record at a time until a member gets one, so what follows is delivered."""
+    deadline = time.monotonic() + DEADLINE_S
+    n = 0
+    while not any(m.received for m in members):
+        assert time.monotonic() < deadline, "no member ever received a record"
+        produce(bootstrap, topic, 1, start=10_000 + n)
+        n += 1
+        for m in members:
+            m.poll(timeout_s=0.5)
+    for m in members:
+        m.received.clear()
+
+
+def test_consumers_on_one_partition_get_distinct_records(bootstrap: str) -> None:
+    topic, group = unique("share"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    members = [Member(bootstrap, group, topic, f"c{i}") for i in range(3)]
+    try:
+        warm_up(bootstrap, topic, members)
+        values = set()
+        for round_ in range(6):  # the round's first poller acquires the round's records
+            values |= set(produce(bootstrap, topic, 5, start=round_ * 5))
+            order = members[round_ % 3 :] + members[: round_ % 3]
+            until(order, lambda: values <= {v for m in members for v in m.values()})
+        delivered = collections.Counter(v for m in members for v in m.values())
+        assert set(delivered) == values
+        assert all(count == 1 for count in delivered.values()), delivered  # each to one consumer, once
+        assert sum(1 for m in members if m.received) >= 2
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_released_record_is_redelivered_and_a_rejected_one_is_not(bootstrap: str) -> None:
+    from confluent_kafka import AcknowledgeType
+
+    topic, group = unique("ack"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    member = Member(bootstrap, group, topic, "c")
+    try:
+        warm_up(bootstrap, topic, [member])
+        values = produce(bootstrap, topic, 6)
+        released, rejected = values[1], values[2]
+        seen: set[bytes] = set()
+
+        def decide(m: Any) -> Any:
+            first = m.value() not in seen
+            seen.add(m.value())
+            if m.value() == released and first:
+                return AcknowledgeType.RELEASE
+            if m.value() == rejected:
+                return AcknowledgeType.REJECT
+            return AcknowledgeType.ACCEPT
+
+        until([member], lambda: member.values().count(released) == 2, decide)
+        redelivered = [d for _, v, d in member.received if v == released]
+        assert redelivered == [1, 2]  # the delivery count grows
+        marker = produce(bootstrap, topic, 1, start=100)[0]
+        until([member], lambda: marker in member.values(), decide)
+        assert member.values().count(rejected) == 1
+        assert set(values) <= set(member.values())
+    finally:
+        member.close()
+
+
+def test_nothing_is_delivered_past_the_delivery_count_limit(bootstrap: str) -> None:
+    from confluent_kafka import AcknowledgeType
+
+    topic, group = unique("limit"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    member = Member(bootstrap, group, topic, "c")
+    try:
+        warm_up(bootstrap, topic, [member])
+        doomed = produce(bootstrap, topic, 1)[0]
+
+        def decide(m: Any) -> Any:
+            return AcknowledgeType.RELEASE if m.value() == doomed else AcknowledgeType.ACCEPT
+
+        until([member], lambda: member.values().count(doomed) == 2, decide)  # limit 2: now archived
+        marker = produce(bootstrap, topic, 1, start=100)[0]
+        until([member], lambda: marker in member.values(), decide)
+        assert [d for _, v, d in member.received if v == doomed] == [1, 2]
+    finally:
+        member.close()
+
+
+CHILD = """
+import sys
+import time
+from confluent_kafka import ShareConsumer
+bootstrap, group, topic = sys.argv[1:4]
+c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"})
+c.subscribe([topic])
+while True:
+    got = [m for m in c.poll(0.2) or [] if m.error() is None]
+    if got:
+        print("GOT", " ".join(m.value().decode() for m in got), flush=True)
+        break
+while True:  # holds its records, never acknowledges (until SIGKILL)
+    time.sleep(0.2)
+"""
+
+
+def test_a_consumer_killed_mid_batch_has_its_records_redelivered_after_the_lock(bootstrap: str, tmp_path: Path) -> None:
+    """SIGKILL closes no share session: the records stay acquired until their locks expire, then
+    go to another consumer with delivery count 2 (KIP-932 "acquisition lock")."""
+    topic, group = unique("kill"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), bootstrap, group, topic], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert child.stdout is not None
+        os.set_blocking(child.stdout.fileno(), False)
+        lines: list[str] = []
+        deadline = time.monotonic() + DEADLINE_S
+        n = 0
+        while not any(line.startswith("GOT") for line in lines):
+            assert time.monotonic() < deadline, "the child never received a record"
+            assert child.poll() is None, "the child died"
+            produce(bootstrap, topic, 1, start=n)  # until its share-partition is initialised
+            n += 1
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end and not lines:
+                lines.extend(line.strip() for line in iter(child.stdout.readline, ""))
+        held = {v.encode() for v in next(line for line in lines if line.startswith("GOT")).split()[1:]}
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        killed_at = time.monotonic()
+        member = Member(bootstrap, group, topic, "survivor")
+        try:
+            until([member], lambda: held <= set(member.values()))
+            assert time.monotonic() - killed_at >= 1.0  # waited for the lock, not a release
+            assert {d for _, v, d in member.received if v in held} == {2}
+        finally:
+            member.close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+def test_acknowledged_state_survives_a_broker_restart(tmp_path: Path) -> None:
+    """ShareSnapshot records in ``__share_group_state`` bring back the share-partition start
+    offset and the acknowledged records: after a restart the group resumes where it was (not at
+    the high watermark, where a share-partition without state would start)."""
+    with EmbeddedBroker(tmp_path / "restart", overrides=SHARE_OVERRIDES) as broker:
+        bootstrap = broker.bootstrap_servers
+        topic, group = unique("restart"), unique("g")
+        create_topic(bootstrap, topic, 1)
+        member = Member(bootstrap, group, topic, "before")
+        try:
+            warm_up(bootstrap, topic, [member])
+            values = produce(bootstrap, topic, 10)
+            accepted = set(values[:4])
+            from confluent_kafka import AcknowledgeType
+
+            def decide(m: Any) -> Any:
+                return AcknowledgeType.ACCEPT if m.value() in accepted else AcknowledgeType.RELEASE
+
+            until([member], lambda: accepted <= set(member.values()), decide)
+        finally:
+            member.close()  # releases whatever it still holds
+        broker.restart()
+        bootstrap = broker.bootstrap_servers
+        after = Member(bootstrap, group, topic, "after")
+        try:
+            rest = set(values[4:])
+            until([after], lambda: rest <= set(after.values()))
+            assert not accepted & set(after.values())
+        finally:
+            after.close()
