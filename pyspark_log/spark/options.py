@@ -31,7 +31,7 @@ isolationLevel / kafka.isolation…   read_committed             read_committed 
 groupId / kafka.group.id            –                          offsets committed after each batch
 fetchOffset.numRetries / …IntervalMs 3 / 1000                  retries when latest < a known offset
 kafkaConsumer.pollTimeoutMs         120000                     -> ``fetch.timeout.ms`` of client_access
-kafka.max.partition.fetch.bytes     4 MiB                      one Fetch of one partition (Kafka: 1 MiB)
+kafka.max.partition.fetch.bytes     16 MiB                     one Fetch of one partition (Kafka: 1 MiB)
 kafka.* / fetch.*                   –                          client settings (``kafka.`` stripped)
 readPath                            broker                     broker | files | auto (direct_read.py)
 logDirs.<brokerId>                  –                          where executors see that broker's

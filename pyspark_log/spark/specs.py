@@ -18,7 +18,7 @@ ReadPath = Literal["auto", "broker", "files"]  # readPath: see direct_read.py
 EARLIEST = -2  # in offset JSON: the partition's earliest offset
 LATEST = -1  # in offset JSON: the partition's latest offset
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
-DEFAULT_MAX_PARTITION_FETCH_BYTES = 4 * 1024 * 1024  # Kafka: 1 MiB; a Spark task reads one partition
+DEFAULT_MAX_PARTITION_FETCH_BYTES = 16 * 1024 * 1024  # Kafka: 1 MiB; a task reads one partition in few, large fetches
 
 
 class PylogOptionError(ValueError):
