@@ -180,6 +180,10 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
         if coordinator is None:
             groups.append(_empty_group(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, operations))
             continue
+        if broker.share is not None and broker.share.get(group_id) is not None:
+            # a KIP-932 share group: Kafka's DescribeGroups answers it as Dead (ShareGroupDescribe describes it)
+            groups.append({**_empty_group(group_id, ErrorCode.NONE, operations), "group_state": "Dead"})
+            continue
         code, summary = coordinator.describe_group(group_id)
         if code == ErrorCode.NONE and coordinator.consumer is not None and coordinator.consumer.get(group_id):
             # a KIP-848 group: Kafka's DescribeGroups (v0-v5) answers it as a Dead group without
@@ -244,6 +248,12 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
         for g in consumer.values()
         if not wanted_states or g.state.value.lower() in wanted_states
     ]
+    if broker.share is not None:  # KIP-932 share groups (broker.api.share_groups)
+        listed += [
+            {"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
+            for g in broker.share.listed()
+            if not wanted_states or g.state.value.lower() in wanted_states
+        ]
     return {
         "throttle_time_ms": 0,
         "error_code": code,
@@ -261,6 +271,14 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
         refused: dict[str, int] = {}
         forgotten: set[str] = set()
         for name in names:
+            if broker.share is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
+                code = broker.share.delete(name)  # KIP-932: None when not a share group
+                if code == ErrorCode.NONE:
+                    forgotten.add(name)
+                elif code is not None:
+                    refused[name] = code
+                if code is not None:
+                    continue
             if consumer is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
                 code = consumer.delete(name)  # None: not a KIP-848 group; NONE: forgotten, offsets below
                 if code == ErrorCode.NONE:
