@@ -68,6 +68,8 @@ TOOLS = {
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",  # KIP-932
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
 }
 
 # JVM options of the tools and of test brokers: a small heap and the serial collector, as a test

@@ -5,13 +5,16 @@ broker, ShareGroupDescribe (members, epochs, assignments), DescribeShareGroupOff
 share-partition's start offset, SPSO), AlterShareGroupOffsets (``reset-offsets``) and
 DeleteGroups, each to the group's coordinator. Output as Kafka's tool prints it:
 
-* ``describe`` (``--offsets``, the default): GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET (``-``
-  for a share-partition that was never fetched); ``--members``: GROUP CONSUMER-ID HOST CLIENT-ID
-  #PARTITIONS MEMBER-EPOCH (``--verbose``: and ASSIGNMENT); ``--state``: GROUP COORDINATOR (ID)
-  STATE #MEMBERS (``--verbose``: GROUP-EPOCH and ASSIGNMENT-EPOCH too).
+* ``describe`` (``--offsets``, the default): GROUP TOPIC PARTITION START-OFFSET (``-`` for a
+  share-partition never fetched; ``--verbose``: LEADER-EPOCH too); ``--members``: GROUP
+  CONSUMER-ID HOST CLIENT-ID #PARTITIONS ASSIGNMENT (``--verbose``: MEMBER-EPOCH too);
+  ``--state``: GROUP COORDINATOR (ID) STATE #MEMBERS (``--verbose``: GROUP-EPOCH and
+  ASSIGNMENT-EPOCH too). A group without members is noted on stderr, as Kafka's tool does.
 * ``reset-offsets`` with ``--to-earliest``, ``--to-latest`` or ``--to-datetime`` (and pylog's
   ``--to-offset``), for ``--topic T[:P,...]`` or ``--all-topics``; a dry run unless ``--execute``.
   Only a group without members may be reset (the broker answers NON_EMPTY_GROUP otherwise).
+  Kafka 4.1.1's ``kafka-share-groups --reset-offsets`` answers "not yet implemented"; pylog's
+  uses the AlterShareGroupOffsets API that Kafka 4.1 serves (docs/compatibility.md).
 * ``delete`` refuses a group with members (NON_EMPTY_GROUP), as Kafka does.
 """
 
@@ -276,10 +279,9 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
             payload.append(_json(desc, offsets))
             if args.members:
                 for m in desc.members:
-                    row: list[object] = [group, m.member_id, m.host, m.client_id, len(m.assignment), m.member_epoch]
-                    if args.verbose:
-                        row.append(_assignment(m.assignment))
-                    rows.append(row)
+                    row: list[object] = [group, m.member_id, m.host, m.client_id, len(m.assignment)]
+                    row += [m.member_epoch] if args.verbose else []
+                    rows.append([*row, _assignment(m.assignment)])
             elif args.state:
                 node, host, port = desc.coordinator
                 row = [group, f"{host}:{port}  ({node})", desc.state]
@@ -289,19 +291,22 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
             else:
                 if not desc.members and not out.is_json:
                     print(f"\nShare group '{group}' has no active members.", file=sys.stderr)
-                rows += [[group, t, p, MISSING if e < 0 else e, MISSING if s < 0 else s] for t, p, e, s in offsets]
+                for t, p, e, start in offsets:
+                    epoch = [MISSING if e < 0 else e] if args.verbose else []
+                    rows.append([group, t, p, *epoch, MISSING if start < 0 else start])
     if out.is_json:
         out.json(payload)
         return 0
     if args.members:
-        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "MEMBER-EPOCH"]
-        header += ["ASSIGNMENT"] if args.verbose else []
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        header += ["MEMBER-EPOCH"] if args.verbose else []
+        header += ["ASSIGNMENT"]
     elif args.state:
         header = ["GROUP", "COORDINATOR (ID)", "STATE"]
         header += ["GROUP-EPOCH", "ASSIGNMENT-EPOCH"] if args.verbose else []
         header += ["#MEMBERS"]
     else:
-        header = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET"]
+        header = ["GROUP", "TOPIC", "PARTITION", *(["LEADER-EPOCH"] if args.verbose else []), "START-OFFSET"]
     out.lines(columns(header, rows))
     return 0
 

@@ -114,7 +114,7 @@ def test_consumers_on_one_partition_get_distinct_records(bootstrap: str) -> None
         for round_ in range(6):  # the round's first poller acquires the round's records
             values |= set(produce(bootstrap, topic, 5, start=round_ * 5))
             order = members[round_ % 3 :] + members[: round_ % 3]
-            until(order, lambda: values <= {v for m in members for v in m.values()})
+            until(order, lambda: values <= {v for m in members for v in m.values()})  # noqa: B023
         delivered = collections.Counter(v for m in members for v in m.values())
         assert set(delivered) == values
         assert all(count == 1 for count in delivered.values()), delivered  # each to one consumer, once
@@ -265,3 +265,92 @@ def test_acknowledged_state_survives_a_broker_restart(tmp_path: Path) -> None:
             assert not accepted & set(after.values())
         finally:
             after.close()
+
+
+def pylog(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", bootstrap, "share-groups", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def poll_output(run: Callable[[], subprocess.CompletedProcess[str]], wanted: Callable[[str], bool]) -> str:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        done = run()
+        if done.returncode == 0 and wanted(done.stdout):
+            return done.stdout
+        assert time.monotonic() < deadline, done.stdout + done.stderr
+
+
+def test_pylog_share_groups_reset_describe_list_delete(bootstrap: str) -> None:
+    """``pylog share-groups``: reset-offsets --to-earliest on a group that has never consumed (so
+    records written before its first member are delivered), describe's START-OFFSET after the
+    acknowledgements, members, list --state, delete refused while members remain, then done."""
+    topic, group = unique("cli"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    values = produce(bootstrap, topic, 5)
+    dry = pylog(bootstrap, "reset-offsets", "--group", group, "--topic", topic, "--to-earliest")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.split("\n")[0].split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    done = pylog(bootstrap, "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[1].split() == [group, topic, "0", "0"]
+    member = Member(bootstrap, group, topic, "c")
+    try:
+        until([member], lambda: set(values) <= set(member.values()))
+        poll_output(lambda: pylog(bootstrap, "describe", "--group", group), lambda out: f"{topic}  0" in out
+                    and out.split("\n")[1].split()[-1] == "5")  # fmt: skip
+        members = pylog(bootstrap, "describe", "--group", group, "--members", "--verbose")
+        assert members.stdout.split("\n")[1].split()[-1] == f"{topic}:0", members.stdout
+        refused = pylog(bootstrap, "delete", "--group", group)
+        assert refused.returncode == 1
+        assert "NON_EMPTY_GROUP" in refused.stderr
+    finally:
+        member.close()
+    listed = poll_output(lambda: pylog(bootstrap, "list", "--state"), lambda out: f"{group}  Empty" in out)
+    assert listed.split("\n")[0].split() == ["GROUP", "STATE"]
+    assert pylog(bootstrap, "delete", "--group", group).returncode == 0
+    gone = pylog(bootstrap, "describe", "--group", group)
+    assert gone.returncode == 1
+    assert f"Share group '{group}' does not exist." in gone.stderr
+
+
+def test_kafka_console_share_consumer_and_kafka_share_groups(bootstrap: str) -> None:
+    """Kafka 4.1.1's own tools against pylog: ``kafka-console-share-consumer`` (the Java
+    KafkaShareConsumer) reads a share group, ``kafka-share-groups`` lists, describes and deletes it."""
+    from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool, kafka_tool_process
+
+    try:
+        kafka_libs()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    topic, group = unique("java"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    values = produce(bootstrap, topic, 5)
+    assert (
+        pylog(bootstrap, "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute").returncode
+        == 0
+    )
+    console = kafka_tool_process(
+        "kafka-console-share-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
+        "--max-messages", "5",
+    )  # fmt: skip
+    try:
+        out, err = console.communicate(timeout=DEADLINE_S)
+    finally:
+        if console.poll() is None:
+            os.killpg(console.pid, signal.SIGKILL)
+            console.wait(10)
+    assert console.returncode == 0, err
+    printed = [line for line in out.splitlines() if not line.startswith("[")]  # its log4j lines start with "["
+    assert sorted(printed) == sorted(v.decode() for v in values)
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return kafka_tool("kafka-share-groups", "--bootstrap-server", bootstrap, *args)
+
+    assert group in tool("--list").stdout.split()
+    described = tool("--describe", "--group", group).stdout.strip().split("\n")
+    assert described[0].split() == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET"]
+    assert described[1].split() == [group, topic, "0", "5"]  # the console consumer acknowledged all 5
+    deleted = tool("--delete", "--group", group)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert group not in tool("--list").stdout.split()
