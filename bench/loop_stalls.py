@@ -136,12 +136,14 @@ async def run_scrape(args: argparse.Namespace, root: Path) -> dict[str, float]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from broker.config import BrokerConfig
+    from broker.meta_properties import ensure_meta_properties
     from broker.server import BrokerServer
 
     directory = Path(tempfile.mkdtemp(prefix="loop-stalls-scrape-", dir=root))
     config = BrokerConfig.from_mapping(
         {"log.dirs": str(directory), "listeners": "PLAINTEXT://127.0.0.1:0", "metrics.port": "0"}
     )
+    ensure_meta_properties(config.log_dirs, config.node_id, "")  # formatted, as `pylog storage format` does
     server = BrokerServer(config)
     await server.start()
     loop = asyncio.get_running_loop()

@@ -1,6 +1,7 @@
 """Start-up, the running broker, and clean shutdown.
 
-Start-up order: check/write ``meta.properties`` → bind listeners (port 0 picks a free one) →
+Start-up order: check the security settings → check ``meta.properties`` (the log dirs must have
+been formatted by ``pylog storage format``, ``broker.meta_properties``) → bind listeners (port 0 picks a free one) →
 load the logs (recovery) → load the metadata → create missing partition logs → serve → freeze
 the start-up heap out of garbage collection (``gc.freeze.enable``, ``broker.runtime``) → print
 the ready line ``pylog broker ready: node.id=… cluster.id=… listeners=…`` on stdout.
@@ -58,6 +59,7 @@ from broker.api.share_groups import HANDLERS as SHARE_GROUP_HANDLERS
 from broker.api.txn import txn_handlers
 from broker.api.txn_admin import txn_admin_handlers
 from broker.api.txn_markers import handle_write_txn_markers
+from broker.api.unregister_broker import HANDLERS as UNREGISTER_BROKER_HANDLERS
 from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
@@ -75,7 +77,7 @@ from broker.log.cleaner.metrics import CleanerCollector
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.log.metrics import LogCollector, LogDirCollector
-from broker.meta_properties import ensure_meta_properties
+from broker.meta_properties import MetaPropertiesError, bootstrap_records, check_formatted
 from broker.metrics.collectors import (
     ControllerCollector,
     GroupCollector,
@@ -103,7 +105,7 @@ from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import QuotaCollector
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.quota.replication import ReplicationThrottles
-from broker.raft.bootstrap import check_cluster_id, create_driver
+from broker.raft.bootstrap import create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.metrics import ReplicationCollector
@@ -206,8 +208,6 @@ class BrokerServer:
 
     async def start(self) -> None:
         config = self.config
-        check_cluster_id(config)
-        cluster_id = ensure_meta_properties(config.log_dirs, config.node_id, str(config["cluster.id"]))
         fd_soft, _ = raise_open_file_limit()
         limits = ConnectionLimits(
             request_max_bytes=int(config["socket.request.max.bytes"]),
@@ -230,6 +230,8 @@ class BrokerServer:
         tls_contexts = self._tls_contexts()  # before binding: a bad keystore stops start-up here
         sasl_configs = self._sasl_configs()
         to_brokers, to_controllers = self._dialers()  # likewise a bad truststore or login for other nodes
+        # formatted by `pylog storage format` (Kafka's kafka-storage) for this node and one cluster, or refused
+        cluster_id = check_formatted(config.log_dirs, config.node_id, str(config["cluster.id"]))
         for uri in config["listeners"]:
             spec = parse_listener(uri)
             self._listeners.append(
@@ -277,6 +279,7 @@ class BrokerServer:
                 cluster_id,
                 BrokerInfo(config.node_id, host, port, endpoints=endpoints),
                 deletion_enabled=bool(config["delete.topic.enable"]),
+                bootstrap=bootstrap_records(config.log_dirs),
             )
         image = controller.image()
         dynamic = DynamicBrokerConfig(config)  # KIP-226: dynamic broker configs over the static ones
@@ -363,7 +366,8 @@ class BrokerServer:
             mutation_quotas=ControllerMutationQuotas(quota_config), replication_throttles=throttles,
         )  # fmt: skip
         broker.share = share
-        handlers = quorum_handlers({**HANDLERS, **raft_handlers()}) if self.raft else HANDLERS
+        quorum_only = {**raft_handlers(), **UNREGISTER_BROKER_HANDLERS}  # UnregisterBroker (64): KRaft only
+        handlers = quorum_handlers({**HANDLERS, **quorum_only}) if self.raft else HANDLERS
         acl_settings = authorizer_config.settings(config.raw)
         if acl_settings is not None:
             broker.authorizer = AclAuthority(acl_settings)
@@ -604,6 +608,10 @@ async def run(config: BrokerConfig) -> int:
         print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)
         await server.shutdown()
         return 2
+    except MetaPropertiesError as exc:  # unformatted or foreign log dirs (Kafka exits 1 too): no traceback
+        print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)
+        await server.shutdown()
+        return 1
     except Exception as exc:
         log.exception("broker failed to start")
         print(f"pylog-broker: failed to start: {exc}", file=sys.stderr, flush=True)

@@ -4,12 +4,20 @@ This is the one way pylog code starts a broker it does not run itself. The broke
 ``python -m broker`` process (its public entry point), on a free loopback port unless one is
 given; ``EmbeddedBroker`` waits for its ready line and knows its bootstrap address.
 
+A broker refuses to start on log dirs that were never formatted (as Kafka does). As a convenience,
+``EmbeddedBroker`` formats them itself before a start, with the broker's own flags: it runs
+``python -m broker.storage format --ignore-formatted`` (``pylog storage format``) with the
+``cluster.id`` override as ``--cluster-id`` (a random id without one) and ``--standalone`` for a
+controller without ``controller.quorum.voters`` (``kraft=True``). A dir that is formatted already
+is left as it is, so a dir of another node or cluster is still refused at start.
+
     with EmbeddedBroker() as broker:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -20,12 +28,23 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+META = "meta.properties"
 READY_PATTERN = re.compile(r"pylog broker ready: .*listeners=(?P<listeners>\S+)")
+
+
+def random_cluster_id() -> str:
+    """A random cluster id as ``pylog storage random-uuid`` prints it (base64url UUID, no padding,
+    never starting with ``-``)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class BrokerStartError(RuntimeError):
@@ -86,6 +105,7 @@ class EmbeddedBroker:
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._format(args[3:], overrides, env)
         self._ready.clear()
         # its own process group: ``kill`` takes the broker's helper processes (log cleaner workers)
         # down with it, as a machine crash would, instead of leaving them orphaned
@@ -97,6 +117,24 @@ class EmbeddedBroker:
         self._pump.start()
         self._started_at = time.monotonic()
         return self.wait_ready() if wait else self
+
+    def _format(self, broker_args: list[str], overrides: Mapping[str, str], env: Mapping[str, str]) -> None:
+        """Format the log dirs (see the module docstring) unless the data dir's are formatted and no
+        other ``log.dirs`` is given. A failure is not raised here: the broker's own start then says
+        what is wrong (a config error, or the dirs left unformatted), as it would for an operator."""
+        if "log.dirs" not in overrides and "log.dir" not in overrides and (self.data_dir / "logs" / META).exists():
+            return
+        roles = overrides.get("process.roles", "")
+        voters = overrides.get("controller.quorum.voters") or overrides.get("quorum.voters")
+        cluster_id = overrides.get("cluster.id") or random_cluster_id()
+        args = [self._python, "-m", "broker.storage", "format", *broker_args, "--cluster-id", cluster_id, "-g"]
+        if "controller" in roles and not voters:
+            args.append("--standalone")
+        done = subprocess.run(args, capture_output=True, text=True, env=dict(env), check=False, timeout=120)
+        with open(self._log_path, "a", encoding="utf-8") as log_file:
+            for line in (done.stdout + done.stderr).splitlines(keepends=True):
+                self._output.append(line)
+                log_file.write(line)
 
     def wait_ready(self) -> EmbeddedBroker:
         """Block until the started process prints its ready line; BrokerStartError (the process

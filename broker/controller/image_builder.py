@@ -42,6 +42,7 @@ from broker.controller.records import (
     RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     UserScramCredentialRecord,
     decode_records,
 )
@@ -149,6 +150,11 @@ def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> Cl
             return state
         fenced = isinstance(record, FenceBrokerRecord)
         return replace(state, registrations={**state.registrations, record.broker_id: replace(current, fenced=fenced)})
+    if isinstance(record, UnregisterBrokerRecord):
+        current = state.registrations.get(record.broker_id)
+        if current is None or current.epoch != record.broker_epoch:
+            return state
+        return replace(state, registrations={b: r for b, r in state.registrations.items() if b != record.broker_id})
     if isinstance(record, TopicRecord):
         return _apply_topic(state, record)
     if isinstance(record, PartitionRecord):

@@ -82,14 +82,22 @@ class MetadataController(Protocol):
 class LocalController:
     """Single-node ``MetadataController``; see the module docstring for durability."""
 
-    def __init__(self, data_dir: str | Path, cluster_id: str, broker: BrokerInfo, *, deletion_enabled: bool = True):
+    def __init__(
+        self, data_dir: str | Path, cluster_id: str, broker: BrokerInfo, *, deletion_enabled: bool = True,
+        bootstrap: Sequence[MetadataRecord] = (),
+    ) -> None:  # fmt: skip
+        """``bootstrap``: records applied once, when there is no metadata file yet (``pylog storage
+        format --add-scram``'s credentials; ``broker.meta_properties``)."""
         self._path = Path(data_dir) / SNAPSHOT_NAME
         self._listeners: list[ImageListener] = []
         self._deletion_enabled = deletion_enabled
         self._broker = broker
-        self._image = self._load(cluster_id) if self._path.exists() else MetadataImage.empty(cluster_id, broker.node_id)
+        fresh = not self._path.exists()
+        self._image = MetadataImage.empty(cluster_id, broker.node_id) if fresh else self._load(cluster_id)
         # This broker's address may change between runs; it is not persisted.
         self._image = self._image.with_broker(broker)
+        if fresh and bootstrap:
+            self._apply(bootstrap)
 
     def image(self) -> MetadataImage:
         return self._image

@@ -42,10 +42,12 @@ from broker.controller import operations
 from broker.controller.broker_session import BrokerSession
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import (
+    FORWARD_CLIENT_ID,
     ControllerChannel,
     ControllerChannels,
     ControllerUnavailable,
     NotActive,
+    Outcome,
     Registration,
     forward_alter_broker_configs,
     forward_alter_client_quotas,
@@ -73,12 +75,15 @@ from broker.controller.records import (
     ClusterIdRecord,
     MetadataRecord,
     RegisterBrokerRecord,
+    UnregisterBrokerRecord,
     encode_records,
 )
 from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
+from broker.meta_properties import bootstrap_records
 from broker.network.dial import Dialer
 from broker.raft.core import NotLeaderError
+from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -135,8 +140,12 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         leader_imbalance_per_broker_percentage: int = 10,
         clock_ms: Callable[[], int] = _system_clock_ms,
         dialer: Dialer | None = None,
+        bootstrap: Sequence[MetadataRecord] = (),
     ) -> None:
+        """``bootstrap``: records the first active controller of a new quorum appends after the
+        cluster id (``pylog storage format --add-scram``'s credentials; ``broker.meta_properties``)."""
         self._driver = driver
+        self._bootstrap = tuple(bootstrap)
         self._cluster_id = cluster_id
         self._node_id = node_id
         self._broker = broker
@@ -369,6 +378,38 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         await self._await_image(lambda: applied(results), "the SCRAM credentials")
         return results
 
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker (API 64, KIP-631): remove ``broker_id``'s registration, on the active
+        controller (forwarded there). As Kafka 4.1 (checked with its ``kafka-cluster unregister``),
+        an unknown id is BROKER_ID_NOT_REGISTERED "Broker ID N is not currently registered", and a
+        live broker is unregistered too: it is fenced first in the same entry (its leaderships and
+        ISR memberships move as for a missed heartbeat), and its next heartbeat is refused with
+        STALE_BROKER_EPOCH, so a process still running registers again. The replica sets still
+        name the broker until a reassignment moves its replicas (drain it first)."""
+
+        def local(state: ClusterState) -> tuple[list[MetadataRecord], None]:
+            reg = state.registrations.get(broker_id)
+            if reg is None:
+                raise MetadataError(
+                    ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered"
+                )
+            records = [] if reg.fenced else fence_broker(state, broker_id, self._unclean)
+            self._warn_unclean(records)
+            self._last_heartbeat_ms.pop(broker_id, None)
+            return [*records, UnregisterBrokerRecord(broker_id, reg.epoch)], None
+
+        async def remote(channel: ControllerChannel, timeout_ms: int) -> None:
+            response = await channel.request(
+                ApiKey.UNREGISTER_BROKER, 0, {"broker_id": broker_id}, client_id=FORWARD_CLIENT_ID,
+                timeout_ms=timeout_ms,
+            )  # fmt: skip
+            raise_for(Outcome(response.error_code, response.error_message))
+            await self._await_image(
+                lambda: broker_id not in self._state.registrations, f"broker {broker_id} unregistered"
+            )
+
+        await self._execute(local, remote)
+
     async def alter_client_quotas(
         self, entity: Sequence[tuple[str, str | None]], changes: dict[str, float | None], *, validate_only: bool = False
     ) -> None:
@@ -474,7 +515,7 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
             return
         await self._append([])
         if self._state.cluster_id is None:  # only known after the no-op: a stale state may lack it
-            await self._append([ClusterIdRecord(self._cluster_id)])
+            await self._append([ClusterIdRecord(self._cluster_id), *self._bootstrap])
         self._caught_up_epoch = epoch
         now = self._clock_ms()
         self._last_heartbeat_ms = dict.fromkeys(self._state.registrations, now)
@@ -648,4 +689,5 @@ def from_config(
         leader_imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000,
         leader_imbalance_per_broker_percentage=int(config["leader.imbalance.per.broker.percentage"]),
         dialer=dialer,
+        bootstrap=bootstrap_records(config.log_dirs),
     )

@@ -12,6 +12,8 @@ record                     effect on the image
 ``RegisterBrokerRecord``   a broker (re-)registers; its broker epoch is the record's offset
 ``FenceBrokerRecord``      the broker missed its heartbeats: out of Metadata, leads nothing
 ``UnfenceBrokerRecord``    the broker heartbeats again
+``UnregisterBrokerRecord`` the broker's registration is removed (UnregisterBroker, a decommissioned
+                           broker; a live one registers again with a new epoch)
 ``TopicRecord``            a topic exists with this name and id
 ``PartitionRecord``        one partition of a topic: replicas, ISR, leader, leader and partition epochs
 ``PartitionChangeRecord``  a partition's ISR and/or leader changed (AlterPartition, an election):
@@ -82,6 +84,14 @@ class FenceBrokerRecord:
 
 @dataclass(frozen=True, slots=True)
 class UnfenceBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """UnregisterBroker (API 64, Kafka's UnregisterBrokerRecord): the registration of this epoch is gone."""
+
     broker_id: int
     broker_epoch: int
 
@@ -188,6 +198,7 @@ MetadataRecord = (
     | RegisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -207,6 +218,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         RegisterBrokerRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,
+        UnregisterBrokerRecord,
         TopicRecord,
         PartitionRecord,
         PartitionChangeRecord,

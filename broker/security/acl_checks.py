@@ -137,6 +137,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (Special("alter_configs"),),
     ApiKey.ELECT_LEADERS: (Cluster(Operation.ALTER),),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (Cluster(Operation.ALTER),),  # KIP-455
+    ApiKey.UNREGISTER_BROKER: (Cluster(Operation.ALTER),),  # KIP-631
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (Cluster(Operation.DESCRIBE),),
     ApiKey.DESCRIBE_LOG_DIRS: (Cluster(Operation.DESCRIBE),),
     ApiKey.DESCRIBE_CLUSTER: (Cluster(Operation.DESCRIBE), Special("describe_cluster")),  # + authorized operations

@@ -4,7 +4,7 @@ Each command module (``topics``, ``produce``, ``consume``, ``offsets``, ``groups
 ``configs``)
 registers its sub-parser and a handler ``(args, ctx) -> exit code``; ``metadata-quorum``
 (``metadata_quorum``), ``leader-election`` (``leader_election``), ``log-dirs`` (``log_dirs``),
-``transactions`` and ``delete-records`` too. The options every
+``transactions``, ``delete-records`` and ``storage`` (``kafka-storage``) too. The options every
 command shares (``--bootstrap-server``, ``--command-config``, ``--output``, ``--debug``) are
 accepted before the command or after it, as Kafka's tools take them after.
 
@@ -39,6 +39,7 @@ from pyspark_log.cli import (
     produce,
     reassign_partitions,
     share_groups,
+    storage,
     topics,
     transactions,
     users,
@@ -75,6 +76,7 @@ COMMANDS = (
     users,
     acls,
     perf,
+    storage,
 )
 
 _LOGGERS = ("pyspark_log", "asyncio")

@@ -1,11 +1,26 @@
-"""``pylog cluster describe``: the cluster id, the controller and the brokers."""
+"""``pylog cluster describe``: the cluster id, the controller and the brokers.
+
+``pylog cluster unregister --id N``: Kafka's ``kafka-cluster unregister`` (KIP-631's
+UnregisterBroker, API 64) removes a decommissioned broker's registration; flags as Kafka's tool
+(``--id/-i``, ``--bootstrap-server/-b``, ``--bootstrap-controller/-C``, ``--config/-c`` = the
+common ``--command-config``). Prints ``Broker N is no longer registered.``; an id that is not
+registered fails with ``Broker ID N is not currently registered (BROKER_ID_NOT_REGISTERED)``.
+Drain the broker first (``pylog reassign-partitions``): its replicas stay in the replica sets.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 from pyspark_log.cli.context import Context
+from pyspark_log.cli.errors import CliError, UsageError, unreachable
+from pyspark_log.client.connection import BrokerConnection
+from pyspark_log.client.errors import BrokerConnectionError, KafkaError
+from pyspark_log.wire import ApiKey, ErrorCode
+
+CLIENT_ID = "pylog-cluster"
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -13,6 +28,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     verbs = cluster.add_subparsers(dest="verb", metavar="VERB", required=True)
     p = verbs.add_parser("describe", help="cluster id, controller, brokers", parents=[common])
     p.set_defaults(handler=describe)
+    p = verbs.add_parser("unregister", help="unregister a decommissioned broker (UnregisterBroker)", parents=[common])
+    p.add_argument("--id", "-i", type=int, required=True, help="The ID of the broker to unregister.")
+    p.add_argument("-b", dest="bootstrap_server", help="short for --bootstrap-server (kafka-cluster's -b)")
+    p.add_argument("--bootstrap-controller", "-C", dest="bootstrap_server", metavar="HOST:PORT",
+                   help="a controller to send it to (pylog's controllers answer it like brokers)")  # fmt: skip
+    p.add_argument("--config", "-c", dest="command_config", metavar="FILE", help="same as --command-config")
+    p.set_defaults(handler=unregister)
 
 
 def describe(args: argparse.Namespace, ctx: Context) -> int:
@@ -33,3 +55,47 @@ def describe(args: argparse.Namespace, ctx: Context) -> int:
             f"Broker: {b['id']}\tHost: {b['host']}\tPort: {b['port']}\tRack: {b['rack'] or 'null'}" for b in brokers
         )
     return 0
+
+
+def unregister(args: argparse.Namespace, ctx: Context) -> int:
+    timeout_ms = float(ctx.config().get("request.timeout.ms", 30000))
+    asyncio.run(_unregister(ctx.bootstrap, int(args.id), timeout_ms))
+    ctx.output.line(f"Broker {args.id} is no longer registered.")
+    return 0
+
+
+async def _unregister(bootstrap: str, broker_id: int, timeout_ms: float) -> None:
+    """UnregisterBroker v0 to the first bootstrap server that answers (it forwards it to the
+    active controller); a refusal raises ``CliError`` with the broker's message and code name."""
+    last: BrokerConnectionError | None = None
+    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
+        host, _, port = server.rpartition(":")
+        if not port.isdigit():
+            raise UsageError(f"--bootstrap-server {server!r} is not HOST:PORT")
+        conn = BrokerConnection(
+            host.strip("[]"), int(port), node_id=-1, client_id=CLIENT_ID, request_timeout_ms=timeout_ms
+        )
+        try:
+            await conn.connect(timeout_ms)
+        except BrokerConnectionError as exc:
+            last = exc
+            continue
+        try:
+            if ApiKey.UNREGISTER_BROKER not in conn.api_versions:
+                raise CliError(
+                    f"{server} does not serve UnregisterBroker (a KRaft cluster serves it; set process.roles)"
+                )
+            body = await conn.request(ApiKey.UNREGISTER_BROKER, {"broker_id": broker_id}, version=0)
+        except KafkaError as exc:
+            raise CliError(f"UnregisterBroker to {server} failed: {exc} ({exc.code.name})") from exc
+        finally:
+            conn.close()
+        assert body is not None
+        code = int(body.get("error_code", 0))
+        if code != ErrorCode.NONE:
+            name = ErrorCode(code).name
+            raise CliError(f"{body.get('error_message') or name.lower().replace('_', ' ')} ({name})")
+        return
+    if last is None:
+        raise CliError("--bootstrap-server names no HOST:PORT")
+    raise unreachable(bootstrap, last)

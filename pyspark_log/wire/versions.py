@@ -80,6 +80,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALTER_PARTITION: (0, 3),
+    ApiKey.UNREGISTER_BROKER: (0, 0),  # Kafka 4.1's range (KIP-631): pylog cluster unregister
     # SASL: after SaslHandshake v0 the tokens follow as raw size-prefixed frames; from v1 inside
     # SaslAuthenticate requests (KIP-152)
     ApiKey.SASL_HANDSHAKE: (0, 1),

@@ -56,4 +56,17 @@ BROKER_HEARTBEAT = api(
     """,
 )  # fmt: skip
 
-APIS = (BROKER_REGISTRATION, BROKER_HEARTBEAT)
+# UnregisterBroker (64): Kafka 4.1's ``UnregisterBrokerRequest/Response.json`` (KIP-631), v0 only, flexible.
+UNREGISTER_BROKER = api(
+    ApiKey.UNREGISTER_BROKER, "0", "0+",
+    request="""
+        broker_id                        int32
+    """,
+    response="""
+        throttle_time_ms                 int32
+        error_code                       int16
+        error_message                    string  null
+    """,
+)  # fmt: skip
+
+APIS = (BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER)

@@ -18,6 +18,7 @@ from broker.controller.image import BrokerInfo
 from broker.coordinator.txn.metadata import MAX_EPOCH
 from broker.coordinator.txn.records import TxnState, partition_for
 from broker.coordinator.txn.sender import MarkerRequest
+from broker.meta_properties import ensure_meta_properties
 from broker.server import BrokerServer
 from pyspark_log.wire.errors import ErrorCode
 
@@ -360,6 +361,7 @@ def test_broker_stops_cleanly_when_a_coordinator_task_dies(tmp_path: Path) -> No
 
     async def scenario() -> BrokerServer:
         config = BrokerConfig.from_mapping({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"})
+        ensure_meta_properties(config.log_dirs, config.node_id, "")  # formatted, as `pylog storage format` does
         server = BrokerServer(config)
         await server.start()
         txn = server._txn
