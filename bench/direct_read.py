@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
+from bench.scratch import scratch_dir
 from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
@@ -153,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
 
     spark = local_session(args.master)
-    work = Path(tempfile.mkdtemp(prefix="pylog-bench-direct-"))
+    work = scratch_dir("pylog-bench-direct-")
     print(f"Spark {spark.version} {args.master}, {args.partitions} partitions, {args.gb:g} GB of values per size")
     header = f"{'records':>18} {'path':>7} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'broker CPU s':>12}"
     with EmbeddedBroker(work / "broker") as broker:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -53,6 +52,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
+from bench.scratch import scratch_dir
 from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, NewTopic
 from pyspark_log.embedded import EmbeddedBroker
@@ -194,7 +194,7 @@ def main() -> None:
     print(
         f"{'broker':>6} {'value':>6} {'path':>20} {'pylog rows/s':>13} {'kafka rows/s':>13} {'ratio':>6} {'target':>7}"
     )
-    work = Path(tempfile.mkdtemp(prefix="pylog-bench-connectors-"))
+    work = scratch_dir("pylog-bench-connectors-")
     for kind in args.brokers.split(","):
         with broker(kind, work / kind) as servers:
             round_of(spark, servers, work / kind, 20_000, 100, args.partitions, FORMATS)  # warm-up

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +48,7 @@ from pyspark.sql import SparkSession
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from bench.scratch import scratch_dir
 from bench.spark_session import local_session
 from pyspark_log.spark.source import source_schema
 
@@ -145,7 +145,7 @@ def main() -> None:
     spark = local_session(args.master)
     spark.dataSource.register(CeilingSource)
 
-    work = Path(tempfile.mkdtemp(prefix="pylog-bench-"))
+    work = scratch_dir("pylog-bench-")
     print(f"Spark {spark.version} {args.master}, {args.partitions} partitions, best of {args.repeat}")
     print(f"{'records':>16} {'source':>8} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'ratio':>6} {'broker CPU':>10}")
     with EmbeddedBroker(work / "broker") as broker:

@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -69,6 +68,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.spark_session
+from bench.scratch import scratch_dir
 from bench.spark_session import local_session
 from pyspark_log.client import AdminClient, NewTopic
 from pyspark_log.embedded import EmbeddedBroker
@@ -183,7 +183,7 @@ def main() -> None:
         f"{'value':>6} {'path':>18} {'rows/s':>12} {'MB/s':>8} {'seconds':>8} {'x read':>7} {'net x read':>10} "
         f"{'x stream read':>13}"
     )
-    work = Path(tempfile.mkdtemp(prefix="pylog-bench-write-"))
+    work = scratch_dir("pylog-bench-write-")
     with EmbeddedBroker(work / "broker") as broker:
         servers = broker.bootstrap_servers
         first_size = int(args.sizes.split(",")[0])
