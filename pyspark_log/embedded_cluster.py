@@ -226,6 +226,28 @@ class EmbeddedCluster:
         for n in self.broker_ids:
             self.nodes[n].start()
 
+    def add_broker(self, node_id: int) -> EmbeddedBroker:
+        """Start one more broker (``process.roles=broker``) of this cluster, as an operator adds a
+        machine (docs/operations.md "Add a broker"): same cluster id and voters, its log dir
+        formatted by ``EmbeddedBroker``. Separate controllers only (``combined=False``): a new
+        voter would need a dynamic quorum (KIP-853), which pylog does not have."""
+        if self.combined:
+            raise ValueError("add_broker needs separate controllers (combined=False)")
+        if node_id in self.nodes:
+            raise ValueError(f"node {node_id} is already in the cluster")
+        self.broker_ids = (*self.broker_ids, node_id)
+        if self.metrics:
+            self._metrics_ports[node_id] = free_port()
+        if self.controller_listener:
+            self._client_ports[node_id] = free_port()
+            if self.sasl_plain_jaas is not None:
+                self._sasl_ports[node_id] = free_port()
+        node = EmbeddedBroker(
+            self.root / f"node-{node_id}", port=self._client_ports.get(node_id, 0), overrides=self._props(node_id)
+        )
+        self.nodes[node_id] = node
+        return node.start()
+
     def outputs(self) -> str:
         return "\n".join(f"--- node {n}:\n{node.output()}" for n, node in self.nodes.items())
 
