@@ -399,7 +399,7 @@ class BrokerServer:
                 LogDirCollector(logs),
                 LogCollector(logs),
                 CleanerCollector(cleaner),
-                QuotaCollector(client_quotas, self._clock_ms),
+                QuotaCollector(client_quotas, self._clock_ms, throttles),
                 GroupCollector(groups, replicas, self.stats),
                 TxnCollector(txn, replicas, self.stats, self._clock_ms),
                 GcPauseCollector(self.gc_pauses),

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from pyspark_log.embedded_cluster import EmbeddedCluster
 from tests.integration.cluster_harness import wait_for
+from tests.integration.test_broker_metrics import scrape
 
 RATE = 2_000_000  # bytes/s
 TOTAL = 20_000_000  # bytes in the moved partition
@@ -40,7 +41,7 @@ OVERRIDES = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(
-        tmp_path_factory.mktemp("throttle"), brokers=(1, 2, 3), combined=True, overrides=OVERRIDES
+        tmp_path_factory.mktemp("throttle"), brokers=(1, 2, 3), combined=True, overrides=OVERRIDES, metrics=True
     ) as c:
         yield c
 
@@ -98,6 +99,8 @@ def test_a_throttled_move_runs_at_its_rate_and_verify_removes_the_throttles(
                 crossed[fraction] = time.monotonic()
         time.sleep(0.05)  # sampling the disk, not waiting for a state
     assert len(crossed) == 2, "the new replica did not catch up within 120 s"
+    # mid-move, the receiving broker reports its throttled rate (kafka.server:type=FollowerReplication)
+    assert 0 < scrape(cluster.metrics_address(2))["kafka_server_followerreplication_byte_rate"] <= 1.5 * RATE
     rate = 0.5 * written / max(crossed[0.75] - crossed[0.25], 1e-3)
     print(f"throttled move: {rate:,.0f} B/s with a throttle of {RATE:,} B/s")
     assert 0.8 * RATE <= rate <= 1.2 * RATE, f"moved at {rate:,.0f} B/s with a throttle of {RATE:,} B/s"
