@@ -35,31 +35,46 @@ from pyspark_log.wire.errors import ErrorCode
 Assignments = Sequence[Sequence[int]]  # explicit replica lists, one per new partition
 
 
-def check_assignments(assignments: Assignments, live_brokers: Collection[int]) -> int:
+def check_assignments(
+    assignments: Assignments, live_brokers: Collection[int], replication_factor: int | None = None
+) -> int:
     """Validate explicit replica lists (one per new partition, as CreateTopics/CreatePartitions
-    carry them) and return their replication factor. Kafka's rules: each list non-empty without
-    repeats, all of one length, every id a live broker (INVALID_REPLICA_ASSIGNMENT otherwise)."""
+    carry them) and return their replication factor. Kafka's rules and messages
+    (``ReplicationControlManager.validateManualPartitionAssignment``), INVALID_REPLICA_ASSIGNMENT:
+    each list non-empty, every id a live broker (Kafka: a registered one; pylog refuses a fenced
+    one too, with Kafka's message), no repeats, all of one length — the first list's, or
+    ``replication_factor`` (an existing topic's, for CreatePartitions)."""
     if not assignments:
-        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the replica assignment is empty")
-    sizes = {len(replicas) for replicas in assignments}
-    if 0 in sizes:
-        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition's replica list is empty")
-    if len(sizes) > 1:
-        raise MetadataError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "all partitions must have the same number of replicas"
-        )
+        raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment is empty.")
+    live = set(live_brokers)
+    expected = replication_factor
     for replicas in assignments:
-        if len(set(replicas)) != len(replicas):
+        if not replicas:
             raise MetadataError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"duplicate brokers in the replica list {list(replicas)}"
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
             )
-    unknown = sorted({b for replicas in assignments for b in replicas} - set(live_brokers))
-    if unknown:
-        raise MetadataError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"unknown or fenced broker(s) {unknown} in the replica assignment (live brokers: {sorted(live_brokers)})",
-        )
-    return sizes.pop()
+        previous = None
+        for broker_id in sorted(replicas):
+            if broker_id not in live:
+                raise MetadataError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+                )
+            if broker_id == previous:
+                raise MetadataError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker_id} more than once.",
+                )
+            previous = broker_id
+        if expected is not None and len(replicas) != expected:
+            raise MetadataError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+                f"not consistent with previous partitions, which have {expected} replica(s).",
+            )
+        expected = len(replicas)
+    assert expected is not None
+    return expected
 
 
 def place_partitions(
@@ -144,9 +159,10 @@ def delete_topic(state: ClusterState, name: str, *, deletion_enabled: bool) -> l
 
 def check_new_partitions(
     name: str, current: int, total_count: int, assignments: Assignments | None,
-    live_brokers: Collection[int],
+    live_brokers: Collection[int], *, replication_factor: int | None = None,
 ) -> None:  # fmt: skip
-    """CreatePartitions' rules: the count grows; explicit assignments name exactly the new ones."""
+    """CreatePartitions' rules: the count grows; explicit assignments name exactly the new ones,
+    each with the topic's ``replication_factor`` (Kafka's messages)."""
     if total_count <= current:
         raise MetadataError(
             ErrorCode.INVALID_PARTITIONS,
@@ -156,10 +172,10 @@ def check_new_partitions(
         if len(assignments) != total_count - current:
             raise MetadataError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"increasing the partition count by {total_count - current} needs as many replica lists,"
-                f" got {len(assignments)}",
+                f"Attempted to add {total_count - current} additional partition(s), but only {len(assignments)} "
+                "assignment(s) were specified.",
             )
-        _check_replication_factor(check_assignments(assignments, live_brokers), len(live_brokers))
+        _check_replication_factor(check_assignments(assignments, live_brokers, replication_factor), len(live_brokers))
 
 
 def create_partitions(
@@ -169,8 +185,10 @@ def create_partitions(
     if topic is None:
         raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
     current = len(topic.partitions)
-    check_new_partitions(name, current, total_count, assignments, state.live_brokers())
     replication_factor = max((len(p.replicas) for p in topic.partitions.values()), default=1)
+    check_new_partitions(
+        name, current, total_count, assignments, state.live_brokers(), replication_factor=replication_factor
+    )
     placed = place_partitions(state, current, total_count - current, assignments, replication_factor)
     return [_partition_record(topic.topic_id, p) for p in placed]
 
