@@ -9,6 +9,8 @@ Under an idempotent acks=all confluent-kafka producer and a read_committed consu
    unregistered with ``pylog cluster unregister --id 1`` (UnregisterBroker, API 64): it leaves
    DescribeCluster, and a second unregister is refused with BROKER_ID_NOT_REGISTERED as Kafka does.
 
+Then Kafka 4.1.1's ``kafka-cluster unregister`` works against the same cluster, with Kafka's output.
+
 At the end: 0 acknowledged records lost, 0 duplicates read, and the replicas of every partition
 hold identical segment bytes.
 """
@@ -30,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from tests.apache_kafka import KafkaUnavailable, kafka_tool
 from tests.integration.cluster_harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -171,3 +174,19 @@ def test_grow_to_four_brokers_then_drain_and_unregister_broker_1(cluster: Embedd
             lambda p=p: len({cluster.segment_bytes(b, topic, p) for b in (2, 3, 4)}) == 1,
             f"identical replicas of {topic}-{p}",
         )
+
+
+def test_kafka_cluster_unregister_and_a_live_broker_registers_again(cluster: EmbeddedCluster) -> None:
+    """Kafka 4.1.1's own ``kafka-cluster unregister`` against pylog prints what it prints against
+    Kafka; as in Kafka, a live broker can be unregistered, and it registers again (its next
+    heartbeat is refused with STALE_BROKER_EPOCH)."""
+    try:
+        done = kafka_tool("kafka-cluster", "unregister", "--id", "3", "--bootstrap-server", cluster.bootstrap())
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Broker 3 is no longer registered."
+    wait_for(lambda: 3 in registered(cluster), "live broker 3 registered again")
+    done = kafka_tool("kafka-cluster", "unregister", "--id", "99", "--bootstrap-server", cluster.bootstrap())
+    assert done.returncode == 1
+    assert "BrokerIdNotRegisteredException: Broker ID 99 is not currently registered" in done.stderr
