@@ -60,7 +60,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("quorum.voters", str, "", "KIP-595 name of controller.quorum.voters"),
     ConfigKey("controller.listener.names", _list, ["CONTROLLER"], "listener name(s) the controllers use"),
     ConfigKey("inter.broker.listener.name", str, None, "listener other brokers use (default: first non-controller)"),
-    ConfigKey("cluster.id", str, "", "cluster id (generated and stored in meta.properties if empty)"),
+    ConfigKey("cluster.id", str, "", "checked: the cluster id the log dirs were formatted with (pylog storage)"),
     ConfigKey("log.dirs", _list, ["/tmp/pylog-logs"], "data directories"),  # noqa: S108 - Kafka-like default
     ConfigKey("log.dir", str, None, "single data directory (used when log.dirs is not set)"),
     ConfigKey("listeners", _list, ["PLAINTEXT://127.0.0.1:9092"], "listener URIs"),
