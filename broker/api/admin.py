@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # KIP-848/932 group configs (share groups: broker.coordinator.share_group.config)
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
@@ -277,6 +278,8 @@ def handle_describe_configs(broker: Broker, request: Request) -> Any:
                 results.append(entry)
                 continue
             described = describe_broker_loggers()
+        elif res.resource_type == GROUP_RESOURCE and broker.share is not None:  # KIP-932 share group configs
+            described = broker.share.describe_group_configs(res.resource_name)
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"resource type {res.resource_type}")
             results.append(entry)
@@ -360,6 +363,16 @@ async def _alter_each_topic(
                 entry.update(error_code=exc.code, error_message=exc.message)
             if refusal is not None:
                 entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=refusal)
+        elif loggers and res.resource_type == GROUP_RESOURCE and broker.share is not None:
+            # KIP-932 share group configs (broker.coordinator.share_group; kept in this broker's memory)
+            try:
+                refused = broker.share.alter_group_configs(
+                    res.resource_name, apply_operations({}, res.configs), request.body.validate_only
+                )
+            except DynamicConfigError as exc:
+                refused = str(exc)
+            if refused is not None:
+                entry.update(error_code=ErrorCode.INVALID_CONFIG, error_message=refused)
         elif res.resource_type != TOPIC_RESOURCE:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,

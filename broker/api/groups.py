@@ -180,7 +180,7 @@ def handle_describe_groups(broker: Broker, request: Request) -> Any:
         if coordinator is None:
             groups.append(_empty_group(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, operations))
             continue
-        if broker.share is not None and broker.share.get(group_id) is not None:
+        if _share(broker) is not None and _share(broker).get(group_id) is not None:
             # a KIP-932 share group: Kafka's DescribeGroups answers it as Dead (ShareGroupDescribe describes it)
             groups.append({**_empty_group(group_id, ErrorCode.NONE, operations), "group_state": "Dead"})
             continue
@@ -248,10 +248,11 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
         for g in consumer.values()
         if not wanted_states or g.state.value.lower() in wanted_states
     ]
-    if broker.share is not None:  # KIP-932 share groups (broker.api.share_groups)
+    share = _share(broker)
+    if share is not None:  # KIP-932 share groups (broker.api.share_groups)
         listed += [
             {"group_id": g.group_id, "protocol_type": "share", "group_state": g.state.value, "group_type": "share"}
-            for g in broker.share.listed()
+            for g in share.listed()
             if not wanted_states or g.state.value.lower() in wanted_states
         ]
     return {
@@ -271,8 +272,9 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
         refused: dict[str, int] = {}
         forgotten: set[str] = set()
         for name in names:
-            if broker.share is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
-                code = broker.share.delete(name)  # KIP-932: None when not a share group
+            share = _share(broker)
+            if share is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
+                code = share.delete(name)  # KIP-932: None when not a share group
                 if code == ErrorCode.NONE:
                     forgotten.add(name)
                 elif code is not None:
@@ -294,6 +296,11 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
         "throttle_time_ms": 0,
         "results": [{"group_id": name, "error_code": results[name]} for name in dict.fromkeys(names)],
     }
+
+
+def _share(broker: Broker) -> Any:
+    """The broker's share groups (KIP-932), None when not served (or a test double has none)."""
+    return getattr(broker, "share", None)
 
 
 def group_handlers() -> dict[int, Handler]:

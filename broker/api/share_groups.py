@@ -77,7 +77,7 @@ def handle_share_group_heartbeat(broker: Broker, request: Request) -> Any:
         "error_message": None,
         "member_id": outcome.member_id,
         "member_epoch": outcome.member_epoch,
-        "heartbeat_interval_ms": share.config.heartbeat_interval_ms,
+        "heartbeat_interval_ms": int(share.group_config(body.group_id, "share.heartbeat.interval.ms")),
         "assignment": assignment,
     }
 
@@ -240,11 +240,13 @@ def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> Any:
                 session.partitions.discard((name, p))
     if epoch == -1:  # the final fetch: acknowledge, release the rest, close the session
         share.close_session(session)
-        return _fetch_response(broker, share, {k: FetchedPartition() for k in ack_results}, ack_results, unknown)
+        return _fetch_response(
+            broker, share, body.group_id, {k: FetchedPartition() for k in ack_results}, ack_results, unknown
+        )
     wanted = sorted(session.partitions)
     first = _acquire(share, body, wanted)
     if any(f.acquired for f in first.values()) or body.max_wait_ms <= 0 or not wanted:
-        return _fetch_response(broker, share, first, ack_results, unknown)
+        return _fetch_response(broker, share, body.group_id, first, ack_results, unknown)
     return _long_poll(broker, share, body, wanted, ack_results, unknown, time.monotonic() + body.max_wait_ms / 1000)
 
 
@@ -276,11 +278,11 @@ async def _long_poll(  # noqa: PLR0917
             await broker.replicas.wait_for_data(wanted, step)
         result = _acquire(share, body, wanted)
         if any(f.acquired for f in result.values()) or remaining_ms <= 0 or time.monotonic() >= deadline:
-            return _fetch_response(broker, share, result, acks, unknown)
+            return _fetch_response(broker, share, body.group_id, result, acks, unknown)
 
 
-def _fetch_response(
-    broker: Broker, share: ShareGroups, fetched: Mapping[tuple[str, int], FetchedPartition],
+def _fetch_response(  # noqa: PLR0917
+    broker: Broker, share: ShareGroups, group_id: str, fetched: Mapping[tuple[str, int], FetchedPartition],
     acks: Mapping[tuple[str, int], tuple[int, str | None]], unknown: Mapping[uuid.UUID, list[int]],
 ) -> dict[str, Any]:  # fmt: skip
     image = broker.image()
@@ -330,7 +332,7 @@ def _fetch_response(
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
-        "acquisition_lock_timeout_ms": share.config.record_lock_duration_ms,
+        "acquisition_lock_timeout_ms": share.lock_duration_ms(group_id),
         "responses": responses,
         "node_endpoints": [],
     }

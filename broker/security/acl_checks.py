@@ -118,6 +118,14 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.DELETE_GROUPS: (Special("delete_groups"),),  # DELETE per group
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (_GROUP_READ,),  # KIP-848
     ApiKey.CONSUMER_GROUP_DESCRIBE: (Special("consumer_group_describe"),),  # DESCRIBE per group
+    # KIP-932 share groups: READ of the group (Kafka also checks READ/DESCRIBE of the topics: not yet,
+    # docs/compatibility.md); ShareGroupDescribe as ConsumerGroupDescribe (same fields)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (_GROUP_READ,),
+    ApiKey.SHARE_GROUP_DESCRIBE: (Special("consumer_group_describe"),),
+    ApiKey.SHARE_FETCH: (_GROUP_READ,),
+    ApiKey.SHARE_ACKNOWLEDGE: (_GROUP_READ,),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (_GROUP_READ,),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (Cluster(Operation.DESCRIBE),),  # stricter than Kafka's DESCRIBE per group
     # transactions
     ApiKey.INIT_PRODUCER_ID: (Special("init_producer_id"),),
     ApiKey.ADD_PARTITIONS_TO_TXN: (Special("add_partitions_to_txn"),),

@@ -354,3 +354,59 @@ def test_kafka_console_share_consumer_and_kafka_share_groups(bootstrap: str) -> 
     deleted = tool("--delete", "--group", group)
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
     assert group not in tool("--list").stdout.split()
+
+
+def test_group_configs_earliest_and_read_committed(bootstrap: str) -> None:
+    """Group configs (the GROUP config resource) set with Kafka 4.1.1's ``kafka-configs
+    --entity-type groups``: ``share.auto.offset.reset=earliest`` delivers what was written before
+    the group's first fetch, ``share.isolation.level=read_committed`` leaves out an aborted
+    transaction's records (KIP-932 "read_committed"), while a read_uncommitted group gets them."""
+    from confluent_kafka import Producer
+
+    from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
+
+    try:
+        kafka_libs()
+    except KafkaUnavailable as exc:
+        pytest.skip(str(exc))
+    topic, committed_group, uncommitted_group = unique("txn"), unique("g"), unique("g")
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"aborted{i}".encode())
+    producer.flush(60)  # written to the log, then aborted (not purged in the client)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"committed{i}".encode())
+    producer.commit_transaction(60)
+    committed = {f"committed{i}".encode() for i in range(3)}
+    aborted = {f"aborted{i}".encode() for i in range(3)}
+
+    def configure(group: str, settings: str) -> None:
+        done = kafka_tool(
+            "kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
+            "--entity-name", group, "--add-config", settings,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    configure(committed_group, "share.auto.offset.reset=earliest,share.isolation.level=read_committed")
+    configure(uncommitted_group, "share.auto.offset.reset=earliest")
+    reader = Member(bootstrap, committed_group, topic, "rc")
+    everything = Member(bootstrap, uncommitted_group, topic, "ru")
+    try:
+        until(
+            [reader, everything],
+            lambda: committed <= set(reader.values()) and committed | aborted <= set(everything.values()),
+        )
+        assert not aborted & set(reader.values())
+    finally:
+        reader.close()
+        everything.close()
+    refused = kafka_tool(
+        "kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type", "groups",
+        "--entity-name", committed_group, "--add-config", "share.record.lock.duration.ms=999",
+    )  # fmt: skip
+    assert refused.returncode != 0

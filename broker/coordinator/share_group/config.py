@@ -126,3 +126,65 @@ class ShareGroupConfig:
             raise ShareGroupConfigError(
                 "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"
             )
+
+
+# -- group configs (KIP-848/932's GROUP config resource, type 32) ----------------------------------
+
+GROUP_RESOURCE = 32
+SHARE_GROUP_CONFIG_KEYS = (
+    "share.auto.offset.reset",
+    "share.isolation.level",
+    "share.record.lock.duration.ms",
+    "share.session.timeout.ms",
+    "share.heartbeat.interval.ms",
+)
+
+
+def group_config_defaults(config: ShareGroupConfig) -> dict[str, str]:
+    """A share group's configs when none is set: Kafka 4.1's ``GroupConfig`` defaults, the
+    durations from the broker's ``group.share.*`` keys."""
+    return {
+        "share.auto.offset.reset": "latest",
+        "share.isolation.level": "read_uncommitted",
+        "share.record.lock.duration.ms": str(config.record_lock_duration_ms),
+        "share.session.timeout.ms": str(config.session_timeout_ms),
+        "share.heartbeat.interval.ms": str(config.heartbeat_interval_ms),
+    }
+
+
+def check_group_config(config: ShareGroupConfig, key: str, value: str) -> str | None:
+    """Kafka's ``GroupConfig.validate`` for the share keys: None, or why ``value`` is refused."""
+    if key not in SHARE_GROUP_CONFIG_KEYS:
+        return f"Unknown group config name: {key}"
+    if key == "share.auto.offset.reset":
+        if value in ("latest", "earliest"):
+            return None
+        return f"Invalid value {value} for configuration {key}: must be latest or earliest (by_duration: not served)"
+    if key == "share.isolation.level":
+        if value in ("read_committed", "read_uncommitted"):
+            return None
+        return f"Invalid value {value} for configuration {key}: String must be one of: read_committed, read_uncommitted"
+    try:
+        number = int(value)
+    except ValueError:
+        return f"Invalid value {value} for configuration {key}: Not a number of type INT"
+    bounds = {
+        "share.record.lock.duration.ms": (
+            "group.share.min.record.lock.duration.ms", config.min_record_lock_duration_ms,
+            "group.share.max.record.lock.duration.ms", config.max_record_lock_duration_ms,
+        ),
+        "share.session.timeout.ms": (
+            "group.share.min.session.timeout.ms", config.min_session_timeout_ms,
+            "group.share.max.session.timeout.ms", config.max_session_timeout_ms,
+        ),
+        "share.heartbeat.interval.ms": (
+            "group.share.min.heartbeat.interval.ms", config.min_heartbeat_interval_ms,
+            "group.share.max.heartbeat.interval.ms", config.max_heartbeat_interval_ms,
+        ),
+    }  # fmt: skip
+    low_key, low, high_key, high = bounds[key]
+    if number < low:
+        return f"{key} must be greater than or equal to {low_key}"
+    if number > high:
+        return f"{key} must be less than or equal to {high_key}"
+    return None

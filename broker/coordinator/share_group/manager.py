@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.coordinator.share_group.config import ShareGroupConfig
+from broker.coordinator.share_group.config import ShareGroupConfig, check_group_config, group_config_defaults
 from broker.coordinator.share_group.group import HeartbeatError, HeartbeatOutcome, ShareGroup, TopicsView
 from broker.coordinator.share_group.partition import AckError, Acquired, SharePartition
 from broker.coordinator.share_group.records import (
@@ -126,6 +126,50 @@ class ShareGroups:
         self.state_partitions = 0  # partitions of __share_group_state (0: not created yet)
         self._state_log = StateTopicLog(replicas, SHARE_STATE_TOPIC) if replicas is not None else None
         self._loaded: dict[int, dict[tuple[str, uuid.UUID, int], PersistedState]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}  # group -> its set configs (in memory)
+
+    # -- group configs (the GROUP config resource) ------------------------------------------------
+
+    def group_config(self, group_id: str, key: str) -> str:
+        return self.group_configs.get(group_id, {}).get(key) or group_config_defaults(self.config)[key]
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return int(self.group_config(group_id, "share.record.lock.duration.ms"))
+
+    def alter_group_configs(self, group_id: str, changes: dict[str, str | None], validate_only: bool) -> str | None:
+        """IncrementalAlterConfigs of a GROUP resource: None, or why it is refused (INVALID_CONFIG).
+        Kept in this broker's memory (docs/compatibility.md)."""
+        defaults = group_config_defaults(self.config)
+        for key, value in changes.items():
+            if value is None:
+                problem = None if key in defaults else f"Unknown group config name: {key}"
+            else:
+                problem = check_group_config(self.config, key, value)
+            if problem is not None:
+                return problem
+        if not validate_only:
+            current = self.group_configs.setdefault(group_id, {})
+            for key, value in changes.items():
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+        return None
+
+    def describe_group_configs(self, group_id: str) -> list[dict[str, Any]]:
+        """DescribeConfigs of a GROUP resource: every share key, set (source 8,
+        DYNAMIC_GROUP_CONFIG) or default (5)."""
+        set_ = self.group_configs.get(group_id, {})
+        return [
+            {
+                "name": key,
+                "value": set_.get(key, default),
+                "read_only": False,
+                "config_source": 8 if key in set_ else 5,
+                "config_type": 2 if key.endswith(("reset", "level")) else 3,  # STRING / INT
+            }
+            for key, default in group_config_defaults(self.config).items()
+        ]
 
     # -- membership (the group coordinator's side) ----------------------------------------------
 
@@ -164,9 +208,8 @@ class ShareGroups:
         if outcome.left:
             self.manager.timers.cancel(key)
         else:
-            self.manager.timers.schedule(
-                key, self.clock_ms() + self.config.session_timeout_ms, lambda: self._expire(group_id, member_id)
-            )
+            timeout_ms = int(self.group_config(group_id, "share.session.timeout.ms"))
+            self.manager.timers.schedule(key, self.clock_ms() + timeout_ms, lambda: self._expire(group_id, member_id))
         return ErrorCode.NONE, None, outcome
 
     def _other_kind(self, group_id: str) -> bool:
@@ -302,7 +345,6 @@ class ShareGroups:
         member_id: str,
         max_bytes: int,
         max_records: int,
-        read_committed: bool = False,
     ) -> FetchedPartition:
         """Acquire records of one share-partition for ``member_id``: the batches read from the
         log and the acquired offset ranges (none: nothing available now)."""
@@ -320,6 +362,7 @@ class ShareGroups:
         if hosted.log.log_start_offset > part.spso:
             part.move_start(hosted.log.log_start_offset)
         offset = part.next_fetch_offset()
+        read_committed = self.group_config(key[0], "share.isolation.level") == "read_committed"
         try:
             read = self.replicas.read(
                 topic, partition, offset, max(max_bytes, 1), read_committed=read_committed, min_one_batch=True
@@ -338,7 +381,7 @@ class ShareGroups:
         aborted = _aborted_ranges(read.aborted_transactions, data, bounds) if read_committed else []
         wanted = [(b, last) for b, last, _, _, control in bounds if not control]
         acquired = part.acquire(
-            member_id, _minus(wanted, aborted), end, max_records, self.clock_ms(), self.config.record_lock_duration_ms
+            member_id, _minus(wanted, aborted), end, max_records, self.clock_ms(), self.lock_duration_ms(key[0])
         )
         # the gap archived for control batches and aborted records is state worth keeping
         if not acquired:
@@ -370,8 +413,9 @@ class ShareGroups:
             part.move_start(hosted.log.log_start_offset)
         else:
             start = self.pending_start.pop(key, None)
-            if start is None:
-                start = hosted.high_watermark  # share.auto.offset.reset=latest (Kafka's default)
+            if start is None:  # share.auto.offset.reset: latest (Kafka's default) or earliest
+                earliest = self.group_config(key[0], "share.auto.offset.reset") == "earliest"
+                start = hosted.log.log_start_offset if earliest else hosted.high_watermark
             part = SharePartition(start, self.config.delivery_count_limit, self.config.partition_max_record_locks)
         self.partitions[key] = part
         self._persist(key)  # the initial state (Kafka: InitializeShareGroupState)

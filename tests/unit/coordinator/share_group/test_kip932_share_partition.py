@@ -246,3 +246,23 @@ def test_group_share_config_defaults_and_bounds_as_kafka_4_1():
             ShareGroupConfig.from_properties(lambda k, d, key=key, value=value: value if k == key else d)
     short = {"group.share.record.lock.duration.ms": 2000, "group.share.min.record.lock.duration.ms": 1000}
     assert ShareGroupConfig.from_properties(short.get).record_lock_duration_ms == 2000
+
+
+def test_share_group_configs_checked_as_kafka_group_config():
+    from broker.coordinator.share_group.config import check_group_config, group_config_defaults
+
+    config = ShareGroupConfig()
+    assert group_config_defaults(config)["share.auto.offset.reset"] == "latest"
+    assert group_config_defaults(config)["share.isolation.level"] == "read_uncommitted"
+    assert check_group_config(config, "share.isolation.level", "read_committed") is None
+    assert check_group_config(config, "share.auto.offset.reset", "earliest") is None
+    assert check_group_config(config, "share.record.lock.duration.ms", "20000") is None
+    for key, value in (
+        ("share.isolation.level", "serializable"),
+        ("share.auto.offset.reset", "newest"),
+        ("share.record.lock.duration.ms", "14999"),  # below group.share.min.record.lock.duration.ms
+        ("share.record.lock.duration.ms", "x"),
+        ("share.heartbeat.interval.ms", "16000"),
+        ("consumer.unknown.key", "1"),
+    ):
+        assert check_group_config(config, key, value) is not None, key
