@@ -8,7 +8,6 @@ A client never lets a raw decode traceback escape: wire-level failures are wrapp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire.errors import ErrorCode, KafkaError
@@ -40,17 +39,8 @@ class ConfigError(ValueError):
 
 
 class ClientError(KafkaError):
-    """Base of the client's own KafkaError subclasses; pickles by (code, message)."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), int(self.code), self.message, dict(self.__dict__)))
-
-
-def _rebuild(cls: type[KafkaError], code: int, message: str | None, state: dict[str, Any]) -> KafkaError:
-    exc = cls.__new__(cls)
-    KafkaError.__init__(exc, code, message)
-    exc.__dict__.update(state)
-    return exc
+    """Base of the client's own KafkaError subclasses; pickles as ``KafkaError`` does (by code,
+    message and attributes), so errors cross to and from Spark executors."""
 
 
 class KafkaTimeoutError(ClientError):
