@@ -25,6 +25,9 @@ SHARED_OVERRIDES = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # KIP-932: Kafka cannot create __share_group_state with its default replication factor 3 on one node
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
     # the cleaner looks for dirty logs every second instead of 15 (test_compaction waits for it)
     "log.cleaner.backoff.ms": "1000",
 }
