@@ -117,7 +117,16 @@ def topics(broker: EmbeddedBroker, kafka: Kafka) -> str:
 
     kafka.create("dr-retention", 1, **{"segment.bytes": "1024", "retention.bytes": "3000"})
     kafka.produce("dr-retention", [f"ret-{i}-{'z' * 30}" for i in range(200)], batch=False)
-    wait_until(lambda: kafka.earliest("dr-retention") > 0, 60, "retention to delete the first segments")
+    retention_dir = log_dir(broker) / "dr-retention-0"
+
+    def retention_settled() -> bool:
+        # the produce ran while retention passes did: wait until no segment is over retention.bytes
+        # any more (Kafka's rule: the oldest goes while the rest still hold retention.bytes), so no
+        # later pass moves the log start between the two reads of the test
+        sizes = [f.stat().st_size for f in sorted(retention_dir.glob("*.log"))]
+        return kafka.earliest("dr-retention") > 0 and bool(sizes) and sum(sizes) - sizes[0] < 3000
+
+    wait_until(retention_settled, 60, "retention to delete the first segments and settle")
     return "dr-"
 
 
