@@ -1,0 +1,289 @@
+"""KIP-630 metadata snapshot files: naming, byte layout, atomic write, validated read.
+
+A snapshot is the metadata image as of a log position, so a replica can start from it (or
+fetch it with FetchSnapshot) instead of replaying the log from offset 0. Kafka names the file
+after its snapshot id (KIP-630 "Snapshot Format")::
+
+    <metadata log dir>/<endOffset, 20 digits>-<epoch, 10 digits>.checkpoint
+
+``endOffset`` is exclusive (the snapshot holds everything below it) and ``epoch`` is the epoch
+of the entry at ``endOffset - 1``. The file is a sequence of RecordBatch v2 (each with its
+CRC-32C, as Kafka's ``RecordsSnapshotWriter`` writes them)::
+
+    offset 0           control batch, one SnapshotHeader record  (control type 3:
+                       version int16, lastContainedLogTimestamp int64, tagged fields)
+    offset 1 ..        data batches, up to ``max_batch_records`` records each; a record's
+                       key is null and its value one metadata record (the same bytes as
+                       the log entry's payload)
+    last offset        control batch, one SnapshotFooter record  (control type 4)
+
+Offsets inside the file are dense from 0 and every batch carries ``partitionLeaderEpoch`` =
+the snapshot's epoch. A file missing its footer, with a bad CRC, a gap, or anything after
+the footer is invalid (``CorruptSnapshotError``); ``load_newest_valid`` skips such a file
+with a log line and falls back to the next older one.
+
+Writing: ``<name>.checkpoint.part`` is written and fsynced, renamed to ``<name>.checkpoint``
+and the directory fsynced (Kafka's ``.part`` suffix), so a crash leaves either no snapshot
+or a whole one; ``.part`` leftovers are removed on load. ``write_snapshot`` does blocking
+I/O: a driver calls it in an executor, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.files import fsync_dir
+from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch
+from pyspark_log.records.control import (
+    ControlType,
+    SnapshotFooter,
+    SnapshotHeader,
+    encode_control_batch,
+    to_control_record,
+)
+from pyspark_log.records.errors import RecordError
+from pyspark_log.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, read_header
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".checkpoint.part"
+DEFAULT_MAX_BATCH_RECORDS = 1000
+_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+class CorruptSnapshotError(ValueError):
+    """The bytes are not a whole, valid KIP-630 snapshot (torn, bad CRC, bad framing)."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class SnapshotId:
+    """KIP-630 OffsetAndEpoch of a snapshot: ``end_offset`` exclusive, ``epoch`` of the last entry.
+
+    Ordered by (end_offset, epoch): the newest snapshot is the max.
+    """
+
+    end_offset: int
+    epoch: int
+
+    @property
+    def file_name(self) -> str:
+        return snapshot_file_name(self)
+
+
+def snapshot_file_name(snapshot_id: SnapshotId) -> str:
+    """Kafka's file name: 20-digit end offset, dash, 10-digit epoch, ``.checkpoint``."""
+    if snapshot_id.end_offset < 0 or snapshot_id.epoch < 0:
+        raise ValueError(f"a snapshot id is non-negative, got {snapshot_id}")
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_file_name(name: str) -> SnapshotId | None:
+    """The id in a snapshot file name, or None if ``name`` is not one (``.part`` files are not)."""
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    return SnapshotId(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A decoded snapshot: its id, the header's timestamp, and the metadata records in order."""
+
+    snapshot_id: SnapshotId
+    last_contained_log_timestamp: int
+    records: tuple[bytes, ...]
+
+
+def encode_snapshot(
+    snapshot_id: SnapshotId,
+    records: Sequence[bytes],
+    last_contained_log_timestamp: int,
+    *,
+    timestamp_ms: int,
+    max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+) -> bytes:
+    """The file contents for ``records`` (layout in the module docstring). Pure and CPU-bound."""
+    if max_batch_records < 1:
+        raise ValueError("max_batch_records must be at least 1")
+    epoch = snapshot_id.epoch
+    parts = [
+        encode_control_batch(
+            ControlType.SNAPSHOT_HEADER,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            0,
+            timestamp_ms,
+            base_offset=0,
+            message=SnapshotHeader(last_contained_log_timestamp),
+            partition_leader_epoch=epoch,
+        )
+    ]
+    offset = 1
+    for start in range(0, len(records), max_batch_records):
+        chunk = records[start : start + max_batch_records]
+        batch = [ProducerRecord(None, value, timestamp_ms) for value in chunk]
+        parts.append(encode_batch(batch, base_offset=offset, partition_leader_epoch=epoch))
+        offset += len(chunk)
+    parts.append(
+        encode_control_batch(
+            ControlType.SNAPSHOT_FOOTER,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            0,
+            timestamp_ms,
+            base_offset=offset,
+            message=SnapshotFooter(),
+            partition_leader_epoch=epoch,
+        )
+    )
+    return b"".join(parts)
+
+
+def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapshot:
+    """Check and decode a whole snapshot file; CorruptSnapshotError on anything invalid.
+
+    Checks every batch's CRC, dense offsets from 0, a SnapshotHeader first, a SnapshotFooter
+    last and nothing after it.
+    """
+    view = memoryview(data)
+    pos = 0
+    expected_offset = 0
+    header_timestamp: int | None = None
+    records: list[bytes] = []
+    footer_seen = False
+    while pos < len(view):
+        if footer_seen:
+            raise CorruptSnapshotError(f"bytes after the SnapshotFooter at position {pos}")
+        try:
+            batch_header = read_header(view, pos)
+            header, batch = decode_records(view, pos, max_decompressed_bytes=64 << 20)
+        except (RecordError, ValueError) as exc:
+            raise CorruptSnapshotError(f"batch at position {pos}: {exc}") from exc
+        if header.base_offset != expected_offset or not batch:
+            raise CorruptSnapshotError(
+                f"batch at position {pos} starts at offset {header.base_offset}, expected {expected_offset}"
+            )
+        if header.is_control:
+            for record in batch:
+                control = to_control_record(record)
+                if control.kind == ControlType.SNAPSHOT_HEADER and isinstance(control.message, SnapshotHeader):
+                    if expected_offset != 0 or header_timestamp is not None:
+                        raise CorruptSnapshotError("SnapshotHeader not at offset 0")
+                    header_timestamp = control.message.last_contained_log_timestamp
+                elif control.kind == ControlType.SNAPSHOT_FOOTER:
+                    if header_timestamp is None:
+                        raise CorruptSnapshotError("SnapshotFooter before a SnapshotHeader")
+                    footer_seen = True
+                else:
+                    raise CorruptSnapshotError(f"unexpected control record type {control.kind} in a snapshot")
+        else:
+            if header_timestamp is None:
+                raise CorruptSnapshotError("data before the SnapshotHeader")
+            for record in batch:
+                if record.value is None:
+                    raise CorruptSnapshotError(f"record {record.offset} has no value")
+                records.append(bytes(record.value))
+        expected_offset = header.base_offset + len(batch)
+        pos += batch_header.size
+    if header_timestamp is None or not footer_seen:
+        raise CorruptSnapshotError("snapshot has no SnapshotFooter (partial file)")
+    return Snapshot(snapshot_id, header_timestamp, tuple(records))
+
+
+def write_snapshot(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:
+    """Write ``data`` as snapshot ``snapshot_id`` atomically (``.part``, fsync, rename, fsync dir).
+
+    Blocking: call it off the event loop. Returns the final path.
+    """
+    final = directory / snapshot_file_name(snapshot_id)
+    partial = directory / (final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(partial, final)
+    fsync_dir(directory)
+    return final
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    """Ids of the ``.checkpoint`` files in ``directory``, oldest first."""
+    if not directory.is_dir():
+        return []
+    ids = [parse_snapshot_file_name(entry.name) for entry in directory.iterdir()]
+    return sorted(i for i in ids if i is not None)
+
+
+def load_newest_valid(directory: Path) -> Snapshot | None:
+    """The newest snapshot that decodes whole; invalid ones are skipped with a warning.
+
+    Removes ``.checkpoint.part`` leftovers of a write that a crash interrupted.
+    """
+    if not directory.is_dir():
+        return None
+    for entry in directory.iterdir():
+        if entry.name.endswith(PARTIAL_SUFFIX):
+            log.info("removing partial snapshot %s", entry)
+            entry.unlink(missing_ok=True)
+    for snapshot_id in reversed(list_snapshots(directory)):
+        path = directory / snapshot_file_name(snapshot_id)
+        try:
+            return decode_snapshot(snapshot_id, path.read_bytes())
+        except (CorruptSnapshotError, OSError) as exc:
+            log.warning("skipping invalid snapshot %s: %s", path, exc)
+    return None
+
+
+def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[SnapshotId]:
+    """Remove snapshot files older than ``keep`` (KIP-630: only the newest one is needed)."""
+    removed = [i for i in list_snapshots(directory) if i < keep]
+    for snapshot_id in removed:
+        (directory / snapshot_file_name(snapshot_id)).unlink(missing_ok=True)
+    if removed:
+        fsync_dir(directory)
+    return removed
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPolicy:
+    """When to take a snapshot (Kafka's ``metadata.log.max.record.bytes.between.snapshots``,
+    default 20 MiB, and ``metadata.log.max.snapshot.interval.ms``, default 1 h; 0 disables the
+    time trigger). Pure: the caller supplies what it has appended and the clock.
+    """
+
+    max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
+    max_snapshot_interval_ms: int = 3_600_000
+
+    def should_snapshot(self, bytes_since_snapshot: int, ms_since_snapshot: int, records_since_snapshot: int) -> bool:
+        """True when a new snapshot is due; never when nothing was appended since the last one."""
+        if records_since_snapshot <= 0:
+            return False
+        if bytes_since_snapshot >= self.max_record_bytes_between_snapshots:
+            return True
+        return self.max_snapshot_interval_ms > 0 and ms_since_snapshot >= self.max_snapshot_interval_ms
+
+
+__all__ = [
+    "CorruptSnapshotError",
+    "Snapshot",
+    "SnapshotId",
+    "SnapshotPolicy",
+    "decode_snapshot",
+    "delete_snapshots_before",
+    "encode_snapshot",
+    "list_snapshots",
+    "load_newest_valid",
+    "parse_snapshot_file_name",
+    "snapshot_file_name",
+    "write_snapshot",
+]
