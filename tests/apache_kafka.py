@@ -70,6 +70,7 @@ TOOLS = {
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",  # KIP-932
     "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+    "kafka-dump-log": "kafka.tools.DumpLogSegments",  # reads KIP-630 .checkpoint files too
 }
 
 # JVM options of the tools and of test brokers: a small heap and the serial collector, as a test
