@@ -273,8 +273,59 @@ class SnapshotPolicy:
         return self.max_snapshot_interval_ms > 0 and ms_since_snapshot >= self.max_snapshot_interval_ms
 
 
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How much metadata log to keep below the newest snapshot (Kafka's
+    ``metadata.max.retention.bytes``, default 100 MiB, and ``metadata.max.retention.ms``,
+    default 7 days; -1 disables a limit).
+
+    Kafka (``KafkaMetadataLog``) deletes the log prefix only below a snapshot, so a replica can
+    always rebuild the image from the newest snapshot plus the tail; the prefix goes when either
+    limit is exceeded. Pure: the caller supplies sizes, timestamps and the clock.
+    """
+
+    max_retention_bytes: int = 100 * 1024 * 1024
+    max_retention_ms: int = 7 * 24 * 3_600_000
+
+    def new_log_start_offset(
+        self,
+        *,
+        log_start_offset: int,
+        snapshot_end_offset: int | None,
+        high_watermark: int,
+        retained_bytes: int,
+        oldest_entry_timestamp_ms: int | None,
+        now_ms: int,
+        voter_fetch_offsets: Sequence[int] = (),
+        snapshots_servable: bool = True,
+    ) -> int:
+        """The log start offset after a retention pass (``log_start_offset`` if nothing goes).
+
+        The prefix below the newest snapshot is dropped whole when the retained log exceeds
+        ``max_retention_bytes`` or its oldest entry is older than ``max_retention_ms``. Never
+        past the high watermark (KIP-630: only committed data is snapshotted), and, when
+        ``snapshots_servable`` is False (no FetchSnapshot to send a lagging replica), never past
+        the lowest fetch offset of a voter that still needs the log.
+        """
+        if snapshot_end_offset is None or snapshot_end_offset <= log_start_offset:
+            return log_start_offset
+        too_big = 0 <= self.max_retention_bytes < retained_bytes
+        too_old = (
+            self.max_retention_ms >= 0
+            and oldest_entry_timestamp_ms is not None
+            and now_ms - oldest_entry_timestamp_ms > self.max_retention_ms
+        )
+        if not (too_big or too_old):
+            return log_start_offset
+        limit = min(snapshot_end_offset, high_watermark)
+        if not snapshots_servable and voter_fetch_offsets:
+            limit = min(limit, *voter_fetch_offsets)
+        return max(log_start_offset, limit)
+
+
 __all__ = [
     "CorruptSnapshotError",
+    "RetentionPolicy",
     "Snapshot",
     "SnapshotId",
     "SnapshotPolicy",

@@ -10,6 +10,7 @@ import pytest
 
 from broker.raft.snapshot import (
     CorruptSnapshotError,
+    RetentionPolicy,
     SnapshotId,
     SnapshotPolicy,
     decode_snapshot,
@@ -115,3 +116,34 @@ def test_policy_triggers() -> None:
     defaults = SnapshotPolicy()
     assert defaults.max_record_bytes_between_snapshots == 20 * 1024 * 1024
     assert defaults.max_snapshot_interval_ms == 3_600_000
+
+
+def test_retention_drops_prefix_only_below_snapshot_and_hw() -> None:
+    policy = RetentionPolicy(max_retention_bytes=1000, max_retention_ms=60_000)
+    common = {"log_start_offset": 0, "high_watermark": 500, "oldest_entry_timestamp_ms": 0, "now_ms": 1}
+    # no snapshot: nothing goes however big the log is
+    assert policy.new_log_start_offset(snapshot_end_offset=None, retained_bytes=10**9, **common) == 0
+    # under both limits: kept
+    assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=1000, **common) == 0
+    # over the byte limit: up to the snapshot
+    assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=1001, **common) == 400
+    # snapshot beyond the high watermark: capped at the high watermark
+    assert policy.new_log_start_offset(snapshot_end_offset=600, retained_bytes=1001, **common) == 500
+    # over the age limit
+    aged = {**common, "now_ms": 60_001}
+    assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=1, **aged) == 400
+    # no FetchSnapshot: a lagging voter keeps its entries
+    lagging = policy.new_log_start_offset(
+        snapshot_end_offset=400, retained_bytes=5000, voter_fetch_offsets=(450, 120), snapshots_servable=False, **common
+    )
+    assert lagging == 120
+    # with FetchSnapshot the lagging voter fetches the snapshot instead
+    served = policy.new_log_start_offset(
+        snapshot_end_offset=400, retained_bytes=5000, voter_fetch_offsets=(450, 120), **common
+    )
+    assert served == 400
+    # -1 disables a limit; the start offset never goes back
+    off = RetentionPolicy(max_retention_bytes=-1, max_retention_ms=-1)
+    assert off.new_log_start_offset(snapshot_end_offset=400, retained_bytes=10**9, **aged) == 0
+    later = {**common, "log_start_offset": 450}
+    assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=10**9, **later) == 450
