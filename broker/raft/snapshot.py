@@ -24,20 +24,17 @@ with a log line and falls back to the next older one.
 
 Writing: ``<name>.checkpoint.part`` is written and fsynced, renamed to ``<name>.checkpoint``
 and the directory fsynced (Kafka's ``.part`` suffix), so a crash leaves either no snapshot
-or a whole one; ``.part`` leftovers are removed on load. ``write_snapshot`` does blocking
-I/O: a driver calls it in an executor, never on the event loop.
+or a whole one; ``.part`` leftovers are removed on load. This module is pure (codec and
+policies); the file I/O (``write_snapshot``, ``load_newest_valid``, ...) is the store's
+(``broker.raft.store``), and a driver calls it in an executor, never on the event loop.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from broker.log.files import fsync_dir
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch
 from pyspark_log.records.control import (
     ControlType,
@@ -48,8 +45,6 @@ from pyspark_log.records.control import (
 )
 from pyspark_log.records.errors import RecordError
 from pyspark_log.records.header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, read_header
-
-log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -196,64 +191,6 @@ def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapsh
     return Snapshot(snapshot_id, header_timestamp, tuple(records))
 
 
-def write_snapshot(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:
-    """Write ``data`` as snapshot ``snapshot_id`` atomically (``.part``, fsync, rename, fsync dir).
-
-    Blocking: call it off the event loop. Returns the final path.
-    """
-    final = directory / snapshot_file_name(snapshot_id)
-    partial = directory / (final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(partial, final)
-    fsync_dir(directory)
-    return final
-
-
-def list_snapshots(directory: Path) -> list[SnapshotId]:
-    """Ids of the ``.checkpoint`` files in ``directory``, oldest first."""
-    if not directory.is_dir():
-        return []
-    ids = [parse_snapshot_file_name(entry.name) for entry in directory.iterdir()]
-    return sorted(i for i in ids if i is not None)
-
-
-def load_newest_valid(directory: Path) -> Snapshot | None:
-    """The newest snapshot that decodes whole; invalid ones are skipped with a warning.
-
-    Removes ``.checkpoint.part`` leftovers of a write that a crash interrupted.
-    """
-    if not directory.is_dir():
-        return None
-    for entry in directory.iterdir():
-        if entry.name.endswith(PARTIAL_SUFFIX):
-            log.info("removing partial snapshot %s", entry)
-            entry.unlink(missing_ok=True)
-    for snapshot_id in reversed(list_snapshots(directory)):
-        path = directory / snapshot_file_name(snapshot_id)
-        try:
-            return decode_snapshot(snapshot_id, path.read_bytes())
-        except (CorruptSnapshotError, OSError) as exc:
-            log.warning("skipping invalid snapshot %s: %s", path, exc)
-    return None
-
-
-def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[SnapshotId]:
-    """Remove snapshot files older than ``keep`` (KIP-630: only the newest one is needed)."""
-    removed = [i for i in list_snapshots(directory) if i < keep]
-    for snapshot_id in removed:
-        (directory / snapshot_file_name(snapshot_id)).unlink(missing_ok=True)
-    if removed:
-        fsync_dir(directory)
-    return removed
-
-
 @dataclass(frozen=True, slots=True)
 class SnapshotPolicy:
     """When to take a snapshot (Kafka's ``metadata.log.max.record.bytes.between.snapshots``,
@@ -330,11 +267,7 @@ __all__ = [
     "SnapshotId",
     "SnapshotPolicy",
     "decode_snapshot",
-    "delete_snapshots_before",
     "encode_snapshot",
-    "list_snapshots",
-    "load_newest_valid",
     "parse_snapshot_file_name",
     "snapshot_file_name",
-    "write_snapshot",
 ]

@@ -38,6 +38,16 @@ from typing import Any
 from broker.log.files import fsync_dir, write_atomic
 from broker.raft.effects import QuorumStateData
 from broker.raft.log import Entry, LeaderChange
+from broker.raft.snapshot import (
+    PARTIAL_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    Snapshot,
+    SnapshotId,
+    decode_snapshot,
+    parse_snapshot_file_name,
+    snapshot_file_name,
+)
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch
 from pyspark_log.records.control import ControlType, encode_control_batch, to_control_record
 from pyspark_log.records.control import LeaderChange as LeaderChangeMessage
@@ -319,3 +329,64 @@ def _scan(data: bytes) -> tuple[list[Entry], int]:
         last_epoch = entry.epoch
         pos = end
     return entries, pos
+
+
+# -- KIP-630 snapshot files (layout in broker.raft.snapshot) ---------------------------------------
+
+
+def write_snapshot(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:
+    """Write ``data`` as snapshot ``snapshot_id`` atomically (``.part``, fsync, rename, fsync dir).
+
+    Blocking: call it off the event loop. Returns the final path.
+    """
+    final = directory / snapshot_file_name(snapshot_id)
+    partial = directory / (final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(partial, final)
+    fsync_dir(directory)
+    return final
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    """Ids of the ``.checkpoint`` files in ``directory``, oldest first."""
+    if not directory.is_dir():
+        return []
+    ids = [parse_snapshot_file_name(entry.name) for entry in directory.iterdir()]
+    return sorted(i for i in ids if i is not None)
+
+
+def load_newest_valid(directory: Path) -> Snapshot | None:
+    """The newest snapshot that decodes whole; invalid ones are skipped with a warning.
+
+    Removes ``.checkpoint.part`` leftovers of a write that a crash interrupted.
+    """
+    if not directory.is_dir():
+        return None
+    for entry in directory.iterdir():
+        if entry.name.endswith(PARTIAL_SUFFIX):
+            log.info("removing partial snapshot %s", entry)
+            entry.unlink(missing_ok=True)
+    for snapshot_id in reversed(list_snapshots(directory)):
+        path = directory / snapshot_file_name(snapshot_id)
+        try:
+            return decode_snapshot(snapshot_id, path.read_bytes())
+        except (CorruptSnapshotError, OSError) as exc:
+            log.warning("skipping invalid snapshot %s: %s", path, exc)
+    return None
+
+
+def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[SnapshotId]:
+    """Remove snapshot files older than ``keep`` (KIP-630: only the newest one is needed)."""
+    removed = [i for i in list_snapshots(directory) if i < keep]
+    for snapshot_id in removed:
+        (directory / snapshot_file_name(snapshot_id)).unlink(missing_ok=True)
+    if removed:
+        fsync_dir(directory)
+    return removed

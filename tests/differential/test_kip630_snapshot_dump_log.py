@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.raft.snapshot import SnapshotId, encode_snapshot, write_snapshot
+from broker.raft.snapshot import SnapshotId, encode_snapshot
+from broker.raft.store import write_snapshot
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
 
 

@@ -14,14 +14,11 @@ from broker.raft.snapshot import (
     SnapshotId,
     SnapshotPolicy,
     decode_snapshot,
-    delete_snapshots_before,
     encode_snapshot,
-    list_snapshots,
-    load_newest_valid,
     parse_snapshot_file_name,
     snapshot_file_name,
-    write_snapshot,
 )
+from broker.raft.store import delete_snapshots_before, list_snapshots, load_newest_valid, write_snapshot
 from pyspark_log.records.batch import decode_batches
 from pyspark_log.records.control import ControlType, first_control_type
 from pyspark_log.records.header import iter_batch_headers
@@ -87,7 +84,7 @@ def test_write_load_skips_corrupt_newest(tmp_path: Path, caplog: pytest.LogCaptu
     write_snapshot(tmp_path, new, good_new[:-10])  # a damaged newest file
     (tmp_path / "00000000000000000099-0000000003.checkpoint.part").write_bytes(b"partial")
     assert list_snapshots(tmp_path) == [old, new]
-    with caplog.at_level(logging.WARNING, logger="broker.raft.snapshot"):
+    with caplog.at_level(logging.WARNING, logger="broker.raft.store"):
         loaded = load_newest_valid(tmp_path)
     assert loaded is not None
     assert loaded.snapshot_id == old
