@@ -7,6 +7,7 @@ Everything here runs inside one step: it mutates the in-memory model and records
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from broker.raft.config import RaftConfig
 from broker.raft.effects import (
@@ -17,7 +18,7 @@ from broker.raft.effects import (
     HighWatermarkAdvanced,
     TruncateLog,
 )
-from broker.raft.log import Entry, LeaderChange, RaftLog
+from broker.raft.log import Entry, LeaderChange, RaftLog, VotersRecord
 from broker.raft.messages import NO_LEADER, ErrorCode
 from broker.raft.metrics import RaftMetrics
 from broker.raft.requests import RequestManager
@@ -45,6 +46,7 @@ class CoreBase:
     _requests: RequestManager
     _metrics: RaftMetrics
     _fatal: FatalError | None
+    _voter_records: list[tuple[int, VotersRecord]]
 
     @property
     def epoch(self) -> int:
@@ -66,8 +68,13 @@ class CoreBase:
         """Majority reached: persist leadership, then append the LeaderChange control record."""
         leader = self.quorum.transition_to_leader(self.log.end_offset, now_ms)
         self._on_role_change(now_ms)
-        record = LeaderChange(self.local_id, tuple(sorted(self.config.voters)), leader.granting_voters)
-        self._append_as_leader(leader, [Entry(self.log.end_offset, leader.epoch, record)], now_ms)
+        record = LeaderChange(self.local_id, tuple(sorted(self.quorum.voters)), leader.granting_voters)
+        entries = [Entry(self.log.end_offset, leader.epoch, record)]
+        if not self._voter_records and self.config.bootstrap_voters is not None:
+            # KIP-853: the bootstrap voter set (storage format) enters the replicated log with the
+            # first leader (Kafka keeps it in the 0-0 checkpoint; pylog's log has no snapshot yet).
+            entries.append(Entry(self.log.end_offset + 1, leader.epoch, self.config.bootstrap_voters))
+        self._append_as_leader(leader, entries, now_ms)
 
     def _transition_for_epoch(self, epoch: int, leader_id: int, now_ms: int) -> None:
         """Adopt a larger epoch learnt from a peer, with its leader when known."""
@@ -104,8 +111,37 @@ class CoreBase:
         if not isinstance(state, LeaderState):
             self._metrics.on_not_leader()
 
+    # -- KIP-853 voter set ------------------------------------------------------------------------
+    def _scan_voter_records(self, entries: Sequence[Entry]) -> None:
+        self._voter_records.extend((e.offset, e.payload) for e in entries if isinstance(e.payload, VotersRecord))
+
+    def _voters_in_log(self) -> frozenset[int]:
+        """KIP-853: the last VotersRecord in the log (committed or not), else the bootstrap set,
+        else the static ``controller.quorum.voters``."""
+        if self._voter_records:
+            return self._voter_records[-1][1].ids
+        return self.config.voters
+
+    def current_voters_record(self) -> VotersRecord | None:
+        """The voter set in effect as a record (None in a static quorum, kraft.version 0)."""
+        if self._voter_records:
+            return self._voter_records[-1][1]
+        bootstrap: VotersRecord | None = self.config.bootstrap_voters
+        return bootstrap
+
+    def _refresh_voters(self, now_ms: int) -> None:
+        voters = self._voters_in_log()
+        if voters != self.quorum.voters:
+            self.quorum.update_voters(voters, now_ms)
+
+    def _voter_change_pending(self) -> bool:
+        """A VotersRecord is appended but not yet committed (KIP-853: one change at a time)."""
+        return bool(self._voter_records) and self._voter_records[-1][0] >= self.high_watermark
+
     def _append_as_leader(self, leader: LeaderState, entries: list[Entry], now_ms: int) -> None:
         self.log.append(entries)
+        self._scan_voter_records(entries)
+        self._refresh_voters(now_ms)
         self._effects.persist(AppendToLog(tuple(entries)))
         self._effects.persist(FlushLog(self.log.end_offset))
         leader.update_local_end_offset(self.log.end_offset, now_ms)
@@ -122,6 +158,13 @@ class CoreBase:
     def _on_high_watermark(self, now_ms: int) -> None:
         self._metrics.on_high_watermark(self.high_watermark, now_ms)
         self._effects.notify(HighWatermarkAdvanced(self.high_watermark))
+        state = self.quorum.state
+        if isinstance(state, LeaderState) and not self.quorum.is_voter and not self._voter_change_pending():
+            # KIP-853: a leader that removed itself leads until that change is committed, then resigns.
+            self._resign_now(state, now_ms)
+
+    def _resign_now(self, state: LeaderState, now_ms: int) -> None:
+        raise NotImplementedError  # RaftCore
 
     def _truncate_log(self, end_offset: int) -> None:
         if end_offset < self.high_watermark:
@@ -131,6 +174,7 @@ class CoreBase:
             )
         if end_offset < self.log.end_offset:
             self.log.truncate_to(end_offset)
+            self._voter_records = [(o, r) for o, r in self._voter_records if o < end_offset]
             self._effects.persist(TruncateLog(end_offset))
             self._effects.persist(FlushLog(self.log.end_offset))
 

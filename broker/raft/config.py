@@ -77,6 +77,10 @@ class RaftConfig:
     retry_backoff_max_ms: int = 1000
     fetch_max_wait_ms: int = 500
     fetch_max_records: int = 256
+    bootstrap_voters: Any = field(default=None, hash=False, compare=False)
+    """KIP-853: the initial ``VotersRecord`` (``storage format --standalone`` or
+    ``--initial-controllers``); None for a static quorum (``controller.quorum.voters``, kraft.version 0).
+    When given, ``voters`` must be its ids."""
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
@@ -98,6 +102,8 @@ class RaftConfig:
             raise RaftConfigError("fetch_max_wait_ms must be >= 0")
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             raise RaftConfigError("quorum.retry.backoff.max.ms must be >= quorum.retry.backoff.ms")
+        if self.bootstrap_voters is not None and self.bootstrap_voters.ids != self.voters:
+            raise RaftConfigError("the bootstrap voters record must name exactly the configured voters")
 
     @property
     def is_voter(self) -> bool:

@@ -30,7 +30,7 @@ from broker.raft.config import RaftConfig
 from broker.raft.effects import EffectBuffer, FatalError, QuorumStateData, StepResult
 from broker.raft.election import ElectionHandlers
 from broker.raft.invariants import ReplicaView, StepInvariants
-from broker.raft.log import Entry, OffsetAndEpoch, RaftLog
+from broker.raft.log import Entry, OffsetAndEpoch, RaftLog, VoterSpec, VotersRecord
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -81,6 +81,20 @@ class AppendResult:
     epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class VoterChangeResult:
+    """The leader's answer to a KIP-853 AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter.
+
+    ``error_code`` NONE: the new VotersRecord is appended (``append``); the request succeeds once
+    the high watermark passes ``append.last_offset`` (the driver waits, up to the request's
+    timeout, then answers REQUEST_TIMED_OUT as Kafka does). Otherwise ``append`` is None and
+    ``error_message`` says why, with Kafka's error code."""
+
+    error_code: ErrorCode
+    error_message: str | None = None
+    append: AppendResult | None = None
+
+
 class RaftCore(ElectionHandlers, ReplicationHandlers):
     """One replica's KIP-595 state machine. Not thread-safe: one driver thread calls it."""
 
@@ -100,6 +114,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         self._rng = rng
         self._effects = EffectBuffer()
         self.log = RaftLog(log_entries)
+        self._voter_records = []
+        self._scan_voter_records(self.log.entries())
         self.quorum = QuorumState(
             config,
             rng=rng,
@@ -107,6 +123,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             stored=stored_state,
             log_end=self.log.end_offset_and_epoch(),
             now_ms=now_ms,
+            voters=self._voters_in_log(),
         )
         self._requests = RequestManager(config, rng.getrandbits(31))
         self._metrics = RaftMetrics()
@@ -151,7 +168,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             raise RuntimeError("RaftCore.start called twice")
         self._started = True
         self.quorum.initialize()
-        if self.config.voters == frozenset((self.local_id,)) and not self.is_leader:
+        if self.quorum.voters == frozenset((self.local_id,)) and not self.is_leader:
             self._become_candidate(now_ms)  # a single voter elects itself at once
         self._poll(now_ms)
         return self._finish_step()
@@ -202,18 +219,124 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         self._check_started()
         state = self.quorum.state
         if self._fatal is None and isinstance(state, LeaderState):
-            successors = state.preferred_successors()
-            self.quorum.transition_to_resigned(successors, now_ms)
-            self._on_role_change(now_ms)
-            for voter in successors:
-                correlation_id = self._requests.on_send(voter, now_ms)
-                self._effects.send(
-                    voter,
-                    correlation_id,
-                    EndQuorumEpochRequest(self.cluster_id, self.local_id, self.local_id, state.epoch, successors),
-                )
-            self._complete_parked_fetches(now_ms)
+            self._resign_now(state, now_ms)
         return self._finish_step()
+
+    def _resign_now(self, state: LeaderState, now_ms: int) -> None:
+        successors = state.preferred_successors()
+        self.quorum.transition_to_resigned(successors, now_ms)
+        self._on_role_change(now_ms)
+        for voter in successors:
+            correlation_id = self._requests.on_send(voter, now_ms)
+            self._effects.send(
+                voter,
+                correlation_id,
+                EndQuorumEpochRequest(self.cluster_id, self.local_id, self.local_id, state.epoch, successors),
+            )
+        self._complete_parked_fetches(now_ms)
+
+    # -- KIP-853 voter changes (leader only) -------------------------------------------------------
+    def _voter_change_precheck(self, operation: str) -> VoterChangeResult | None:
+        """Kafka's common refusals: not the leader; a static quorum (kraft.version 0); no commit
+        yet in this epoch; another change in flight (one at a time)."""
+        state = self.quorum.state
+        if self._fatal is not None or not isinstance(state, LeaderState):
+            return VoterChangeResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader of the KRaft quorum")
+        if self.current_voters_record() is None:
+            return VoterChangeResult(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"Cluster doesn't support {operation} because the kraft.version feature is 0 "
+                "(a static quorum from controller.quorum.voters)",
+            )
+        if self.high_watermark <= state.epoch_start_offset or not self._voter_records:
+            return VoterChangeResult(
+                ErrorCode.REQUEST_TIMED_OUT, "the leader has not yet committed an offset in its epoch"
+            )
+        if self._voter_change_pending():
+            return VoterChangeResult(
+                ErrorCode.REQUEST_TIMED_OUT, f"{operation} failed due to a pending voter set change"
+            )
+        return None
+
+    def _append_voters(self, record: VotersRecord, now_ms: int) -> VoterChangeResult:
+        return VoterChangeResult(ErrorCode.NONE, None, self.append_control(record, now_ms))
+
+    def append_control(self, record: VotersRecord, now_ms: int) -> AppendResult:
+        """Leader only: append one control record (a VotersRecord) in the current epoch."""
+        state = self.quorum.state
+        if self._fatal is not None or not isinstance(state, LeaderState):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        base = self.log.end_offset
+        self._append_as_leader(state, [Entry(base, state.epoch, record)], now_ms)
+        self._poll(now_ms)
+        return AppendResult(self._finish_step(), base, base, state.epoch)
+
+    def add_voter(self, voter: VoterSpec, now_ms: int) -> VoterChangeResult:
+        """KIP-853 AddRaftVoter: add a caught-up observer to the voter set.
+
+        Refusals (Kafka's codes): DUPLICATE_VOTER if the id is already a voter; REQUEST_TIMED_OUT
+        if the replica has not fetched within ``quorum.fetch.timeout.ms`` or is not caught up to
+        the leader's log end at its last fetch (Kafka: "not caught up"), or a change is pending."""
+        refused = self._voter_change_precheck("adding voter")
+        if refused is not None:
+            return refused
+        record = self.current_voters_record()
+        assert record is not None
+        if voter.voter_id in record.ids:
+            return VoterChangeResult(
+                ErrorCode.DUPLICATE_VOTER, f"The voter id {voter.voter_id} is already part of the set of voters"
+            )
+        state = self.quorum.state
+        assert isinstance(state, LeaderState)
+        progress = state.progress.get(voter.voter_id)
+        fresh_ms = now_ms - self.config.fetch_timeout_ms
+        if progress is None or progress.last_fetch_ms < fresh_ms or progress.last_caught_up_ms < fresh_ms:
+            return VoterChangeResult(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Voter {voter.voter_id} is not an observer caught up with the leader's log",
+            )
+        return self._append_voters(VotersRecord((*record.voters, voter)), now_ms)
+
+    def remove_voter(self, voter_id: int, directory_id: bytes | None, now_ms: int) -> VoterChangeResult:
+        """KIP-853 RemoveRaftVoter: VOTER_NOT_FOUND if ``(voter_id, directory_id)`` is not a voter
+        (a None directory id matches any); INVALID_REQUEST if it is the last voter."""
+        refused = self._voter_change_precheck("removing voter")
+        if refused is not None:
+            return refused
+        record = self.current_voters_record()
+        assert record is not None
+        spec = record.spec(voter_id)
+        if spec is None or (directory_id is not None and spec.directory_id != directory_id):
+            return VoterChangeResult(
+                ErrorCode.VOTER_NOT_FOUND, f"Cannot remove voter {voter_id}: it is not part of the set of voters"
+            )
+        if len(record.voters) == 1:
+            return VoterChangeResult(ErrorCode.INVALID_REQUEST, "Cannot remove the last voter of the quorum")
+        return self._append_voters(VotersRecord(tuple(v for v in record.voters if v.voter_id != voter_id)), now_ms)
+
+    def update_voter(self, voter: VoterSpec, now_ms: int) -> VoterChangeResult:
+        """KIP-853 UpdateRaftVoter: a voter's new endpoint (same id and directory id);
+        VOTER_NOT_FOUND if it is not a voter with that directory id."""
+        refused = self._voter_change_precheck("updating voter")
+        if refused is not None:
+            return refused
+        record = self.current_voters_record()
+        assert record is not None
+        spec = record.spec(voter.voter_id)
+        if spec is None or spec.directory_id != voter.directory_id:
+            return VoterChangeResult(
+                ErrorCode.VOTER_NOT_FOUND, f"Voter {voter.voter_id} with this directory id is not a voter"
+            )
+        if spec == voter:
+            return VoterChangeResult(ErrorCode.NONE)
+        return self._append_voters(
+            VotersRecord(tuple(voter if v.voter_id == voter.voter_id else v for v in record.voters)), now_ms
+        )
+
+    @property
+    def voters(self) -> frozenset[int]:
+        """The voter set in effect (KIP-853: the last VotersRecord appended)."""
+        return self.quorum.voters
 
     def set_cluster_id(self, cluster_id: str) -> None:
         """Adopt the cluster id once it is known (committed in the metadata log, meta.properties)."""
@@ -319,11 +442,20 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
 
     def _poll_role_timer(self, now_ms: int) -> None:
         state = self.quorum.state
-        if isinstance(state, LeaderState):
+        removable = UnattachedState | VotedState | ResignedState | CandidateState
+        if isinstance(state, removable) and not self.quorum.is_voter:
+            # KIP-853: removed from the voter set: never stand for election, find the leader instead.
+            self.quorum.transition_to_observer(state.epoch)
+            self._on_role_change(now_ms)
+        elif isinstance(state, LeaderState):
             deadline = state.quorum_deadline_ms(self.config.fetch_timeout_ms)
             if deadline is not None and now_ms >= deadline:
-                # KIP-595 "Leader Progress Timeout": no Fetch from a majority -> zombie; new election.
-                self._become_candidate(now_ms)
+                # KIP-595 "Leader Progress Timeout": no Fetch from a majority -> zombie; new election
+                # (a leader no longer in the voter set, KIP-853, resigns instead).
+                if self.quorum.is_voter:
+                    self._become_candidate(now_ms)
+                else:
+                    self._resign_now(state, now_ms)
         elif isinstance(state, CandidateState):
             if state.backoff_until_ms is not None:
                 if now_ms >= state.backoff_until_ms:

@@ -43,7 +43,34 @@ class LeaderChange:
     granting_voters: tuple[int, ...]
 
 
-Payload = bytes | LeaderChange
+@dataclass(frozen=True, slots=True)
+class VoterSpec:
+    """One voter of a KIP-853 ``VotersRecord``: its id, directory id (16 bytes, a UUID) and its
+    controller endpoint (empty host / port 0 when unknown, as in a static quorum)."""
+
+    voter_id: int
+    directory_id: bytes = bytes(16)
+    host: str = ""
+    port: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class VotersRecord:
+    """KIP-853 ``VotersRecord`` (Kafka's ``ControlRecordType.KRAFT_VOTERS = 6``): the whole voter
+    set. It takes effect on every replica as soon as it is appended to its log (not when
+    committed), and stops being in effect if the log is truncated below it."""
+
+    voters: tuple[VoterSpec, ...]
+
+    @property
+    def ids(self) -> frozenset[int]:
+        return frozenset(v.voter_id for v in self.voters)
+
+    def spec(self, voter_id: int) -> VoterSpec | None:
+        return next((v for v in self.voters if v.voter_id == voter_id), None)
+
+
+Payload = bytes | LeaderChange | VotersRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,10 +170,13 @@ class ReplicationHandlers(CoreBase):
             # larger than DivergingEpoch.Epoch, then fetch again from the new end.
             diverging = response.diverging_epoch
             self._truncate_log(self.log.truncation_offset_for(diverging.epoch, diverging.end_offset))
+            self._refresh_voters(now_ms)  # KIP-853: a truncated VotersRecord is no longer in effect
             return
         records = response.records
         if records and records[0].offset == self.log.end_offset:
             self.log.append(records)
+            self._scan_voter_records(records)
+            self._refresh_voters(now_ms)  # KIP-853: a VotersRecord takes effect once appended
             self._effects.persist(AppendToLog(records))
             self._effects.persist(FlushLog(self.log.end_offset))  # fsync before the next Fetch
             self._metrics.on_fetched_records(len(records), now_ms)

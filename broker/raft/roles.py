@@ -181,6 +181,17 @@ class LeaderState(EpochState):
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    def set_voters(self, voters: frozenset[int], now_ms: int) -> None:
+        """KIP-853: count majorities over ``voters`` from now on (a new voter starts its
+        progress-timeout clock now; a removed one is reported as an observer)."""
+        self.voters = voters
+        for voter in voters:
+            self.progress.setdefault(voter, ReplicaProgress(voter))
+            self.quorum_fetch_ms.setdefault(voter, now_ms)
+        for replica in list(self.quorum_fetch_ms):
+            if replica not in voters:
+                del self.quorum_fetch_ms[replica]
+
     def update_local_end_offset(self, end_offset: int, now_ms: int) -> None:
         me = self.progress[self.local_id]
         me.end_offset = end_offset
@@ -213,7 +224,7 @@ class LeaderState(EpochState):
     def quorum_deadline_ms(self, fetch_timeout_ms: int) -> int | None:
         """When the leader has heard from less than a majority for ``fetch_timeout_ms``."""
         others = sorted((t for v, t in self.quorum_fetch_ms.items() if v != self.local_id), reverse=True)
-        needed = self.majority - 1  # the leader counts itself
+        needed = self.majority - (1 if self.local_id in self.voters else 0)  # a voting leader counts itself
         if needed <= 0:
             return None
         return others[needed - 1] + fetch_timeout_ms

@@ -64,11 +64,12 @@ class QuorumState:
         stored: QuorumStateData | None,
         log_end: OffsetAndEpoch,
         now_ms: int,
+        voters: frozenset[int] | None = None,
     ) -> None:
         self.config = config
         self.local_id = config.node_id
-        self.voters = config.voters
-        self.is_voter = config.is_voter
+        self.voters = config.voters if voters is None else voters  # KIP-853: the set in effect in the log
+        self.is_voter = self.local_id in self.voters
         self._rng = rng
         self._effects = effects
         self.high_watermark = 0
@@ -248,6 +249,38 @@ class QuorumState:
         if epoch < self.epoch or (epoch == self.epoch and isinstance(self.state, ObserverState)):
             raise self._illegal("observer", epoch)
         self._persist(ObserverState(epoch))
+
+    def update_voters(self, voters: frozenset[int], now_ms: int) -> None:
+        """KIP-853: a new voter set took effect (a ``VotersRecord`` was appended or truncated away).
+
+        The role keeps its epoch; only its voter/observer nature changes, and the new set is
+        persisted with the quorum state: a follower becomes an observer-follower or the reverse;
+        a non-voter without a leader becomes ``observer``, an observer that became a voter becomes
+        ``unattached`` (it may then stand for election); a leader starts counting the new set for
+        its majority (a leader removed from the set keeps leading until the change is committed,
+        then resigns, see ``RaftCore``). A candidate or a voted replica keeps its vote."""
+        if voters == self.voters:
+            return
+        if not voters:
+            raise IllegalTransitionError("an empty voter set")
+        self.voters = voters
+        self.is_voter = self.local_id in voters
+        state = self.state
+        if isinstance(state, LeaderState):
+            state.set_voters(voters, now_ms)
+        elif isinstance(state, CandidateState):
+            state.voters = voters
+            state.granted &= voters
+            state.rejected &= voters
+        elif isinstance(state, FollowerState):
+            state.is_voter = self.is_voter
+        elif isinstance(state, ObserverState) and self.is_voter:
+            self._persist(UnattachedState(state.epoch, now_ms + self.random_election_timeout_ms()))
+            return
+        elif isinstance(state, UnattachedState) and not self.is_voter:
+            self._persist(ObserverState(state.epoch))
+            return
+        self._effects.persist(PersistQuorumState(self.snapshot()))
 
     def override_follower_fetch_deadline(self, deadline_ms: int) -> None:
         """EndQuorumEpoch: start the election after the successor's backoff (no persisted change)."""

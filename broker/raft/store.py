@@ -37,7 +37,7 @@ from typing import Any
 
 from broker.log.files import fsync_dir, write_atomic
 from broker.raft.effects import QuorumStateData
-from broker.raft.log import Entry, LeaderChange
+from broker.raft.log import Entry, LeaderChange, VoterSpec, VotersRecord
 from broker.raft.snapshot import (
     PARTIAL_SUFFIX,
     SNAPSHOT_SUFFIX,
@@ -49,7 +49,7 @@ from broker.raft.snapshot import (
     snapshot_file_name,
 )
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch
-from pyspark_log.records.control import ControlType, encode_control_batch, to_control_record
+from pyspark_log.records.control import ControlType, Endpoint, Voter, Voters, encode_control_batch, to_control_record
 from pyspark_log.records.control import LeaderChange as LeaderChangeMessage
 from pyspark_log.records.errors import CorruptRecordError
 from pyspark_log.records.header import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, check_batch, read_header
@@ -68,6 +68,9 @@ class StoreError(RuntimeError):
 # -- entries as record batches -------------------------------------------------------------------
 
 
+CONTROLLER_LISTENER = "CONTROLLER"  # the endpoint name recorded for a voter (Kafka's default listener)
+
+
 def encode_entry(entry: Entry, timestamp_ms: int) -> bytes:
     """One entry as one batch (a LeaderChange as a control batch)."""
     if isinstance(entry.payload, LeaderChange):
@@ -80,6 +83,22 @@ def encode_entry(entry: Entry, timestamp_ms: int) -> bytes:
             timestamp_ms,
             base_offset=entry.offset,
             message=LeaderChangeMessage(change.leader_id, change.voters, change.granting_voters),
+            partition_leader_epoch=entry.epoch,
+        )
+    if isinstance(entry.payload, VotersRecord):
+        # KIP-853 VotersRecord (control type KRAFT_VOTERS = 6), version 0 as Kafka 4.1 writes it.
+        voters = tuple(
+            Voter(v.voter_id, v.directory_id, (Endpoint(CONTROLLER_LISTENER, v.host, v.port),) if v.port else (), 0, 1)
+            for v in entry.payload.voters
+        )
+        return encode_control_batch(
+            ControlType.KRAFT_VOTERS,
+            NO_PRODUCER_ID,
+            NO_PRODUCER_EPOCH,
+            0,
+            timestamp_ms,
+            base_offset=entry.offset,
+            message=Voters(voters, 0),
             partition_leader_epoch=entry.epoch,
         )
     record = ProducerRecord(None, entry.payload, timestamp_ms)
@@ -99,10 +118,17 @@ def decode_entry(buf: bytes | memoryview, pos: int = 0) -> tuple[Entry, int]:
     if len(records) != 1:
         raise CorruptRecordError(f"metadata batch at offset {header.base_offset} holds {len(records)} records, not 1")
     record = records[0]
-    payload: bytes | LeaderChange
+    payload: bytes | LeaderChange | VotersRecord
     if header.is_control:
         control = to_control_record(record)
         message = control.message
+        if isinstance(message, Voters):
+            specs = []
+            for voter in message.voters:
+                endpoint = voter.endpoints[0] if voter.endpoints else Endpoint("", "", 0)
+                specs.append(VoterSpec(voter.voter_id, bytes(voter.directory_id), endpoint.host, endpoint.port))
+            payload = VotersRecord(tuple(specs))
+            return Entry(header.base_offset, header.partition_leader_epoch, payload), pos + header.size
         if not isinstance(message, LeaderChangeMessage):
             raise CorruptRecordError(f"metadata control batch at offset {header.base_offset} has type {control.kind}")
         payload = LeaderChange(message.leader_id, tuple(message.voters), tuple(message.granting_voters))

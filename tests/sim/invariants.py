@@ -23,7 +23,7 @@ from typing import Protocol
 
 from broker.raft.core import RaftCore
 from broker.raft.effects import PersistEffect, Send, TruncateLog
-from broker.raft.log import Entry
+from broker.raft.log import Entry, VotersRecord
 from broker.raft.messages import VoteResponse
 from tests.sim.disk import SimDisk
 
@@ -147,11 +147,26 @@ class Invariants:
             committed.extend(entries[len(committed) : hw])
         self._verified[key] = hw
 
+    def _voter_sets(self) -> list[frozenset[int]]:
+        """KIP-853: the voter set of the last committed VotersRecord (else the initial one), and
+        the set each running leader counts (a newer, appended VotersRecord takes effect at once)."""
+        sets = [frozenset(self._voters)]
+        for entry in reversed(self.committed):
+            if isinstance(entry.payload, VotersRecord):
+                sets = [entry.payload.ids]
+                break
+        for node in self._nodes.values():
+            core = node.core
+            if core is not None and core.is_leader:
+                sets.append(core.voters)
+        return sets
+
     def _check_majority_holds_committed(self) -> None:
         committed = self.committed
         target = len(committed)
-        holders = 0
-        for voter in self._voters:
+        held: set[int] = set()
+        voter_sets = self._voter_sets()
+        for voter in sorted(set().union(*voter_sets)):
             disk = self._nodes[voter].disk
             agree = min(self._durable_agree.get(voter, 0), disk.take_changed_from())
             durable = disk.durable_log
@@ -160,6 +175,6 @@ class Invariants:
                 agree += 1
             self._durable_agree[voter] = agree
             if agree >= target:
-                holders += 1
-        if holders < self._majority:
-            self._fail(f"committed prefix of {target} entries is durable on {holders} voters only")
+                held.add(voter)
+        if not any(len(held & voters) >= len(voters) // 2 + 1 for voters in voter_sets):
+            self._fail(f"committed prefix of {target} entries is durable on voters {sorted(held)} only")
