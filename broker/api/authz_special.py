@@ -302,8 +302,35 @@ def describe_groups(auth: RequestAuth, pending: Pending, broker: Broker) -> None
     pending.amends.append(amend)
 
 
+def consumer_group_heartbeat(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
+    """ConsumerGroupHeartbeat (KIP-848), after READ on the group: DESCRIBE on every name in
+    ``SubscribedTopicNames``, else the heartbeat is answered TOPIC_AUTHORIZATION_FAILED with no
+    message (Kafka 4.1 ``KafkaApis.handleConsumerGroupHeartbeat``). Regex subscriptions are not
+    filtered by ACL (docs/compatibility.md)."""
+    names = pending.body.get("subscribed_topic_names") or []
+    if any(not auth.topic(Operation.DESCRIBE, name) for name in set(names)):
+        raise Denied({"error_code": TOPIC_AUTH, "error_message": None, "member_epoch": 0,
+                      "heartbeat_interval_ms": 0, "assignment": None})  # fmt: skip
+
+
+DESCRIBED_TOPICS_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _described_topics_allowed(auth: RequestAuth, group: Body) -> bool:
+    """Every topic in a described member's current and target assignment may be DESCRIBEd."""
+    for member in group.get("members") or []:
+        for field in ("assignment", "target_assignment"):
+            for tp in (member.get(field) or {}).get("topic_partitions") or []:
+                if not auth.topic(Operation.DESCRIBE, tp["topic_name"]):
+                    return False
+    return True
+
+
 def consumer_group_describe(auth: RequestAuth, pending: Pending, broker: Broker) -> None:
-    """ConsumerGroupDescribe (KIP-848): DESCRIBE per group, as DescribeGroups."""
+    """ConsumerGroupDescribe (KIP-848): DESCRIBE per group, as DescribeGroups; a described group
+    one of whose members' current or target assignment names a topic the client may not DESCRIBE
+    is answered TOPIC_AUTHORIZATION_FAILED without its members (Kafka 4.1
+    ``KafkaApis.handleConsumerGroupDescribe``; the same for ShareGroupDescribe)."""
     body = pending.body
     groups = list(body.get("group_ids") or [])
     denied = [g for g in groups if not auth.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]
@@ -315,6 +342,11 @@ def consumer_group_describe(auth: RequestAuth, pending: Pending, broker: Broker)
         result = list(out.get("groups") or [])
         if with_ops:
             result = [{**g, "authorized_operations": _ops(auth, ResourceType.GROUP, g["group_id"])} for g in result]
+        result = [
+            g if _described_topics_allowed(auth, g)
+            else {**g, "error_code": TOPIC_AUTH, "error_message": DESCRIBED_TOPICS_MESSAGE, "members": []}
+            for g in result
+        ]  # fmt: skip
         refused = {"error_message": None, "group_epoch": 0, "assignment_epoch": 0, "assignor_name": ""}
         out["groups"] = result + [{**_group_entry(g, GROUP_AUTH), **refused} for g in denied]
         return out
@@ -538,6 +570,7 @@ SPECIAL: dict[str, Rule] = {
     "describe_cluster": describe_cluster,
     "offset_fetch": offset_fetch,
     "describe_groups": describe_groups,
+    "consumer_group_heartbeat": consumer_group_heartbeat,
     "consumer_group_describe": consumer_group_describe,
     "list_groups": list_groups,
     "delete_groups": delete_groups,

@@ -116,7 +116,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.DESCRIBE_GROUPS: (Special("describe_groups"),),  # DESCRIBE per group
     ApiKey.LIST_GROUPS: (Special("list_groups"),),  # DESCRIBE cluster, else the groups one may DESCRIBE
     ApiKey.DELETE_GROUPS: (Special("delete_groups"),),  # DELETE per group
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_GROUP_READ,),  # KIP-848
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_GROUP_READ, Special("consumer_group_heartbeat")),  # KIP-848: + DESCRIBE topics
     ApiKey.CONSUMER_GROUP_DESCRIBE: (Special("consumer_group_describe"),),  # DESCRIBE per group
     # KIP-932 share groups: READ of the group (Kafka also checks READ/DESCRIBE of the topics: not yet,
     # docs/compatibility.md); ShareGroupDescribe as ConsumerGroupDescribe (same fields)
