@@ -1,7 +1,7 @@
 """KIP-848 consumer groups with confluent-kafka (librdkafka >= 2.10, ``group.protocol=consumer``)
 against a real pylog broker: the broker assigns (ConsumerGroupHeartbeat), members share
 partitions, a member that leaves or is killed (SIGKILL: its session times out) hands its
-partitions over, a regex subscription picks up a new topic, a group scaled 1 -> 3 -> 1 under load
+partitions over, a regex subscription picks up a new topic, a group scaled 1 -> 5 -> 1 under load
 reads every record exactly once by its committed offsets, and the admin API lists and describes
 the group with its type and member epochs (ListGroups v5, ConsumerGroupDescribe)."""
 
@@ -156,11 +156,11 @@ def test_a_regex_subscription_picks_up_a_new_topic(bootstrap: str) -> None:
         c1.close()
 
 
-def test_scale_one_three_one_under_load_reads_each_record_once(bootstrap: str) -> None:
+def test_scale_one_five_one_under_load_reads_each_record_once(bootstrap: str) -> None:
     """Members commit each record synchronously before the next poll (where revocations happen),
     so by committed offsets nothing is lost or read twice while the group grows and shrinks."""
     topic, group = unique("scale"), unique("g")
-    create_topic(bootstrap, topic, 6)
+    create_topic(bootstrap, topic, 10)
     sent: list[bytes] = []
     received: list[bytes] = []
     consumers: dict[str, Any] = {}
@@ -193,24 +193,24 @@ def test_scale_one_three_one_under_load_reads_each_record_once(bootstrap: str) -
         open_member("m0")
         produce_batch(30)
         deadline = time.monotonic() + 90
-        while owners() != [6] and time.monotonic() < deadline:
+        while owners() != [10] and time.monotonic() < deadline:
             pump()
-        for name in ("m1", "m2"):
+        for name in ("m1", "m2", "m3", "m4"):
             open_member(name)
             produce_batch(30)
             pump(5)
-        while sorted(owners()) != [2, 2, 2] and time.monotonic() < deadline:
+        while sorted(owners()) != [2, 2, 2, 2, 2] and time.monotonic() < deadline:
             pump()
             if len(sent) < 300:
                 produce_batch(3)
-        assert sorted(owners()) == [2, 2, 2]
-        for name in ("m2", "m1"):
+        assert sorted(owners()) == [2, 2, 2, 2, 2]
+        for name in ("m4", "m3", "m2", "m1"):
             produce_batch(30)
             pump(5)
             consumers.pop(name).close()
-        while (owners() != [6] or len(received) < len(sent)) and time.monotonic() < deadline:
+        while (owners() != [10] or len(received) < len(sent)) and time.monotonic() < deadline:
             pump()
-        assert owners() == [6]
+        assert owners() == [10]
         assert len(received) == len(set(received)), "a record was read twice"
         assert set(received) == set(sent), "a record was lost"
     finally:
