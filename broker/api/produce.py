@@ -4,7 +4,8 @@
   partition is answered UNSUPPORTED_VERSION; pylog stores only RecordBatch v2.
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). Seed 004: acks=0 appends and sends no
   response; acks=1 answers after the leader's append; acks=all answers once every ISR member has
-  the batch (the high watermark passed it; ``ReplicaManager.wait_for_acks``), or REQUEST_TIMED_OUT
+  the batch (the high watermark passed it; ``ReplicaManager.append_records``, which owns the acks
+  as Kafka's ``appendRecords`` does, with its ``DelayedProduce``), or REQUEST_TIMED_OUT
   after the request's ``timeout_ms``. acks=all is refused before the append with
   NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``, and answered
   NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it while waiting (the record stays in
@@ -15,7 +16,7 @@
   ``ProduceRequest.validateRecords``), else INVALID_RECORD; damaged bytes are CORRUPT_MESSAGE.
 - A disk error answers KAFKA_STORAGE_ERROR; one that leaves the log inconsistent takes that
   partition's log offline until restart (``broker.log.log``).
-- Idempotent and transactional producers (KIP-98; seed 003 "중복 없는 전송"): the partition's
+- Idempotent and transactional producers (KIP-98, "idempotent delivery"): the partition's
   producer state checks sequence numbers and epochs (``broker.log.producer_state``). A retried
   batch that is already stored is answered with its original base offset and not written again;
   OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH and INVALID_TXN_STATE are answered per
@@ -27,14 +28,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
-from broker.log.errors import LogError
-from broker.log.log import LogAppendInfo
-from broker.replication.replica_manager import PartitionError
+from broker.replication.replica_manager import AppendResult
 from pyspark_log.records.header import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.versions import PRODUCE_MIN_ACCEPTED
@@ -84,101 +83,54 @@ async def _produce_after_create(broker: Broker, request: Request, missing: list[
 
 
 def _produce(broker: Broker, request: Request) -> Any:
+    """Hand every partition to ``ReplicaManager.append_records``, which owns the acks (Kafka's
+    ``appendRecords``), and build the response from its results (at once, or once it waited)."""
     body = request.body
     acks = body["acks"]
-    responses = []
-    waiting: list[tuple[dict[str, Any], str, LogAppendInfo]] = []
-    flushing: list[tuple[dict[str, Any], asyncio.Future[None]]] = []
-    for topic in body["topic_data"]:
-        name = topic["name"]
-        partitions = []
-        for part in topic["partition_data"]:
-            entry, info = _append_one(broker, name, part["index"], part["records"], acks)
-            partitions.append(entry)
-            if info is not None and acks != 0 and info.batches:
-                durable = _flush_waiter(broker, name, part["index"], info)
-                if durable is not None:
-                    flushing.append((entry, durable))
-            if (
-                info is not None
-                and acks == -1
-                and not broker.replicas.acknowledged(name, part["index"], info.last_offset)
-            ):
-                waiting.append((entry, name, info))
-        responses.append({"name": name, "partition_responses": partitions})
+    entries = [
+        (topic["name"], part["index"], part["records"])
+        for topic in body["topic_data"]
+        for part in topic["partition_data"]
+    ]
+    results = broker.replicas.append_records(entries, acks=acks, timeout_ms=body["timeout_ms"])
     if acks == 0:
+        if not isinstance(results, list):  # pragma: no cover - acks=0 never waits
+            results.close()
         return None
-    response = {"responses": responses, "throttle_time_ms": 0}
-    if not waiting and not flushing:
-        return response
-    return _after_acks(broker, response, waiting, body["timeout_ms"], flushing)
+    if isinstance(results, list):
+        return _response(body, results)
+    return _response_after(body, results)
 
 
-def _flush_waiter(broker: Broker, topic: str, partition: int, info: LogAppendInfo) -> asyncio.Future[None] | None:
-    """``flush.messages`` reached by this append: the flush it started, which the answer waits for
-    (Kafka's append fsyncs before it returns; here the fsync runs off the event loop)."""
-    try:
-        target = broker.replicas.leader_log(topic, partition)
-    except PartitionError:
-        return None
-    return target.wait_durable(info.last_offset + 1)
+async def _response_after(body: Any, pending: Coroutine[Any, Any, list[AppendResult]]) -> Mapping[str, Any]:
+    return _response(body, await pending)
 
 
-async def _after_acks(
-    broker: Broker,
-    response: dict[str, Any],
-    waiting: list[tuple[dict[str, Any], str, LogAppendInfo]],
-    timeout_ms: int,
-    flushing: Sequence[tuple[dict[str, Any], asyncio.Future[None]]] = (),
-) -> Mapping[str, Any]:
-    """``flush.messages``: partitions whose append started a flush wait for it (a failed one
-    answers KAFKA_STORAGE_ERROR); acks=all: every appended partition waits for its ISR, all
-    within the request's timeout."""
-    for entry, durable in flushing:
-        try:
-            await durable
-        except LogError as exc:
-            entry.update(error_code=exc.code, error_message=str(exc))
-    codes = await asyncio.gather(
-        *(
-            broker.replicas.wait_for_acks(topic, entry["index"], info.last_offset, timeout_ms)
-            for entry, topic, info in waiting
-        )
-    )
-    for (entry, _, _), code in zip(waiting, codes, strict=True):
-        if code:
-            entry.update(error_code=code, error_message=_ACKS_MESSAGES.get(code, "the ISR did not acknowledge"))
-    return response
+def _response(body: Any, results: list[AppendResult]) -> dict[str, Any]:
+    responses = []
+    at = iter(results)
+    for topic in body["topic_data"]:
+        partitions = [_entry(next(at)) for _ in topic["partition_data"]]
+        responses.append({"name": topic["name"], "partition_responses": partitions})
+    return {"responses": responses, "throttle_time_ms": 0}
 
 
-_ACKS_MESSAGES: dict[int, str] = {
-    ErrorCode.REQUEST_TIMED_OUT: "the in-sync replicas did not all acknowledge within the request's timeout",
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "written, but the ISR shrank below min.insync.replicas",
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "leadership moved before the in-sync replicas acknowledged",
-}
-
-
-def _append_one(
-    broker: Broker, topic: str, partition: int, records: Any, acks: int
-) -> tuple[dict[str, Any], LogAppendInfo | None]:
-    if records is None or len(records) == 0:
-        return _error(partition, ErrorCode.INVALID_RECORD, "the request carries no records for this partition"), None
-    try:
-        info = broker.replicas.append(topic, partition, records, acks=acks)
-    except PartitionError as exc:
-        return _error(partition, exc.code, str(exc)), None
-    except LogError as exc:
-        response = _error(partition, exc.code, str(exc))
-        if errors := getattr(exc, "record_errors", ()):  # KIP-467: v8+ names the records
-            response["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in errors]
-        return response, None
+def _entry(result: AppendResult) -> dict[str, Any]:
+    info = result.info
+    if info is None or result.error_code:
+        entry = _error(result.partition, result.error_code, result.error_message or "")
+        if result.record_errors:  # KIP-467: v8+ names the records
+            entry["record_errors"] = [
+                {"batch_index": i, "batch_index_error_message": m} for i, m in result.record_errors
+            ]
+        return entry
     return {
-        "index": partition,
+        "index": result.partition,
         "error_code": 0,
         "base_offset": info.first_offset,
         "log_append_time_ms": info.log_append_time_ms,
         "log_start_offset": info.log_start_offset,
-    }, info
+    }
 
 
 def _error(partition: int, code: int, message: str) -> dict[str, Any]:

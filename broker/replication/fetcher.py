@@ -253,8 +253,7 @@ class ReplicaFetchers:
                 offline = target.dir_state is not None and target.dir_state.offline
                 (log.debug if offline else log.warning)("%s: cannot append the leader's batches: %s", target.name, exc)
                 return False
-            hosted.follower_learns(part["high_watermark"], part["log_start_offset"])
-            self._replicas.wake_partition((hosted.topic, hosted.partition))
+            hosted.follower_learns(part["high_watermark"], part["log_start_offset"])  # wakes its waiters
             return True
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_end, leader_start = part["high_watermark"], part["log_start_offset"]

@@ -7,9 +7,10 @@ says (``become_leader`` / ``become_follower``, driven by ``ReplicaManager.on_ima
 
 * as **leader** it stamps its leader epoch on every batch it appends (``append_as_leader``), keeps
   the followers' progress from their fetches (``record_follower_fetch``), moves the high watermark
-  (``broker.replication.isr``) and completes the acks=all produces waiting for it
-  (``wait_for_high_watermark``, Kafka's DelayedProduce) and the DeleteRecords waiting for every
-  live replica's log start offset (``wait_for_low_watermark``, Kafka's DelayedDeleteRecords);
+  (``broker.replication.isr``; Kafka's ``Partition.maybeIncrementLeaderHW``) and reports every
+  move to its ``listener`` (Kafka's ``Partition.tryCompleteDelayedRequests``): the replica
+  manager then re-checks the delayed produces, fetches and DeleteRecords watching this partition
+  in its purgatories (``broker.replication.purgatory``);
 * as **follower** it appends the leader's batches unchanged (``append_as_follower``: same offsets,
   same ``partitionLeaderEpoch``), learns the high watermark and log start offset from the leader,
   and truncates where its log diverges (``truncate_to``).
@@ -19,12 +20,15 @@ the ISR it asked for (``pending_isr``): the high watermark is computed over the 
 "maximal ISR"), min.insync.replicas over the committed ISR. Changes of ISR reach this object only
 through the metadata log (``update_from_image``), never by a side channel.
 
+Every change of the high watermark, the log end or start offset, the role or the ISR calls
+``listener`` once the state is consistent (Kafka documentation §4.7 "Replication"). This class
+holds no waiters and no futures.
+
 Threading: used from the broker's event loop only. Raises ``PartitionError`` with Kafka codes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 from collections.abc import Callable, Iterable
@@ -69,9 +73,12 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
         self.leader_high_watermark = 0  # as a follower: the leader's, from its last fetch response
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset needed in the HW, waiter)
-        # DeleteRecords waiting for every live replica's log start: (offset, broker liveness, waiter)
-        self._low_waiters: list[tuple[int, Callable[[int], bool], asyncio.Future[int]]] = []
+        # called after every move of the HW, log end/start offset, role or ISR (the replica manager
+        # re-checks its purgatories; Kafka's Partition.tryCompleteDelayedRequests)
+        self.listener: Callable[[], None] | None = None
+        # set when this broker stops hosting the partition (deleted topic, reassignment, shutdown): the
+        # error its delayed operations answer
+        self.stopped_code: int = ErrorCode.NONE
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, role={self.role}, hw={self.high_watermark})"
@@ -110,19 +117,21 @@ class Partition:
             for b in image.replicas
             if b != self.node_id
         }
-        self.maybe_advance_high_watermark()
+        self._advance_high_watermark()
+        self._changed()
         log.info("%s-%s: leader at epoch %d from offset %d, ISR %s", self.topic, self.partition,
                  image.leader_epoch, end, list(image.isr))  # fmt: skip
         return True
 
     def become_follower(self, image: PartitionImage) -> bool:
         """Follow ``image.leader`` (-1: no leader for now). Produces waiting here fail with
-        NOT_LEADER_OR_FOLLOWER. Returns False when nothing about the leadership changed."""
+        NOT_LEADER_OR_FOLLOWER (their ``DelayedProduce`` sees the role on its next check).
+        Returns False when nothing about the leadership changed."""
         was = self.role
         self.role = image
         self.pending_isr = None
         self.followers = {}
-        self.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} no longer leads")
+        self._changed()
         changed = was is None or was.leader != image.leader or was.leader_epoch != image.leader_epoch
         if changed:
             log.info("%s-%s: follower of %d at epoch %d", self.topic, self.partition, image.leader, image.leader_epoch)
@@ -137,9 +146,8 @@ class Partition:
             self.pending_isr = None  # the controller decided on what was proposed
         self.role = image
         if self.is_leader:
-            self.maybe_advance_high_watermark()
-            self._complete_waiters()
-            self.complete_low_watermark_waiters()  # a replica's broker may have died meanwhile
+            self._advance_high_watermark()
+        self._changed()  # the ISR may have shrunk, a replica's broker may have died meanwhile
 
     # -- appends -------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | memoryview, origin: AppendOrigin) -> LogAppendInfo:
@@ -148,7 +156,8 @@ class Partition:
         self._check_leader()
         info = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch)
         if info.batches:
-            self.maybe_advance_high_watermark()
+            self._advance_high_watermark()
+            self._changed()
         return info
 
     def append_control_marker(
@@ -158,7 +167,8 @@ class Partition:
         offset = self.log.append_control_marker(
             producer_id, producer_epoch, coordinator_epoch, commit=commit, leader_epoch=self.leader_epoch
         )
-        self.maybe_advance_high_watermark()
+        self._advance_high_watermark()
+        self._changed()
         return offset
 
     def append_as_follower(self, data: bytes | memoryview) -> LogAppendInfo:
@@ -169,6 +179,8 @@ class Partition:
             (epoch,) = _EPOCH.unpack_from(view, batch.position + PARTITION_LEADER_EPOCH_POS)
             if epoch > self.epochs.latest_epoch:
                 self.epochs.assign(epoch, batch.base_offset)
+        if info.batches:
+            self._changed()
         return info
 
     def truncate_to(self, offset: int) -> None:
@@ -178,12 +190,14 @@ class Partition:
             log.info("%s-%s: truncated to offset %d", self.topic, self.partition, self.log.log_end_offset)
         self.epochs.truncate_from_end(self.log.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._changed()
 
     def restart_at(self, offset: int) -> None:
         """Empty the log and start it at ``offset`` (a follower below the leader's log start)."""
         self.log.truncate_fully_and_start_at(offset)
         self.epochs.clear()
         self.high_watermark = offset
+        self._changed()
 
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         """A follower's high watermark is the leader's, capped at its own log end; its log start
@@ -198,6 +212,7 @@ class Partition:
             except (LogError, OSError) as exc:
                 log.warning("%s-%s: cannot follow the leader's log start offset %d: %s",
                             self.topic, self.partition, new_start, exc)  # fmt: skip
+        self._changed()
 
     # -- leader: followers and the high watermark ------------------------------------------------
     def record_follower_fetch(
@@ -211,8 +226,8 @@ class Partition:
         if log_start_offset >= 0:
             state = replace(state, log_start_offset=log_start_offset)
         self.followers[replica_id] = state
-        self.maybe_advance_high_watermark()
-        self.complete_low_watermark_waiters()
+        self._advance_high_watermark()
+        self._changed()  # the low watermark may have moved (DelayedDeleteRecords)
 
     # -- leader: DeleteRecords ---------------------------------------------------------------------
     def low_watermark(self, alive: Callable[[int], bool]) -> int:
@@ -221,29 +236,15 @@ class Partition:
         self._check_leader()
         return low_watermark(self.log.log_start_offset, self.followers, alive)
 
-    def wait_for_low_watermark(self, offset: int, alive: Callable[[int], bool]) -> asyncio.Future[int]:
-        """A future of the low watermark once it reaches ``offset`` (at once if it has), failed
-        with PartitionError when this broker stops leading (Kafka's DelayedDeleteRecords)."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._low_waiters.append((offset, alive, future))
-        self.complete_low_watermark_waiters()
-        return future
-
-    def complete_low_watermark_waiters(self) -> None:
-        if not self._low_waiters or not self.is_leader:
-            return
-        waiting = []
-        for offset, alive, future in self._low_waiters:
-            if future.done():
-                continue
-            low = low_watermark(self.log.log_start_offset, self.followers, alive)
-            if low >= offset:
-                future.set_result(low)
-            else:
-                waiting.append((offset, alive, future))
-        self._low_waiters = waiting
-
     def maybe_advance_high_watermark(self) -> bool:
+        """Move the leader's high watermark to the smallest log end offset over the maximal ISR
+        (Kafka's ``Partition.maybeIncrementLeaderHW``); tell the listener when it moved."""
+        if self._advance_high_watermark():
+            self._changed()
+            return True
+        return False
+
+    def _advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
         new = high_watermark(
@@ -252,39 +253,11 @@ class Partition:
         if new == self.high_watermark:
             return False
         self.high_watermark = new
-        self._complete_waiters()
         return True
 
-    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[None]:
-        """A future done once the high watermark reaches ``offset`` (at once if it has), or failed
-        with PartitionError when this broker stops leading."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.high_watermark >= offset:
-            future.set_result(None)
-        else:
-            self._waiters.append((offset, future))
-        return future
-
-    def _complete_waiters(self) -> None:
-        if not self._waiters:
-            return
-        hw = self.high_watermark
-        waiting = []
-        for offset, future in self._waiters:
-            if future.done():
-                continue
-            if offset <= hw:
-                future.set_result(None)
-            else:
-                waiting.append((offset, future))
-        self._waiters = waiting
-
-    def fail_waiters(self, code: int, message: str) -> None:
-        waiters, self._waiters = self._waiters, []
-        low_waiters, self._low_waiters = self._low_waiters, []
-        for future in [f for _, f in waiters] + [f for _, _, f in low_waiters]:
-            if not future.done():
-                future.set_exception(PartitionError(code, message))
+    def _changed(self) -> None:
+        if self.listener is not None:
+            self.listener()
 
     def last_stable_offset(self) -> int:
         """The first offset of the earliest ongoing transaction, at most the high watermark."""

@@ -6,11 +6,15 @@ each, ``broker.replication.partition``):
 * **Roles come from the metadata log** (``on_image_change``): a partition whose leader is this
   broker is led here; one that lists this broker among its replicas under another leader is
   followed (the ``ReplicaFetchers`` fetch it from that leader). No side channel moves leadership.
-* **Appends** (``append``, ``append_internal``, ``append_control_marker``) go to the leader's log
-  with its leader epoch stamped on the batches; ``wait_for_acks`` is Kafka's DelayedProduce: an
-  acks=all produce completes when the high watermark covers it (or the request times out).
-  acks=all is refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller than
-  ``min.insync.replicas``, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank meanwhile.
+* **Produce** (``append_records``, Kafka's ``ReplicaManager.appendRecords``) owns the acks: it
+  appends each partition's batches to the leader's log with its leader epoch stamped, waits once
+  for the fsync ``flush.messages`` started, and for acks=all parks a ``DelayedProduce`` until the
+  high watermark covers every append (or the request's timeout passes). acks=all is refused up
+  front with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``, and
+  answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank meanwhile (``_acks_status``, the one
+  place acks=all is judged). ``append``, ``append_internal`` and ``append_control_marker`` are
+  the coordinators' appends; ``wait_for_acks`` waits for one of them through the same
+  ``DelayedProduce``.
 * **Consumer reads** (``read``) stop at the high watermark (read_uncommitted) or the last stable
   offset (read_committed, with the aborted transactions overlapping what they return; KIP-98).
 * **Follower reads** (``read_for_follower``) record the follower's fetch offset as its log end
@@ -24,7 +28,14 @@ each, ``broker.replication.partition``):
   an append (followers) or a high-watermark move (consumers), or its ``max_wait_ms`` passes.
 * **DeleteRecords** (``delete_records``, ``wait_for_low_watermark``): the leader raises its log
   start offset, followers follow from the fetch responses, and the request waits until every
-  live replica's log start reached the offset (``broker.replication.delete_records``).
+  live replica's log start reached the offset (``broker.replication.delete_records``; Kafka's
+  DelayedDeleteRecords).
+* **One waiting mechanism** for the three: a ``DelayedOperationPurgatory`` per operation type
+  (``broker.replication.purgatory``), keyed by topic-partition. Every ``Partition`` calls its
+  listener after it moved (high watermark, log end or start offset, role, ISR), and the listener
+  re-checks the operations watched under that partition (Kafka's
+  ``Partition.tryCompleteDelayedRequests``); no code path has to remember whom to wake. This
+  module is the asyncio driver of that pure mechanism: it owns the futures and the timers.
 * **High watermarks survive restarts** in ``replication-offset-checkpoint`` per log dir, written
   off the event loop every ``replica.high.watermark.checkpoint.interval.ms`` and at shutdown.
 """
@@ -35,9 +46,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from broker import state_change
 from broker.controller.image import MetadataImage
@@ -50,10 +62,17 @@ from broker.log.log import Log, LogAppendInfo
 from broker.log.manager import LogManager
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin
-from broker.replication.delete_records import resolve_offset
+from broker.replication.delete_records import low_watermark, resolve_offset
 from broker.replication.isr import acks_all_error, can_join_isr, out_of_sync
 from broker.replication.leader_epoch import diverging_epoch
 from broker.replication.partition import Partition, PartitionError
+from broker.replication.purgatory import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedOperation,
+    DelayedOperationPurgatory,
+    DelayedProduce,
+)
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -72,7 +91,9 @@ ISR_REFUSED = frozenset(
     }
 )
 
-__all__ = ["PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
+__all__ = ["AppendResult", "PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +138,35 @@ class ReadResult:
     diverging_epoch: tuple[int, int] | None = None  # follower reads: (epoch, end offset) to truncate to
 
 
+class AppendResult:
+    """One partition's outcome of ``append_records`` (Kafka's ``LogAppendResult``): the append
+    (None when it failed) and the error code to answer, with its message and, for INVALID_RECORD,
+    the records at fault (KIP-467)."""
+
+    __slots__ = ("error_code", "error_message", "info", "partition", "record_errors", "topic")
+
+    def __init__(
+        self, topic: str, partition: int, info: LogAppendInfo | None, error_code: int = ErrorCode.NONE,
+        error_message: str | None = None, *, record_errors: Sequence[tuple[int, str]] = (),
+    ) -> None:  # fmt: skip
+        self.topic = topic
+        self.partition = partition
+        self.info = info
+        self.error_code = error_code
+        self.error_message = error_message
+        self.record_errors = record_errors
+
+    def __repr__(self) -> str:
+        return f"AppendResult({self.topic}-{self.partition}, code={self.error_code}, info={self.info})"
+
+
+ACKS_MESSAGES: dict[int, str] = {
+    ErrorCode.REQUEST_TIMED_OUT: "the in-sync replicas did not all acknowledge within the request's timeout",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "written, but the ISR shrank below min.insync.replicas",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "leadership moved before the in-sync replicas acknowledged",
+}
+
+
 class ReplicaManager:
     """The partitions this broker hosts, led or followed (module docstring)."""
 
@@ -139,8 +189,12 @@ class ReplicaManager:
         self.config = config or ReplicationConfig()
         self._alter_isr = alter_isr
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._append_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
-        self._hw_waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        # Kafka's delayedProducePurgatory / delayedFetchPurgatory / delayedDeleteRecordsPurgatory
+        self.delayed_produce: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Produce")
+        self.delayed_fetch: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("Fetch")
+        self.delayed_delete_records: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory(
+            "DeleteRecords"
+        )
         self._marker_listeners: list[MarkerListener] = []
         self._isr_in_flight: set[TopicPartition] = set()
         self._hw_hints: dict[TopicPartition, int] = {}
@@ -176,10 +230,26 @@ class ReplicaManager:
             target = self._logs.get_log(topic, partition) or self._logs.get_or_create_log(
                 topic, partition, self._topic_config(topic)
             )
+            replaced = hosted
             hosted = self._partitions[key] = Partition(
                 self._node_id, topic, partition, target, self._hw_hints.pop(key, 0)
             )
+            hosted.listener = lambda: self._try_complete_delayed(key)
+            if replaced is not None:
+                self._stopped(replaced, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return hosted
+
+    def _try_complete_delayed(self, key: TopicPartition) -> None:
+        """A partition moved: re-check what waits on it (Kafka's ``Partition.tryCompleteDelayedRequests``)."""
+        self.delayed_produce.check_and_complete(key)
+        self.delayed_fetch.check_and_complete(key)
+        self.delayed_delete_records.check_and_complete(key)
+
+    def _stopped(self, hosted: Partition, code: int) -> None:
+        """This broker stopped hosting ``hosted``: what waits on it answers ``code``."""
+        hosted.stopped_code = code
+        hosted.listener = None
+        self._try_complete_delayed((hosted.topic, hosted.partition))
 
     def on_image_change(self, old: MetadataImage | None, new: MetadataImage) -> None:
         """Follow the metadata: delete logs of deleted topics, lead or follow every partition that
@@ -194,10 +264,9 @@ class ReplicaManager:
                     for partition in topic.partitions:
                         log.info("deleting log of %s-%s: its topic was deleted", name, partition)
                         gone = self._partitions.pop((name, partition), None)
-                        if gone is not None:
-                            gone.fail_waiters(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name} was deleted")
                         self._logs.delete_log(name, partition)
-                        self._wake((name, partition))
+                        if gone is not None:
+                            self._stopped(gone, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         now = self._clock_ms()
         followers_changed = False
         for topic in new.topics.values():
@@ -212,12 +281,10 @@ class ReplicaManager:
                     hosted = self._hosted(topic.name, part.partition)
                     if hosted.become_leader(part, now):
                         followers_changed = True
-                    self._wake((topic.name, part.partition))
                 elif self._node_id in part.replicas:
                     hosted = self._hosted(topic.name, part.partition)
                     if hosted.become_follower(part):
                         followers_changed = True
-                    self._wake((topic.name, part.partition))
                 elif (topic.name, part.partition) in self._partitions:
                     self._stop_replica(topic.name, part.partition)
                     followers_changed = True
@@ -235,11 +302,10 @@ class ReplicaManager:
         log at start-up the log is kept: a later entry may make this broker a replica again, and a
         whole-cluster restart must not delete what the final replicas hold."""
         gone = self._partitions.pop((topic, partition))
-        gone.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self._node_id} is no longer a replica")
         if self.serving:
             log.info("deleting log of %s-%s: this broker is no longer one of its replicas", topic, partition)
             self._logs.delete_log(topic, partition)
-        self._wake((topic, partition))
+        self._stopped(gone, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _leader(
         self, topic: str, partition: int, current_leader_epoch: int = -1, *, loading: bool = False
@@ -270,28 +336,119 @@ class ReplicaManager:
         return self._leader(topic, partition, current_leader_epoch, loading=loading).log
 
     # -- produce -----------------------------------------------------------------------------------
+    def append_records(
+        self, entries: Iterable[tuple[str, int, Any]], *, acks: int, timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> list[AppendResult] | Coroutine[Any, Any, list[AppendResult]]:  # fmt: skip
+        """Append each ``(topic, partition, records)`` as its leader and answer per partition with
+        the acks semantics of Kafka's ``ReplicaManager.appendRecords`` (Kafka documentation §4.7
+        "Replication"; ``acks`` is -1, 0 or 1, checked by the caller):
+
+        * acks=0 and acks=1 answer after the leader's append; acks=-1 (all) is refused before the
+          append with NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``;
+        * an append that reached ``flush.messages`` answers after that fsync (KAFKA_STORAGE_ERROR
+          if it fails), the only durability wait (acks=0 does not wait);
+        * acks=-1 then waits in a ``DelayedProduce`` until the high watermark passed every append,
+          at most ``timeout_ms``: REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR
+          shrank meanwhile; the records stay) or NOT_LEADER_OR_FOLLOWER otherwise.
+
+        Returns the results in entry order, or, when something must be waited for, a coroutine
+        returning them. Empty or missing records answer INVALID_RECORD; a duplicate of an
+        idempotent producer's batch answers its original offsets (``info.batches`` empty)."""
+        results: list[AppendResult] = []
+        durable: list[tuple[AppendResult, asyncio.Future[None]]] = []
+        delayed: list[tuple[AppendResult, Partition, int]] = []
+        for topic, partition, records in entries:
+            if records is None or len(records) == 0:
+                results.append(AppendResult(topic, partition, None, ErrorCode.INVALID_RECORD,
+                                            "the request carries no records for this partition"))  # fmt: skip
+                continue
+            try:
+                hosted = self._leader(topic, partition)
+                info = self._append_to_leader(hosted, records, acks, origin)
+            except PartitionError as exc:
+                results.append(AppendResult(topic, partition, None, exc.code, str(exc)))
+                continue
+            except LogError as exc:
+                errors = getattr(exc, "record_errors", ())
+                results.append(AppendResult(topic, partition, None, exc.code, str(exc), record_errors=errors))
+                continue
+            result = AppendResult(topic, partition, info)
+            results.append(result)
+            if acks == 0:
+                continue
+            if info.batches:
+                flushing = hosted.log.wait_durable(info.last_offset + 1)
+                if flushing is not None:
+                    durable.append((result, flushing))
+            if acks == -1 and hosted.high_watermark <= info.last_offset:
+                delayed.append((result, hosted, info.last_offset + 1))
+        if not durable and not delayed:
+            return results
+        return self._complete_appends(results, durable, delayed, timeout_ms)
+
+    async def _complete_appends(
+        self, results: list[AppendResult], durable: list[tuple[AppendResult, asyncio.Future[None]]],
+        delayed: list[tuple[AppendResult, Partition, int]], timeout_ms: int,
+    ) -> list[AppendResult]:  # fmt: skip
+        for result, flushing in durable:
+            try:
+                await flushing
+            except LogError as exc:
+                result.error_code, result.error_message = exc.code, str(exc)
+        delayed = [d for d in delayed if d[0].error_code == ErrorCode.NONE]
+        if delayed:
+            codes = await self._delay_produce([(hosted, required) for _, hosted, required in delayed], timeout_ms)
+            for (result, _, _), code in zip(delayed, codes, strict=True):
+                if code:
+                    result.error_code = code
+                    result.error_message = ACKS_MESSAGES.get(code, "the ISR did not acknowledge")
+        return results
+
     def append(
         self, topic: str, partition: int, records: bytes | memoryview, *, acks: int = 1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:  # fmt: skip
-        """Validate and append one partition's batches as its leader; raises PartitionError or
-        LogError. With ``acks=-1`` the ISR must hold ``min.insync.replicas`` first. A duplicate of an
-        idempotent producer's batch is answered with its original offsets and not written
-        (``info.batches`` is empty then)."""
-        target = self._leader(topic, partition)
+        """One partition's append as its leader, without waiting (the coordinators' state topics;
+        ``append_records`` is the produce path); raises PartitionError or LogError. With
+        ``acks=-1`` the ISR must hold ``min.insync.replicas`` first."""
+        return self._append_to_leader(self._leader(topic, partition), records, acks, origin)
+
+    def _append_to_leader(
+        self, hosted: Partition, records: bytes | memoryview, acks: int, origin: AppendOrigin
+    ) -> LogAppendInfo:
         if acks == -1:
-            min_isr = target.log.config.min_insync_replicas
-            replicas = len(target.role.replicas) if target.role is not None else 1
-            code = acks_all_error(len(target.isr), min_isr, after_append=False, replica_count=replicas)
+            min_isr = hosted.log.config.min_insync_replicas
+            replicas = len(hosted.role.replicas) if hosted.role is not None else 1
+            code = acks_all_error(len(hosted.isr), min_isr, after_append=False, replica_count=replicas)
             if code:
-                raise PartitionError(code, f"ISR {list(target.isr)} is smaller than min.insync.replicas={min_isr}")
-        before = target.high_watermark
-        info = target.append_as_leader(records, origin)
-        if info.batches:
-            self._wake_appended((topic, partition))
-            if target.high_watermark != before:
-                self._wake((topic, partition))
-        return info
+                raise PartitionError(code, f"ISR {list(hosted.isr)} is smaller than min.insync.replicas={min_isr}")
+        return hosted.append_as_leader(records, origin)
+
+    @staticmethod
+    def _acks_status(hosted: Partition, required_offset: int) -> int | None:
+        """acks=all, judged here only: None while the high watermark is below ``required_offset``,
+        else the code to answer (NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
+        or the code of the partition's removal)."""
+        if hosted.stopped_code:
+            return hosted.stopped_code
+        if not hosted.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if hosted.high_watermark < required_offset:
+            return None
+        replicas = len(hosted.role.replicas) if hosted.role is not None else 1
+        min_isr = hosted.log.config.min_insync_replicas
+        return acks_all_error(len(hosted.isr), min_isr, after_append=True, replica_count=replicas)
+
+    async def _delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int) -> list[int]:
+        """Kafka's DelayedProduce over ``(partition, required offset)`` pairs: their codes."""
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        by_key = {(h.topic, h.partition): h for h, _ in waits}
+        entries = [((h.topic, h.partition), required) for h, required in waits]
+        operation = DelayedProduce(
+            entries, lambda key, required: self._acks_status(by_key[key], required), _setter(future)
+        )
+        return await _delay(self.delayed_produce, operation, by_key, timeout_ms, future)
 
     def acknowledged(self, topic: str, partition: int, last_offset: int) -> bool:
         """Whether an append is already below the high watermark (a leader alone in its ISR):
@@ -300,29 +457,21 @@ class ReplicaManager:
         return hosted is not None and hosted.high_watermark > last_offset
 
     async def wait_for_acks(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> int:
-        """acks=all (DelayedProduce): wait until the high watermark passes ``last_offset`` — and
-        first, when the append reached ``flush.messages``, until its background fsync completed;
-        the error code to answer (NONE, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR)."""
+        """A coordinator's append with acks=all (offset commits, markers): wait for the fsync its
+        append started (``flush.messages``), then in a ``DelayedProduce`` until the high watermark
+        passes ``last_offset``; the error code to answer (NONE, REQUEST_TIMED_OUT,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR)."""
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        durable = hosted.log.wait_durable(last_offset + 1)  # flush.messages: fsynced here first
+        durable = hosted.log.wait_durable(last_offset + 1)
         if durable is not None:
             try:
                 await durable
             except LogError as exc:
                 return exc.code
-        waiter = hosted.wait_for_high_watermark(last_offset + 1)
-        try:
-            await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
-        except TimeoutError:
-            return ErrorCode.REQUEST_TIMED_OUT
-        except PartitionError as exc:
-            return exc.code
-        replicas = len(hosted.role.replicas) if hosted.role is not None else 1
-        min_isr = hosted.log.config.min_insync_replicas
-        return acks_all_error(len(hosted.isr), min_isr, after_append=True, replica_count=replicas)
+        (code,) = await self._delay_produce([(hosted, last_offset + 1)], timeout_ms)
+        return code
 
     def append_internal(self, topic: str, partition: int, records: bytes) -> LogAppendInfo:
         """An append of the group or transaction coordinator to its state topic (as its leader)."""
@@ -345,8 +494,6 @@ class ReplicaManager:
             offset = target.append_control_marker(producer_id, producer_epoch, coordinator_epoch, commit=commit)
         except LogError as exc:
             raise PartitionError(exc.code, str(exc)) from exc
-        self._wake_appended((topic, partition))
-        self._wake((topic, partition))
         for listener in list(self._marker_listeners):
             try:
                 listener(topic, partition, producer_id, commit)
@@ -394,8 +541,8 @@ class ReplicaManager:
             raise PartitionError(exc.code, str(exc)) from exc
         except OSError as exc:
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {exc}") from exc
-        hosted.complete_low_watermark_waiters()
-        self._wake_appended((topic, partition))  # parked follower fetches answer with the new start
+        # DelayedDeleteRecords may complete; parked follower fetches answer with the new start
+        self._try_complete_delayed((topic, partition))
         return offset
 
     async def wait_for_low_watermark(self, topic: str, partition: int, offset: int, timeout_ms: int) -> tuple[int, int]:
@@ -404,14 +551,22 @@ class ReplicaManager:
         hosted = self._partitions.get((topic, partition))
         if hosted is None or not hosted.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
-        waiter = hosted.wait_for_low_watermark(offset, lambda broker_id: broker_id in self._image().brokers)
-        try:
-            low = await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
-        except TimeoutError:
-            return ErrorCode.REQUEST_TIMED_OUT, -1
-        except PartitionError as exc:
-            return exc.code, -1
-        return ErrorCode.NONE, low
+        future: asyncio.Future[list[tuple[int, int]]] = asyncio.get_running_loop().create_future()
+        key = (topic, partition)
+        operation = DelayedDeleteRecords(
+            [(key, offset)], lambda _, wanted: self._low_status(hosted, wanted), _setter(future)
+        )
+        (outcome,) = await _delay(self.delayed_delete_records, operation, (key,), timeout_ms, future)
+        return outcome
+
+    def _low_status(self, hosted: Partition, offset: int) -> tuple[int, int] | None:
+        if hosted.stopped_code:
+            return hosted.stopped_code, -1
+        if not hosted.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        brokers = self._image().brokers
+        low = low_watermark(hosted.log.log_start_offset, hosted.followers, brokers.__contains__)
+        return (ErrorCode.NONE, low) if low >= offset else None
 
     # -- consumer reads ---------------------------------------------------------------------------
     def high_watermark(self, target: Log) -> int:
@@ -474,10 +629,7 @@ class ReplicaManager:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{target.log_start_offset}, {target.log_end_offset}]"
             )
-        before = hosted.high_watermark
         hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms(), log_start_offset)
-        if hosted.high_watermark != before:
-            self._wake((topic, partition))
         self._maybe_expand_isr(hosted, replica_id)
         records = target.read(fetch_offset, max_bytes, None, min_one_batch=min_one_batch)
         return ReadResult(records, hosted.high_watermark, hosted.last_stable_offset(), target.log_start_offset)
@@ -562,40 +714,33 @@ class ReplicaManager:
     async def wait_for_data(
         self, partitions: Iterable[TopicPartition], max_wait_ms: int, *, follower: bool = False
     ) -> None:
-        """Return when any of ``partitions`` gets an append (``follower``) or a high-watermark move
-        (consumers), or its topic goes, or after the wait."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        table = self._append_waiters if follower else self._hw_waiters
+        """Kafka's DelayedFetch: return when any of ``partitions`` moved since this call — an
+        append or a log start move (``follower``), a high-watermark or LSO move (consumers), a
+        role change, its topic gone — or after ``max_wait_ms``. The caller reads again."""
         keys = list(partitions)
-        for key in keys:
-            table.setdefault(key, set()).add(waiter)
-        try:
-            await asyncio.wait_for(waiter, max_wait_ms / 1000)
-        except TimeoutError:
-            pass
-        finally:
-            for key in keys:
-                waiting = table.get(key)
-                if waiting is not None:
-                    waiting.discard(waiter)
-                    if not waiting:
-                        del table[key]
+        position = self._follower_position if follower else self._consumer_position
+        seen = [position(key) for key in keys]
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def _wake(self, key: TopicPartition) -> None:
-        """The high watermark (or the LSO, or the partition itself) changed: wake consumers."""
-        for waiter in self._hw_waiters.pop(key, ()):
-            if not waiter.done():
-                waiter.set_result(None)
-        self._wake_appended(key)
+        def changed() -> bool:
+            return any(position(key) != before for key, before in zip(keys, seen, strict=True))
 
-    def _wake_appended(self, key: TopicPartition) -> None:
-        for waiter in self._append_waiters.pop(key, ()):
-            if not waiter.done():
-                waiter.set_result(None)
+        done = _setter(future)
+        operation = DelayedFetch(changed, lambda: done(None))
+        await _delay(self.delayed_fetch, operation, keys, max_wait_ms, future)
 
-    def wake_partition(self, key: TopicPartition) -> None:
-        self._wake(key)
+    def _follower_position(self, key: TopicPartition) -> tuple[object, ...]:
+        hosted = self._partitions.get(key)
+        if hosted is None:
+            return ()
+        target = hosted.log
+        return hosted, hosted.role, target.log_end_offset, target.log_start_offset, hosted.high_watermark
+
+    def _consumer_position(self, key: TopicPartition) -> tuple[object, ...]:
+        hosted = self._partitions.get(key)
+        if hosted is None:
+            return ()
+        return hosted, hosted.role, hosted.high_watermark, hosted.last_stable_offset(), hosted.log.log_start_offset
 
     # -- high-watermark checkpoints --------------------------------------------------------------
     def high_watermarks_by_dir(self) -> dict[str, dict[TopicPartition, int]]:
@@ -615,13 +760,40 @@ class ReplicaManager:
         _write_hw_checkpoints(self.high_watermarks_by_dir())
 
     def shutdown(self) -> None:
-        for hosted in self._partitions.values():
-            hosted.fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the broker is shutting down")
+        for hosted in list(self._partitions.values()):
+            self._stopped(hosted, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        for purgatory in (self.delayed_produce, self.delayed_fetch, self.delayed_delete_records):
+            purgatory.expire_all()
 
 
 def _write_hw_checkpoints(by_dir: dict[str, dict[TopicPartition, int]]) -> None:
     for directory, offsets in by_dir.items():
         write_checkpoint(Path(directory) / HIGH_WATERMARK_CHECKPOINT, offsets)
+
+
+def _setter(future: asyncio.Future[T]) -> Callable[[T], None]:
+    def complete(result: T) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    return complete
+
+
+async def _delay(
+    purgatory: DelayedOperationPurgatory[TopicPartition], operation: DelayedOperation,
+    keys: Iterable[TopicPartition], timeout_ms: int, future: asyncio.Future[T],
+) -> T:  # fmt: skip
+    """The asyncio side of a delayed operation: check it, watch it, expire it after ``timeout_ms``
+    (Kafka's ``tryCompleteElseWatch`` and its timer), and stop watching it however it ends."""
+    keys = list(keys)
+    if not purgatory.try_complete_else_watch(operation, keys):
+        timer = asyncio.get_running_loop().call_later(max(timeout_ms, 0) / 1000, operation.expire)
+        try:
+            await future
+        finally:
+            timer.cancel()
+            purgatory.unwatch(operation, keys)
+    return future.result()
 
 
 def _monotonic_ms() -> int:
