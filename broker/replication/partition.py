@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from broker.controller.image import PartitionImage
 from broker.log.errors import LogError
@@ -40,8 +39,9 @@ from broker.log.log import Log, LogAppendInfo
 from broker.log.scan import iter_headers
 from broker.log.validate import AppendOrigin
 from broker.replication.delete_records import low_watermark
-from broker.replication.isr import UNKNOWN_OFFSET, FollowerState, high_watermark, on_follower_fetch
+from broker.replication.isr import UNKNOWN_OFFSET, FollowerState
 from broker.replication.leader_epoch import LeaderEpochCache, LeaderEpochFile
+from broker.replication.replica_state import ReplicaState
 from pyspark_log.records.header import PARTITION_LEADER_EPOCH_POS
 from pyspark_log.wire.errors import ErrorCode
 
@@ -59,20 +59,19 @@ class PartitionError(Exception):
 
 
 class Partition:
-    """A replica of ``topic``-``partition`` on broker ``node_id`` (see the module docstring)."""
+    """A replica of ``topic``-``partition`` on broker ``node_id`` (see the module docstring): the
+    log I/O around the pure ``ReplicaState`` (``state``), whose fields it shows read-only."""
 
     def __init__(self, node_id: int, topic: str, partition: int, target: Log, high_watermark_hint: int = 0) -> None:
         self.node_id = node_id
         self.topic = topic
         self.partition = partition
         self.log = target
-        self.epochs: LeaderEpochCache = _load_epochs(target)
-        self.high_watermark = max(min(high_watermark_hint, target.log_end_offset), target.log_start_offset)
-        self.role: PartitionImage | None = None  # the metadata's view; None until it names this broker a replica
-        self.pending_isr: tuple[int, ...] | None = None  # asked of the controller, not yet confirmed
-        self.followers: dict[int, FollowerState] = {}
-        self.leader_epoch_start_offset = 0
-        self.leader_high_watermark = 0  # as a follower: the leader's, from its last fetch response
+        self.state = ReplicaState(
+            node_id,
+            _load_epochs(target),
+            max(min(high_watermark_hint, target.log_end_offset), target.log_start_offset),
+        )
         # called after every move of the HW, log end/start offset, role or ISR (the replica manager
         # re-checks its purgatories; Kafka's Partition.tryCompleteDelayedRequests)
         self.listener: Callable[[], None] | None = None
@@ -83,70 +82,75 @@ class Partition:
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, role={self.role}, hw={self.high_watermark})"
 
-    # -- role ----------------------------------------------------------------------------------
+    # -- the core's fields -----------------------------------------------------------------------
+    @property
+    def epochs(self) -> LeaderEpochCache:
+        return self.state.epochs
+
+    @property
+    def high_watermark(self) -> int:
+        return self.state.high_watermark
+
+    @property
+    def role(self) -> PartitionImage | None:
+        return self.state.role
+
+    @property
+    def pending_isr(self) -> tuple[int, ...] | None:
+        return self.state.pending_isr
+
+    @property
+    def followers(self) -> dict[int, FollowerState]:
+        return self.state.followers
+
+    @property
+    def leader_epoch_start_offset(self) -> int:
+        return self.state.leader_epoch_start_offset
+
+    @property
+    def leader_high_watermark(self) -> int:
+        return self.state.leader_high_watermark
+
     @property
     def is_leader(self) -> bool:
-        return self.role is not None and self.role.leader == self.node_id
+        return self.state.is_leader
 
     @property
     def leader_epoch(self) -> int:
-        return self.role.leader_epoch if self.role is not None else -1
+        return self.state.leader_epoch
 
     @property
     def isr(self) -> tuple[int, ...]:
-        return self.role.isr if self.role is not None else ()
+        return self.state.isr
 
     @property
     def maximal_isr(self) -> set[int]:
-        return set(self.isr) | set(self.pending_isr or ())
+        return self.state.maximal_isr
 
+    # -- role ----------------------------------------------------------------------------------
     def become_leader(self, image: PartitionImage, now_ms: int) -> bool:
-        """Lead at ``image.leader_epoch``: the epoch begins at the log end offset; every follower's
-        progress is unknown until its next fetch (ISR members count as caught up now). Returns
-        False when already leading at that epoch (then only the ISR may change)."""
-        if self.is_leader and self.role is not None and self.role.leader_epoch == image.leader_epoch:
-            self.update_from_image(image)
-            return False
-        self.role = image
-        self.pending_isr = None
-        end = self.log.log_end_offset
-        self.epochs.assign(image.leader_epoch, end)
-        self.leader_epoch_start_offset = end
-        self.followers = {
-            b: FollowerState(last_caught_up_ms=now_ms if b in image.isr else 0)
-            for b in image.replicas
-            if b != self.node_id
-        }
-        self._advance_high_watermark()
+        """Lead at ``image.leader_epoch`` (``ReplicaState.become_leader``); False when already
+        leading at that epoch."""
+        started = self.state.become_leader(image, now_ms, self.log.log_end_offset)
         self._changed()
-        log.info("%s-%s: leader at epoch %d from offset %d, ISR %s", self.topic, self.partition,
-                 image.leader_epoch, end, list(image.isr))  # fmt: skip
-        return True
+        if started:
+            log.info("%s-%s: leader at epoch %d from offset %d, ISR %s", self.topic, self.partition,
+                     image.leader_epoch, self.log.log_end_offset, list(image.isr))  # fmt: skip
+        return started
 
     def become_follower(self, image: PartitionImage) -> bool:
         """Follow ``image.leader`` (-1: no leader for now). Produces waiting here fail with
         NOT_LEADER_OR_FOLLOWER (their ``DelayedProduce`` sees the role on its next check).
         Returns False when nothing about the leadership changed."""
-        was = self.role
-        self.role = image
-        self.pending_isr = None
-        self.followers = {}
+        changed = self.state.become_follower(image)
         self._changed()
-        changed = was is None or was.leader != image.leader or was.leader_epoch != image.leader_epoch
         if changed:
             log.info("%s-%s: follower of %d at epoch %d", self.topic, self.partition, image.leader, image.leader_epoch)
         return changed
 
     def update_from_image(self, image: PartitionImage) -> None:
-        """Same leader and epoch: take the ISR and partition epoch the metadata now shows (an older
-        partition epoch than ours is a stale view and is ignored)."""
-        if self.role is None or image.partition_epoch < self.role.partition_epoch:
-            return
-        if image.partition_epoch > self.role.partition_epoch:
-            self.pending_isr = None  # the controller decided on what was proposed
-        self.role = image
-        if self.is_leader:
-            self._advance_high_watermark()
+        """Same leader and epoch: the ISR and partition epoch the metadata now shows."""
+        self.state.update_from_image(image, self.log.log_end_offset)
         self._changed()  # the ISR may have shrunk, a replica's broker may have died meanwhile
 
     # -- appends -------------------------------------------------------------------------------
@@ -154,9 +158,9 @@ class Partition:
         """Validate, stamp this leader's epoch, append; the high watermark moves at once when the
         leader is the whole ISR."""
         self._check_leader()
-        info = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch)
+        info = self.log.append(records, origin=origin, leader_epoch=self.state.leader_epoch)
         if info.batches:
-            self._advance_high_watermark()
+            self.state.on_leader_append(self.log.log_end_offset)
             self._changed()
         return info
 
@@ -167,19 +171,19 @@ class Partition:
         offset = self.log.append_control_marker(
             producer_id, producer_epoch, coordinator_epoch, commit=commit, leader_epoch=self.leader_epoch
         )
-        self._advance_high_watermark()
+        self.state.on_leader_append(self.log.log_end_offset)
         self._changed()
         return offset
 
     def append_as_follower(self, data: bytes | memoryview) -> LogAppendInfo:
         """Append the leader's batches as they are and learn their leader epochs."""
         info = self.log.append_as_follower(data)
-        view = memoryview(data)
-        for batch in info.batches:
-            (epoch,) = _EPOCH.unpack_from(view, batch.position + PARTITION_LEADER_EPOCH_POS)
-            if epoch > self.epochs.latest_epoch:
-                self.epochs.assign(epoch, batch.base_offset)
         if info.batches:
+            view = memoryview(data)
+            self.state.on_follower_append(
+                (_EPOCH.unpack_from(view, batch.position + PARTITION_LEADER_EPOCH_POS)[0], batch.base_offset)
+                for batch in info.batches
+            )
             self._changed()
         return info
 
@@ -188,27 +192,25 @@ class Partition:
         follows down if it was above."""
         if self.log.truncate_to(offset):
             log.info("%s-%s: truncated to offset %d", self.topic, self.partition, self.log.log_end_offset)
-        self.epochs.truncate_from_end(self.log.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.state.on_truncate(self.log.log_end_offset)
         self._changed()
 
     def restart_at(self, offset: int) -> None:
         """Empty the log and start it at ``offset`` (a follower below the leader's log start)."""
         self.log.truncate_fully_and_start_at(offset)
-        self.epochs.clear()
-        self.high_watermark = offset
+        self.state.on_restart(offset)
         self._changed()
 
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
-        """A follower's high watermark is the leader's, capped at its own log end; its log start
-        offset follows the leader's (DeleteRecords, retention), capped at that high watermark (as
-        Kafka's fetcher raises it with ``maybeIncrementLogStartOffset`` after the high watermark)."""
-        self.leader_high_watermark = leader_high_watermark
-        self.high_watermark = max(self.log.log_start_offset, min(leader_high_watermark, self.log.log_end_offset))
-        new_start = min(leader_log_start_offset, self.high_watermark)
-        if new_start > self.log.log_start_offset:
+        """The leader's high watermark and log start offset from a fetch response
+        (``ReplicaState.follower_learns``); the log start follows."""
+        target = self.log
+        new_start = self.state.follower_learns(
+            leader_high_watermark, leader_log_start_offset, target.log_start_offset, target.log_end_offset
+        )
+        if new_start is not None:
             try:
-                self.log.delete_records_before(new_start, self.high_watermark)
+                target.delete_records_before(new_start, self.state.high_watermark)
             except (LogError, OSError) as exc:
                 log.warning("%s-%s: cannot follow the leader's log start offset %d: %s",
                             self.topic, self.partition, new_start, exc)  # fmt: skip
@@ -220,14 +222,8 @@ class Partition:
     ) -> None:
         """A follower fetched at ``fetch_offset``; ``log_start_offset`` is the one its request
         carried (Fetch v5+, -1 when unknown)."""
-        state = on_follower_fetch(
-            self.followers.get(replica_id, FollowerState()), fetch_offset, self.log.log_end_offset, now_ms
-        )
-        if log_start_offset >= 0:
-            state = replace(state, log_start_offset=log_start_offset)
-        self.followers[replica_id] = state
-        self._advance_high_watermark()
-        self._changed()  # the low watermark may have moved (DelayedDeleteRecords)
+        self.state.record_follower_fetch(replica_id, fetch_offset, self.log.log_end_offset, now_ms, log_start_offset)
+        self._changed()  # the HW or the low watermark may have moved (DelayedProduce, DelayedDeleteRecords)
 
     # -- leader: DeleteRecords ---------------------------------------------------------------------
     def low_watermark(self, alive: Callable[[int], bool]) -> int:
@@ -237,23 +233,11 @@ class Partition:
         return low_watermark(self.log.log_start_offset, self.followers, alive)
 
     def maybe_advance_high_watermark(self) -> bool:
-        """Move the leader's high watermark to the smallest log end offset over the maximal ISR
-        (Kafka's ``Partition.maybeIncrementLeaderHW``); tell the listener when it moved."""
-        if self._advance_high_watermark():
+        """Kafka's ``Partition.maybeIncrementLeaderHW``; tells the listener when it moved."""
+        if self.state.maybe_advance_high_watermark(self.log.log_end_offset):
             self._changed()
             return True
         return False
-
-    def _advance_high_watermark(self) -> bool:
-        if not self.is_leader:
-            return False
-        new = high_watermark(
-            self.high_watermark, self.node_id, self.log.log_end_offset, self.maximal_isr, self.followers
-        )
-        if new == self.high_watermark:
-            return False
-        self.high_watermark = new
-        return True
 
     def _changed(self) -> None:
         if self.listener is not None:

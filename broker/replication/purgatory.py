@@ -88,7 +88,8 @@ class DelayedOperationPurgatory(Generic[K]):
     ``try_complete_else_watch`` checks a new operation once and watches it under its keys when it
     cannot complete yet; ``check_and_complete(key)`` re-checks every operation watched under
     ``key``; ``unwatch`` forgets a completed or abandoned one. Completed operations are also
-    dropped lazily by the next check of a key they were watched under."""
+    dropped lazily by the next check of a key they were watched under. Re-entrant: a completion
+    callback may move partitions (``check_and_complete``) and watch new operations."""
 
     __slots__ = ("_watchers", "name")
 
@@ -124,8 +125,10 @@ class DelayedOperationPurgatory(Generic[K]):
             if op.completed or op.try_complete():
                 completed += 1
                 ops.pop(op, None)
-        if not ops:
-            self._watchers.pop(key, None)
+        # an operation's completion may re-enter (its callback moved the partition) and may watch
+        # a new operation under this key: drop only the set this call emptied
+        if not ops and self._watchers.get(key) is ops:
+            del self._watchers[key]
         return completed
 
     def unwatch(self, operation: DelayedOperation, keys: Iterable[K]) -> None:

@@ -63,7 +63,6 @@ from broker.log.manager import LogManager
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin
 from broker.replication.delete_records import low_watermark, resolve_offset
-from broker.replication.isr import acks_all_error, can_join_isr, out_of_sync
 from broker.replication.leader_epoch import diverging_epoch
 from broker.replication.partition import Partition, PartitionError
 from broker.replication.purgatory import (
@@ -73,6 +72,7 @@ from broker.replication.purgatory import (
     DelayedOperationPurgatory,
     DelayedProduce,
 )
+from broker.replication.replica_state import ISR_REFUSED
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -81,17 +81,7 @@ TopicPartition = tuple[str, int]
 MarkerListener = Callable[[str, int, int, bool], None]
 AlterIsr = Callable[[Sequence[IsrChange]], Awaitable[dict[tuple[uuid.UUID, int], int]]]
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
-# AlterPartition answers that settle a proposal as not applied (the others leave its outcome open)
-ISR_REFUSED = frozenset(
-    {
-        ErrorCode.INELIGIBLE_REPLICA,
-        ErrorCode.INVALID_REQUEST,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    }
-)
-
-__all__ = ["AppendResult", "PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
+__all__ = ["ISR_REFUSED", "AppendResult", "PartitionError", "ReadResult", "ReplicaManager", "ReplicationConfig"]
 
 T = TypeVar("T")
 
@@ -196,7 +186,6 @@ class ReplicaManager:
             "DeleteRecords"
         )
         self._marker_listeners: list[MarkerListener] = []
-        self._isr_in_flight: set[TopicPartition] = set()
         self._hw_hints: dict[TopicPartition, int] = {}
         for directory in logs.log_dirs:
             self._hw_hints.update(read_checkpoint(directory / HIGH_WATERMARK_CHECKPOINT))
@@ -204,7 +193,6 @@ class ReplicaManager:
         # False while a KRaft broker replays the metadata log at start-up: the image may still show
         # leaderships it lost long ago, so it leads nothing until it has caught up (set by the server)
         self.serving = True
-        self._isr_retry_at: dict[TopicPartition, int] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -419,26 +407,18 @@ class ReplicaManager:
     ) -> LogAppendInfo:
         if acks == -1:
             min_isr = hosted.log.config.min_insync_replicas
-            replicas = len(hosted.role.replicas) if hosted.role is not None else 1
-            code = acks_all_error(len(hosted.isr), min_isr, after_append=False, replica_count=replicas)
+            code = hosted.state.acks_all_refusal(min_isr)
             if code:
                 raise PartitionError(code, f"ISR {list(hosted.isr)} is smaller than min.insync.replicas={min_isr}")
         return hosted.append_as_leader(records, origin)
 
     @staticmethod
     def _acks_status(hosted: Partition, required_offset: int) -> int | None:
-        """acks=all, judged here only: None while the high watermark is below ``required_offset``,
-        else the code to answer (NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
-        or the code of the partition's removal)."""
+        """acks=all for a ``DelayedProduce`` (``ReplicaState.acks_status``), or the code of the
+        partition's removal from this broker."""
         if hosted.stopped_code:
             return hosted.stopped_code
-        if not hosted.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if hosted.high_watermark < required_offset:
-            return None
-        replicas = len(hosted.role.replicas) if hosted.role is not None else 1
-        min_isr = hosted.log.config.min_insync_replicas
-        return acks_all_error(len(hosted.isr), min_isr, after_append=True, replica_count=replicas)
+        return hosted.state.acks_status(required_offset, hosted.log.config.min_insync_replicas)
 
     async def _delay_produce(self, waits: Sequence[tuple[Partition, int]], timeout_ms: int) -> list[int]:
         """Kafka's DelayedProduce over ``(partition, required offset)`` pairs: their codes."""
@@ -636,54 +616,42 @@ class ReplicaManager:
 
     # -- ISR changes ---------------------------------------------------------------------------------
     def _maybe_expand_isr(self, hosted: Partition, replica_id: int) -> None:
-        if replica_id in hosted.isr or hosted.pending_isr is not None:
-            return
-        state = hosted.followers.get(replica_id)
-        if state is None or not can_join_isr(state, hosted.high_watermark, hosted.leader_epoch_start_offset):
-            return
-        self._propose_isr(hosted, (*hosted.isr, replica_id), "expand")
+        new_isr = hosted.state.isr_expansion(replica_id, self._clock_ms())
+        if new_isr is not None:
+            self._propose_isr(hosted, new_isr, "expand")
 
     def check_isr(self) -> int:
         """Shrink the ISR of every led partition by its out-of-sync followers, and propose again
-        a change whose outcome is unknown; returns how many AlterPartition proposals were started."""
+        a change whose outcome is unknown (``ReplicaState.isr_check``); returns how many
+        AlterPartition proposals were started."""
         now = self._clock_ms()
         started = 0
         for hosted in list(self._partitions.values()):
-            if not hosted.is_leader:
+            proposal = hosted.state.isr_check(now, hosted.log.log_end_offset, self.config.lag_time_max_ms)
+            if proposal is None:
                 continue
-            if hosted.pending_isr is not None:
-                if self._isr_retry_at.get((hosted.topic, hosted.partition), 0) <= now:
-                    self._propose_isr(hosted, hosted.pending_isr, "retry")
-                    started += 1
-                continue
-            slow = out_of_sync(
-                hosted.isr, self._node_id, hosted.log.log_end_offset, hosted.followers,
-                now_ms=now, lag_time_max_ms=self.config.lag_time_max_ms,
-            )  # fmt: skip
-            if slow:
+            new_isr, kind = proposal
+            if kind == "shrink":
+                slow = sorted(set(hosted.isr) - set(new_isr))
                 log.warning(
                     "%s-%s: follower(s) %s not caught up for %d ms; removing them from the ISR",
-                    hosted.topic, hosted.partition, sorted(slow), self.config.lag_time_max_ms,
+                    hosted.topic, hosted.partition, slow, self.config.lag_time_max_ms,
                 )  # fmt: skip
-                self._propose_isr(hosted, tuple(b for b in hosted.isr if b not in slow), "shrink")
-                started += 1
+            self._propose_isr(hosted, new_isr, kind)
+            started += 1
         return started
 
     def _propose_isr(self, hosted: Partition, new_isr: tuple[int, ...], kind: str) -> None:
-        key = (hosted.topic, hosted.partition)
         topic = self._image().topics.get(hosted.topic)
-        if self._alter_isr is None or topic is None or hosted.role is None or key in self._isr_in_flight:
+        state = hosted.state
+        if self._alter_isr is None or topic is None or state.role is None or not state.may_propose(self._clock_ms()):
             return
-        if self._isr_retry_at.get(key, 0) > self._clock_ms():
-            return
-        change = IsrChange(topic.topic_id, hosted.partition, hosted.leader_epoch, new_isr, hosted.role.partition_epoch)
-        hosted.pending_isr = new_isr
-        self._isr_in_flight.add(key)
+        change = IsrChange(topic.topic_id, hosted.partition, state.leader_epoch, new_isr, state.role.partition_epoch)
+        state.propose_isr(new_isr)
         task = asyncio.get_running_loop().create_task(self._send_isr_change(hosted, change, kind))
         task.add_done_callback(_log_failure)
 
     async def _send_isr_change(self, hosted: Partition, change: IsrChange, kind: str) -> None:
-        key = (hosted.topic, hosted.partition)
         assert self._alter_isr is not None
         try:
             codes = await self._alter_isr([change])
@@ -691,24 +659,17 @@ class ReplicaManager:
         except Exception as exc:  # noqa: BLE001 - any failure: the next check proposes again
             code = getattr(exc, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
             log.info("%s-%s: ISR %s not applied: %s", hosted.topic, hosted.partition, kind, exc)
-        finally:
-            self._isr_in_flight.discard(key)
-        if code in ISR_REFUSED and hosted.pending_isr == change.new_isr:
-            hosted.pending_isr = None  # refused for good: the ISR stays what the metadata says
-        elif code != ErrorCode.NONE:
-            # Unknown outcome (no controller, a timeout, a lost answer) or a stale view: the
-            # controller may have applied it, so the high watermark keeps counting the proposed
-            # members (the maximal ISR) until the metadata shows a newer partition epoch
-            # (``Partition.update_from_image``); ``check_isr`` proposes it again meanwhile.
-            self._isr_retry_at[key] = self._clock_ms() + self.config.fetch_backoff_ms
-        else:
-            self._isr_retry_at.pop(key, None)
+        if code == ErrorCode.NONE:
             if len(change.new_isr) < len(hosted.isr) or kind == "shrink":
                 self.isr_shrinks += 1
             else:
                 self.isr_expands += 1
             log.info("%s-%s: ISR is now %s", hosted.topic, hosted.partition, list(change.new_isr))
-        hosted.maybe_advance_high_watermark()
+        moved = hosted.state.on_isr_answer(
+            change.new_isr, code, self._clock_ms(), self.config.fetch_backoff_ms, hosted.log.log_end_offset
+        )
+        if moved:
+            self._try_complete_delayed((hosted.topic, hosted.partition))
 
     # -- long-poll -----------------------------------------------------------------------------------
     async def wait_for_data(

@@ -3,7 +3,8 @@ files, read with ``ast`` (module level, inside functions and under ``TYPE_CHECKI
 
 * ``broker`` may import ``pyspark_log.records`` and ``pyspark_log.wire``, nothing else of ``pyspark_log``;
 * ``pyspark_log`` never imports ``broker``;
-* a pure core (the Raft state machine, ``broker/log/validate.py``, ``pyspark_log/spark/planning.py``)
+* a pure core (the Raft state machine, ``broker/log/validate.py``, ``pyspark_log/spark/planning.py``,
+  the replica core ``broker/replication/replica_state.py`` and its purgatory ``purgatory.py``)
   imports no clock, file system, socket or event loop: the driver around it does the I/O;
 * the package modules import each other one way: no import cycles, counting the imports a
   function-level import or ``if TYPE_CHECKING`` would hide (a shared piece moves to a lower
@@ -35,7 +36,18 @@ IO_MODULES = ("asyncio", "os", "time", "socket", "selectors", "subprocess", "thr
 RAFT_EDGES = frozenset(
     {"broker.raft", "broker.raft.driver", "broker.raft.store", "broker.raft.transport", "broker.raft.bootstrap"}
 )
-PURE_CORES_OUTSIDE_RAFT = frozenset({"broker.log.validate", "pyspark_log.spark.planning"})
+# the replica core and the delayed-operation mechanism (issue #28): asyncio lives in the driver,
+# broker.replication.replica_manager, and the log I/O in broker.replication.partition
+PURE_CORES_OUTSIDE_RAFT = frozenset(
+    {
+        "broker.log.validate",
+        "pyspark_log.spark.planning",
+        "broker.replication.replica_state",
+        "broker.replication.purgatory",
+        "broker.replication.isr",
+        "broker.replication.delete_records",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,10 @@
-"""``SimBroker``: the broker glue of ``replica_manager.py``, ``fetch.py`` and ``fetcher.py``, line for
-line, over simulated disks and network (see ``model``)."""
+"""``SimBroker``: a driver of the real replication core over simulated disks and network (see ``model``).
+
+The decisions are the broker's own code: ``ReplicaState`` (roles, high watermark, ISR proposals,
+acks=all) through ``SimPartition``, and the delayed produces and follower long-polls in a real
+``DelayedOperationPurgatory`` (``DelayedProduce``, ``DelayedFetch``) completed by the partition's
+listener, as ``ReplicaManager`` drives them. What remains here is the I/O a driver does: the
+metadata fetches, the controller requests, the follower fetch loop and the network answers."""
 
 from __future__ import annotations
 
@@ -11,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from broker.controller.image import MetadataImage
 from broker.controller.image_builder import ClusterState, apply_payload, build_image
 from broker.controller.partition_changes import IsrChange
-from broker.replication.isr import acks_all_error, can_join_isr, out_of_sync
 from broker.replication.leader_epoch import diverging_epoch, truncation_offset
-from broker.replication.replica_manager import ISR_REFUSED
+from broker.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
 from pyspark_log.wire.errors import ErrorCode
 from tests.sim.replication.config import CLUSTER_ID, CONTROLLER, TOPIC, TOPIC_ID
 from tests.sim.replication.partition import SimPartition
@@ -52,9 +56,8 @@ class SimBroker:
         self.partitions: dict[int, SimPartition] = {}
         self.fetching: dict[int, _Fetching] = {}
         self.fetch_generation = 0
-        self.isr_in_flight: set[int] = set()
-        self.isr_retry_at: dict[int, int] = {}
-        self.data_waiters: dict[int, list[Callable[[], None]]] = {}
+        self.delayed_produce: DelayedOperationPurgatory[int] = DelayedOperationPurgatory("Produce")
+        self.delayed_fetch: DelayedOperationPurgatory[int] = DelayedOperationPurgatory("Fetch")
         self.image_waiters: list[Callable[[], bool]] = []
         self.lost_tail: dict[int, int] = {}  # partition -> records lost in the last machine crash
 
@@ -73,9 +76,8 @@ class SimBroker:
         self.deferred = []
         self.partitions = {}
         self.fetching = {}
-        self.isr_in_flight = set()
-        self.isr_retry_at = {}
-        self.data_waiters = {}
+        self.delayed_produce = DelayedOperationPurgatory("Produce")
+        self.delayed_fetch = DelayedOperationPurgatory("Fetch")
         self.image_waiters = []
         self.broker_epoch = -1
         self.serving = False
@@ -164,12 +166,10 @@ class SimBroker:
                     hosted = self._hosted(part.partition)
                     if hosted.become_leader(part, now):
                         followers_changed = True
-                    self._wake(part.partition)
                 elif self.node_id in part.replicas:
                     hosted = self._hosted(part.partition)
                     if hosted.become_follower(part):
                         followers_changed = True
-                    self._wake(part.partition)
         brokers_moved = old is None or old.brokers != new.brokers
         if followers_changed or brokers_moved:
             self.replan()
@@ -178,7 +178,13 @@ class SimBroker:
         hosted = self.partitions.get(partition)
         if hosted is None:
             hosted = self.partitions[partition] = SimPartition(self.node_id, partition, self.disk)
+            hosted.listener = lambda: self._try_complete_delayed(partition)
         return hosted
+
+    def _try_complete_delayed(self, partition: int) -> None:
+        """``ReplicaManager._try_complete_delayed`` (Kafka's ``Partition.tryCompleteDelayedRequests``)."""
+        self.delayed_produce.check_and_complete(partition)
+        self.delayed_fetch.check_and_complete(partition)
 
     # -- controller requests (quorum.py, broker side) --------------------------------------------------
     def _register(self) -> None:
@@ -221,7 +227,7 @@ class SimBroker:
 
         sim.request(self, CONTROLLER, handle, answered, failed, sim.config.heartbeat_interval_ms * 2, duplicable=True)
 
-    # -- produce (ReplicaManager.append / wait_for_acks) -------------------------------------------------
+    # -- produce (ReplicaManager.append_records) -----------------------------------------------------------
     def handle_produce(self, partition: int, record_ids: list[int], acks: int, respond: Callable[[Any], None]) -> None:
         hosted = self.partitions.get(partition)
         if hosted is None or not hosted.is_leader or not self.serving:
@@ -229,39 +235,33 @@ class SimBroker:
             return
         min_isr = self.sim.config.min_insync_replicas
         if acks == -1:
-            code = acks_all_error(len(hosted.isr), min_isr, after_append=False)
+            code = hosted.state.acks_all_refusal(min_isr)
             if code:
                 respond((code, -1))
                 return
-        before = hosted.high_watermark
         first, last = hosted.append_as_leader(record_ids)
         epoch = hosted.leader_epoch
-        self._wake_appended(partition)
-        if hosted.high_watermark != before:
-            self._wake(partition)
         if acks == 1:
             self.sim.invariants.on_ack(self, partition, first, last, epoch, acks)
             respond((ErrorCode.NONE, first))
             return
-        finished = False
 
-        def done(code: int) -> None:
-            nonlocal finished
-            if finished:
-                return
-            finished = True
-            if code == ErrorCode.NONE:
-                code = acks_all_error(len(hosted.isr), min_isr, after_append=True)
+        def done(codes: list[int]) -> None:
+            (code,) = codes
             if code == ErrorCode.NONE:
                 self.sim.invariants.on_ack(self, partition, first, last, epoch, acks)
             respond((code, first))
 
-        self.sim.after(self, self.sim.config.produce_timeout_ms, lambda: done(ErrorCode.REQUEST_TIMED_OUT))
-        hosted.wait_for_high_watermark(last + 1, done)
+        operation = DelayedProduce(
+            [(partition, last + 1)], lambda _, required: hosted.state.acks_status(required, min_isr), done
+        )
+        if not self.delayed_produce.try_complete_else_watch(operation, (partition,)):
+            self.sim.after(self, self.sim.config.produce_timeout_ms, operation.expire)
 
     # -- follower reads at the leader (ReplicaManager.read_for_follower + api/fetch long-poll) -----------
     def handle_fetch(self, replica_id: int, request: dict[str, int], respond: Callable[[Any], None]) -> None:
         deadline = self.sim.now_ms + self.sim.config.fetch_wait_max_ms
+        partition = request["partition"]
         answered = False
 
         def attempt() -> None:
@@ -273,10 +273,16 @@ class SimBroker:
                 answered = True
                 respond(result)
                 return
-            self.data_waiters.setdefault(request["partition"], []).append(attempt)
+            seen = self._follower_position(partition)  # ReplicaManager.wait_for_data (follower)
+            waiting = DelayedFetch(lambda: self._follower_position(partition) != seen, attempt)
+            self.delayed_fetch.try_complete_else_watch(waiting, (partition,))
 
         self.sim.after(self, self.sim.config.fetch_wait_max_ms, attempt)
         attempt()
+
+    def _follower_position(self, partition: int) -> tuple[object, ...]:
+        hosted = self.partitions.get(partition)
+        return () if hosted is None else (hosted, hosted.role, hosted.log.end, hosted.high_watermark)
 
     def _read_for_follower(self, replica_id: int, request: dict[str, int]) -> dict[str, Any]:
         partition = request["partition"]
@@ -299,71 +305,43 @@ class SimBroker:
                     "diverging_epoch": diverging}  # fmt: skip
         if fetch_offset > target.end or fetch_offset < 0:
             return {**out, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE, "high_watermark": target.end}
-        before = hosted.high_watermark
         hosted.record_follower_fetch(replica_id, fetch_offset, self.sim.now_ms)
-        if hosted.high_watermark != before:
-            self._wake(partition)
         self._maybe_expand_isr(hosted, replica_id)
         records = target.entries[fetch_offset : fetch_offset + self.sim.config.fetch_max_records]
         return {**out, "error_code": ErrorCode.NONE, "high_watermark": hosted.high_watermark, "records": records,
                 "diverging_epoch": None}  # fmt: skip
 
-    def _wake(self, partition: int) -> None:
-        self._wake_appended(partition)
-
-    def _wake_appended(self, partition: int) -> None:
-        for waiter in self.data_waiters.pop(partition, ()):
-            waiter()
-
-    # -- ISR changes (ReplicaManager) ------------------------------------------------------------------
+    # -- ISR changes (ReplicaManager over ReplicaState) -------------------------------------------------
     def _maybe_expand_isr(self, hosted: SimPartition, replica_id: int) -> None:
-        if replica_id in hosted.isr or hosted.pending_isr is not None:
-            return
-        state = hosted.followers.get(replica_id)
-        if state is None or not can_join_isr(state, hosted.high_watermark, hosted.leader_epoch_start_offset):
-            return
-        self._propose_isr(hosted, (*hosted.isr, replica_id), "expand")
+        new_isr = hosted.state.isr_expansion(replica_id, self.sim.now_ms)
+        if new_isr is not None:
+            self._propose_isr(hosted, new_isr, "expand")
 
     def check_isr(self) -> None:
         now = self.sim.now_ms
         for hosted in list(self.partitions.values()):
-            if not hosted.is_leader:
-                continue
-            if hosted.pending_isr is not None:
-                if self.isr_retry_at.get(hosted.partition, 0) <= now:
-                    self._propose_isr(hosted, hosted.pending_isr, "retry")
-                continue
-            slow = out_of_sync(
-                hosted.isr, self.node_id, hosted.log.end, hosted.followers,
-                now_ms=now, lag_time_max_ms=self.sim.config.lag_time_max_ms,
-            )  # fmt: skip
-            if slow:
-                self._propose_isr(hosted, tuple(b for b in hosted.isr if b not in slow), "shrink")
+            proposal = hosted.state.isr_check(now, hosted.log.end, self.sim.config.lag_time_max_ms)
+            if proposal is not None:
+                self._propose_isr(hosted, *proposal)
 
     def _propose_isr(self, hosted: SimPartition, new_isr: tuple[int, ...], kind: str) -> None:
         key = hosted.partition
         image = self.image
-        if image is None or TOPIC not in image.topics or hosted.role is None or key in self.isr_in_flight:
+        state = hosted.state
+        if image is None or TOPIC not in image.topics or state.role is None or not state.may_propose(self.sim.now_ms):
             return
-        if self.isr_retry_at.get(key, 0) > self.sim.now_ms:
-            return
-        change = IsrChange(TOPIC_ID, key, hosted.leader_epoch, new_isr, hosted.role.partition_epoch)
-        hosted.pending_isr = new_isr
-        self.isr_in_flight.add(key)
-        self.sim.trace(f"{self} proposes ISR {kind} {list(new_isr)} for p{key} (epoch {hosted.leader_epoch})")
+        change = IsrChange(TOPIC_ID, key, state.leader_epoch, new_isr, state.role.partition_epoch)
+        state.propose_isr(new_isr)
+        self.sim.trace(f"{self} proposes ISR {kind} {list(new_isr)} for p{key} (epoch {state.leader_epoch})")
         self._alter_partition(change, lambda code: self._isr_change_done(hosted, change, code))
 
     def _isr_change_done(self, hosted: SimPartition, change: IsrChange, code: int) -> None:
         """The end of ``_send_isr_change``."""
-        self.isr_in_flight.discard(change.partition)
-        if code in ISR_REFUSED and hosted.pending_isr == change.new_isr:
-            hosted.pending_isr = None
-        elif code != ErrorCode.NONE:  # unknown outcome: stays in the maximal ISR, proposed again
-            self.isr_retry_at[change.partition] = self.sim.now_ms + self.sim.config.fetch_backoff_ms
-        else:
-            self.isr_retry_at.pop(change.partition, None)
         self.sim.trace(f"{self} ISR change {list(change.new_isr)} for p{change.partition}: code {code}")
-        hosted.maybe_advance_high_watermark()
+        if hosted.state.on_isr_answer(
+            change.new_isr, code, self.sim.now_ms, self.sim.config.fetch_backoff_ms, hosted.log.end
+        ):
+            self._try_complete_delayed(hosted.partition)
 
     def _alter_partition(self, change: IsrChange, finished: Callable[[int], None]) -> None:
         """``QuorumController.alter_partition`` on a broker: send, then wait until the own image
@@ -488,7 +466,6 @@ class SimBroker:
             if records and not hosted.append_as_follower(part["base_offset"], records):
                 return False
             hosted.follower_learns(part["high_watermark"])
-            self._wake(hosted.partition)
             return True
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_end = part["high_watermark"]

@@ -5,18 +5,21 @@ Events are ordered by ``(time, sequence)``; after every event the ``ReplicationI
 
 What is real and what is simulated:
 
-* **Real (imported, never reimplemented):** the ISR and high-watermark decisions
-  (``broker.replication.isr``), the leader-epoch cache, the leader's divergence answer and the
-  follower's truncation point (``broker.replication.leader_epoch``), the controller's partition
-  changes (``broker.controller.partition_changes``: ``alter_partition``, ``fence_broker``,
+* **Real (imported, never reimplemented):** the replica core ``broker.replication.replica_state``
+  (``ReplicaState``: roles from the image, the high watermark, follower progress, the leader-epoch
+  cache updates, ISR expansion/shrink proposals and their answers, the acks=all judgement), the
+  delayed-operation purgatory ``broker.replication.purgatory`` (``DelayedProduce`` for acks=all,
+  ``DelayedFetch`` for the follower long-poll), the ISR and high-watermark rules
+  (``broker.replication.isr``), the leader's divergence answer and the follower's truncation point
+  (``broker.replication.leader_epoch``), the controller's partition changes
+  (``broker.controller.partition_changes``: ``alter_partition``, ``fence_broker``,
   ``unfence_broker``, ``register_broker``), and the metadata records applied with
   ``image_builder.apply_payload`` and read through ``build_image`` on every broker.
-* **Mirrored (the broker's glue, line for line, over an in-memory log):** ``SimPartition`` follows
-  ``broker/replication/partition.py`` (``Partition``); ``SimBroker`` follows ``replica_manager.py``
-  (``on_image_change``, ``append``/``wait_for_acks``, ``read_for_follower``, ``_maybe_expand_isr``,
-  ``check_isr``, ``_propose_isr``/``_send_isr_change``), ``broker/api/fetch.py`` (the follower
-  long-poll, OFFSET_OUT_OF_RANGE answers), ``fetcher.py`` (``replan``, ``_build_request``,
-  ``_apply``, ``_truncate_on_divergence``) and the broker side of ``controller/quorum.py``
+* **Driven here (the I/O a driver does, over simulated logs and network):** ``SimPartition``
+  feeds a ``SimLog``'s appends and truncations to the real ``ReplicaState`` as ``Partition`` feeds
+  a real log's; ``SimBroker`` is the driver ``ReplicaManager`` is (which events reach the core,
+  the purgatories completed by each partition's listener, AlterPartition requests), plus the
+  follower fetch loop of ``fetcher.py`` and the broker side of ``controller/quorum.py``
   (registration, heartbeats, ``alter_partition`` waiting for the own image). ``SimController``
   follows the active controller of ``quorum.py`` (``handle_registration``, ``handle_heartbeat``,
   ``fence_expired_brokers``, ``handle_alter_partition``); the metadata quorum itself is one
