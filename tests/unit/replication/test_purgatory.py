@@ -25,7 +25,8 @@ def test_delayed_produce_completes_when_every_partition_is_acknowledged() -> Non
     assert not purgatory.try_complete_else_watch(op, ["a", "b"])
     assert purgatory.watched("a") == purgatory.watched("b") == 1
     hw["a"] = 3
-    assert purgatory.check_and_complete("a") == 0 and not got  # "b" still waits
+    assert purgatory.check_and_complete("a") == 0
+    assert not got
     hw["b"] = 5
     assert purgatory.check_and_complete("b") == 1
     assert got == [[0, 0]]
@@ -97,7 +98,8 @@ def test_replica_state_judges_acks_all() -> None:
     state.record_follower_fetch(2, 5, log_end=5, now_ms=1)
     assert state.acks_status(5, 2) is None
     assert state.record_follower_fetch(3, 5, log_end=5, now_ms=1)  # the HW moved
-    assert state.high_watermark == 5 and state.acks_status(5, 2) == ErrorCode.NONE
+    assert state.high_watermark == 5
+    assert state.acks_status(5, 2) == ErrorCode.NONE
     shrunk = PartitionImage(partition=0, leader=1, leader_epoch=3, replicas=(1, 2, 3), isr=(1,), partition_epoch=1)
     state.update_from_image(shrunk, log_end=5)
     assert state.acks_status(5, 2) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -120,7 +122,8 @@ def test_replica_state_proposes_isr_changes() -> None:
     state.propose_isr(proposal)
     assert state.isr_expansion(2, now_ms=0) is None  # one in flight
     state.on_isr_answer(proposal, ErrorCode.REQUEST_TIMED_OUT, now_ms=10, backoff_ms=100, log_end=4)
-    assert state.pending_isr == proposal and 2 in state.maximal_isr
+    assert state.pending_isr == proposal
+    assert 2 in state.maximal_isr
     assert state.isr_check(now_ms=50, log_end=4, lag_time_max_ms=1000) is None
     assert state.isr_check(now_ms=110, log_end=4, lag_time_max_ms=1000) == (proposal, "retry")
     state.on_isr_answer(proposal, ErrorCode.INELIGIBLE_REPLICA, now_ms=120, backoff_ms=100, log_end=4)
