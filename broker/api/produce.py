@@ -2,14 +2,15 @@
 
 - v0-v2 (message format v0/v1) are advertised, as Kafka does since KAFKA-18659, but every
   partition is answered UNSUPPORTED_VERSION; pylog stores only RecordBatch v2.
-- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). Seed 004: acks=0 appends and sends no
-  response; acks=1 answers after the leader's append; acks=all answers once every ISR member has
-  the batch (the high watermark passed it; ``ReplicaManager.append_records``, which owns the acks
-  as Kafka's ``appendRecords`` does, with its ``DelayedProduce``), or REQUEST_TIMED_OUT
-  after the request's ``timeout_ms``. acks=all is refused before the append with
-  NOT_ENOUGH_REPLICAS when the ISR is smaller than ``min.insync.replicas``, and answered
-  NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it while waiting (the record stays in
-  the log, as in Kafka: a retry may duplicate it unless the producer is idempotent).
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). The producer's ``acks`` (Kafka producer
+  configs): acks=0 appends and sends no response; acks=1 answers after the leader's append;
+  acks=all answers once every ISR member has the batch (the high watermark passed it;
+  ``ReplicaManager.append_records``, which owns the acks as Kafka's ``appendRecords`` does, with
+  its ``DelayedProduce``), or REQUEST_TIMED_OUT after the request's ``timeout_ms``. acks=all is
+  refused before the append with NOT_ENOUGH_REPLICAS when the ISR is smaller than
+  ``min.insync.replicas``, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank below it
+  while waiting (the record stays in the log, as in Kafka: a retry may duplicate it unless the
+  producer is idempotent).
 - Unknown topics are auto-created when ``auto.create.topics.enable``.
 - Each partition's batch is validated and appended as bytes (``Log.append``): no record is
   decoded on this path. A partition's records must be exactly one batch (Kafka v3+

@@ -1,6 +1,6 @@
 """The leader's replication decisions, pure: follower progress, the high watermark, who is in sync.
 
-Seed 000 §4.7 "Replicated Logs", sentence by sentence:
+Kafka documentation §4.7 "Replication" ("Replicated Logs"), sentence by sentence:
 
 * "followers consume messages from the leader just as a normal Kafka consumer would": a
   follower's fetch offset is its log end offset; ``on_follower_fetch`` records it.
@@ -14,7 +14,7 @@ Seed 000 §4.7 "Replicated Logs", sentence by sentence:
   being removed while the controller has not yet confirmed), and never moves back on the leader.
 * A follower out of the ISR may join again once its log end offset reaches the high watermark and
   the start of the current leader epoch (``can_join_isr``, Kafka ``isFollowerInSync``).
-* Seed 004 (acks): with ``acks=all`` a produce is refused before the append when the ISR is smaller
+* The producer's ``acks``: with ``acks=all`` a produce is refused before the append when the ISR is smaller
   than ``min.insync.replicas`` (capped at the replica count, as Kafka 4.x's ``effectiveMinIsr``)
   (NOT_ENOUGH_REPLICAS), and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND
   when the ISR shrank below it while the produce waited (``acks_all_error``).

@@ -1,9 +1,10 @@
 """``Partition``: one hosted replica of a topic-partition — its role, ISR, high watermark, leader
 epochs, and the produces waiting for the ISR.
 
-Seed 000 §4.7: "each partition has a single leader and zero or more followers"; "all writes go to
-the leader of the partition". A ``Partition`` is the leader or a follower as the metadata image
-says (``become_leader`` / ``become_follower``, driven by ``ReplicaManager.on_image_change``):
+Kafka documentation §4.7 "Replication": "each partition has a single leader and zero or more
+followers"; "all writes go to the leader of the partition". A ``Partition`` is the leader or a
+follower as the metadata image says (``become_leader`` / ``become_follower``, driven by
+``ReplicaManager.on_image_change``):
 
 * as **leader** it stamps its leader epoch on every batch it appends (``append_as_leader``), keeps
   the followers' progress from their fetches (``record_follower_fetch``), moves the high watermark

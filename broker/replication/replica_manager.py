@@ -1,7 +1,7 @@
 """Where produce and fetch meet the replicas: roles from the metadata, appends, reads, waiting.
 
-Seed 000 §4.7 and seed 004 made concrete for the partitions this broker hosts (one ``Partition``
-each, ``broker.replication.partition``):
+Kafka documentation §4.7 "Replication" and the producer's ``acks`` setting made concrete for the
+partitions this broker hosts (one ``Partition`` each, ``broker.replication.partition``):
 
 * **Roles come from the metadata log** (``on_image_change``): a partition whose leader is this
   broker is led here; one that lists this broker among its replicas under another leader is
