@@ -47,7 +47,7 @@ def handle_fetch(broker: Broker, request: Request) -> Any:
     if request.version >= 7 and body.session_id != 0:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
     replica_id = follower_id(request.version, body)
-    first = _read_all(broker, request, replica_id)
+    first = _read_all(broker, request, replica_id, first_read=True)
     if first.bytes_read >= body.min_bytes or body.max_wait_ms <= 0 or first.has_error:
         return first.body
     return _long_poll(broker, request, replica_id, time.monotonic() + body.max_wait_ms / 1000)
@@ -70,7 +70,7 @@ async def _long_poll(broker: Broker, request: Request, replica_id: int, deadline
     instead of being slept through until ``max_wait_ms``."""
     partitions = [(t, p.partition) for t, p in _wanted(broker, request) if t is not None]
     while True:
-        result = _read_all(broker, request, replica_id)
+        result = _read_all(broker, request, replica_id, first_read=False)
         if result.bytes_read >= request.body.min_bytes or result.has_error:
             return result.body
         remaining_ms = int((deadline - time.monotonic()) * 1000)
@@ -97,7 +97,9 @@ class _ReadPass:
         self.has_error = False
 
 
-def _read_all(broker: Broker, request: Request, replica_id: int) -> _ReadPass:
+def _read_all(broker: Broker, request: Request, replica_id: int, *, first_read: bool) -> _ReadPass:
+    """Read every partition of the request; a follower's position is recorded on the first read
+    only (``ReplicaManager.read_for_follower``)."""
     # Fields are read with [] on this path: Message attribute access costs a failed lookup first.
     body = request.body
     version = request.version
@@ -116,8 +118,9 @@ def _read_all(broker: Broker, request: Request, replica_id: int) -> _ReadPass:
                 continue
             max_bytes = max(0, min(part["partition_max_bytes"], budget))
             entry = _read_one(
-                broker, name, part, max_bytes, read_committed, replica_id=replica_id, min_one=result.bytes_read == 0
-            )
+                broker, name, part, max_bytes, read_committed, replica_id=replica_id,
+                min_one=result.bytes_read == 0, first_read=first_read,
+            )  # fmt: skip
             records = entry.get("records")
             size = len(records) if records is not None else 0
             result.bytes_read += size
@@ -130,15 +133,16 @@ def _read_all(broker: Broker, request: Request, replica_id: int) -> _ReadPass:
 
 
 def _read_one(
-    broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, replica_id: int, min_one: bool
-) -> dict:
+    broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, replica_id: int, min_one: bool,
+    first_read: bool = True,
+) -> dict:  # fmt: skip
     partition = part["partition"]
     try:
         if replica_id >= 0:
             read = broker.replicas.read_for_follower(
                 replica_id, topic, partition, part["fetch_offset"], max_bytes,
                 current_leader_epoch=part["current_leader_epoch"], last_fetched_epoch=part["last_fetched_epoch"],
-                min_one_batch=min_one, log_start_offset=part["log_start_offset"],
+                min_one_batch=min_one, log_start_offset=part["log_start_offset"], record_position=first_read,
             )  # fmt: skip
         else:
             read = broker.replicas.read(

@@ -590,10 +590,15 @@ class ReplicaManager:
     def read_for_follower(
         self, replica_id: int, topic: str, partition: int, fetch_offset: int, max_bytes: int, *,
         current_leader_epoch: int, last_fetched_epoch: int, min_one_batch: bool = True,
-        log_start_offset: int = -1,
+        log_start_offset: int = -1, record_position: bool = True,
     ) -> ReadResult:  # fmt: skip
         """A follower's fetch (module docstring); raises PartitionError or OffsetOutOfRangeError.
-        ``log_start_offset`` is the follower's (what DeleteRecords waits for)."""
+        ``log_start_offset`` is the follower's (what DeleteRecords waits for). The follower's
+        position is recorded once per request (``record_position``): a long-poll's later reads
+        of the same request only read, as Kafka's ``DelayedFetch.onComplete`` does; recording
+        again would take a position the follower may have lost meanwhile (a parked fetch woken
+        after its broker restarted with a shorter log) as its progress, and propose it back
+        into the ISR."""
         hosted = self._leader(topic, partition, current_leader_epoch)
         target = hosted.log
         if replica_id not in (hosted.role.replicas if hosted.role else ()):
@@ -609,8 +614,9 @@ class ReplicaManager:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{target.log_start_offset}, {target.log_end_offset}]"
             )
-        hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms(), log_start_offset)
-        self._maybe_expand_isr(hosted, replica_id)
+        if record_position:
+            hosted.record_follower_fetch(replica_id, fetch_offset, self._clock_ms(), log_start_offset)
+            self._maybe_expand_isr(hosted, replica_id)
         records = target.read(fetch_offset, max_bytes, None, min_one_batch=min_one_batch)
         return ReadResult(records, hosted.high_watermark, hosted.last_stable_offset(), target.log_start_offset)
 

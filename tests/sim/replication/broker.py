@@ -263,12 +263,14 @@ class SimBroker:
         deadline = self.sim.now_ms + self.sim.config.fetch_wait_max_ms
         partition = request["partition"]
         answered = False
+        first_read = True
 
         def attempt() -> None:
-            nonlocal answered
+            nonlocal answered, first_read
             if answered:
                 return
-            result = self._read_for_follower(replica_id, request)
+            result = self._read_for_follower(replica_id, request, record_position=first_read)
+            first_read = False
             if result["error_code"] or result["records"] or self.sim.now_ms >= deadline:
                 answered = True
                 respond(result)
@@ -284,7 +286,7 @@ class SimBroker:
         hosted = self.partitions.get(partition)
         return () if hosted is None else (hosted, hosted.role, hosted.log.end, hosted.high_watermark)
 
-    def _read_for_follower(self, replica_id: int, request: dict[str, int]) -> dict[str, Any]:
+    def _read_for_follower(self, replica_id: int, request: dict[str, int], *, record_position: bool) -> dict[str, Any]:
         partition = request["partition"]
         fetch_offset = request["fetch_offset"]
         hosted = self.partitions.get(partition)
@@ -305,8 +307,9 @@ class SimBroker:
                     "diverging_epoch": diverging}  # fmt: skip
         if fetch_offset > target.end or fetch_offset < 0:
             return {**out, "error_code": ErrorCode.OFFSET_OUT_OF_RANGE, "high_watermark": target.end}
-        hosted.record_follower_fetch(replica_id, fetch_offset, self.sim.now_ms)
-        self._maybe_expand_isr(hosted, replica_id)
+        if record_position:  # once per request, as ReplicaManager.read_for_follower
+            hosted.record_follower_fetch(replica_id, fetch_offset, self.sim.now_ms)
+            self._maybe_expand_isr(hosted, replica_id)
         records = target.entries[fetch_offset : fetch_offset + self.sim.config.fetch_max_records]
         return {**out, "error_code": ErrorCode.NONE, "high_watermark": hosted.high_watermark, "records": records,
                 "diverging_epoch": None}  # fmt: skip
