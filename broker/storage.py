@@ -373,7 +373,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 done, 1 refused (one line on stderr; ``info``: a problem found), 2 usage."""
-    logging.disable(logging.WARNING)  # the config's warnings about unknown keys are not this tool's output
+    # the config's warnings about unknown keys are not this tool's output; the switch is
+    # process-wide, so it is put back (an in-process caller keeps its logging)
+    logging.disable(logging.WARNING)
+    try:
+        return _run(argv)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except _UsageError as exc:

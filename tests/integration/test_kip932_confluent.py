@@ -207,18 +207,25 @@ def test_a_consumer_killed_mid_batch_has_its_records_redelivered_after_the_lock(
     try:
         assert child.stdout is not None
         os.set_blocking(child.stdout.fileno(), False)
-        lines: list[str] = []
+        text = ""  # the child's output so far; a non-blocking read may end inside a line
         deadline = time.monotonic() + DEADLINE_S
         n = 0
-        while not any(line.startswith("GOT") for line in lines):
+
+        def got_line() -> str | None:
+            return next((line for line in text.split("\n")[:-1] if line.startswith("GOT")), None)
+
+        while got_line() is None:
             assert time.monotonic() < deadline, "the child never received a record"
             assert child.poll() is None, "the child died"
             produce(bootstrap, topic, 1, start=n)  # until its share-partition is initialised
             n += 1
             end = time.monotonic() + 0.5
-            while time.monotonic() < end and not lines:
-                lines.extend(line.strip() for line in iter(child.stdout.readline, ""))
-        held = {v.encode() for v in next(line for line in lines if line.startswith("GOT")).split()[1:]}
+            while time.monotonic() < end and got_line() is None:
+                text += "".join(iter(child.stdout.readline, ""))
+        line = got_line()
+        assert line is not None
+        held = {v.encode() for v in line.split()[1:]}
+        assert held, line
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
         member = Member(bootstrap, group, topic, "survivor")
