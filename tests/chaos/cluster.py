@@ -7,13 +7,24 @@ the quorum) instead of a loopback port, so iptables rules in a namespace cut it 
 node is ``EmbeddedBroker`` started through a two-line wrapper (``exec ip netns exec <ns> python``):
 ``ip netns exec`` execs, so the broker's pid is the one ``kill``/``pause`` signal. Clients run in the
 root namespace and reach the nodes over the bridge.
+
+``controllers``: with node ids given here, those nodes are KRaft controllers only
+(``process.roles=controller``, the quorum's voters) and ``node_ids`` are brokers only — the
+3-controller + 3-broker shape; each of the six in its own namespace. Without, every node is a
+combined ``broker,controller`` node.
+
+``disk_mb``: each node's log dir is a tmpfs of that size (mounted before the node is formatted,
+unmounted by ``close``), so the ``disk-full`` nemesis fills it for real (``fill_disk`` writes a
+ballast file until ENOSPC; ``free_disk`` deletes it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,14 +41,22 @@ CONTROLLER_PORT = 9093
 class NamespacedCluster:
     """Combined nodes, one per namespace of ``network``; ``start``/``close``; faults by signal."""
 
-    def __init__(self, root: Path, network: Network, *, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, network: Network, *, overrides: Mapping[str, str] | None = None,
+        controllers: tuple[int, ...] = (), disk_mb: int | None = None,
+    ) -> None:  # fmt: skip
         self.root = root
         self.network = network
-        self.node_ids = network.node_ids
+        self.controller_ids = controllers
+        self.node_ids = tuple(n for n in network.node_ids if n not in controllers)  # the brokers
+        self.all_ids = network.node_ids
         self.overrides = dict(overrides or {})
-        self.voters = ",".join(f"{n}@{network.address(n)}:{CONTROLLER_PORT}" for n in self.node_ids)
+        voters = controllers or self.node_ids
+        self.voters = ",".join(f"{n}@{network.address(n)}:{CONTROLLER_PORT}" for n in voters)
+        self.disk_mb = disk_mb
+        self._mounts: list[Path] = []
         self.nodes: dict[int, EmbeddedBroker] = {}
-        for n in self.node_ids:
+        for n in self.all_ids:
             wrapper = root / f"python-in-ns-{n}"
             root.mkdir(parents=True, exist_ok=True)
             wrapper.write_text(f'#!/bin/sh\nexec {" ".join(network.exec_prefix(n))} {sys.executable} "$@"\n')
@@ -48,11 +67,18 @@ class NamespacedCluster:
 
     def _props(self, n: int) -> dict[str, str]:
         address = self.network.address(n)
+        if not self.controller_ids:
+            roles = "broker,controller"
+            listeners = f"PLAINTEXT://{address}:{CLIENT_PORT},CONTROLLER://{address}:{CONTROLLER_PORT}"
+        elif n in self.controller_ids:
+            roles, listeners = "controller", f"CONTROLLER://{address}:{CONTROLLER_PORT}"
+        else:
+            roles, listeners = "broker", f"PLAINTEXT://{address}:{CLIENT_PORT}"
         return {
-            "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT},CONTROLLER://{address}:{CONTROLLER_PORT}",
+            "listeners": listeners,
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "node.id": str(n),
             "controller.quorum.voters": self.voters,
             "cluster.id": CLUSTER_ID,
@@ -62,6 +88,13 @@ class NamespacedCluster:
 
     def start(self) -> NamespacedCluster:
         """Every node (together: a combined node is ready once a quorum elected a leader)."""
+        if self.disk_mb is not None:
+            for n in self.node_ids:
+                logs = self.nodes[n].data_dir / "logs"
+                logs.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", f"chaosdisk{n}", str(logs)],
+                               check=True, capture_output=True, timeout=30)  # fmt: skip
+                self._mounts.append(logs)
         for node in self.nodes.values():
             node.start(wait=False)
         for node in self.nodes.values():
@@ -69,11 +102,14 @@ class NamespacedCluster:
         return self
 
     def close(self) -> None:
-        for n in self.node_ids:
+        for n in self.all_ids:
             with contextlib.suppress(Exception):
                 self.resume(n)
             with contextlib.suppress(Exception):
                 self.nodes[n].stop()
+        for logs in reversed(self._mounts):
+            subprocess.run(["umount", "-l", str(logs)], check=False, capture_output=True, timeout=30)
+        self._mounts.clear()
 
     def outputs(self) -> str:
         return "\n".join(f"--- node {n}:\n{node.output()[-4000:]}" for n, node in self.nodes.items())
@@ -99,6 +135,25 @@ class NamespacedCluster:
         if node.pid is not None and node.running:
             os.kill(node.pid, signal.SIGCONT)
 
+    def _ballast(self, n: int) -> Path:
+        return self.nodes[n].data_dir / "logs" / ".chaos-ballast"
+
+    def fill_disk(self, n: int) -> int:
+        """Write a ballast file into node ``n``'s log dir until ENOSPC; returns the bytes written."""
+        chunk = b"\0" * (1 << 20)
+        written = 0
+        with open(self._ballast(n), "ab", buffering=0) as f:
+            try:
+                while True:
+                    written += f.write(chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+        return written
+
+    def free_disk(self, n: int) -> None:
+        self._ballast(n).unlink(missing_ok=True)
+
     # -- views -------------------------------------------------------------------------------------
     def address(self, n: int) -> str:
         return f"{self.network.address(n)}:{CLIENT_PORT}"
@@ -113,7 +168,7 @@ class NamespacedCluster:
         """The metadata quorum's leader (DescribeQuorum, KIP-595/KIP-836) as the first node that
         answers sees it; ``None`` when none answers or none is leader."""
         body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
-        for n in self.node_ids:
+        for n in self.controller_ids or self.node_ids:
             if not self.nodes[n].running:
                 continue
             try:
@@ -122,6 +177,6 @@ class NamespacedCluster:
             except (OSError, ConnectionError):
                 continue
             leader = response.topics[0].partitions[0].leader_id
-            if leader in self.node_ids:
+            if leader in self.all_ids:
                 return int(leader)
         return None

@@ -6,10 +6,18 @@ Every nemesis acts on one node (``target``) and is undone by ``heal``:
 - ``isolate-leader``: the same, the target being the current leader of partition 0;
 - ``isolate-controller``: the same, the target being the active controller (the quorum's leader);
 - ``one-way``: the target hears nothing from its peers, its peers still hear it;
+- ``bridge``: the other nodes split into two halves that cannot reach each other, the target
+  (the bridge) still reaching both (Jepsen's bridge partition);
 - ``loss``: packets arriving at the target (from peers and clients) dropped at random with
   probability ``LOSS_PROBABILITY`` (iptables ``statistic --mode random``);
 - ``kill``: SIGKILL, healed by a restart on the same data (a crash);
-- ``pause``: SIGSTOP, healed by SIGCONT.
+- ``pause``: SIGSTOP, healed by SIGCONT;
+- ``disk-full``: the target broker's log dir (a tmpfs, ``NamespacedCluster(disk_mb=...)``)
+  filled with a ballast file until ENOSPC; healed by deleting it (and restarting the node if the
+  full disk stopped it). Only in ``DISK_NEMESES``, for clusters with small disks.
+
+A fault's target is any node (a broker or, in the 3 + 3 shape, a controller), except
+``disk-full``'s (a broker) and ``isolate-leader``'s (the leader of partition 0).
 
 The scheduler applies every nemesis once in a seeded order, then draws them at random, one fault
 at a time (the fault budget of RF 3 / ``min.insync.replicas`` 2:
@@ -29,7 +37,8 @@ from typing import Any
 
 from tests.chaos.cluster import NamespacedCluster
 
-NEMESES = ("isolate", "isolate-leader", "isolate-controller", "one-way", "loss", "kill", "pause")
+NEMESES = ("isolate", "isolate-leader", "isolate-controller", "one-way", "bridge", "loss", "kill", "pause")
+DISK_NEMESES = (*NEMESES, "disk-full")
 LOSS_PROBABILITY = 0.3
 
 
@@ -54,12 +63,19 @@ class Fault:
 
 def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
     net = cluster.network
-    peers = [net.address(n) for n in cluster.node_ids if n != target]
+    others = [n for n in cluster.all_ids if n != target]
+    peers = [net.address(n) for n in others]
     if nemesis.startswith("isolate"):
         net.drop(at=target, sources=peers)
-        for n in cluster.node_ids:
-            if n != target:
-                net.drop(at=n, sources=[net.address(target)])
+        for n in others:
+            net.drop(at=n, sources=[net.address(target)])
+    elif nemesis == "bridge":
+        half = len(others) // 2
+        left, right = others[:half], others[half:]
+        for a in left:
+            net.drop(at=a, sources=[net.address(b) for b in right])
+        for b in right:
+            net.drop(at=b, sources=[net.address(a) for a in left])
     elif nemesis == "one-way":
         net.drop(at=target, sources=peers)
     elif nemesis == "loss":
@@ -68,6 +84,8 @@ def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
         cluster.kill(target)
     elif nemesis == "pause":
         cluster.pause(target)
+    elif nemesis == "disk-full":
+        cluster.fill_disk(target)
     else:
         raise ValueError(nemesis)
 
@@ -77,6 +95,10 @@ def heal(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
         cluster.restart(target)
     elif nemesis == "pause":
         cluster.resume(target)
+    elif nemesis == "disk-full":
+        cluster.free_disk(target)
+        if not cluster.nodes[target].running:  # the full disk stopped it: restart on the same data
+            cluster.nodes[target].start()
     else:
         cluster.network.heal()
 
@@ -85,6 +107,8 @@ def heal_all(cluster: NamespacedCluster) -> None:
     """Whatever is still faulted: rules flushed, paused nodes continued, dead nodes restarted."""
     cluster.network.heal()
     for n, node in cluster.nodes.items():
+        if n in cluster.node_ids and cluster.disk_mb is not None:
+            cluster.free_disk(n)
         cluster.resume(n)
         if not node.running:
             node.start()
@@ -117,7 +141,7 @@ class Scheduler:
                 if self.stop.is_set():
                     return
                 nemesis = first[i] if i < len(first) else rng.choice(self.nemeses)
-                target = rng.choice(self.cluster.node_ids)
+                target = rng.choice(self.cluster.node_ids if nemesis == "disk-full" else self.cluster.all_ids)
                 if nemesis == "isolate-leader":
                     target = self.leader_of() or target
                 elif nemesis == "isolate-controller":

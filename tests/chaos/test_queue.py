@@ -29,17 +29,27 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.chaos import netns
-from tests.chaos.checker import check
+from tests.chaos import report as chaos_report
+from tests.chaos.checker import GROUP_ANOMALIES, check, check_group
 from tests.chaos.cluster import NamespacedCluster
-from tests.chaos.nemesis import Scheduler, heal_all
+from tests.chaos.nemesis import DISK_NEMESES, Scheduler, heal_all
 from tests.chaos.netns import Network
-from tests.chaos.workload import ConfluentWriter, History, PylogWriter, Writer, read_all
+from tests.chaos.workload import (
+    ConfluentWriter,
+    GroupReader,
+    History,
+    PylogWriter,
+    Writer,
+    committed_offsets,
+    read_all,
+)
 
 NODES = (1, 2, 3)
 PARTITIONS = 3
 FAULTS_CI = 10
 FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
 SEED = int(os.environ.get("PYLOG_CHAOS_SEED", "31"))
+DISK_MB = 96  # each node's log dir: a tmpfs the disk-full nemesis fills
 pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
 OVERRIDES = {
     "broker.session.timeout.ms": "4000",
@@ -75,7 +85,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedClus
     network = Network(NODES)
     network.create()
     try:
-        c = NamespacedCluster(tmp_path_factory.mktemp("chaos"), network, overrides=OVERRIDES)
+        c = NamespacedCluster(tmp_path_factory.mktemp("chaos"), network, overrides=OVERRIDES, disk_mb=DISK_MB)
         try:
             c.start()
             yield c
@@ -125,15 +135,20 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
         ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
         PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
     ]
+    group = f"chaos-group-{topic}"
+    readers = [GroupReader(f"g{i}", cluster.bootstrap(), topic, PARTITIONS, group, history.origin) for i in (1, 2)]
     scheduler = Scheduler(
         cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
         leader_of=lambda: _leader_of_0(cluster, topic), observe=lambda target: _observe(cluster, topic, target),
+        nemeses=DISK_NEMESES,
     )  # fmt: skip
     started = time.monotonic()
     report: dict = {"seed": SEED, "faults_planned": FAULTS, "topic": topic}
     try:
         for w in writers:
             w.start()
+        for r in readers:
+            r.start()
         _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
         thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
         thread.start()
@@ -145,11 +160,18 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
         heal_all(cluster)
         for w in writers:
             w.join()
+        for r in readers:
+            r.join()
     report["schedule_s"] = round(time.monotonic() - started, 1)
     _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
     final = read_all(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     verdict = check(ops, final)
+    committed = _wait(lambda: committed_offsets(cluster.bootstrap(), topic, PARTITIONS, group), "the group's offsets")
+    group_anomalies = check_group(
+        [x for r in readers for x in r.reads], [x for r in readers for x in r.commits],
+        [x for r in readers for x in r.observations], ops, final, committed,
+    )  # fmt: skip
     origin = history.origin
     ok_times = sorted(op.time for op in ops if op.type == "ok")
     report.update(
@@ -159,16 +181,31 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
         faults=[f.to_json(origin) for f in scheduler.log],
         writers={w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
         verdict=verdict.summary(),
+        group={
+            "readers": {
+                r.name: {
+                    "reads": len(r.reads),
+                    "commits_ok": sum(c.ok for c in r.commits),
+                    "commits_failed": sum(not c.ok for c in r.commits),
+                    "observations": len(r.observations),
+                    "error": repr(r.error) if r.error else None,
+                }
+                for r in readers
+            },
+            "committed": committed,
+            "anomaly_counts": {a: len(v) for a, v in group_anomalies.items()},
+            "anomaly_examples": {a: v[:20] for a, v in group_anomalies.items() if v},
+        },
         final_read_counts={p: len(v) for p, v in final.items()},
         history=[op.to_json() for op in ops],
     )
-    path = tmp_path / "chaos-report.json"
-    path.write_text(json.dumps(report, indent=1))
-    summary = {k: v for k, v in report.items() if k != "history"}
-    print(f"chaos report: {path}\n{json.dumps(summary, indent=1)[:4000]}")
+    chaos_report.write(tmp_path, "chaos-queue", report, ops, {**verdict.anomalies, **group_anomalies})
     assert all(w.error is None for w in writers), report["writers"]
+    assert all(r.error is None for r in readers), report["group"]["readers"]
     assert len(scheduler.log) == FAULTS
     assert verdict.acknowledged > 0
+    assert all(r.reads for r in readers), report["group"]["readers"]
     if FAULTS >= 5:  # the schedule is not a no-op: some fault took its target out of an ISR
         assert any(_bit(f) for f in report["faults"]), report["faults"]
     assert verdict.valid, json.dumps(verdict.summary(), indent=1)
+    assert not any(group_anomalies[a] for a in GROUP_ANOMALIES), json.dumps(report["group"], indent=1)

@@ -7,6 +7,11 @@ client reports an error (with idempotence, a delivery error after retries may or
 written: indeterminate; the harness never claims ``fail``, which would have to be certain).
 ``ConfluentWriter`` uses confluent-kafka (librdkafka), ``PylogWriter`` pylog's own producer.
 
+``GroupReader`` is a consumer in a group (confluent-kafka, manual commits) reading the topic while
+the faults run: every record it is handed (``Read``), every OffsetCommit with its outcome
+(``Commit``) and, about once a second, the group's committed offsets as the coordinator returns
+them (``Observation``), for ``checker.check_group``.
+
 ``read_all`` reads every partition from its log start to its high watermark with a fresh
 confluent-kafka consumer (no group commits), after every fault was healed.
 """
@@ -17,11 +22,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from pyspark_log.client import Producer as PylogProducer
-from tests.chaos.checker import Op
+from tests.chaos.checker import Commit, Observation, Op, Read
 
 IN_FLIGHT = 50
 DELIVERY_TIMEOUT_MS = 120_000
@@ -174,3 +179,102 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120
     finally:
         consumer.close()
     return out
+
+
+class GroupReader:
+    """A consumer of group ``group`` in its own thread (see the module docstring); commits the
+    next offset of each partition it read from every ``commit_every_s``."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, group: str, origin: float,
+                 commit_every_s: float = 0.5, isolation: str = "read_uncommitted") -> None:  # fmt: skip
+        self.name, self.bootstrap, self.topic, self.partitions, self.group = name, bootstrap, topic, partitions, group
+        self.origin = origin
+        self.commit_every_s = commit_every_s
+        self.isolation = isolation
+        self.reads: list[Read] = []
+        self.commits: list[Commit] = []
+        self.observations: list[Observation] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
+
+    def _now(self) -> float:
+        return round(time.monotonic() - self.origin, 4)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self, timeout_s: float = 120) -> None:
+        self.stop.set()
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise TimeoutError(f"group reader {self.name} did not finish")
+
+    def _main(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.error = exc
+
+    def _commit(self, consumer: Consumer, pending: dict[int, int]) -> None:
+        if not pending:
+            return
+        offsets = [CkTopicPartition(self.topic, p, o) for p, o in pending.items()]
+        at = self._now()
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=False) or []
+        except KafkaException:  # the whole commit failed (or its outcome is unknown): not acknowledged
+            self.commits.extend(Commit(self.name, p, o, at, False) for p, o in pending.items())
+        else:
+            for tp in result:
+                self.commits.append(Commit(self.name, tp.partition, tp.offset, at, tp.error is None))
+        pending.clear()
+
+    def _observe(self, consumer: Consumer) -> None:
+        start = self._now()
+        try:
+            got = consumer.committed([CkTopicPartition(self.topic, p) for p in range(self.partitions)], timeout=5)
+        except KafkaException:
+            return
+        end = self._now()
+        self.observations.extend(
+            Observation(tp.partition, tp.offset, start, end) for tp in got if tp.error is None and tp.offset >= 0
+        )
+
+    def _run(self) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 2, "isolation.level": self.isolation,
+        })  # fmt: skip
+        pending: dict[int, int] = {}
+
+        def revoked(c: Consumer, _partitions: list[CkTopicPartition]) -> None:
+            self._commit(c, pending)  # what it read before its partitions move
+
+        consumer.subscribe([self.topic], on_revoke=revoked)
+        last_commit = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                for m in consumer.consume(200, timeout=0.2):
+                    if m.error() is not None:
+                        continue
+                    self.reads.append(Read(self.name, m.partition(), m.offset(), m.value().decode(), self._now()))
+                    pending[m.partition()] = m.offset() + 1
+                if time.monotonic() - last_commit >= self.commit_every_s:
+                    self._commit(consumer, pending)
+                    self._observe(consumer)
+                    last_commit = time.monotonic()
+            self._commit(consumer, pending)
+        finally:
+            consumer.close()
+
+
+def committed_offsets(bootstrap: str, topic: str, partitions: int, group: str) -> dict[int, int]:
+    """The group's committed offset of each partition (-1 when none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    try:
+        got = consumer.committed([CkTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in got}
