@@ -125,7 +125,7 @@ IGNORED_BROKER_CONFIGS: dict[str, str] = {
     "log.message.downconversion.enable": "pylog never down-converts: fetches before v4 are not served",
     "inter.broker.protocol.version": "the inter-broker protocol is Kafka 3.7's (metadata.version 3.7-IV4)",
     "num.recovery.threads.per.data.dir": "logs are recovered one after another",
-    "num.replica.alter.log.dirs.threads": "AlterReplicaLogDirs is not implemented",
+    "num.replica.alter.log.dirs.threads": "one task of the event loop copies every AlterReplicaLogDirs move",
     "background.threads": _ONE_LOOP,
     "queued.max.requests": _ONE_LOOP,
     "queued.max.request.bytes": _ONE_LOOP,

@@ -46,7 +46,7 @@ from broker.api.elect_leaders import handle_elect_leaders
 from broker.api.fetch import handle_fetch
 from broker.api.groups import group_handlers
 from broker.api.list_offsets import handle_list_offsets
-from broker.api.log_dirs import handle_describe_log_dirs
+from broker.api.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from broker.api.metadata import handle_metadata
 from broker.api.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from broker.api.produce import handle_produce
@@ -108,6 +108,7 @@ from broker.quota.replication import ReplicationThrottles
 from broker.raft.bootstrap import create_driver
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
+from broker.replication.log_dir_mover import LogDirMover
 from broker.replication.metrics import ReplicationCollector
 from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.runtime.gc_freeze import CONFIG_KEY as GC_FREEZE_KEY
@@ -152,6 +153,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: handle_alter_replica_log_dirs,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
@@ -366,6 +368,11 @@ class BrokerServer:
             mutation_quotas=ControllerMutationQuotas(quota_config), replication_throttles=throttles,
         )  # fmt: skip
         broker.share = share
+        broker.log_dir_mover = mover = LogDirMover(
+            logs, replicas.get_partition, lambda: list(replicas.partitions()),
+            delay_ms=throttles.log_dir_move_delay_ms, record=throttles.log_dir_move.record,
+        )  # fmt: skip
+        self._tasks.append(self._watch(asyncio.create_task(mover.run(), name="log-dir-mover")))
         quorum_only = {**raft_handlers(), **UNREGISTER_BROKER_HANDLERS}  # UnregisterBroker (64): KRaft only
         handlers = quorum_handlers({**HANDLERS, **quorum_only}) if self.raft else HANDLERS
         acl_settings = authorizer_config.settings(config.raw)

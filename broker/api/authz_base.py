@@ -191,6 +191,16 @@ def _scram_results(body: Any, code: int) -> Body:
     return {"results": [{"user": n, "error_code": code, "error_message": None} for n in names]}
 
 
+def _log_dir_moves(body: Any, code: int) -> Body:
+    parts: dict[str, list[dict[str, int]]] = {}
+    for target in body.dirs:
+        for topic in target.topics:
+            parts.setdefault(str(topic.name), []).extend(
+                {"partition_index": p, "error_code": code} for p in topic.partitions
+            )
+    return {"results": [{"topic_name": name, "partitions": items} for name, items in parts.items()]}
+
+
 def _markers(body: Any, code: int) -> Body:
     return {"markers": [
         {"producer_id": m.producer_id, "topics": [
@@ -206,4 +216,5 @@ _PER_ITEM: dict[int, Callable[[Any, int], Body]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: _quota_entries,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _scram_results,
     ApiKey.WRITE_TXN_MARKERS: _markers,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _log_dir_moves,
 }

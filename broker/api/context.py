@@ -13,6 +13,7 @@ from broker.log.manager import LogManager
 from broker.network.connection import ConnectionContext
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.quota.replication import ReplicationThrottles
+from broker.replication.log_dir_mover import LogDirMover
 from broker.replication.replica_manager import ReplicaManager
 from broker.security.acl_authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
@@ -44,6 +45,7 @@ class Broker:
     replication_throttles: ReplicationThrottles | None = None  # KIP-73 (None: never throttled)
     share: ShareGroups | None = None  # KIP-932 share groups (None: not served)
     authorizer: AclAuthority | None = None  # authorizer.class.name set: the ACL checks (broker.api.authz)
+    log_dir_mover: LogDirMover | None = None  # AlterReplicaLogDirs (None: not served)
 
     @property
     def node_id(self) -> int:

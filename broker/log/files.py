@@ -62,6 +62,24 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+FUTURE_DIR_SUFFIX = "-future"
+
+
+def future_dir_name(topic: str, partition: int, unique: str) -> str:
+    """Kafka's name of a future log (AlterReplicaLogDirs): ``<topic>-<partition>.<uuid>-future``."""
+    return f"{topic}-{partition}.{unique}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` for ``<topic>-<partition>.<hex uuid>-future``, None for anything else."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or not unique.isalnum():
+        return None
+    return parse_partition_dir_name(stem)
+
+
 def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     """``(topic, partition)`` for ``<topic>-<partition>``, None for anything else."""
     topic, sep, number = name.rpartition("-")

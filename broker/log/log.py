@@ -40,6 +40,7 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
@@ -584,6 +585,22 @@ class Log(LogFlushing, LogProducerState):
         self._boundaries.close()
         self.closed = True
         self._settle_durable_waiters()
+
+    def rename_directory(self, directory: Path) -> None:
+        """Rename the log's directory to ``directory`` (same filesystem) while it stays open, as
+        Kafka's ``UnifiedLog.renameDir`` (AlterReplicaLogDirs swaps a future log in this way): the
+        open descriptors stay valid, the paths of every segment, pending deletion and producer
+        snapshot follow. Call with no flush in flight (its job names the old paths)."""
+        self._check_open()
+        if self.flush_in_flight:
+            raise KafkaStorageError(f"{self.name}: cannot rename its directory while a flush is in flight")
+        os.replace(self.directory, directory)
+        self.directory = directory
+        for segment in (*self._segments, *(s for _, s in self._pending_deletes)):
+            segment.moved_to(directory)
+        self._producers.directory = directory
+        self._unsynced_files = [directory / path.name for path in self._unsynced_files]
+        self._dir_dirty = True
 
     def _snapshot_on_close(self) -> None:
         """Snapshot the producer state at the log end, so that the next start-up replays nothing;

@@ -75,6 +75,19 @@ class LogFlushing(abc.ABC):
         if self.failure is not None and not failed_before:
             raise KafkaStorageError(f"flush failed for {self.name}: {self.failure}")
 
+    def flush_async(self, offset: int) -> asyncio.Future[None]:
+        """Start a background flush up to ``offset`` (at most the log end) and return a future
+        done once the recovery point reaches it (failed with KafkaStorageError if the log fails
+        or closes first). Needs ``flush_executor`` set (the broker's logs); call on the loop."""
+        target = min(offset, self.log_end_offset)
+        if self._recovery_point >= target:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        waiter = self._flusher.waiters.add(target)
+        self._flusher.request(target)
+        return waiter
+
     def wait_durable(self, offset: int) -> asyncio.Future[None] | None:
         """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
         KafkaStorageError if the log fails or closes first), for a produce to answer only then, as

@@ -11,6 +11,13 @@ the next start-up skip re-validating batches; it is removed as soon as the logs 
 a crash after that is recovered. A deleted partition's directory is renamed to
 ``<topic>-<partition>.<uuid>-delete`` at once and removed ``file.delete.delay.ms`` later.
 
+Future logs (AlterReplicaLogDirs, KIP-113): a partition moving to another log dir of this broker
+has a second log there, ``<topic>-<partition>.<uuid>-future``, filled from the current one
+(``broker.replication.log_dir_mover``) and swapped in by ``replace_current_with_future``: the
+current directory becomes ``…-delete``, the future one takes the partition's name. A start-up
+loads future logs again (the move resumes) and completes a swap that a crash interrupted (a
+future log without a current one becomes the current one).
+
 Log-dir failures (``dir_health.py``): an I/O error in a dir takes it offline (one ERROR log);
 its logs refuse appends until ``run_dir_probe_once`` finds that a probe write succeeds and that
 every log's files still match its memory; a log left inconsistent stays failed until a restart.
@@ -45,7 +52,15 @@ from broker.log.config import Clock, LogConfig, LogManagerConfig, system_clock_m
 from broker.log.dir_health import LogDirState, probe_dir
 from broker.log.dir_lock import DirLock
 from broker.log.errors import KafkaStorageError
-from broker.log.files import fsync_dir, parse_partition_dir_name, partition_dir_name, remove_tree, write_atomic
+from broker.log.files import (
+    fsync_dir,
+    future_dir_name,
+    parse_future_dir_name,
+    parse_partition_dir_name,
+    partition_dir_name,
+    remove_tree,
+    write_atomic,
+)
 from broker.log.log import Log
 from broker.log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from broker.log.recovery import load_log
@@ -97,6 +112,10 @@ class LogManager:
         self._locks: list[DirLock] = []
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._futures: dict[TopicPartition, Log] = {}  # AlterReplicaLogDirs: the moving copies
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        # AlterReplicaLogDirs for a partition not hosted yet: where its log will be created
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._pending_dir_deletes: list[tuple[int, Path]] = []
         self.started = False
@@ -116,11 +135,13 @@ class LogManager:
             self.recovery_progress.measure(d for directory in self.log_dirs for d in self._partition_dirs(directory))
             for directory in self.log_dirs:
                 self._load_dir(directory)
+            self._complete_interrupted_swaps()
             self.recovery_progress.finish()
         except BaseException:
-            for loaded in self._logs.values():
+            for loaded in (*self._logs.values(), *self._futures.values()):
                 loaded.close(flush=False)
             self._logs.clear()
+            self._futures.clear()
             self._release_locks()
             self._stop_flush_threads()
             raise
@@ -137,10 +158,16 @@ class LogManager:
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 remove_tree(Path(entry.path))
                 continue
-            parsed = parse_partition_dir_name(entry.name)
+            future = parse_future_dir_name(entry.name)
+            parsed = future or parse_partition_dir_name(entry.name)
             if parsed is None:
                 continue
-            if parsed in self._logs:
+            if future is not None:
+                if future in self._futures:
+                    raise KafkaStorageError(
+                        f"partition {entry.name} has two future logs: {self._future_dir_of[future]} and {directory}"
+                    )
+            elif parsed in self._logs:
                 raise KafkaStorageError(
                     f"partition {entry.name} is in two log dirs: {self._dir_of[parsed]} and {directory}"
                 )
@@ -160,11 +187,21 @@ class LogManager:
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"cannot load {entry.path}: {exc}") from exc
-            self._adopt(parsed, loaded, directory)
+            if future is not None:
+                self._adopt_future(future, loaded, directory)
+            else:
+                self._adopt(parsed, loaded, directory)
             self.recovery_progress.partition_done(Path(entry.path))
         if clean:
             marker.unlink()
             fsync_dir(directory)
+
+    def _complete_interrupted_swaps(self) -> None:
+        """A future log without a current one: the broker died between the two renames of
+        ``replace_current_with_future``; the future log is the partition's log now."""
+        for tp in [tp for tp in self._futures if tp not in self._logs]:
+            log.info("%s-%s: completing a log dir move interrupted by a restart", *tp)
+            self._swap_in_future(tp)
 
     def _partition_dirs(self, directory: Path) -> list[Path]:
         """The partition directories ``_load_dir`` will load (for the progress totals)."""
@@ -175,7 +212,7 @@ class LogManager:
         return [
             Path(e.path) for e in entries
             if e.is_dir() and e.name not in self._ignored and not e.name.endswith(DELETE_DIR_SUFFIX)
-            and parse_partition_dir_name(e.name) is not None
+            and (parse_partition_dir_name(e.name) or parse_future_dir_name(e.name)) is not None
         ]  # fmt: skip
 
     def shutdown(self) -> None:
@@ -183,12 +220,15 @@ class LogManager:
         (not in a dir holding a failed log: its next start-up must recover it)."""
         failed_dirs = {self._dir_of[tp] for tp, current in self._logs.items() if current.failure is not None}
         failed_dirs |= {d for d, state in self.dir_states.items() if state.offline}
-        for tp, current in self._logs.items():
+        failed_dirs |= {self._future_dir_of[tp] for tp, f in self._futures.items() if f.failure is not None}
+        closing = [(current, self._dir_of[tp]) for tp, current in self._logs.items()]
+        closing += [(future, self._future_dir_of[tp]) for tp, future in self._futures.items()]
+        for current, directory in closing:
             try:  # an offline dir's logs close without flushing: the dir is recovered at start-up
-                current.close(flush=self._dir_of[tp] not in failed_dirs)
+                current.close(flush=directory not in failed_dirs)
             except (OSError, KafkaStorageError) as exc:
                 log.warning("%s: closing without a flush after an I/O error: %s", current.name, exc)
-                failed_dirs.add(self._dir_of[tp])
+                failed_dirs.add(directory)
                 current.close(flush=False)
         self.write_checkpoints()
         for _, path in self._pending_dir_deletes:
@@ -205,6 +245,8 @@ class LogManager:
                 log.warning("%s: cannot mark it clean: %s", directory, exc)
         self._logs.clear()
         self._dir_of.clear()
+        self._futures.clear()
+        self._future_dir_of.clear()
         self._stop_flush_threads()
         self._release_locks()
         self.started = False
@@ -267,7 +309,8 @@ class LogManager:
         for d in self._dir_of.values():
             if d in counts:
                 counts[d] += 1
-        directory = min(online, key=lambda d: counts[d])
+        preferred = self._preferred_dirs.pop((topic, partition), None)
+        directory = preferred if preferred in counts else min(online, key=lambda d: counts[d])
         path = directory / partition_dir_name(topic, partition)
         try:
             if path.exists():
@@ -301,6 +344,94 @@ class LogManager:
         current.flush_executor = self._flush_executor
         self._logs[tp] = current
         self._dir_of[tp] = directory
+
+    def _adopt_future(self, tp: TopicPartition, future: Log, directory: Path) -> None:
+        future.dir_state = self.dir_states[directory]
+        future.flush_executor = self._flush_executor
+        self._futures[tp] = future
+        self._future_dir_of[tp] = directory
+
+    # -- AlterReplicaLogDirs (KIP-113): future logs ----------------------------------------------
+    def log_dir_named(self, path: str) -> Path | None:
+        """The configured log dir whose absolute path is ``path`` (AlterReplicaLogDirs names dirs
+        by absolute path, as DescribeLogDirs reports them); None when there is none."""
+        wanted = os.path.normpath(os.path.abspath(path))
+        for directory in self.log_dirs:
+            if os.path.normpath(str(directory.absolute())) == wanted:
+                return directory
+        return None
+
+    def prefer_dir(self, topic: str, partition: int, directory: Path) -> None:
+        """Create the partition's log in ``directory`` when it comes (Kafka's
+        ``LogManager.maybeUpdatePreferredLogDir``: AlterReplicaLogDirs before the replica exists)."""
+        self._preferred_dirs[(topic, partition)] = directory
+
+    def future_log(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def futures_in(self, directory: Path) -> list[Log]:
+        return [f for tp, f in self._futures.items() if self._future_dir_of[tp] == directory]
+
+    def create_future_log(self, topic: str, partition: int, directory: Path) -> Log:
+        """An empty future log of the partition in ``directory`` (the caller checked that the
+        dir is online and differs from the current one); KafkaStorageError on I/O."""
+        tp = (topic, partition)
+        if tp in self._futures:
+            raise KafkaStorageError(f"{topic}-{partition} already has a future log in {self._future_dir_of[tp]}")
+        path = directory / future_dir_name(topic, partition, uuid.uuid4().hex)
+        try:
+            path.mkdir()
+            fsync_dir(directory)
+            created = Log.create(
+                path, topic, partition, self.log_config(topic), self._clock,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+            )  # fmt: skip
+        except OSError as exc:
+            self.dir_states[directory].fail(f"creating the future log of {topic}-{partition}", exc, self._clock())
+            raise KafkaStorageError(f"cannot create {path}: {exc}") from exc
+        self._adopt_future(tp, created, directory)
+        return created
+
+    def delete_future_log(self, topic: str, partition: int) -> bool:
+        """Abandon the partition's move: close its future log and delete it like a deleted log."""
+        future = self._futures.pop((topic, partition), None)
+        if future is None:
+            return False
+        directory = self._future_dir_of.pop((topic, partition))
+        self._retire(future, directory)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """Swap the future log in (Kafka's ``LogManager.replaceCurrentWithFutureLog``): the current
+        log is closed and its directory renamed ``…-delete``, then the future directory takes the
+        partition's name. The caller checked that the future log holds what the current one
+        holds and that neither has a flush in flight. Returns the new current log. The two
+        directories' fsyncs are left to the caller (``fsync_dir`` in a worker thread)."""
+        tp = (topic, partition)
+        current = self._logs.pop(tp)
+        self._retire(current, self._dir_of.pop(tp), sync=False)
+        return self._swap_in_future(tp)
+
+    def _swap_in_future(self, tp: TopicPartition) -> Log:
+        future = self._futures.pop(tp)
+        directory = self._future_dir_of.pop(tp)
+        future.rename_directory(directory / partition_dir_name(*tp))
+        self._adopt(tp, future, directory)
+        return future
+
+    def _retire(self, retired: Log, directory: Path, *, sync: bool = True) -> None:
+        """Close a log no longer used and rename its directory ``…-delete`` (removed after
+        ``file.delete.delay.ms``; open slices keep reading their files meanwhile)."""
+        retired.close(flush=False)
+        name = partition_dir_name(retired.topic, retired.partition)
+        target = retired.directory.with_name(f"{name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(retired.directory, target)
+        if sync:
+            fsync_dir(directory)
+        self._pending_dir_deletes.append((self._clock() + retired.config.file_delete_delay_ms, target))
 
     def dir_of(self, topic: str, partition: int) -> Path | None:
         """The log dir holding the partition's log (None: not hosted here)."""
@@ -338,15 +469,12 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its directory to ``…-delete``; its removal follows after
         ``file.delete.delay.ms`` (``run_file_deletion_once``). False if there is no such log."""
+        self.delete_future_log(topic, partition)
+        self._preferred_dirs.pop((topic, partition), None)
         current = self._logs.pop((topic, partition), None)
         if current is None:
             return False
-        directory = self._dir_of.pop((topic, partition))
-        current.close(flush=False)
-        target = current.directory.with_name(f"{current.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.replace(current.directory, target)
-        fsync_dir(directory)
-        self._pending_dir_deletes.append((self._clock() + current.config.file_delete_delay_ms, target))
+        self._retire(current, self._dir_of.pop((topic, partition)))
         return True
 
     # -- background work -----------------------------------------------------------------------
@@ -400,6 +528,7 @@ class LogManager:
             if state.offline:
                 continue
             members = {tp: lg for tp, lg in self._logs.items() if self._dir_of[tp] == directory}
+            members.update((tp, f) for tp, f in self._futures.items() if self._future_dir_of[tp] == directory)
             try:
                 write_checkpoint(
                     directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in members.items()}

@@ -496,6 +496,14 @@ class LogSegment:
         for path in self._paths():
             path.with_name(path.name + suffix).unlink(missing_ok=True)
 
+    def moved_to(self, directory: Path) -> None:
+        """The segment's directory was renamed to ``directory`` (a log moved between log dirs,
+        ``Log.rename_directory``): open descriptors stay valid, only the paths change."""
+        self.directory = directory
+        self.log_path = directory / self.log_path.name
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = directory / index.path.name
+
     def _paths(self) -> tuple[Path, ...]:
         return (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
 

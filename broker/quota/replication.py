@@ -38,6 +38,8 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+# AlterReplicaLogDirs copies between this broker's own log dirs (Kafka's alterLogDirs quota)
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 UNLIMITED = 2**63 - 1  # Kafka's default for both rates (Long.MAX_VALUE)
 
 ALL_PARTITIONS = None  # "*"
@@ -59,20 +61,21 @@ def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
     return frozenset(found)
 
 
-def throttle_rates(broker_configs: Mapping[str, Mapping[str, str]], broker_id: int) -> tuple[int, int]:
-    """The leader and follower bounds in bytes/s from the dynamic broker configs by level (the
-    broker's id over the cluster default ``""``). The values were checked when they were stored;
-    anything unreadable counts as unlimited."""
+def dynamic_rate(broker_configs: Mapping[str, Mapping[str, str]], broker_id: int, key: str) -> int:
+    """A bound in bytes/s from the dynamic broker configs by level (the broker's id over the
+    cluster default ``""``). The values were checked when they were stored; anything unreadable
+    counts as unlimited."""
     levels = (broker_configs.get(str(broker_id), {}), broker_configs.get("", {}))
+    value = next((level[key] for level in levels if key in level), None)
+    try:
+        return UNLIMITED if value is None else max(0, int(value.strip()))
+    except ValueError:
+        return UNLIMITED
 
-    def rate(key: str) -> int:
-        value = next((level[key] for level in levels if key in level), None)
-        try:
-            return UNLIMITED if value is None else max(0, int(value.strip()))
-        except ValueError:
-            return UNLIMITED
 
-    return rate(LEADER_RATE), rate(FOLLOWER_RATE)
+def throttle_rates(broker_configs: Mapping[str, Mapping[str, str]], broker_id: int) -> tuple[int, int]:
+    """The leader and follower bounds in bytes/s (``dynamic_rate``)."""
+    return dynamic_rate(broker_configs, broker_id, LEADER_RATE), dynamic_rate(broker_configs, broker_id, FOLLOWER_RATE)
 
 
 class ReplicationQuota:
@@ -126,6 +129,7 @@ class ReplicationThrottles:
         self._rates_from: Mapping[str, Mapping[str, str]] | None = None
         self.leader = ReplicationQuota(num_samples, window_ms, clock_ms)
         self.follower = ReplicationQuota(num_samples, window_ms, clock_ms)
+        self.log_dir_move = ReplicationQuota(num_samples, window_ms, clock_ms)  # every AlterReplicaLogDirs copy
         self._parsed: dict[str, frozenset[int] | None] = {}
 
     @classmethod
@@ -144,6 +148,7 @@ class ReplicationThrottles:
         if current is not self._rates_from:
             self._rates_from = current
             self.leader.bound, self.follower.bound = throttle_rates(current, self.broker_id)
+            self.log_dir_move.bound = dynamic_rate(current, self.broker_id, LOG_DIR_RATE)
 
     def _listed(self, key: str, topic: str, partition: int) -> bool:
         configs = self._topic_configs(topic)
@@ -156,6 +161,13 @@ class ReplicationThrottles:
             if len(self._parsed) > 1024:  # values only accumulate as topics change; keep it small
                 self._parsed = {value: parsed}
         return parsed is ALL_PARTITIONS or partition in parsed
+
+    def log_dir_move_delay_ms(self) -> int:
+        """How long an AlterReplicaLogDirs copy waits before its next chunk (0: go on), by
+        ``replica.alter.log.dirs.io.max.bytes.per.second``; the copier records its bytes in
+        ``log_dir_move``."""
+        self._refresh_rates()
+        return self.log_dir_move.delay_ms() if self.log_dir_move.exceeded() else 0
 
     def leader_throttled(self, topic: str, partition: int) -> bool:
         self._refresh_rates()

@@ -134,6 +134,12 @@ class LeaderEpochCache:
             self._entries = []
             self._changed()
 
+    def persist_to(self, on_change: Callable[[list[EpochEntry]], None]) -> None:
+        """Persist through ``on_change`` from now on (the log moved to another directory), and
+        write the current entries there at once."""
+        self._on_change = on_change
+        on_change(list(self._entries))
+
     def _changed(self) -> None:
         if self._on_change is not None:
             self._on_change(list(self._entries))

@@ -68,6 +68,11 @@ class Partition:
         self.topic = topic
         self.partition = partition
         self.log = target
+        # AlterReplicaLogDirs: the copy of ``log`` being filled in another log dir (Kafka's
+        # ``Partition.futureLog``); truncations cut it too, ``log_generation`` counts them so
+        # that a copy read before a truncation is not appended after it
+        self.future_log: Log | None = None
+        self.log_generation = 0
         self.state = ReplicaState(
             node_id,
             _load_epochs(target),
@@ -193,13 +198,27 @@ class Partition:
         follows down if it was above."""
         if self.log.truncate_to(offset):
             log.info("%s-%s: truncated to offset %d", self.topic, self.partition, self.log.log_end_offset)
+            self.log_generation += 1
+            if self.future_log is not None:
+                self.future_log.truncate_to(offset)
         self.state.on_truncate(self.log.log_end_offset)
         self._changed()
 
     def restart_at(self, offset: int) -> None:
         """Empty the log and start it at ``offset`` (a follower below the leader's log start)."""
         self.log.truncate_fully_and_start_at(offset)
+        self.log_generation += 1
+        if self.future_log is not None:
+            self.future_log.truncate_fully_and_start_at(offset)
         self.state.on_restart(offset)
+        self._changed()
+
+    def replace_log(self, new_log: Log) -> None:
+        """The future log took the current one's place (AlterReplicaLogDirs): the leader epochs
+        are persisted in its directory from now on; role, ISR and high watermark are unchanged."""
+        self.log = new_log
+        self.future_log = None
+        self.state.epochs.persist_to(LeaderEpochFile(new_log.directory, new_log.sync_before).write)
         self._changed()
 
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:

@@ -148,6 +148,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.UNREGISTER_BROKER: (Cluster(Operation.ALTER),),  # KIP-631
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (Cluster(Operation.DESCRIBE),),
     ApiKey.DESCRIBE_LOG_DIRS: (Cluster(Operation.DESCRIBE),),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (Cluster(Operation.ALTER),),  # KIP-113
     ApiKey.DESCRIBE_CLUSTER: (Cluster(Operation.DESCRIBE), Special("describe_cluster")),  # + authorized operations
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (Cluster(Operation.DESCRIBE_CONFIGS),),
     ApiKey.ALTER_CLIENT_QUOTAS: (Cluster(Operation.ALTER_CONFIGS),),

@@ -37,7 +37,7 @@ from pyspark_log.client.errors import (
 )
 from pyspark_log.client.group_admin import ConsumerGroupAdmin
 from pyspark_log.client.groups import GroupOffsets
-from pyspark_log.client.log_dirs import LogDirDescription, describe_log_dirs
+from pyspark_log.client.log_dirs import LogDirDescription, alter_replica_log_dirs, describe_log_dirs
 from pyspark_log.client.offsets import list_offsets
 from pyspark_log.client.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent, EntityKey
 from pyspark_log.client.quotas import alter_client_quotas as _alter_quotas
@@ -378,6 +378,15 @@ class AsyncAdmin(ConsumerGroupAdmin):
         """Every log dir of each broker (all brokers when None) with its replicas (``log_dirs.py``)."""
         budget = timeout_ms or self.default_api_timeout_ms
         return await describe_log_dirs(self.cluster, self._retrying, broker_ids, budget)
+
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str], *, timeout_ms: float | None = None
+    ) -> dict[tuple[str, int, int], KafkaError | None]:
+        """Move replicas ``(topic, partition, broker id)`` to another log dir of their broker
+        (AlterReplicaLogDirs; Kafka Admin's ``alterReplicaLogDirs``): each one's outcome, None
+        when accepted (``log_dirs.py``)."""
+        budget = timeout_ms or self.default_api_timeout_ms
+        return await alter_replica_log_dirs(self.cluster, self._retrying, dict(moves), budget)
 
     # -- leader elections ----------------------------------------------------------------------
 

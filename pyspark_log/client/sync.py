@@ -470,6 +470,11 @@ class AdminClient(_SyncClient):
         ids = None if broker_ids is None else list(broker_ids)
         return self._run(self._core.describe_log_dirs(ids, timeout_ms=timeout_ms), self._w(timeout_ms))
 
+    def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str], *, timeout_ms: float | None = None
+    ) -> dict[tuple[str, int, int], KafkaError | None]:
+        return self._run(self._core.alter_replica_log_dirs(moves, timeout_ms=timeout_ms), self._w(timeout_ms))
+
     def elect_leaders(
         self,
         election_type: ElectionType | int | str,

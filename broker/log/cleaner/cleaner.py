@@ -147,7 +147,7 @@ class LogCleaner:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
         except Exception:  # a bad batch or an I/O error must not stop the broker: skip this log
-            if not sources_unchanged(target, plan.sources):  # retention or a truncation meanwhile
+            if target.closed or not sources_unchanged(target, plan.sources):  # retention, a truncation, a move
                 log.info("%s: the log changed while it was cleaned; cleaning again later", target.name)
             else:
                 log.exception("%s: log cleaning failed; the partition is uncleanable until restart", target.name)
@@ -155,6 +155,9 @@ class LogCleaner:
 
     def _finish(self, target: Log, plan: CleaningPlan, result: CleanResult) -> None:
         key = (target.topic, target.partition)
+        if target.closed:  # deleted, or replaced by its copy in another log dir (AlterReplicaLogDirs)
+            log.info("%s: the log closed while it was cleaned; the result is dropped", target.name)
+            return
         if result.map_end_offset <= plan.first_dirty_offset:
             log.warning("%s: the offset map cannot hold the first dirty batch; uncleanable", target.name)
             self._uncleanable.add(key)

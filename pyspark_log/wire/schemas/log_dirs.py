@@ -1,4 +1,4 @@
-"""Log directories: DescribeLogDirs (35).
+"""Log directories: AlterReplicaLogDirs (34) and DescribeLogDirs (35).
 
 Facts: Kafka 3.7 ``DescribeLogDirsRequest.json`` / ``DescribeLogDirsResponse.json`` (KIP-113
 log dirs, KIP-482 flexible from v2, v3 top-level ``ErrorCode``, KIP-827 v4 ``TotalBytes`` and
@@ -35,4 +35,24 @@ DESCRIBE_LOG_DIRS = api(
     """,
 )  # fmt: skip
 
-APIS = (DESCRIBE_LOG_DIRS,)
+# Kafka 4.1 ``AlterReplicaLogDirsRequest.json``: v1 as v0 (KIP-113), flexible from v2 (KIP-482)
+ALTER_REPLICA_LOG_DIRS = api(
+    ApiKey.ALTER_REPLICA_LOG_DIRS, "0-2", "2+",
+    request="""
+        dirs                      []
+          path                    string                 # an absolute log dir path
+          topics                  []
+            name                  string
+            partitions            []int32
+    """,
+    response="""
+        throttle_time_ms          int32
+        results                   []
+          topic_name              string
+          partitions              []
+            partition_index       int32
+            error_code            int16
+    """,
+)  # fmt: skip
+
+APIS = (ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS)
