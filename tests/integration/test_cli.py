@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyspark_log.cli import main
 from pyspark_log.client import Producer
 from pyspark_log.embedded import EmbeddedBroker
 
@@ -270,3 +271,10 @@ def test_import_does_not_load_pyspark_or_rich(module: str) -> None:
     code = f"import sys, {module}; print(sorted(m for m in ('pyspark', 'rich') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_metadata_quorum_unreachable_bootstrap_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metadata-quorum", "--bootstrap-server", "127.0.0.1:1", "describe", "--status"]) == 1
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1
+    assert err.startswith("pylog: cannot reach 127.0.0.1:1")

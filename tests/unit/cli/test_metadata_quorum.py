@@ -111,10 +111,3 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], expec
     _, err = capsys.readouterr()
     assert err.startswith("pylog: ")
     assert expected in err
-
-
-def test_unreachable_bootstrap_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["metadata-quorum", "--bootstrap-server", "127.0.0.1:1", "describe", "--status"]) == 1
-    _, err = capsys.readouterr()
-    assert err.count("\n") == 1
-    assert err.startswith("pylog: cannot reach 127.0.0.1:1")

@@ -9,17 +9,13 @@ import asyncio
 import itertools
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.controller.image import BrokerInfo
 from broker.coordinator.txn.metadata import MAX_EPOCH
 from broker.coordinator.txn.records import TxnState, partition_for
 from broker.coordinator.txn.sender import MarkerRequest
-from broker.meta_properties import ensure_meta_properties
-from broker.server import BrokerServer
 from pyspark_log.wire.errors import ErrorCode
 
 from .helpers import CONFIG, TXN_ID, TXN_PARTITIONS, FakeSender, Harness, topic_image
@@ -353,30 +349,3 @@ def test_dead_manager_task_fails_everyone_and_reraises(monkeypatch: pytest.Monke
     with pytest.raises(RuntimeError, match="bug in the loop"):
         asyncio.run(h.coordinator.run())
     assert h.init().error == ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-
-def test_broker_stops_cleanly_when_a_coordinator_task_dies(tmp_path: Path) -> None:
-    """Review finding 6: the dead task stops the broker (as a fatal quorum error does) and
-    ``shutdown`` still closes the coordinators and the logs."""
-
-    async def scenario() -> BrokerServer:
-        config = BrokerConfig.from_mapping({"log.dirs": str(tmp_path), "listeners": "PLAINTEXT://127.0.0.1:0"})
-        ensure_meta_properties(config.log_dirs, config.node_id, "")  # formatted, as `pylog storage format` does
-        server = BrokerServer(config)
-        await server.start()
-        txn = server._txn
-        assert txn is not None
-
-        def broken() -> bool:
-            raise RuntimeError("bug in the loop")
-
-        txn.manager.load_step = broken  # type: ignore[method-assign]
-        txn.manager.wake()
-        await asyncio.wait_for(server.stop_requested.wait(), 60)
-        await server.shutdown()
-        return server
-
-    server = asyncio.run(scenario())
-    assert server.fatal_reason is not None
-    assert "transaction-coordinator" in server.fatal_reason
-    assert (server._txn, server._groups, server._logs) == (None, None, None)

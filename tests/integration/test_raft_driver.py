@@ -13,7 +13,7 @@ from broker.raft.core import NotLeaderError
 from broker.raft.driver import RaftDriver
 from broker.raft.log import LeaderChange
 from broker.raft.store import QUORUM_STATE_FILE, MetadataLog
-from tests.unit.raft.driver_harness import Node, leaders, start_cluster, stop_all, wait_until
+from tests.integration.raft_driver_harness import Node, leaders, start_cluster, stop_all, wait_until
 
 
 def quorum_state(node: Node) -> dict:

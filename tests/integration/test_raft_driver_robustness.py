@@ -28,7 +28,7 @@ from broker.raft.messages import (
 )
 from broker.raft.rpc import request_to_wire
 from broker.raft.store import QUORUM_STATE_FILE, StoreError, decode_entries
-from tests.unit.raft.driver_harness import CLUSTER_ID, Node, leaders, start_cluster, stop_all, wait_until
+from tests.integration.raft_driver_harness import CLUSTER_ID, Node, leaders, start_cluster, stop_all, wait_until
 
 INVALID_REQUEST = 42
 NOT_LEADER_OR_FOLLOWER = 6
