@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from pyspark_log.client import AdminClient, NewTopic
+from pyspark_log.client import AdminClient, AlterConfigOp, ConfigResource, NewTopic, ResourceType
+from pyspark_log.client.admin import AlterOp
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ErrorCode
 from tests.apache_kafka import kafka_tool
@@ -70,6 +71,7 @@ def transactions(bootstrap: str, topic: str) -> None:
         producer.begin_transaction()
         for i in range(50):
             producer.produce(topic, value=f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(60)  # in the log before the end (librdkafka's abort drops what it did not send)
         if outcome == "committed":
             producer.commit_transaction(60)
         else:
@@ -132,8 +134,9 @@ def test_move_under_an_idempotent_producer_loses_and_duplicates_nothing(
                 producer.produce(topic, value=f"v{i:07d}".encode() + b"x" * 200, partition=0, on_delivery=on_delivery)
                 producer.poll(0)
                 i += 1
-                if i % 500 == 0:
+                if i % 100 == 0:  # a steady writer, not a flood: at most ~10,000 records/s
                     producer.flush(30)
+                    stop.wait(0.01)
             producer.flush(60)
 
         writer = threading.Thread(target=produce, daemon=True)
@@ -221,3 +224,48 @@ def test_refusals_carry_kafka_codes(broker: tuple[EmbeddedBroker, list[Path]], t
         }
         assert admin.alter_replica_log_dirs({(topic, 0, NODE): here}) == {(topic, 0, NODE): None}  # already there
         assert dir_of(admin, topic, 0) == (here, None)
+
+
+def test_a_throttled_move_shows_its_future_replica_and_resumes_after_a_restart(
+    broker: tuple[EmbeddedBroker, list[Path]],
+) -> None:
+    """``replica.alter.log.dirs.io.max.bytes.per.second`` slows the copy; meanwhile DescribeLogDirs
+    shows the future replica in the destination with its lag; a restart loads the future log and
+    the move goes on to the end."""
+    b, dirs = broker
+    topic = f"resume-{uuid.uuid4().hex[:8]}"
+    rate = {"replica.alter.log.dirs.io.max.bytes.per.second": "100000"}
+    with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        wait_until(lambda: dir_of(admin, topic, 0)[0] is not None, f"{topic}-0 in a log dir")
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "batch.size": 16384, "linger.ms": 5})
+        for i in range(8000):  # ~2 MB: about 20 s at the throttle
+            producer.produce(topic, value=f"r{i:05d}".encode() + b"y" * 250, partition=0)
+        producer.flush(60)
+        source = dir_of(admin, topic, 0)[0]
+        target = other_dir(dirs, source)
+        admin.incremental_alter_configs({ConfigResource(ResourceType.BROKER, str(NODE)): [
+            AlterConfigOp(key, value) for key, value in rate.items()
+        ]})  # fmt: skip
+        assert admin.alter_replica_log_dirs({(topic, 0, NODE): target}) == {(topic, 0, NODE): None}
+        lag = wait_until(lambda: _future_lag(admin, topic, target), f"{topic}-0 as a future replica in {target}")
+        assert lag > 0
+    b.stop()
+    assert any(p.name.startswith(f"{topic}-0.") and p.name.endswith("-future") for p in Path(target).iterdir())
+    b.start()
+    with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.incremental_alter_configs({ConfigResource(ResourceType.BROKER, str(NODE)): [
+            AlterConfigOp(key, None, AlterOp.DELETE) for key in rate
+        ]})  # fmt: skip
+        wait_until(lambda: dir_of(admin, topic, 0) == (target, None), f"{topic}-0 moved to {target} after a restart")
+    values = read_all(b.bootstrap_servers, topic, 0, 8000)
+    assert values == [f"r{i:05d}".encode() + b"y" * 250 for i in range(8000)]
+
+
+def _future_lag(admin: AdminClient, topic: str, target: str) -> int | None:
+    """The future replica's offset lag in ``target`` (None while it is not there)."""
+    description = admin.describe_log_dirs([NODE])[NODE][target]
+    for tp, info in description.replicas.items():
+        if (tp.topic, tp.partition) == (topic, 0) and info.is_future:
+            return info.offset_lag
+    return None
