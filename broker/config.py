@@ -182,6 +182,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("share.coordinator.state.topic.replication.factor", int, 3, "replication of __share_group_state"),
     ConfigKey("share.coordinator.state.topic.min.isr", int, 2, "min.insync.replicas of __share_group_state"),
     ConfigKey("share.coordinator.state.topic.segment.bytes", int, 104857600, "segment.bytes of __share_group_state"),
+    ConfigKey("share.coordinator.snapshot.update.records.per.snapshot", int, 500, "ShareUpdates per ShareSnapshot"),
+    ConfigKey("share.coordinator.write.timeout.ms", int, 5000, "how long a state write waits for replication"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets (capped to live brokers)"),
     ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets (at creation)"),

@@ -350,8 +350,9 @@ class BrokerServer:
         self._groups = groups
         self._tasks.append(self._watch(asyncio.create_task(groups.run(), name="group-coordinator")))
         share, on_share_change = share_groups.attach(
-            config.get, config.node_id, replicas, image, self._clock_ms, groups
-        )
+            config.get, config.node_id, replicas, image, self._clock_ms, groups,
+            current_image=controller.image, dialer=to_brokers,
+        )  # fmt: skip
         controller.add_listener(on_share_change)  # KIP-932 share groups (timers in the group coordinator's task)
         txn, on_txn_change = txn_coordinator.attach(
             config.get, config.node_id, config.log_dirs[0], replicas=replicas, markers=replicas,

@@ -1,4 +1,5 @@
-"""FindCoordinator (10): which broker coordinates a group (key type 0) or a transactional id (1).
+"""FindCoordinator (10): which broker coordinates a group (key type 0), a transactional id (1)
+or a share-partition's state (2, SHARE: KIP-932's share coordinator).
 
 Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
 group's coordinator: the leader of partition ``abs(hashCode(group)) % partitions`` of
@@ -12,6 +13,10 @@ the same way (``transaction.state.log.num.partitions``, ``transaction.state.log.
 Why serve FindCoordinator even without a coordinator: librdkafka (confluent-kafka, kcat) enables
 LZ4 only for brokers that advertise FindCoordinator (``rdkafka_feature.c``: the LZ4 feature
 "depends on" FindCoordinator v0, the API released with LZ4 in Kafka 0.8.2).
+
+A SHARE key is ``groupId:topicId:partition`` (Kafka's ``SharePartitionKey``; anything else is
+INVALID_REQUEST): the leader of ``abs(hashCode(key)) % partitions`` of ``__share_group_state``,
+which exists once a share group first fetched (``broker.api.share_groups``).
 
 v0-v3 carry one key; v4+ (KIP-699) a list, answered per key.
 """
@@ -32,7 +37,7 @@ from pyspark_log.wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 BATCHED_VERSION = 4
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 # Kafka's fixed configs of the internal topics; segment.bytes comes from offsets.topic.segment.bytes /
 # transaction.state.log.segment.bytes (default 104857600) when the topic is created.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
@@ -129,6 +134,13 @@ def _answer(broker: Broker, key_type: int, key: str, listener: str) -> Answer:
         if broker.groups is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not running", -1, "", -1
         internal, hash_partition = OFFSETS_TOPIC, _by_group_hash
+    elif key_type == SHARE_KEY:
+        rest = key.rsplit(":", 2)  # groupId:topicId:partition (the group id may hold colons)
+        if broker.groups is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the share coordinator is not running", -1, "", -1
+        if len(rest) != 3 or not rest[0] or not rest[1] or not rest[2].lstrip("-").isdigit():
+            return ErrorCode.INVALID_REQUEST, f"invalid share coordinator key {key}", -1, "", -1
+        internal, hash_partition = "__share_group_state", _by_group_hash  # the same abs(hashCode) % n
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     image = broker.image()

@@ -68,10 +68,6 @@ def handle_join_group(broker: Broker, request: Request) -> Any:
     coordinator = broker.groups
     if coordinator is None:
         return _join_body(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, body.member_id), version)
-    if coordinator.consumer is not None and coordinator.manager.status(body.group_id) is None:
-        if coordinator.consumer.is_active(body.group_id):  # a KIP-848 group with members: no migration
-            return _join_body(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body.member_id), version)
-        coordinator.consumer.forget_empty(body.group_id)
     join = JoinRequest(
         group_id=body.group_id,
         member_id=body.member_id or "",
@@ -262,7 +258,7 @@ def handle_list_groups(broker: Broker, request: Request) -> Any:
     }
 
 
-def handle_delete_groups(broker: Broker, request: Request) -> Any:
+async def handle_delete_groups(broker: Broker, request: Request) -> Any:
     coordinator = broker.groups
     names = list(request.body.groups_names)
     if coordinator is None:
@@ -274,7 +270,7 @@ def handle_delete_groups(broker: Broker, request: Request) -> Any:
         for name in names:
             share = _share(broker)
             if share is not None and coordinator.manager.status(name, allow_empty_id=True) is None:
-                code = share.delete(name)  # KIP-932: None when not a share group
+                code = await share.delete(name)  # KIP-932: None when not a share group (state deleted first)
                 if code == ErrorCode.NONE:
                     forgotten.add(name)
                 elif code is not None:

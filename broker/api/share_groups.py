@@ -1,6 +1,8 @@
 """KIP-932 share groups: ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
 ShareAcknowledge (79), DescribeShareGroupOffsets (90) and AlterShareGroupOffsets (91), at Kafka
-4.1.1's versions (``pyspark_log.wire.schemas.share_groups``).
+4.1.1's versions (``pyspark_log.wire.schemas.share_groups``), and the persister RPCs the share
+coordinator serves to other brokers: Initialize/Read/Write/DeleteShareGroupState (83-86) and
+ReadShareGroupStateSummary (87), v0 (``pyspark_log.wire.schemas.share_state``).
 
 The handlers map topic ids to names with the metadata image and call the share-group driver
 (``broker.coordinator.share_group.manager``), which decides everything. ShareFetch, as Kafka's:
@@ -23,7 +25,9 @@ from typing import Any
 
 from broker.api.context import Broker, Handler, Request
 from broker.controller.image import MetadataImage
+from broker.coordinator.share_group.coordinator import ShareCoordinator, StateKey, StateResult
 from broker.coordinator.share_group.manager import FetchedPartition, ShareGroups
+from broker.coordinator.share_group.partition import StateBatch
 from broker.coordinator.share_group.records import SHARE_STATE_TOPIC
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
@@ -164,17 +168,13 @@ def handle_share_fetch(broker: Broker, request: Request) -> Any:
     share = broker.share
     if share is None:
         return _top_error(ErrorCode.UNKNOWN_SERVER_ERROR, "share groups are not served", fetch=True)
-    if SHARE_STATE_TOPIC not in broker.image().topics and broker.groups is not None:
-        return _create_state_topic_then(broker, request, share)
-    return _share_fetch(broker, request, share)
+    return _create_state_topic_then(broker, request, share)
 
 
 async def _create_state_topic_then(broker: Broker, request: Request, share: ShareGroups) -> Mapping[str, Any]:
-    await ensure_share_state_topic(broker, share)
-    result = _share_fetch(broker, request, share)
-    if isinstance(result, Mapping):
-        return result
-    return await result
+    if SHARE_STATE_TOPIC not in broker.image().topics and broker.groups is not None:
+        await ensure_share_state_topic(broker, share)
+    return await _share_fetch(broker, request, share)
 
 
 async def ensure_share_state_topic(broker: Broker, share: ShareGroups) -> None:
@@ -208,7 +208,7 @@ async def ensure_share_state_topic(broker: Broker, share: ShareGroups) -> None:
         await asyncio.sleep(0.05)  # the controller's image reaches this broker's replica manager
 
 
-def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> Any:
+async def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> Mapping[str, Any]:
     body = request.body
     if not body.group_id:
         return _top_error(ErrorCode.INVALID_REQUEST, "The request must contain a group id.", fetch=True)
@@ -230,7 +230,7 @@ def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> Any:
                 continue
             session.partitions.add((name, part.partition_index))
             if part.acknowledgement_batches:
-                ack_results[(name, part.partition_index)] = share.acknowledge(
+                ack_results[(name, part.partition_index)] = await share.acknowledge(
                     (body.group_id, name, part.partition_index), body.member_id, _acks(part)
                 )
     for forgotten in body.forgotten_topics_data:
@@ -244,13 +244,17 @@ def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> Any:
             broker, share, body.group_id, {k: FetchedPartition() for k in ack_results}, ack_results, unknown
         )
     wanted = sorted(session.partitions)
-    first = _acquire(share, body, wanted)
+    first = await _acquire(share, body, wanted)
     if any(f.acquired for f in first.values()) or body.max_wait_ms <= 0 or not wanted:
         return _fetch_response(broker, share, body.group_id, first, ack_results, unknown)
-    return _long_poll(broker, share, body, wanted, ack_results, unknown, time.monotonic() + body.max_wait_ms / 1000)
+    return await _long_poll(
+        broker, share, body, wanted, ack_results, unknown, time.monotonic() + body.max_wait_ms / 1000
+    )
 
 
-def _acquire(share: ShareGroups, body: Any, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], FetchedPartition]:
+async def _acquire(
+    share: ShareGroups, body: Any, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], FetchedPartition]:
     out: dict[tuple[str, int], FetchedPartition] = {}
     budget_records = body.max_records if body.max_records > 0 else 500
     budget_bytes = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
@@ -258,7 +262,7 @@ def _acquire(share: ShareGroups, body: Any, wanted: list[tuple[str, int]]) -> di
         if budget_records <= 0:
             out[(topic, partition)] = FetchedPartition()
             continue
-        fetched = share.fetch((body.group_id, topic, partition), body.member_id, budget_bytes, budget_records)
+        fetched = await share.fetch((body.group_id, topic, partition), body.member_id, budget_bytes, budget_records)
         out[(topic, partition)] = fetched
         budget_records -= sum(a.last_offset - a.first_offset + 1 for a in fetched.acquired)
         budget_bytes = max(1, budget_bytes - len(fetched.records or b""))
@@ -276,7 +280,7 @@ async def _long_poll(  # noqa: PLR0917
         step = min(remaining_ms, 500)  # released / expired records are picked up within this
         if step > 0:
             await broker.replicas.wait_for_data(wanted, step)
-        result = _acquire(share, body, wanted)
+        result = await _acquire(share, body, wanted)
         if any(f.acquired for f in result.values()) or remaining_ms <= 0 or time.monotonic() >= deadline:
             return _fetch_response(broker, share, body.group_id, result, acks, unknown)
 
@@ -339,10 +343,14 @@ def _fetch_response(  # noqa: PLR0917
 
 
 def handle_share_acknowledge(broker: Broker, request: Request) -> Any:
-    body = request.body
     share = broker.share
     if share is None:
         return _top_error(ErrorCode.UNKNOWN_SERVER_ERROR, "share groups are not served", fetch=False)
+    return _share_acknowledge(broker, request, share)
+
+
+async def _share_acknowledge(broker: Broker, request: Request, share: ShareGroups) -> Mapping[str, Any]:
+    body = request.body
     if not body.group_id or not body.member_id:
         return _top_error(
             ErrorCode.INVALID_REQUEST, "The request must contain a group id and a member id.", fetch=False
@@ -366,7 +374,9 @@ def handle_share_acknowledge(broker: Broker, request: Request) -> Any:
                 result: tuple[int, str | None] = (ErrorCode.UNKNOWN_TOPIC_ID, None)
                 leader = {"leader_id": -1, "leader_epoch": -1}
             else:
-                result = share.acknowledge((body.group_id, name, part.partition_index), body.member_id, _acks(part))
+                result = await share.acknowledge(
+                    (body.group_id, name, part.partition_index), body.member_id, _acks(part)
+                )
                 leader = _leader(image, name, part.partition_index)
             parts.append(
                 {
@@ -385,7 +395,7 @@ def handle_share_acknowledge(broker: Broker, request: Request) -> Any:
 # -- DescribeShareGroupOffsets, AlterShareGroupOffsets ----------------------------------------------
 
 
-def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any:
+async def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any:
     share = broker.share
     image = broker.image()
     groups = []
@@ -403,7 +413,7 @@ def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any
         group = share.get(g.group_id)
         if g.topics is None:
             names = sorted(group.subscribed_topics()) if group is not None else []
-            names += sorted({k[1] for k in share.partitions if k[0] == g.group_id} - set(names))
+            names += sorted(set(share.initialized.get(g.group_id, {})) - set(names))
             wanted = [(n, list(range(len(image.topics[n].partitions)))) for n in names if n in image.topics]
         else:
             wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
@@ -414,7 +424,7 @@ def handle_describe_share_group_offsets(broker: Broker, request: Request) -> Any
                 if topic is None or p not in topic.partitions:
                     rows.append(_offset_row(p, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                start = share.start_offset((g.group_id, name, p))
+                start = await share.start_offset((g.group_id, name, p))
                 rows.append(_offset_row(p, -1 if start is None else start, ErrorCode.NONE))
             entry["topics"].append(
                 {"topic_name": name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0), "partitions": rows}
@@ -428,7 +438,7 @@ def _offset_row(partition: int, start: int, code: int) -> dict[str, Any]:
             "error_message": None}  # fmt: skip
 
 
-def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
+async def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
     body = request.body
     share = broker.share
     image = broker.image()
@@ -438,6 +448,8 @@ def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
 
     if share is None:
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if SHARE_STATE_TOPIC not in image.topics and broker.groups is not None:
+        await ensure_share_state_topic(broker, share)
     error = share.manager.status(body.group_id)
     if error is not None:
         return answer(error)
@@ -454,7 +466,7 @@ def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
             if topic is None or p.partition_index not in topic.partitions:
                 code: int = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                code = share.alter_offset((body.group_id, t.topic_name, p.partition_index), p.start_offset)
+                code = await share.alter_offset((body.group_id, t.topic_name, p.partition_index), p.start_offset)
             rows.append({"partition_index": p.partition_index, "error_code": code, "error_message": None})
         responses.append(
             {"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else uuid.UUID(int=0), "partitions": rows}
@@ -462,7 +474,75 @@ def handle_alter_share_group_offsets(broker: Broker, request: Request) -> Any:
     return answer(ErrorCode.NONE, None, responses)
 
 
+# -- the persister RPCs (the share coordinator's side) ----------------------------------------------
+
+
+def _persister_handler(api: ApiKey) -> Handler:
+    """InitializeShareGroupState (83), ReadShareGroupState (84), WriteShareGroupState (85),
+    DeleteShareGroupState (86), ReadShareGroupStateSummary (87): each partition of the request
+    goes to this broker's share coordinator (``broker.coordinator.share_group.coordinator``)."""
+
+    async def handle(broker: Broker, request: Request) -> Mapping[str, Any]:
+        share = broker.share
+        body = request.body
+        results = []
+        for topic in body.topics:
+            rows = []
+            for p in topic.partitions:
+                key = (body.group_id, topic.topic_id, p.partition)
+                if share is None or share.coordinator is None:
+                    result = StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, "share groups are not served")
+                else:
+                    result = await _coordinator_call(share.coordinator, api, key, p)
+                rows.append(_persister_row(api, p.partition, result))
+            results.append({"topic_id": topic.topic_id, "partitions": rows})
+        return {"results": results}
+
+    return handle
+
+
+async def _coordinator_call(coordinator: ShareCoordinator, api: ApiKey, key: StateKey, p: Any) -> StateResult:
+    if api == ApiKey.INITIALIZE_SHARE_GROUP_STATE:
+        return await coordinator.initialize(key, p.state_epoch, p.start_offset)
+    if api == ApiKey.READ_SHARE_GROUP_STATE:
+        return coordinator.read(key, p.leader_epoch)
+    if api == ApiKey.WRITE_SHARE_GROUP_STATE:
+        batches = [
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches
+        ]
+        return await coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset, batches)
+    if api == ApiKey.DELETE_SHARE_GROUP_STATE:
+        return await coordinator.delete(key)
+    return coordinator.summary(key)
+
+
+def _persister_row(api: ApiKey, partition: int, result: StateResult) -> dict[str, Any]:
+    row: dict[str, Any] = {"partition": partition, "error_code": result.code, "error_message": result.message}
+    state = result.state
+    if api == ApiKey.READ_SHARE_GROUP_STATE:
+        row.update(
+            state_epoch=state.state_epoch if state else -1, start_offset=state.start_offset if state else -1,
+            state_batches=[b.__dict__ for b in state.batches] if state else [],
+        )  # fmt: skip
+    elif api == ApiKey.READ_SHARE_GROUP_STATE_SUMMARY:
+        row.update(
+            state_epoch=state.state_epoch if state else -1, leader_epoch=state.leader_epoch if state else -1,
+            start_offset=state.start_offset if state else -1,
+        )  # fmt: skip
+    return row
+
+
 HANDLERS: dict[int, Handler] = {
+    **{
+        api: _persister_handler(api)
+        for api in (
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE,
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
+        )
+    },
     ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.SHARE_FETCH: handle_share_fetch,

@@ -133,6 +133,12 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.END_TXN: (_TXN_WRITE,),
     ApiKey.TXN_OFFSET_COMMIT: (_TXN_WRITE, _GROUP_READ, Topics(Operation.READ, COMMIT)),
     ApiKey.WRITE_TXN_MARKERS: (Cluster(Operation.CLUSTER_ACTION),),
+    # KIP-932's persister RPCs, broker to share coordinator: CLUSTER_ACTION, as Kafka 4.1's KafkaApis
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (Cluster(Operation.CLUSTER_ACTION),),
+    ApiKey.READ_SHARE_GROUP_STATE: (Cluster(Operation.CLUSTER_ACTION),),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (Cluster(Operation.CLUSTER_ACTION),),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (Cluster(Operation.CLUSTER_ACTION),),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.DESCRIBE_PRODUCERS: (Topics(Operation.READ, PRODUCERS),),
     ApiKey.DESCRIBE_TRANSACTIONS: (Special("describe_transactions"),),  # DESCRIBE per transactional id
     ApiKey.LIST_TRANSACTIONS: (Special("list_transactions"),),  # the ids one may DESCRIBE

@@ -17,6 +17,11 @@ group.share.{min,max}.heartbeat.interval.ms 5000/15000   >= 1
 group.share.max.size                        200     [1, 1000]
 group.share.assignors                       simple
 =========================================== ======= =================
+
+and ``ShareCoordinatorConfig``'s: ``share.coordinator.state.topic.num.partitions`` 50,
+``.replication.factor`` 3, ``.min.isr`` 2, ``.segment.bytes`` 104857600 (each >= 1),
+``share.coordinator.snapshot.update.records.per.snapshot`` 500 (>= 0),
+``share.coordinator.write.timeout.ms`` 5000 (>= 1).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class ShareGroupConfig:
     state_topic_replication_factor: int = 3
     state_topic_min_isr: int = 2
     state_topic_segment_bytes: int = 104_857_600
+    snapshot_update_records_per_snapshot: int = 500
+    write_timeout_ms: int = 5000
 
     @classmethod
     def from_properties(cls, get: Callable[[str, object], object]) -> ShareGroupConfig:
@@ -72,6 +79,8 @@ class ShareGroupConfig:
             state_topic_replication_factor=num("share.coordinator.state.topic.replication.factor", 3),
             state_topic_min_isr=num("share.coordinator.state.topic.min.isr", 2),
             state_topic_segment_bytes=num("share.coordinator.state.topic.segment.bytes", 104_857_600),
+            snapshot_update_records_per_snapshot=num("share.coordinator.snapshot.update.records.per.snapshot", 500),
+            write_timeout_ms=num("share.coordinator.write.timeout.ms", 5000),
         )
         config.check()
         return config
@@ -89,6 +98,10 @@ class ShareGroupConfig:
         between("group.share.partition.max.record.locks", self.partition_max_record_locks, 100, 10_000)
         between("group.share.max.share.sessions", self.max_share_sessions, 1)
         between("group.share.max.size", self.max_size, 1, 1000)
+        between("share.coordinator.snapshot.update.records.per.snapshot", self.snapshot_update_records_per_snapshot, 0)
+        between("share.coordinator.write.timeout.ms", self.write_timeout_ms, 1)
+        between("share.coordinator.state.topic.min.isr", self.state_topic_min_isr, 1)
+        between("share.coordinator.state.topic.segment.bytes", self.state_topic_segment_bytes, 1)
         for key, value in (
             ("group.share.session.timeout.ms", self.session_timeout_ms),
             ("group.share.min.session.timeout.ms", self.min_session_timeout_ms),

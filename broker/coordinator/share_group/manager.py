@@ -7,26 +7,38 @@ group, share-partitions where it leads the topic-partition, share sessions, time
   group lives on the broker that leads its ``__consumer_offsets`` partition (the classic group
   coordinator's ``GroupManager.status``), with the session timer in its timer heap (run by its
   one background task). A group id names one kind of group: a heartbeat for an id used by a
-  classic or consumer group is refused with GROUP_ID_NOT_FOUND. Membership is kept in memory:
-  after a coordinator restart a member's next heartbeat gets UNKNOWN_MEMBER_ID and it rejoins
-  (KIP-932 clients do so), docs/compatibility.md.
+  classic or consumer group is refused with GROUP_ID_NOT_FOUND. Every change of membership,
+  epochs or assignments is appended to ``__consumer_offsets`` with Kafka's share-group record
+  types (``group_records``) before the member hears back; a coordinator that loads the partition
+  replays them (the members keep their epochs and get a new session timeout).
 * **Share-partitions** (ShareFetch, ShareAcknowledge): kept by the topic-partition's leader,
-  created on first fetch: from ``__share_group_state`` if it holds the partition's state, else
-  at the offset an admin reset left, else at the high watermark (``share.auto.offset.reset``
-  = latest, Kafka's default).
+  created on first fetch from the state the share coordinator holds (ReadShareGroupState through
+  the ``persister``), else at ``share.auto.offset.reset`` (latest, Kafka's default; the initial
+  state is written at once).
 * **Share sessions** (KIP-932 "Share session"): per (group, member), epoch 0 opens one (releasing
   what an older session of the member held), -1 closes it (after its acknowledgements are
   applied, its acquired records are released); any other epoch must be the session's next one
   (INVALID_SHARE_SESSION_EPOCH; no session: SHARE_SESSION_NOT_FOUND).
-* **Persistence**: after an acknowledgement, a release, a lock expiry or a reset changed a
-  share-partition, its ShareSnapshot is appended to ``__share_group_state`` before the client
-  hears back, when this broker leads that state partition (always on a single broker). On a
-  cluster whose state partition is led elsewhere the state stays in memory (pylog has no
-  persister RPCs, WriteShareGroupState & co.): docs/compatibility.md.
+* **Persistence** (WriteShareGroupState through the ``persister``): after an acquisition, an
+  acknowledgement, a release, a lock expiry, the share-partition's whole in-flight window (start
+  offset, states, delivery counts; acquired records written as available with their count) is
+  written to its share coordinator, which answers once ``__share_group_state`` committed it; the
+  client hears back after that. Writes of one share-partition go one at a time, each with the
+  state current when it starts. A write refused as fenced (FENCED_STATE_EPOCH: an admin reset
+  or delete; FENCED_LEADER_EPOCH: a newer leader) drops the in-memory state: the next fetch
+  reads it again. So a partition leader that dies loses only locks: its successor reads the
+  start offset, the acknowledged records and the delivery counts (acquired records count as
+  delivered, the delivery limit holds across failures).
+* **Admin** (the group coordinator's side): DescribeShareGroupOffsets reads the start offsets
+  with ReadShareGroupStateSummary, AlterShareGroupOffsets initialises the state at the new offset
+  with the next state epoch (InitializeShareGroupState), DeleteGroups deletes the state of every
+  share-partition the group was assigned (DeleteShareGroupState).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import struct
 import uuid
@@ -35,18 +47,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.coordinator.share_group.config import ShareGroupConfig, check_group_config, group_config_defaults
+from broker.coordinator.share_group.coordinator import ShareCoordinator, StateResult
 from broker.coordinator.share_group.group import HeartbeatError, HeartbeatOutcome, ShareGroup, TopicsView
+from broker.coordinator.share_group.group_records import Initialized, group_records
+from broker.coordinator.share_group.group_records import replay as replay_groups
 from broker.coordinator.share_group.partition import AckError, Acquired, SharePartition
-from broker.coordinator.share_group.records import (
-    SHARE_STATE_TOPIC,
-    PersistedState,
-    decode_key,
-    replay,
-    snapshot_key,
-    snapshot_value,
-    state_partition,
-)
-from broker.coordinator.state_log import StateTopicLog, StoreError
+from broker.coordinator.share_group.persister import Persister
+from broker.coordinator.share_group.records import PersistedState
+from broker.coordinator.state_log import StoreError
 from broker.log.errors import LogError
 from broker.replication.replica_manager import PartitionError, ReplicaManager
 from pyspark_log.records.batch import decode_batches
@@ -118,15 +126,17 @@ class ShareGroups:
         self.replicas = replicas
         self.clock_ms = clock_ms
         self.groups: dict[str, ShareGroup] = {}
+        self.initialized: dict[str, Initialized] = {}  # group -> share-partitions it was assigned or reset
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.pending_start: dict[SharePartitionKey, int] = {}  # admin resets of uninitialised partitions
         self.topics: TopicsView = {}
         self.consumer_groups: dict[str, Any] | None = None  # KIP-848 groups of the same coordinator
-        self.state_partitions = 0  # partitions of __share_group_state (0: not created yet)
-        self._state_log = StateTopicLog(replicas, SHARE_STATE_TOPIC) if replicas is not None else None
-        self._loaded: dict[int, dict[tuple[str, uuid.UUID, int], PersistedState]] = {}
+        self.persister: Persister | None = None  # None: share-partition state kept in memory only
+        self.coordinator: ShareCoordinator | None = None  # the share coordinator on this broker
         self.group_configs: dict[str, dict[str, str]] = {}  # group -> its set configs (in memory)
+        self._written: dict[str, dict[bytes, bytes]] = {}  # group -> records last written
+        self._key_locks: dict[SharePartitionKey, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- group configs (the GROUP config resource) ------------------------------------------------
 
@@ -204,6 +214,12 @@ class ShareGroups:
         except HeartbeatError as exc:
             return exc.code, exc.message, None
         self.groups[group_id] = group
+        member = group.members.get(member_id)
+        if member is not None:
+            self._note_initialized(group_id, member.assignment)
+        code = self._persist_group(group)
+        if code is not None:
+            return code, "writing the share group failed", None
         key = ("sg-session", group_id, member_id)
         if outcome.left:
             self.manager.timers.cancel(key)
@@ -211,6 +227,19 @@ class ShareGroups:
             timeout_ms = int(self.group_config(group_id, "share.session.timeout.ms"))
             self.manager.timers.schedule(key, self.clock_ms() + timeout_ms, lambda: self._expire(group_id, member_id))
         return ErrorCode.NONE, None, outcome
+
+    def _note_initialized(self, group_id: str, assignment: dict[str, frozenset[int]]) -> None:
+        known = self.initialized.setdefault(group_id, {})
+        for topic, partitions in assignment.items():
+            found = self.topics.get(topic)
+            if found is None:
+                continue
+            topic_id = found[0]
+            before = known.get(topic)
+            if before is None or before[0] != topic_id:
+                known[topic] = (topic_id, frozenset(partitions))  # type: ignore[assignment]
+            elif not partitions <= before[1]:
+                known[topic] = (before[0], before[1] | partitions)
 
     def _other_kind(self, group_id: str) -> bool:
         classic = self.manager.groups.get(group_id)
@@ -222,6 +251,7 @@ class ShareGroups:
         group = self.groups.get(group_id)
         if group is not None and group.remove(member_id, self.topics):
             log.info("share group %s: member %s removed (session timeout)", group_id, member_id)
+            self._persist_group(group)
 
     def get(self, group_id: str) -> ShareGroup | None:
         if self.manager.status(group_id, allow_empty_id=True) is not None:
@@ -231,61 +261,137 @@ class ShareGroups:
     def listed(self) -> list[ShareGroup]:
         return [g for g in self.groups.values() if self.manager.status(g.group_id, allow_empty_id=True) is None]
 
-    def delete(self, group_id: str) -> int | None:
-        """DeleteGroups: None if not a share group here, NON_EMPTY_GROUP with members, else
-        deleted with its share-partition state (tombstones in ``__share_group_state``)."""
+    async def delete(self, group_id: str) -> int | None:
+        """DeleteGroups: None if not a share group here, NON_EMPTY_GROUP with members, else the
+        state of each of its share-partitions is deleted (DeleteShareGroupState) and then the
+        group (tombstones of its records in ``__consumer_offsets``)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
+        for topic, (topic_id, partitions) in sorted(self.initialized.get(group_id, {}).items()):
+            for p in sorted(partitions):
+                result = await self._state_call("delete", (group_id, topic_id, p))
+                if result is not None and result.code != ErrorCode.NONE:
+                    return result.code
+                self._drop_partition((group_id, topic, p))
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        group.deleted = True
+        code = self._persist_group(group)
+        if code is not None:
+            group.deleted = False
+            return code
         del self.groups[group_id]
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            self._tombstone(key)
-            del self.partitions[key]
-        for key in [k for k in self.pending_start if k[0] == group_id]:
-            del self.pending_start[key]
+        self.initialized.pop(group_id, None)
+        self._written.pop(group_id, None)
         return ErrorCode.NONE
 
     def drop_unowned(self) -> None:
         for group_id in list(self.groups):
             if self.manager.status(group_id, allow_empty_id=True) == ErrorCode.NOT_COORDINATOR:
                 group = self.groups.pop(group_id)
+                self.initialized.pop(group_id, None)
+                self._written.pop(group_id, None)
                 for member_id in group.members:
                     self.manager.timers.cancel(("sg-session", group_id, member_id))
 
-    # -- offsets (admin) ----------------------------------------------------------------------
+    # -- membership persistence (Kafka's share group records in __consumer_offsets) ---------------
 
-    def start_offset(self, key: SharePartitionKey) -> int | None:
-        """The SPSO of an initialised share-partition (None: never fetched, no state here)."""
-        part = self.partitions.get(key)
-        if part is not None:
-            return part.spso
-        state = self._persisted(key)
-        if state is not None:
-            return state.start_offset
-        return self.pending_start.get(key)
+    def _persist_group(self, group: ShareGroup) -> int | None:
+        """Append what changed in the group's records (tombstones for what is gone) before the
+        member hears back; None, or the error code of a failed append."""
+        written = self._written.get(group.group_id, {})
+        current = {} if group.deleted else group_records(group, self.initialized.get(group.group_id, {}), self.topics)
+        entries: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in current.items() if written.get(k) != v]
+        entries += [(k, None) for k in written if k not in current]
+        if not entries:
+            return None
+        try:
+            self.manager._append(group.group_id, entries)
+        except StoreError as exc:
+            log.warning("writing share group %s failed: %s", group.group_id, exc)
+            return exc.code
+        self._written[group.group_id] = current
+        return None
 
-    def alter_offset(self, key: SharePartitionKey, offset: int) -> int:
-        """AlterShareGroupOffsets for one partition of an empty group (the caller checks)."""
+    def load_groups(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Rebuild the share groups of a loaded ``__consumer_offsets`` partition with the epochs
+        and assignments they had; every member gets a new session timeout."""
+        try:
+            loaded = replay_groups(records, self.topics)
+        except DecodeError as exc:
+            log.warning("__consumer_offsets-%s: share group records unreadable: %s", partition, exc)
+            return
+        now = self.clock_ms()
+        for group_id, group in loaded.groups.items():
+            if self.manager.partition_of(group_id) != partition:
+                continue
+            self.groups[group_id] = group
+            self.initialized[group_id] = loaded.initialized.get(group_id, {})
+            self._written[group_id] = group_records(group, self.initialized[group_id], self.topics)
+            timeout_ms = int(self.group_config(group_id, "share.session.timeout.ms"))
+            for member_id in group.members:
+                self.manager.timers.schedule(
+                    ("sg-session", group_id, member_id), now + timeout_ms,
+                    functools.partial(self._expire, group_id, member_id),
+                )  # fmt: skip
+            log.info(
+                "share group %s loaded at epoch %d (%d member(s))", group_id, group.group_epoch, len(group.members)
+            )
+
+    # -- offsets (admin, the group coordinator's side) --------------------------------------------
+
+    async def start_offset(self, key: SharePartitionKey) -> int | None:
+        """The SPSO its share coordinator holds (ReadShareGroupStateSummary; None: no state)."""
+        topic_id = self._topic_id(key[1])
+        if topic_id is None:
+            return None
+        result = await self._state_call("summary", (key[0], topic_id, key[2]))
+        if result is None:  # no persister: this broker's memory
+            part = self.partitions.get(key)
+            return part.spso if part is not None else None
+        return result.state.start_offset if result.code == ErrorCode.NONE and result.state is not None else None
+
+    async def alter_offset(self, key: SharePartitionKey, offset: int) -> int:
+        """AlterShareGroupOffsets for one partition of an empty group (the caller checks): the
+        state starts again at ``offset`` with the next state epoch (InitializeShareGroupState);
+        the partition's leader, fenced at its next write, reads it again."""
         group_id, topic, partition = key
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if self.replicas is not None:
             hosted = self.replicas.get_partition(topic, partition)
-            if hosted is not None:
+            if hosted is not None and hosted.is_leader:
                 offset = max(hosted.log.log_start_offset, min(offset, hosted.high_watermark))
-        part = self.partitions.get(key)
-        if part is None:
-            state = self._persisted(key)
-            part = SharePartition(
-                offset, self.config.delivery_count_limit, self.config.partition_max_record_locks,
-                state_epoch=state.state_epoch if state is not None else 0,
-            )  # fmt: skip
-            self.partitions[key] = part
-        for member in {m for (g, m) in self.sessions if g == group_id}:
-            part.release_member(member)
-        part.reset(offset)
-        self.groups.setdefault(group_id, ShareGroup(group_id))
-        return self._persist(key) or ErrorCode.NONE
+        skey = (group_id, topic_id, partition)
+        current = await self._state_call("summary", skey)
+        epoch = current.state.state_epoch + 1 if current is not None and current.state is not None else 0
+        self._drop_partition(key)
+        result = await self._state_call("initialize", skey, epoch, offset)
+        if result is None:  # no persister: in memory
+            part = self.partitions[key] = SharePartition(
+                offset, self.config.delivery_count_limit, self.config.partition_max_record_locks
+            )
+            part.reset(offset)
+        elif result.code != ErrorCode.NONE:
+            return result.code
+        self._drop_partition(key)
+        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        self._note_initialized(group_id, {topic: frozenset({partition})})
+        return self._persist_group(group) or ErrorCode.NONE
+
+    async def _state_call(self, what: str, key: tuple[str, uuid.UUID, int], *args: int) -> StateResult | None:
+        if self.persister is None:
+            return None
+        call = getattr(self.persister, what)
+        result: StateResult = await call(key, *args)
+        return result
 
     # -- share sessions and fetches (the partition leader's side) --------------------------------
 
@@ -318,9 +424,9 @@ class ShareGroups:
             key = (session.group_id, topic, partition)
             part = self.partitions.get(key)
             if part is not None and part.release_member(session.member_id):
-                self._persist(key)
+                self._spawn(self._persist(key))
 
-    def acknowledge(
+    async def acknowledge(
         self, key: SharePartitionKey, member_id: str, batches: Iterable[tuple[int, int, list[int]]]
     ) -> tuple[int, str | None]:
         """Apply a member's acknowledgement batches to one share-partition and persist them."""
@@ -333,13 +439,13 @@ class ShareGroups:
                 part.acknowledge(member_id, first, last, types)
             except AckError as exc:
                 error = (exc.code, str(exc))
-        code = self._persist(key)
+        self._schedule_expiry(key)
+        code = await self._persist(key)
         if code is not None and error[0] == ErrorCode.NONE:
             error = (code, "writing the share-partition state failed")
-        self._schedule_expiry(key)
         return error
 
-    def fetch(
+    async def fetch(
         self,
         key: SharePartitionKey,
         member_id: str,
@@ -347,17 +453,18 @@ class ShareGroups:
         max_records: int,
     ) -> FetchedPartition:
         """Acquire records of one share-partition for ``member_id``: the batches read from the
-        log and the acquired offset ranges (none: nothing available now)."""
+        log and the acquired offset ranges (none: nothing available now). The acquisition is
+        persisted (delivery counts) before the records are handed out."""
         assert self.replicas is not None
         _, topic, partition = key
         try:
-            part = self._partition(key)
+            part = await self._partition(key)
         except PartitionError as exc:
-            return FetchedPartition(exc.code)
+            return FetchedPartition(exc.code, str(exc))
         if part.expire_locks(self.clock_ms()):
-            self._persist(key)
+            self._spawn(self._persist(key))
         hosted = self.replicas.get_partition(topic, partition)
-        if hosted is None:
+        if hosted is None or not hosted.is_leader or self.partitions.get(key) is not part:
             return FetchedPartition(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if hosted.log.log_start_offset > part.spso:
             part.move_start(hosted.log.log_start_offset)
@@ -387,6 +494,9 @@ class ShareGroups:
         if not acquired:
             return FetchedPartition()
         self._schedule_expiry(key)
+        code = await self._persist(key)
+        if code is not None:  # not handed out: the records stay acquired until their lock expires
+            return FetchedPartition(code, "writing the share-partition state failed")
         kept = b"".join(
             data[start:stop]
             for base, last, start, stop, _ in bounds
@@ -394,32 +504,48 @@ class ShareGroups:
         )
         return FetchedPartition(records=kept, acquired=acquired)
 
-    def _partition(self, key: SharePartitionKey) -> SharePartition:
+    async def _partition(self, key: SharePartitionKey) -> SharePartition:
         part = self.partitions.get(key)
         if part is not None:
             return part
-        assert self.replicas is not None
-        _, topic, partition = key
-        hosted = self.replicas.get_partition(topic, partition)
-        if hosted is None:
-            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is not led here")
-        state = self._persisted(key)
-        if state is not None:
-            part = SharePartition.restore(
-                state.start_offset, state.batches, state_epoch=state.state_epoch,
-                delivery_count_limit=self.config.delivery_count_limit,
-                max_in_flight=self.config.partition_max_record_locks,
-            )  # fmt: skip
-            part.move_start(hosted.log.log_start_offset)
-        else:
-            start = self.pending_start.pop(key, None)
-            if start is None:  # share.auto.offset.reset: latest (Kafka's default) or earliest
+        async with self._key_lock(key):
+            part = self.partitions.get(key)
+            if part is not None:
+                return part
+            hosted = self._led(key)
+            topic_id = self._topic_id(key[1])
+            state: PersistedState | None = None
+            if topic_id is not None:
+                result = await self._state_call("read", (key[0], topic_id, key[2]), hosted.leader_epoch)
+                if result is not None and result.code == ErrorCode.NONE:
+                    state = result.state
+                elif result is not None and result.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise PartitionError(_fetch_error(result.code), result.message or "reading the state failed")
+            hosted = self._led(key)  # still the leader after the read
+            if state is not None:
+                part = SharePartition.restore(
+                    state.start_offset, state.batches, state_epoch=state.state_epoch,
+                    delivery_count_limit=self.config.delivery_count_limit,
+                    max_in_flight=self.config.partition_max_record_locks,
+                )  # fmt: skip
+                part.move_start(hosted.log.log_start_offset)
+            else:  # share.auto.offset.reset: latest (Kafka's default) or earliest
                 earliest = self.group_config(key[0], "share.auto.offset.reset") == "earliest"
                 start = hosted.log.log_start_offset if earliest else hosted.high_watermark
-            part = SharePartition(start, self.config.delivery_count_limit, self.config.partition_max_record_locks)
-        self.partitions[key] = part
-        self._persist(key)  # the initial state (Kafka: InitializeShareGroupState)
+                part = SharePartition(start, self.config.delivery_count_limit, self.config.partition_max_record_locks)
+            self.partitions[key] = part
+        if state is None:
+            code = await self._persist(key)  # the initial state
+            if code is not None:
+                raise PartitionError(_fetch_error(code), "writing the initial share-partition state failed")
         return part
+
+    def _led(self, key: SharePartitionKey) -> Any:
+        assert self.replicas is not None
+        hosted = self.replicas.get_partition(key[1], key[2])
+        if hosted is None or not hosted.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{key[1]}-{key[2]} is not led here")
+        return hosted
 
     # -- lock expiry ---------------------------------------------------------------------------
 
@@ -435,122 +561,68 @@ class ShareGroups:
     def _expire_locks(self, key: SharePartitionKey) -> None:
         part = self.partitions.get(key)
         if part is not None and part.expire_locks(self.clock_ms()):
-            self._persist(key)
+            self._spawn(self._persist(key))
         self._schedule_expiry(key)
 
-    # -- __share_group_state -----------------------------------------------------------------------
+    # -- share-partition state (WriteShareGroupState through the persister) ------------------------
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         found = self.topics.get(topic)
         return found[0] if found is not None else None  # type: ignore[return-value]
 
-    def _state_partition_of(self, key: SharePartitionKey) -> tuple[int, uuid.UUID] | None:
-        topic_id = self._topic_id(key[1])
-        if topic_id is None or self.state_partitions <= 0 or self._state_log is None:
-            return None
-        return state_partition(key[0], topic_id, key[2], self.state_partitions), topic_id
+    def _key_lock(self, key: SharePartitionKey) -> asyncio.Lock:
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
+        return lock
 
-    def _persist(self, key: SharePartitionKey) -> int | None:
-        """Append the share-partition's snapshot; None, or the error code of a failed append."""
-        part = self.partitions.get(key)
-        where = self._state_partition_of(key)
-        if part is None or where is None:
+    async def _persist(self, key: SharePartitionKey) -> int | None:
+        """Write the share-partition's state as it is when the write starts (one write of a key
+        at a time); None, or the error code of a failed write. Fenced: the state is dropped."""
+        topic_id = self._topic_id(key[1])
+        if self.persister is None or topic_id is None or self.replicas is None:
             return None
-        sp, topic_id = where
-        state = PersistedState(part.state_epoch, 0, part.spso, tuple(part.snapshot()))
-        assert self._state_log is not None
-        try:
-            self._state_log.append(
-                sp,
-                _encode(
-                    [(snapshot_key(key[0], topic_id, key[2]), snapshot_value(state, self.clock_ms()))], self.clock_ms()
-                ),
-            )
-        except StoreError as exc:
-            if exc.code == ErrorCode.NOT_COORDINATOR:
-                return None  # the state partition is led elsewhere: in memory only (module docstring)
-            log.warning("writing the state of share-partition %s failed: %s", key, exc)
-            return exc.code
-        except PartitionError:
-            return None
-        self._loaded.setdefault(sp, {})[(key[0], topic_id, key[2])] = state
+        async with self._key_lock(key):
+            part = self.partitions.get(key)
+            hosted = self.replicas.get_partition(key[1], key[2])
+            if part is None or hosted is None or not hosted.is_leader:
+                return None
+            state = PersistedState(part.state_epoch, hosted.leader_epoch, part.spso, tuple(part.snapshot()))
+            result = await self.persister.write((key[0], topic_id, key[2]), state)
+        if result.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            log.info("share-partition %s: state fenced (%s); it is read again", key, result.message)
+            if self.partitions.get(key) is part:
+                self._drop_partition(key)
+        if result.code != ErrorCode.NONE:
+            log.warning("writing the state of share-partition %s failed: %s", key, result.message)
+            return result.code
         return None
 
-    def _tombstone(self, key: SharePartitionKey) -> None:
-        where = self._state_partition_of(key)
-        if where is None:
-            return
-        sp, topic_id = where
-        assert self._state_log is not None
+    def _spawn(self, work: Any) -> None:
         try:
-            self._state_log.append(sp, _encode([(snapshot_key(key[0], topic_id, key[2]), None)], self.clock_ms()))
-        except (StoreError, PartitionError):
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no loop (a unit test driving the pure parts)
+            work.close()
             return
-        self._loaded.get(sp, {}).pop((key[0], topic_id, key[2]), None)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def _persisted(self, key: SharePartitionKey) -> PersistedState | None:
-        where = self._state_partition_of(key)
-        if where is None:
-            return None
-        sp, topic_id = where
-        states = self._loaded.get(sp)
-        if states is None:
-            try:
-                states = self._loaded[sp] = self._load(sp)
-            except (PartitionError, LogError, StoreError):
-                return None
-        return states.get((key[0], topic_id, key[2]))
-
-    def _load(self, sp: int) -> dict[tuple[str, uuid.UUID, int], PersistedState]:
-        """Replay one ``__share_group_state`` partition (it is small: compacted snapshots)."""
-        assert self._state_log is not None
-        states: dict[tuple[str, uuid.UUID, int], PersistedState | None] = {}
-        offset = self._state_log.log_start_offset(sp)
-        end = self._state_log.log_end_offset(sp)
-        while offset < end:
-            data, nxt = self._state_log.read(sp, offset, 1 << 20)
-            if not data or nxt <= offset:
-                break
-            try:
-                batches = decode_batches(data)
-            except RecordError as exc:
-                log.warning("%s-%s: unreadable batch at %s: %s", SHARE_STATE_TOPIC, sp, offset, exc)
-                break
-            for header, records in batches:
-                if header.is_control:
-                    continue
-                for rec in records:
-                    if rec.offset < offset or rec.key is None:
-                        continue
-                    try:
-                        decoded = decode_key(bytes(rec.key))
-                        if decoded is None:
-                            continue
-                        rtype, group, topic_id, partition = decoded
-                        k = (group, topic_id, partition)
-                        value = bytes(rec.value) if rec.value is not None else None
-                        states[k] = replay(states.get(k), rtype, value)
-                    except DecodeError as exc:
-                        log.warning("%s-%s: unreadable record: %s", SHARE_STATE_TOPIC, sp, exc)
-            offset = nxt
-        return {k: v for k, v in states.items() if v is not None}
-
-    def forget_state_cache(self) -> None:
-        """Leadership of ``__share_group_state`` changed: read it again when next needed."""
-        self._loaded.clear()
+    def _drop_partition(self, key: SharePartitionKey) -> None:
+        self.partitions.pop(key, None)
+        self.manager.timers.cancel(("sg-lock", *key))
 
     def drop_partitions(self, led: Callable[[str, int], bool]) -> None:
         """Forget share-partitions of topic-partitions no longer led here (their new leader
         starts from the persisted state)."""
         for key in [k for k in self.partitions if not led(k[1], k[2])]:
-            del self.partitions[key]
-            self.manager.timers.cancel(("sg-lock", *key))
+            self._drop_partition(key)
 
 
-def _encode(entries: list[tuple[bytes, bytes | None]], now_ms: int) -> bytes:
-    from broker.coordinator.group.store import encode_records
-
-    return encode_records(entries, now_ms)
+def _fetch_error(code: int) -> int:
+    """A persister error as a ShareFetch partition error (the client retries either)."""
+    if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
 
 
 def _aborted_ranges(

@@ -12,9 +12,10 @@ int16 version (0) then, flexible::
                                        delivery_count int16]
     ShareUpdateValue    snapshot_epoch, leader_epoch int32, start_offset int64, state_batches
 
-pylog writes a full ShareSnapshot at every change (Kafka writes ShareUpdates between snapshots,
-``share.coordinator.snapshot.update.records.per.snapshot``); it reads both: an update replaces
-the batches it covers and moves the start offset. The record's topic partition in
+The share coordinator (``coordinator``) writes a ShareSnapshot for an initialisation, a new
+state epoch, and after ``share.coordinator.snapshot.update.records.per.snapshot`` updates;
+ShareUpdates otherwise (Kafka's rule). Replay: an update replaces the batches it covers and moves
+the start offset (batches below it go). The record's topic partition in
 ``__share_group_state`` is ``abs(hashCode("group:topicId:partition")) % partitions`` (Kafka's
 ``SharePartitionKey`` as the share coordinator hashes it).
 """
@@ -103,6 +104,22 @@ def snapshot_value(state: PersistedState, now_ms: int) -> bytes:
         "state_batches": [b.__dict__ for b in state.batches],
     }
     return _INT16.pack(0) + _SNAPSHOT.encode(body, 0)
+
+
+def update_value(state: PersistedState) -> bytes:
+    body = {
+        "snapshot_epoch": state.snapshot_epoch,
+        "leader_epoch": state.leader_epoch,
+        "start_offset": state.start_offset,
+        "state_batches": [b.__dict__ for b in state.batches],
+    }
+    return _INT16.pack(0) + _UPDATE.encode(body, 0)
+
+
+def update_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
+    return _INT16.pack(SHARE_UPDATE) + _KEY.encode(
+        {"group_id": group_id, "topic_id": topic_id, "partition": partition}, 0
+    )
 
 
 def decode_key(buf: bytes) -> tuple[int, str, uuid.UUID, int] | None:

@@ -1,5 +1,6 @@
 """A small broker-to-broker client: WriteTxnMarkers (27) to the leader of a partition on another
-broker (Kafka ``TransactionMarkerChannelManager``'s network side).
+broker (Kafka ``TransactionMarkerChannelManager``'s network side), and any other inter-broker
+request through ``request`` (KIP-932's persister RPCs to a share coordinator).
 
 One connection per destination broker, one request at a time on it (markers are few and small):
 each destination has one ``_Connection`` whose lock serialises the requests; the first request
@@ -105,33 +106,47 @@ class BrokerSender:
             results.setdefault(tp, int(ErrorCode.UNKNOWN_SERVER_ERROR))
         return results
 
-    async def _call(self, host: str, port: int, body: dict[str, Any]) -> Any:
+    async def request(self, host: str, port: int, api_key: ApiKey, version: int, body: dict[str, Any]) -> Any:
+        """One request to the broker at host:port and its decoded response, within
+        ``REQUEST_TIMEOUT_S``. Raises OSError, TimeoutError, IncompleteReadError (network),
+        DecodeError or ValueError (an unreadable or mismatched response)."""
+        return await asyncio.wait_for(self._call(host, port, body, api_key, version), REQUEST_TIMEOUT_S)
+
+    async def _call(
+        self,
+        host: str,
+        port: int,
+        body: dict[str, Any],
+        api_key: ApiKey = ApiKey.WRITE_TXN_MARKERS,
+        version: int = WRITE_TXN_MARKERS_VERSION,
+    ) -> Any:
         conn = self._connections.get((host, port))
         if conn is None:  # no await since the lookup: concurrent first calls share this one
             conn = self._connections[(host, port)] = _Connection()
         async with conn.lock:
             try:
-                return await self._exchange(conn, host, port, body)
+                return await self._exchange(conn, host, port, body, api_key, version)
             except BaseException:
                 # Failed, timed out (cancelled) or desynchronised mid-request: the stream is in an
                 # unknown state. Only the lock holder gets here, so the socket it closes is its own.
                 conn.reset()
                 raise
 
-    async def _exchange(self, conn: _Connection, host: str, port: int, body: dict[str, Any]) -> Any:
+    async def _exchange(  # noqa: PLR0917
+        self, conn: _Connection, host: str, port: int, body: dict[str, Any], api_key: ApiKey, version: int
+    ) -> Any:
         """One request and its response on ``conn`` (opened first if needed); the lock is held."""
         if conn.writer is not None and self._dial.stale(conn.writer):  # KIP-368: the session is ending
             conn.reset()
         if conn.writer is None or conn.reader is None:
             conn.reader, conn.writer = await self._dial(host, port)
         correlation_id = next(self._correlation)
-        version = WRITE_TXN_MARKERS_VERSION
-        frame = encode_request(ApiKey.WRITE_TXN_MARKERS, version, correlation_id, self._client_id, body)
+        frame = encode_request(api_key, version, correlation_id, self._client_id, body)
         conn.writer.write(frame)
         await conn.writer.drain()
         size = _SIZE.unpack(await conn.reader.readexactly(4))[0]
         payload = await conn.reader.readexactly(size)
-        got, response = decode_response(ApiKey.WRITE_TXN_MARKERS, version, payload)
+        got, response = decode_response(api_key, version, payload)
         if got != correlation_id:
             raise ValueError(f"correlation id {got}, expected {correlation_id}")
         return response

@@ -26,6 +26,7 @@ from pyspark_log.wire.schemas import (
     replication,
     sasl,
     share_groups,
+    share_state,
     txn,
 )
 
@@ -49,4 +50,5 @@ ALL_APIS: tuple[Api, ...] = (
     *acls.APIS,
     *reassignments.APIS,
     *share_groups.APIS,  # KIP-932 (Kafka 4.1.1's v1)
+    *share_state.APIS,  # KIP-932's persister RPCs (Kafka 4.1.1's v0)
 )

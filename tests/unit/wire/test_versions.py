@@ -24,7 +24,7 @@ def test_advertised_ranges_are_declared():
     assert set(SUPPORTED_VERSIONS) == {int(a.key) for a in all_apis()}
 
 
-KIP932_APIS = {76, 77, 78, 79, 90, 91}
+KIP932_APIS = {76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91}  # with the persister RPCs (83-87)
 
 
 def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
@@ -46,7 +46,7 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
         elif key == ApiKey.UNREGISTER_BROKER:  # KIP-631, not in 3.7's broker list: Kafka 4.1's range
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 0)
-        elif key in KIP932_APIS:  # share groups: Kafka 4.1's ranges (v1 of 76-79, v0 of 90-91)
+        elif key in KIP932_APIS:  # share groups: Kafka 4.1's ranges (v1 of 76-79, v0 of 83-87 and 90-91)
             assert versions == BROKER_API_VERSIONS[(4, 1)][key], ApiKey(key).name
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
