@@ -162,6 +162,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.consumer.max.heartbeat.interval.ms", int, 15000, "largest group.consumer.heartbeat.interval.ms"),
     ConfigKey("group.consumer.max.size", int, 2147483647, "most members of one consumer-protocol group"),
     ConfigKey("group.consumer.assignors", _list, ["uniform", "range"], "server-side assignors, the default first"),
+    ConfigKey("group.consumer.migration.policy", str, "bidirectional", "online classic<->consumer group migration"),
     # KIP-932 share groups (broker.coordinator.share_group.config checks them as Kafka 4.1)
     ConfigKey("group.share.enable", _bool, False, "accepted; share groups follow the share.version feature (on)"),
     ConfigKey("group.share.session.timeout.ms", int, 45000, "session timeout of share group members"),

@@ -24,7 +24,7 @@ from pyspark_log.wire.errors import ErrorCode
 # not imported: that module registers these handlers)
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED_OPERATIONS = -(2**31)
-CONSUMER_MEMBER_TYPE = 1  # KIP-1099 MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # KIP-1099 MemberType: 0 classic, 1 consumer
 
 
 def client_host(request: Request) -> str:
@@ -169,7 +169,9 @@ def handle_consumer_group_describe(broker: Broker, request: Request) -> Any:
                     "target_assignment": {
                         "topic_partitions": _topic_partitions(group.describe_target(m.member_id), topics, names=True)
                     },
-                    "member_type": CONSUMER_MEMBER_TYPE if version >= 1 else -1,
+                    "member_type": (
+                        -1 if version < 1 else CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE
+                    ),
                 }
                 for m in group.members.values()
             ],

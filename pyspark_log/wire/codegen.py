@@ -138,6 +138,8 @@ class _Emitter:
         if f.array:
             return "None" if f.has_default and f.default is None else "[]"
         if f.is_struct:
+            if f.has_default and f.default is None:
+                return "None"  # a nullable struct defaulting to null (e.g. an absent tagged one)
             return "_M(" + ", ".join(f"{x.name}={self.default_expr(x)}" for x in f.fields) + ")"
         return self.literal(f.default_value(self.version))
 

@@ -3,7 +3,11 @@
 within their ``min``/``max`` bounds, the heartbeat interval must be below the session timeout,
 ``group.consumer.assignors`` names ``uniform`` and/or ``range`` (or Kafka's assignor class
 names), the first being the default, and ``group.coordinator.rebalance.protocols`` lists
-``classic`` and optionally ``consumer`` (and ``share``, accepted, not served)."""
+``classic`` and optionally ``consumer`` (and ``share``, accepted, not served).
+``group.consumer.migration.policy`` (Kafka's ``ConsumerGroupMigrationPolicy``, case-insensitive,
+default ``bidirectional``) says whether a classic group may become a consumer group when a member
+joins with ConsumerGroupHeartbeat (``upgrade``), a consumer group a classic one when its last
+consumer-protocol member leaves (``downgrade``), both, or neither (``disabled``)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from broker.coordinator.consumer_group.assignors import ASSIGNORS, CLASS_NAMES
 
 PROTOCOLS = ("classic", "consumer", "share", "streams")
+MIGRATION_POLICIES = ("disabled", "downgrade", "upgrade", "bidirectional")
 
 
 class ConsumerGroupConfigError(ValueError):
@@ -36,6 +41,16 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
     protocols: tuple[str, ...] = ("classic", "consumer")
+    migration_policy: str = "bidirectional"
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgraded group must fit
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
 
     @property
     def enabled(self) -> bool:
@@ -67,6 +82,12 @@ class ConsumerGroupConfig:
                 raise ConsumerGroupConfigError(f"group.coordinator.rebalance.protocols: unknown protocol {protocol!r}")
         if "classic" not in protocols:
             raise ConsumerGroupConfigError("group.coordinator.rebalance.protocols must contain the classic protocol")
+        policy = str(get("group.consumer.migration.policy", "bidirectional")).strip().lower()
+        if policy not in MIGRATION_POLICIES:
+            raise ConsumerGroupConfigError(
+                f"Invalid value {policy} for configuration group.consumer.migration.policy: String must be one of "
+                "(case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"
+            )
         config = cls(
             session_timeout_ms=num("group.consumer.session.timeout.ms", 45_000),
             min_session_timeout_ms=num("group.consumer.min.session.timeout.ms", 45_000),
@@ -77,6 +98,8 @@ class ConsumerGroupConfig:
             max_size=num("group.consumer.max.size", 2**31 - 1),
             assignors=tuple(dict.fromkeys(assignors)) or ("uniform",),
             protocols=tuple(protocols),
+            migration_policy=policy,
+            classic_max_size=num("group.max.size", 2**31 - 1),
         )
         config.check()
         return config

@@ -87,6 +87,21 @@ class HeartbeatRequest:
     client_host: str = ""
 
 
+@dataclass(frozen=True)
+class ClassicMetadata:
+    """A member that uses the classic protocol inside a consumer group (KIP-848 "Upgrade &
+    Downgrade"): its JoinGroup session timeout and supported protocols (name, metadata), as
+    Kafka's ``ConsumerGroupMemberMetadataValue.ClassicMemberMetadata`` keeps them."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol named in its JoinGroup/SyncGroup answers: its first one (Kafka's)."""
+        return self.protocols[0][0]
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -99,10 +114,15 @@ class ConsumerMember:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    classic: ClassicMetadata | None = None  # set while the member uses the classic protocol
 
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
 
 @dataclass(frozen=True)
@@ -298,6 +318,34 @@ class ConsumerGroup:
             member.server_assignor = req.server_assignor
             bump = True
 
+        previous = member.assignment
+        nxt = self._update_and_reconcile(member, bump, topics, config, req.owned)
+        # sent on a join, a full request (a client after an error), a change, or when the member
+        # reports owning something else than it should (it missed a response)
+        differs = req.owned is not None and normalize(req.owned) != nxt.assigned
+        send = req.member_epoch == JOIN_EPOCH or full_request or nxt.assigned != previous.assigned or differs
+        revoking = nxt.state is MemberState.UNREVOKED_PARTITIONS
+        revocation = now_ms + member.rebalance_timeout_ms if revoking else None
+        return HeartbeatOutcome(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            assignment=dict(nxt.assigned) if send else None,
+            session_deadline_ms=now_ms + config.session_timeout_ms,
+            revocation_deadline_ms=revocation,
+            fenced=tuple(fenced),
+        )
+
+    def _update_and_reconcile(
+        self,
+        member: ConsumerMember,
+        bump: bool,
+        topics: TopicsView,
+        config: ConsumerGroupConfig,
+        owned: Partitions | None,
+    ) -> MemberAssignment:
+        """The common tail of a heartbeat and of a classic JoinGroup: refresh the subscribed
+        topics' metadata, bump the group epoch, compute a new target when the group epoch moved
+        past it, and take one reconciliation step for ``member``; returns its new assignment."""
         # the subscribed topics' metadata: a new match, a deleted topic or more partitions
         subscriptions = self.subscribed_topics(topics)
         wanted = frozenset().union(*subscriptions.values()) if subscriptions else frozenset()
@@ -313,29 +361,105 @@ class ConsumerGroup:
 
         previous = member.assignment
         target = self.target.get(member.member_id, {})
-        nxt = reconcile(
-            previous,
-            self.assignment_epoch,
-            target,
-            self._owned_elsewhere(member.member_id),
-            req.owned,
-        )
+        nxt = reconcile(previous, self.assignment_epoch, target, self._owned_elsewhere(member.member_id), owned)
         if nxt != previous:
             self._set_assignment(member, nxt)
-        # sent on a join, a full request (a client after an error), a change, or when the member
-        # reports owning something else than it should (it missed a response)
-        differs = req.owned is not None and normalize(req.owned) != nxt.assigned
-        send = req.member_epoch == JOIN_EPOCH or full_request or nxt.assigned != previous.assigned or differs
-        revoking = nxt.state is MemberState.UNREVOKED_PARTITIONS
-        revocation = now_ms + member.rebalance_timeout_ms if revoking else None
-        return HeartbeatOutcome(
-            member_id=member.member_id,
-            member_epoch=member.member_epoch,
-            assignment=dict(nxt.assigned) if send else None,
-            session_deadline_ms=now_ms + config.session_timeout_ms,
-            revocation_deadline_ms=revocation,
-            fenced=tuple(fenced),
+        return nxt
+
+    # -- classic members (KIP-848 "Upgrade & Downgrade") ----------------------------------------
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str], member_id: str) -> bool:
+        """Kafka ``ConsumerGroup.supportsClassicProtocols``: a classic member may join if its
+        protocol type is ``consumer`` and it shares a protocol with every other classic member
+        (any protocol when there is none)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        others = [m.classic for m in self.members.values() if m.classic is not None and m.member_id != member_id]
+        return not others or any(all(n in {p for p, _ in c.protocols} for c in others) for n in names)
+
+    def classic_join(  # noqa: PLR0917 - the fields of JoinGroup
+        self,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        classic: ClassicMetadata,
+        subscribed: tuple[str, ...],
+        owned: Partitions,
+        rack_id: str | None,
+        topics: TopicsView,
+        config: ConsumerGroupConfig,
+    ) -> tuple[ConsumerMember, tuple[str, ...]]:
+        """A classic member's JoinGroup answered by this consumer group (Kafka
+        ``classicGroupJoinToConsumerGroup``): the member is created or updated from the
+        subscription of its first protocol, the group epoch goes up if it is new or its topics
+        changed, and it reconciles with ``owned`` (the partitions its subscription says it still
+        owns; an eager member owns none when it rejoins). Its member epoch is the generation of
+        the JoinGroup answer. A static instance id held by another member id replaces that member.
+        Returns the member and the member ids removed. Raises ``HeartbeatError``."""
+        fenced: list[str] = []
+        member = self.members.get(member_id)
+        bump = False
+        if instance_id is not None:
+            holder = self.static_members.get(instance_id)
+            if holder is not None and holder != member_id:
+                self.remove_member(holder)
+                fenced.append(holder)
+        if member is None:
+            if len(self.members) >= config.max_size:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+                )
+            member = self.members[member_id] = ConsumerMember(member_id)
+            bump = True
+        if instance_id is not None:
+            member.instance_id = instance_id
+            self.static_members[instance_id] = member_id
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.client_id, member.client_host, member.classic = client_id, client_host, classic
+        names = tuple(sorted(set(subscribed)))
+        if names != member.subscribed_topic_names or member.subscribed_topic_regex is not None:
+            member.subscribed_topic_names, member.subscribed_topic_regex = names, None
+            bump = True
+        self._update_and_reconcile(member, bump, topics, config, owned)
+        return member, tuple(fenced)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Kafka ``waitingOnUnreleasedPartition``: some partition of its target is still held by
+        another member."""
+        if member.assignment.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        held = member.assignment.assigned
+        for topic, parts in self.target.get(member.member_id, {}).items():
+            for p in parts:
+                owner = self.owners.get((topic, p))
+                if p not in held.get(topic, frozenset()) and owner not in (None, member.member_id):
+                    return True
+        return False
+
+    def classic_must_rejoin(self, member: ConsumerMember) -> bool:
+        """What a classic member's Heartbeat answers with REBALANCE_IN_PROGRESS (Kafka
+        ``classicGroupHeartbeatToConsumerGroup``): the group epoch moved past its epoch, it must
+        revoke partitions, or partitions it waits for are free now."""
+        state = member.assignment.state
+        return (
+            member.member_epoch < self.group_epoch
+            or state is MemberState.UNREVOKED_PARTITIONS
+            or (state is MemberState.UNRELEASED_PARTITIONS and not self.waiting_on_unreleased(member))
         )
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Kafka ``allMembersUseClassicProtocolExcept``: ``member_id`` uses the consumer protocol
+        and every other member the classic one."""
+        member = self.members.get(member_id)
+        if member is None or member.classic is not None:
+            return False
+        return all(m.classic is not None for mid, m in self.members.items() if mid != member_id)
 
     def _check_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
         """Kafka ``throwIfConsumerGroupMemberEpochIsInvalid``: a newer epoch than the member's is

@@ -8,7 +8,9 @@ Facts: Kafka 4.1's ``group-coordinator`` message schemas of the same names::
     type 4  ConsumerGroupPartitionMetadata key group          value topics [id, name, partitions, racks]
     type 5  ConsumerGroupMemberMetadata    key group, member  value instance, rack, client id/host,
                                                                     topic names, regex, rebalance timeout,
-                                                                    server assignor
+                                                                    server assignor, classic member
+                                                                    metadata (tag 0: session timeout and
+                                                                    protocols of a classic-protocol member)
     type 6  ConsumerGroupTargetAssignmentMetadata key group   value assignment epoch
     type 7  ConsumerGroupTargetAssignmentMember   key group, member  value [topic id, partitions]
     type 8  ConsumerGroupCurrentMemberAssignment  key group, member  value epoch, previous epoch,
@@ -28,7 +30,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.coordinator.consumer_group.group import ConsumerGroup, ConsumerMember, TopicsView
+from broker.coordinator.consumer_group.group import ClassicMetadata, ConsumerGroup, ConsumerMember, TopicsView
 from broker.coordinator.consumer_group.reconcile import MemberAssignment, MemberState, normalize
 from pyspark_log.wire.dsl import parse_fields
 from pyspark_log.wire.errors import DecodeError
@@ -68,6 +70,11 @@ _VALUES = {
         subscribed_topic_regex    string  null
         rebalance_timeout_ms      int32   default=-1
         server_assignor           string  null
+        classic_member_metadata   {}      null  tag=0  default=null
+          session_timeout_ms      int32
+          supported_protocols     []
+            name                  string
+            metadata              bytes
     """),
     TARGET_METADATA: _schema("ConsumerGroupTargetAssignmentMetadataValue", "0+", "assignment_epoch int32"),
     TARGET_MEMBER: _schema("ConsumerGroupTargetAssignmentMemberValue", "0+", """
@@ -150,6 +157,10 @@ def group_records(group: ConsumerGroup, topics: TopicsView) -> dict[bytes, bytes
             "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
             "subscribed_topic_regex": m.subscribed_topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
             "server_assignor": m.server_assignor,
+            "classic_member_metadata": None if m.classic is None else {
+                "session_timeout_ms": m.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": meta} for n, meta in m.classic.protocols],
+            },
         })  # fmt: skip
         a = m.assignment
         out[key(CURRENT_ASSIGNMENT, gid, m.member_id)] = _value(CURRENT_ASSIGNMENT, {
@@ -198,7 +209,11 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], topics: TopicsView) ->
                 subscribed_topic_names=tuple(v.subscribed_topic_names),
                 subscribed_topic_regex=v.subscribed_topic_regex,
                 server_assignor=v.server_assignor,
-            )
+                classic=None if v.classic_member_metadata is None else ClassicMetadata(
+                    v.classic_member_metadata.session_timeout_ms,
+                    tuple((p.name, bytes(p.metadata)) for p in v.classic_member_metadata.supported_protocols),
+                ),
+            )  # fmt: skip
         elif record_type == TARGET_MEMBER and mid is not None:
             group.target[mid] = _by_name(v.topic_partitions, names)
         elif record_type == CURRENT_ASSIGNMENT and mid is not None:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.coordinator.group.group import Group, GroupState, JoinCallback, SyncCallback, TopicPartition
+from broker.coordinator.group.group import Group, GroupState, JoinCallback, JoinResult, SyncCallback, TopicPartition
 from broker.coordinator.group.manager import GroupConfig, GroupManager
 from broker.coordinator.group.rebalance import JoinRequest, Rebalancer
 from broker.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset
@@ -84,7 +84,26 @@ class GroupCoordinator:
         self.config = config
         self.manager = GroupManager(config, store, clock_ms, node_id=node_id)
         self._rb = Rebalancer(config, self.manager, clock_ms, rng)
-        self.consumer: ConsumerGroups | None = None  # KIP-848 groups (``attach`` sets them up)
+        self._consumer: ConsumerGroups | None = None
+
+    @property
+    def consumer(self) -> ConsumerGroups | None:
+        """The KIP-848 consumer groups (``attach`` sets them up); the classic APIs of a group that
+        is a consumer group go to them (KIP-848 "Upgrade & Downgrade")."""
+        return self._consumer
+
+    @consumer.setter
+    def consumer(self, groups: ConsumerGroups | None) -> None:
+        self._consumer = groups
+        if groups is not None:
+            groups.rebalancer = self._rb  # a downgraded group rebalances as a classic one
+
+    def _consumer_group(self, group_id: str, *, join: bool = False) -> ConsumerGroups | None:
+        """The consumer groups if ``group_id`` is one of them with classic members to answer."""
+        consumer = self._consumer
+        if consumer is None or self.manager.status(group_id) is not None:
+            return None
+        return consumer if consumer.answers_classic(group_id, join=join) else None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -101,6 +120,17 @@ class GroupCoordinator:
     # -- JoinGroup and SyncGroup (``rebalance.py``) ----------------------------------------------
 
     def join_group(self, req: JoinRequest, callback: JoinCallback) -> None:
+        """A JoinGroup: answered by the consumer group of that id when it has members, else by
+        the classic protocol (an Empty consumer group of that id gives way)."""
+        consumer = self._consumer_group(req.group_id, join=True)
+        if consumer is not None:
+            if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
+                callback(JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
+            else:
+                consumer.classic_join(req, callback)
+            return
+        if self._consumer is not None and self.manager.status(req.group_id) is None:
+            self._consumer.forget_empty(req.group_id)
         self._rb.join_group(req, callback)
 
     def sync_group(  # noqa: PLR0917 - the fields of SyncGroup
@@ -114,6 +144,12 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
         callback: SyncCallback,
     ) -> None:
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            consumer.classic_sync(
+                group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, callback
+            )
+            return
         self._rb.sync_group(
             group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments, callback
         )
@@ -126,6 +162,9 @@ class GroupCoordinator:
             return ErrorCode.NONE  # the group is loading: answered blindly, as Kafka does
         if error is not None:
             return error
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
         group = self.manager.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -151,6 +190,9 @@ class GroupCoordinator:
         error = self.manager.status(group_id)
         if error is not None:
             return error, []
+        consumer = self._consumer_group(group_id)
+        if consumer is not None:
+            return ErrorCode.NONE, consumer.classic_leave(group_id, leaving)
         group = self.manager.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]

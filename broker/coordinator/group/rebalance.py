@@ -277,6 +277,11 @@ class Rebalancer:
 
     # -- rebalance -----------------------------------------------------------------------------
 
+    def prepare_rebalance(self, group: Group, reason: str) -> None:
+        """Start a rebalance of a Stable group now (a consumer group downgraded to this classic
+        group: its members rejoin)."""
+        self._maybe_prepare_rebalance(group, reason)
+
     def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.can_rebalance:
             self._prepare_rebalance(group, reason)
