@@ -9,10 +9,13 @@ Actions (exactly one):
   robin. Nothing moves. (Kafka's proposal starts at a random broker; this one is deterministic.)
 * ``--execute --reassignment-json-file F``: start the moves of ``F``
   (``{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2, 3],
-  "log_dirs": ["any", ...]}]}``; ``log_dirs`` optional, only ``"any"``), after printing the
-  current assignment to keep for a rollback. Refused while other moves are in progress unless
-  ``--additional`` is given, as Kafka's tool does.
+  "log_dirs": ["any", ...]}]}``; ``log_dirs`` optional), after printing the current assignment
+  to keep for a rollback. Refused while other moves are in progress unless ``--additional`` is
+  given, as Kafka's tool does. A ``log_dirs`` entry other than ``"any"`` (an absolute path) moves
+  that replica to that log dir of its broker (AlterReplicaLogDirs, KIP-113), retried while the
+  broker does not host the replica yet, for at most ``--timeout`` ms.
 * ``--verify --reassignment-json-file F``: per partition ``is completed.`` / ``is still in
+  progress.``, per replica moved between log dirs ``completed successfully.`` / ``is still in
   progress.``; exit code 1 while any is in progress.
 * ``--cancel --reassignment-json-file F``: cancel the moves of ``F`` still in progress (the
   partitions go back to their original replicas).
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,8 @@ from pyspark_log.client.errors import ErrorCode
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 Assignment = dict[TopicPartition, list[int]]
+LogDirMoves = dict[tuple[str, int, int], str]  # (topic, partition, broker) -> absolute log dir
+RETRY_S = 0.1  # AlterReplicaLogDirs answered REPLICA_NOT_AVAILABLE: asked again after this
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -62,6 +68,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="bound moves between a broker's log dirs (bytes/s; stored, see docs/compatibility.md)",
     )  # fmt: skip
     p.add_argument("--preserve-throttles", action="store_true", help="--verify leaves the throttles in place")
+    p.add_argument(
+        "--timeout", type=int, default=10_000, metavar="MS",
+        help="how long --execute retries moving replicas to their log_dirs while a broker does not host them yet",
+    )  # fmt: skip
     p.set_defaults(handler=run)
 
 
@@ -84,8 +94,8 @@ def parse_reassignment(doc: Any, source: str) -> Assignment:
             tp = TopicPartition(str(item["topic"]), int(item["partition"]))
             replicas = [int(b) for b in item["replicas"]]
             dirs = item.get("log_dirs")
-            if dirs is not None and (len(dirs) != len(replicas) or any(d != "any" for d in dirs)):
-                raise UsageError(f'{source}: log_dirs other than "any" (AlterReplicaLogDirs) are not supported')
+            if dirs is not None and len(dirs) != len(replicas):
+                raise UsageError(f"{source}: the log_dirs of {tp} must name one dir per replica")
             if tp in plan:
                 duplicates.append(str(tp))
             plan[tp] = replicas
@@ -101,6 +111,19 @@ def parse_reassignment(doc: Any, source: str) -> Assignment:
         if len(set(replicas)) != len(replicas):
             raise UsageError(f"Partition replica lists may not contain duplicate entries: {tp}")
     return plan
+
+
+def parse_log_dirs(doc: Any) -> LogDirMoves:
+    """The replicas of a (validated) reassignment file whose ``log_dirs`` entry names a dir."""
+    moves: LogDirMoves = {}
+    for item in doc["partitions"]:
+        for broker, path in zip(item["replicas"], item.get("log_dirs") or (), strict=False):
+            if path == "any":
+                continue
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise UsageError(f'log_dirs entries must be "any" or an absolute path, not {path!r}')
+            moves[(str(item["topic"]), int(item["partition"]), int(broker))] = path
+    return moves
 
 
 def assignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
@@ -148,14 +171,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return _generate(args, ctx)
     if action == "list":
         return _list(ctx)
-    plan = parse_reassignment(_read(args.reassignment_json_file), args.reassignment_json_file)
+    doc = _read(args.reassignment_json_file)
+    plan = parse_reassignment(doc, args.reassignment_json_file)
+    moves = parse_log_dirs(doc)
     if action == "execute":
         return _execute(
             ctx, plan, additional=bool(args.additional), throttle=args.throttle,
-            log_dir_throttle=args.replica_alter_log_dirs_throttle,
+            log_dir_throttle=args.replica_alter_log_dirs_throttle, moves=moves, timeout_ms=args.timeout,
         )  # fmt: skip
     if action == "verify":
-        return _verify(ctx, plan, preserve_throttles=bool(args.preserve_throttles))
+        return _verify(ctx, plan, preserve_throttles=bool(args.preserve_throttles), moves=moves)
     return _cancel(ctx, plan)
 
 
@@ -192,8 +217,9 @@ def _generate(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _execute(
-    ctx: Context, plan: Assignment, *, additional: bool, throttle: int = -1, log_dir_throttle: int = -1
-) -> int:
+    ctx: Context, plan: Assignment, *, additional: bool, throttle: int = -1, log_dir_throttle: int = -1,
+    moves: LogDirMoves | None = None, timeout_ms: int = 10_000,
+) -> int:  # fmt: skip
     with ctx.admin() as admin:
         if not additional and admin.list_partition_reassignments():
             raise CliError(
@@ -227,7 +253,34 @@ def _execute(
         raise CliError("Error reassigning partition(s):\n" + _errors(failed))
     started = [str(tp) for tp in sorted(plan, key=lambda tp: (tp.topic, tp.partition))]
     ctx.output.line(f"Successfully started partition reassignment{_plural(started)} for {','.join(started)}")
+    if moves:
+        _move_log_dirs(ctx, moves, timeout_ms)
     return 0
+
+
+def _move_log_dirs(ctx: Context, moves: LogDirMoves, timeout_ms: int) -> None:
+    """AlterReplicaLogDirs for ``moves``, asked again while a broker answers REPLICA_NOT_AVAILABLE
+    (a replica the reassignment is still creating), as Kafka's tool does until ``--timeout``."""
+    pending = dict(moves)
+    deadline = time.monotonic() + timeout_ms / 1000
+    with ctx.admin() as admin:
+        while True:
+            results = admin.alter_replica_log_dirs(pending)
+            for (topic, partition, broker), error in sorted(results.items()):
+                if error is None:
+                    path = pending.pop((topic, partition, broker))
+                    ctx.output.line(
+                        f"Successfully started moving log directory to {path} for replica {topic}-{partition} "
+                        f"with broker {broker}"
+                    )
+            failed = {k: e for k, e in results.items() if e is not None}
+            retriable = all(e.code == ErrorCode.REPLICA_NOT_AVAILABLE for e in failed.values())
+            if not failed or not retriable or time.monotonic() >= deadline:
+                break
+            time.sleep(RETRY_S)
+    if failed:
+        lines = [f"{t}-{p}-{b}: {e}" for (t, p, b), e in sorted(failed.items())]
+        raise CliError("Error moving replica(s) between log dirs:\n" + "\n".join(lines))
 
 
 def _set_throttles(
@@ -265,10 +318,13 @@ def _clear_throttles(ctx: Context, admin: Any, topics: Sequence[str]) -> list[st
     return throttles.clearing_lines(brokers, topics)
 
 
-def _verify(ctx: Context, plan: Assignment, *, preserve_throttles: bool = False) -> int:
+def _verify(
+    ctx: Context, plan: Assignment, *, preserve_throttles: bool = False, moves: LogDirMoves | None = None
+) -> int:
     with ctx.admin() as admin:
         ongoing = admin.list_partition_reassignments(list(plan))
         described = admin.describe_topics(sorted({tp.topic for tp in plan}))
+        dirs = admin.describe_log_dirs(sorted({b for _, _, b in moves})) if moves else {}
     lines = ["Status of partition reassignment:"]
     pending = 0
     for tp in sorted(plan, key=lambda tp: (tp.topic, tp.partition)):
@@ -284,6 +340,15 @@ def _verify(ctx: Context, plan: Assignment, *, preserve_throttles: bool = False)
             lines.append(
                 f"There is no active reassignment of partition {tp}, but replica set is {now} rather than {plan[tp]}."
             )
+    for (topic, partition, broker), path in sorted((moves or {}).items()):
+        replica = f"{topic}-{partition}-{broker}"
+        found = dirs.get(broker, {}).get(path)
+        info = None if found is None else found.replicas.get(TopicPartition(topic, partition))
+        if info is not None and not info.is_future:
+            lines.append(f"Reassignment of replica {replica} completed successfully.")
+        else:
+            pending += 1
+            lines.append(f"Reassignment of replica {replica} is still in progress.")
     if not pending and not preserve_throttles:
         with ctx.admin() as admin:
             lines += _clear_throttles(ctx, admin, [tp.topic for tp in plan])

@@ -11,6 +11,8 @@ drives the same move, and the refusals carry Kafka's codes.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -176,11 +178,19 @@ def _end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def test_kafka_reassign_partitions_moves_a_replica_between_log_dirs(
-    broker: tuple[EmbeddedBroker, list[Path]], tmp_path: Path
+def reassign_tool(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    if tool == "kafka":
+        return kafka_tool("kafka-reassign-partitions", *args)
+    argv = [sys.executable, "-m", "pyspark_log.cli", "reassign-partitions", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("tool", ["kafka", "pylog"])
+def test_reassign_partitions_moves_a_replica_between_log_dirs(
+    broker: tuple[EmbeddedBroker, list[Path]], tmp_path: Path, tool: str
 ) -> None:
-    """Kafka's tool: ``log_dirs`` in the reassignment file sends AlterReplicaLogDirs; ``--verify``
-    reads DescribeLogDirs until the replica is in its new dir."""
+    """Kafka's tool and ``pylog reassign-partitions``: ``log_dirs`` in the reassignment file sends
+    AlterReplicaLogDirs; ``--verify`` reads DescribeLogDirs until the replica is in its new dir."""
     b, dirs = broker
     topic = f"tool-{uuid.uuid4().hex[:8]}"
     with AdminClient({"bootstrap.servers": b.bootstrap_servers}) as admin:
@@ -195,13 +205,15 @@ def test_kafka_reassign_partitions_moves_a_replica_between_log_dirs(
         entry = {"topic": topic, "partition": 0, "replicas": [NODE], "log_dirs": [target]}
         plan.write_text(json.dumps({"version": 1, "partitions": [entry]}))
         args = ("--bootstrap-server", b.bootstrap_servers, "--reassignment-json-file", str(plan))
-        executed = kafka_tool("kafka-reassign-partitions", *args, "--execute")
+        executed = reassign_tool(tool, *args, "--execute")
         assert executed.returncode == 0, executed.stdout + executed.stderr
+        started = f"Successfully started moving log directory to {target} for replica {topic}-0 with broker {NODE}"
+        assert started in executed.stdout
         wait_until(lambda: dir_of(admin, topic, 0) == (target, None), f"{topic}-0 moved to {target}")
-        verified = kafka_tool("kafka-reassign-partitions", *args, "--verify")
+        verified = reassign_tool(tool, *args, "--verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr
-        assert "is still in progress" not in verified.stdout, verified.stdout
-        assert f"{topic}-0" in verified.stdout
+        assert f"Reassignment of partition {topic}-0 is completed." in verified.stdout
+        assert f"Reassignment of replica {topic}-0-{NODE} completed successfully." in verified.stdout
     assert _end_offset(b.bootstrap_servers, topic) == 2000
 
 

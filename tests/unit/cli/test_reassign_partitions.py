@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pyspark_log.cli.errors import UsageError
-from pyspark_log.cli.reassign_partitions import assignment_json, parse_reassignment, propose
+from pyspark_log.cli.reassign_partitions import assignment_json, parse_log_dirs, parse_reassignment, propose
 from pyspark_log.client import TopicPartition
 
 
@@ -32,13 +32,24 @@ def test_reassignment_file_round_trips_in_kafkas_format():
         ([{"topic": "t", "partition": 0, "replicas": []}], "Partition replica list cannot be empty"),
         ([{"topic": "t", "partition": 0, "replicas": [1, 1]}], "may not contain duplicate entries"),
         ([{"topic": "t", "partition": 0, "replicas": [1]}] * 2, "contains duplicate topic partitions: t-0"),
-        ([{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}], "log_dirs"),
+        ([{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d"]}], "one dir per replica"),
         ([{"topic": "t", "replicas": [1]}], "not a reassignment file"),
     ],
 )
 def test_bad_files_are_usage_errors(partitions, message):
     with pytest.raises(UsageError, match=message):
         parse_reassignment({"version": 1, "partitions": partitions}, "f")
+
+
+def test_log_dirs_name_the_replicas_to_move():
+    doc = {"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/mnt/b", "any"]},
+        {"topic": "t", "partition": 1, "replicas": [2, 3]},
+    ]}  # fmt: skip
+    assert parse_log_dirs(doc) == {("t", 0, 1): "/mnt/b"}
+    doc["partitions"][0]["log_dirs"] = ["relative/dir", "any"]
+    with pytest.raises(UsageError, match="absolute path"):
+        parse_log_dirs(doc)
 
 
 def test_generate_places_each_partition_round_robin_on_the_broker_list():
