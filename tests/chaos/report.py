@@ -112,6 +112,6 @@ def write(directory: Path, name: str, report: dict[str, Any], ops: Sequence[Op],
     json_path.write_text(json.dumps(report, indent=1, default=str))
     png = timeline(directory / f"{name}.png", ops, report.get("faults", []), anomaly_times(ops, anomalies),
                    f"{name}: seed {report.get('seed')}, {len(report.get('faults', []))} faults")  # fmt: skip
-    summary = {k: v for k, v in report.items() if k not in ("history", "faults", "reads", "commits")}
+    summary = {k: v for k, v in report.items() if not k.endswith("history") and k not in ("faults", "reads", "commits")}
     print(f"chaos report: {json_path}\nchaos timeline: {png}\n{json.dumps(summary, indent=1, default=str)[:3000]}")
     return json_path, png

@@ -209,3 +209,71 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
         assert any(_bit(f) for f in report["faults"]), report["faults"]
     assert verdict.valid, json.dumps(verdict.summary(), indent=1)
     assert not any(group_anomalies[a] for a in GROUP_ANOMALIES), json.dumps(report["group"], indent=1)
+
+
+def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedCluster, tmp_path: Path) -> None:
+    """Two faults at once, beyond the budget of RF 3 / ``min.insync.replicas`` 2: first two of the
+    three nodes killed (one left: no quorum, an ISR of one), then every node partitioned from every
+    other (clients still reach each). While it lasts no write invoked during it may be
+    acknowledged (Kafka documentation §4.7: acks=all needs ``min.insync.replicas`` in-sync replicas,
+    else NOT_ENOUGH_REPLICAS); once healed, nothing acknowledged before is lost."""
+    topic = f"chaos-over-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    history = History()
+    writers: list[Writer] = [
+        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
+        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
+    ]
+    windows: list[dict] = []
+    net = cluster.network
+    try:
+        for w in writers:
+            w.start()
+        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
+        for nemesis in ("kill-two", "partition-all"):
+            start = time.monotonic() - history.origin
+            if nemesis == "kill-two":
+                for n in NODES[:2]:
+                    cluster.kill(n)
+            else:
+                for n in NODES:
+                    net.drop(at=n, sources=[net.address(m) for m in NODES if m != n])
+            acked_at_start = sum(w.acked for w in writers)
+            since = start + 1
+
+            def invoked_since(since: float = since) -> bool:
+                return sum(1 for op in history.snapshot() if op.type == "invoke" and op.time > since) > 50
+
+            _wait(invoked_since, "writes invoked during the double fault")
+            time.sleep(3)  # the double fault's length: writes keep arriving (not a synchronisation)
+            end = time.monotonic() - history.origin
+            heal_all(cluster)
+            acked = sum(w.acked for w in writers) - acked_at_start
+            windows.append({"nemesis": "over-budget", "target": 0, "start": round(start, 3), "heal": round(end, 3),
+                            "what": nemesis, "acked_during": acked})  # fmt: skip
+            _wait(lambda: _full_isr(cluster, topic), "a full ISR after the double fault", timeout_s=180)
+            windows[-1]["recovered"] = round(time.monotonic() - history.origin, 3)
+    finally:
+        heal_all(cluster)
+        for w in writers:
+            w.join()
+    final = read_all(cluster.bootstrap(), topic, PARTITIONS)
+    ops = history.snapshot()
+    verdict = check(ops, final)
+    invoked = {op.value: op.time for op in ops if op.type == "invoke"}
+    refused_not = [
+        {"value": op.value, "invoked": invoked[op.value], "ok": op.time, "window": w["what"]}
+        for w in windows
+        for op in ops
+        if op.type == "ok" and w["start"] + 1 < invoked[op.value] and op.time < w["heal"]
+    ]
+    report = {"seed": SEED, "topic": topic, "faults": windows, "verdict": verdict.summary(),
+              "acknowledged_during_double_fault": refused_not, "history": [op.to_json() for op in ops]}  # fmt: skip
+    chaos_report.write(
+        tmp_path, "chaos-over-budget", report, ops, {**verdict.anomalies, "acked_in_window": refused_not}
+    )
+    assert all(w.error is None for w in writers), [repr(w.error) for w in writers]
+    assert verdict.valid, json.dumps(verdict.summary(), indent=1)
+    assert refused_not == [], refused_not[:10]
