@@ -1,0 +1,265 @@
+"""KIP-932 share-partition state persisted by the share coordinator, on a cluster of three
+``broker,controller`` nodes SIGKILLed for real.
+
+KIP-932 "Share-partition state persistence": the share-partition leader writes the start offset,
+the in-flight records' states and delivery counts to the share coordinator of the share-partition
+(the leader of its ``__share_group_state`` partition, FindCoordinator key type 2) with
+WriteShareGroupState; a new leader reads it back with ReadShareGroupState. A librdkafka share
+consumer (confluent-kafka's ``ShareConsumer``, explicit acknowledgement) accepts part of a batch
+and holds the rest when it is SIGKILLed; then the share coordinator's leader and the partition's
+leader are SIGKILLed and restarted one after the other. Afterwards the accepted records are never
+delivered again, the held ones are, with their delivery count kept (2), and one released then is
+archived by ``group.share.delivery.count.limit`` = 2; ``pylog share-groups describe`` and Kafka
+4.1.1's ``kafka-share-groups --describe`` show the start offset of before the failures.
+``reset-offsets`` (InitializeShareGroupState, a new state epoch) and ``delete``
+(DeleteShareGroupState) change what the share coordinator answers to ReadShareGroupStateSummary.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyspark_log.embedded_cluster import EmbeddedCluster, request
+from pyspark_log.wire import ApiKey
+from tests.integration.cluster_harness import wait_for
+
+from .groups_helpers import produce, unique
+
+NODES = (1, 2, 3)
+STATE_TOPIC = "__share_group_state"
+OVERRIDES = {
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "1000",
+    "replica.lag.time.max.ms": "4000",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "share.coordinator.state.topic.num.partitions": "3",
+    "share.coordinator.snapshot.update.records.per.snapshot": "2",  # ShareUpdates and ShareSnapshots both
+    "group.share.delivery.count.limit": "2",  # Kafka's lowest
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "250",
+    "group.share.min.session.timeout.ms": "1000",
+    "group.share.session.timeout.ms": "3000",
+}
+DEADLINE_S = 120
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+CHILD = """
+import sys
+import time
+from confluent_kafka import AcknowledgeType, ShareConsumer
+bootstrap, group, topic = sys.argv[1:4]
+c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"})
+c.subscribe([topic])
+while True:
+    got = [m for m in c.poll(0.5) or [] if m.error() is None]
+    if got:
+        break
+got.sort(key=lambda m: m.offset())
+accepted = got[: (len(got) + 1) // 2]
+for m in accepted:
+    c.acknowledge(m, AcknowledgeType.ACCEPT)
+c.commit_sync()
+print("ACCEPTED", " ".join(f"{m.offset()}:{m.value().decode()}" for m in accepted), flush=True)
+print("HELD", " ".join(f"{m.offset()}:{m.value().decode()}" for m in got[len(accepted):]), flush=True)
+print("DONE", flush=True)
+while True:  # holds the rest, never acknowledges them (until SIGKILL)
+    time.sleep(0.2)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    import confluent_kafka
+
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer")
+    with EmbeddedCluster(
+        tmp_path_factory.mktemp("share-state"), brokers=NODES, combined=True, overrides=OVERRIDES
+    ) as c:
+        yield c
+
+
+def pylog(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", bootstrap, "share-groups", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def described_start(cluster: EmbeddedCluster, group: str, topic: str) -> int | None:
+    """START-OFFSET of partition 0 in ``pylog share-groups describe`` (None: not shown)."""
+    done = pylog(cluster.bootstrap(), "describe", "--group", group)
+    for line in done.stdout.splitlines()[1:]:
+        cols = line.split()
+        if cols[:3] == [group, topic, "0"] and cols[-1].lstrip("-").isdigit():
+            return int(cols[-1])
+    return None
+
+
+def topic_id(cluster: EmbeddedCluster, topic: str) -> str:
+    """Kafka's text form of the topic id (URL-safe base64, unpadded), from a Metadata answer."""
+    response = request(cluster.address(running(cluster)[0]), ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
+    return base64.urlsafe_b64encode(response.topics[0].topic_id.bytes).decode().rstrip("=")
+
+
+def running(cluster: EmbeddedCluster) -> list[int]:
+    return [n for n in NODES if cluster.nodes[n].running]
+
+
+def share_coordinator(cluster: EmbeddedCluster, key: str) -> int | None:
+    """FindCoordinator key type 2 (SHARE) for ``group:topicId:partition``: the node, or None."""
+    body = {"key_type": 2, "coordinator_keys": [key]}
+    answer = request(cluster.address(running(cluster)[0]), ApiKey.FIND_COORDINATOR, 4, body).coordinators[0]
+    return answer.node_id if answer.error_code == 0 and answer.node_id in running(cluster) else None
+
+
+def state_summary(cluster: EmbeddedCluster, group: str, topic: str) -> Any:
+    """ReadShareGroupStateSummary (87) of partition 0, asked of its share coordinator."""
+    response = request(cluster.address(running(cluster)[0]), ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
+    tid = response.topics[0].topic_id
+    key = f"{group}:{base64.urlsafe_b64encode(tid.bytes).decode().rstrip('=')}:0"
+    node = wait_for(lambda: share_coordinator(cluster, key), "the share coordinator")
+    body = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}
+    return request(cluster.address(node), ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, body).results[0].partitions[0]
+
+
+def kill_and_restart(cluster: EmbeddedCluster, victim: int, topics: list[tuple[str, int]]) -> None:
+    """SIGKILL ``victim``, wait until each of ``topics``' partitions it led has another leader,
+    restart it, and wait until it is back in their ISRs (so the next kill keeps min.insync)."""
+    led = [(t, p) for t, p in topics if cluster.partitions(t).get(p) and cluster.partitions(t)[p].leader == victim]
+    cluster.kill(victim)
+    for t, p in led:
+        wait_for(
+            lambda t=t, p=p: (v := cluster.partitions(t).get(p)) is not None and v.leader not in (victim, -1),
+            f"{t}-{p} led by another node than {victim}",
+            DEADLINE_S,
+        )
+    cluster.restart(victim)
+    for t, p in topics:
+        wait_for(
+            lambda t=t, p=p: (v := cluster.partitions(t).get(p)) is not None and set(v.isr) == set(NODES),
+            f"{victim} back in the ISR of {t}-{p}",
+            DEADLINE_S,
+        )
+
+
+def until(consumer: Any, received: list[tuple[int, bytes, int]], done: Callable[[], bool], decide: Any) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, received
+        messages = [m for m in consumer.poll(0.5) or [] if m.error() is None]
+        for m in messages:
+            received.append((m.offset(), m.value(), m.delivery_count()))
+            consumer.acknowledge(m, decide(m))
+        if messages:
+            consumer.commit_sync()
+
+
+def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = unique("state"), unique("g")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    wait_for(lambda: (v := cluster.partitions(topic).get(0)) is not None and len(v.isr) == 3, "the topic's ISR")
+    values = produce(cluster.bootstrap(), topic, 10)
+    reset = pylog(
+        cluster.bootstrap(), "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"
+    )
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), cluster.bootstrap(), group, topic], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert child.stdout is not None
+        lines: dict[str, list[tuple[int, bytes]]] = {}
+        deadline = time.monotonic() + DEADLINE_S
+        while "DONE" not in lines:
+            assert time.monotonic() < deadline, lines
+            line = child.stdout.readline()
+            assert line, "the child ended"
+            word, *pairs = line.split()
+            lines[word] = [(int(o), v.encode()) for o, v in (pair.split(":", 1) for pair in pairs)]
+        os.kill(child.pid, signal.SIGKILL)  # its acquired records stay acquired (no session close)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    accepted, held = {v for _, v in lines["ACCEPTED"]}, {v for _, v in lines["HELD"]}
+    assert accepted, lines
+    assert held, lines
+    start = min(o for o, _ in lines["HELD"])
+    wait_for(lambda: described_start(cluster, group, topic) == start, f"describe showing start offset {start}")
+
+    key = f"{group}:{topic_id(cluster, topic)}:0"
+    coordinator = wait_for(lambda: share_coordinator(cluster, key), "the share coordinator")
+    watched = [(topic, 0), *((STATE_TOPIC, p) for p in range(3))]
+    kill_and_restart(cluster, coordinator, watched)  # the share coordinator's leader
+    kill_and_restart(cluster, cluster.partitions(topic)[0].leader, watched)  # the share-partition's leader
+
+    assert described_start(cluster, group, topic) == start  # the same start offset after the failures
+    from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
+
+    try:
+        kafka_libs()
+    except KafkaUnavailable:
+        pass
+    else:
+        shown = kafka_tool(
+            "kafka-share-groups", "--bootstrap-server", cluster.bootstrap(), "--describe", "--group", group
+        )
+        rows = [line.split() for line in shown.stdout.strip().splitlines()[1:]]
+        assert [group, topic, "0", str(start)] in rows, shown.stdout + shown.stderr
+
+    doomed = sorted(held)[0]  # released once more: delivery count 2 = the limit, so archived
+    consumer = ShareConsumer({
+        "bootstrap.servers": cluster.bootstrap(), "group.id": group, "share.acknowledgement.mode": "explicit",
+    })  # fmt: skip
+    consumer.subscribe([topic])
+    received: list[tuple[int, bytes, int]] = []
+
+    def decide(m: Any) -> Any:
+        return AcknowledgeType.RELEASE if m.value() == doomed else AcknowledgeType.ACCEPT
+
+    try:
+        until(consumer, received, lambda: held <= {v for _, v, _ in received}, decide)
+        assert {d for _, v, d in received if v in held} == {2}, received  # the delivery count was kept
+        marker = produce(cluster.bootstrap(), topic, 1, start=100)[0]
+        until(consumer, received, lambda: marker in {v for _, v, _ in received}, decide)
+        got = [v for _, v, _ in received]
+        assert not accepted & set(got), received  # accepted before the failures: never again
+        assert got.count(doomed) == 1, received  # not past group.share.delivery.count.limit
+        assert set(values) <= accepted | set(got)
+    finally:
+        consumer.close()
+
+    # reset-offsets: InitializeShareGroupState with the next state epoch; delete: DeleteShareGroupState
+    before = wait_for(lambda: (s := state_summary(cluster, group, topic)).error_code == 0 and s, "the state summary")
+    wait_for(
+        lambda: pylog(cluster.bootstrap(), "reset-offsets", "--group", group, "--topic", topic, "--to-offset", "3",
+                      "--execute").returncode == 0,
+        "reset-offsets once the group is empty",
+    )  # fmt: skip
+    after = state_summary(cluster, group, topic)
+    assert (after.error_code, after.start_offset) == (0, 3)
+    assert after.state_epoch > before.state_epoch
+    assert described_start(cluster, group, topic) == 3
+    deleted = pylog(cluster.bootstrap(), "delete", "--group", group)
+    assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+    assert state_summary(cluster, group, topic).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    gone = pylog(cluster.bootstrap(), "describe", "--group", group)
+    assert f"Share group '{group}' does not exist." in gone.stderr
