@@ -122,6 +122,22 @@ def share_coordinator(cluster: EmbeddedCluster, key: str) -> int | None:
     return answer.node_id if answer.error_code == 0 and answer.node_id in running(cluster) else None
 
 
+def group_coordinator(cluster: EmbeddedCluster, group: str) -> int | None:
+    body = {"key_type": 0, "coordinator_keys": [group]}
+    answer = request(cluster.address(running(cluster)[0]), ApiKey.FIND_COORDINATOR, 4, body).coordinators[0]
+    return answer.node_id if answer.error_code == 0 and answer.node_id in running(cluster) else None
+
+
+def share_group_epoch(cluster: EmbeddedCluster, group: str) -> tuple[str, int] | None:
+    """ShareGroupDescribe (77) at the group coordinator: (state, group epoch), None until it answers."""
+    node = group_coordinator(cluster, group)
+    if node is None:
+        return None
+    body = {"group_ids": [group], "include_authorized_operations": False}
+    described = request(cluster.address(node), ApiKey.SHARE_GROUP_DESCRIBE, 1, body).groups[0]
+    return (described.group_state, described.group_epoch) if described.error_code == 0 else None
+
+
 def state_summary(cluster: EmbeddedCluster, group: str, topic: str) -> Any:
     """ReadShareGroupStateSummary (87) of partition 0, asked of its share coordinator."""
     response = request(cluster.address(running(cluster)[0]), ApiKey.METADATA, 12, {"topics": [{"name": topic}]})
@@ -246,6 +262,14 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
         assert set(values) <= accepted | set(got)
     finally:
         consumer.close()
+
+    # the group coordinator fails: the group's records in __consumer_offsets bring back its epoch
+    # and the share-partitions it has state for (which delete needs)
+    described = wait_for(lambda: (d := share_group_epoch(cluster, group)) and d[0] == "Empty" and d, "an empty group")
+    offsets_partitions = [("__consumer_offsets", p) for p in range(3)]
+    kill_and_restart(cluster, wait_for(lambda: group_coordinator(cluster, group), "the group coordinator"),
+                     [*offsets_partitions, *watched])  # fmt: skip
+    assert wait_for(lambda: share_group_epoch(cluster, group), "the group described again") == described
 
     # reset-offsets: InitializeShareGroupState with the next state epoch; delete: DeleteShareGroupState
     before = wait_for(lambda: (s := state_summary(cluster, group, topic)).error_code == 0 and s, "the state summary")
