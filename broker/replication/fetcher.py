@@ -108,6 +108,10 @@ class ReplicaFetchers:
                 del self._fetchers[key]
         for key, parts in wanted.items():
             existing = self._fetchers.get(key)
+            if existing is not None and existing.task is not None and existing.task.done():
+                self._stop(existing)  # it died (``_fetcher_done`` logged why): a fresh one takes over
+                del self._fetchers[key]
+                existing = None
             if existing is not None:
                 fetcher = existing
             else:
@@ -116,12 +120,23 @@ class ReplicaFetchers:
                 fetcher.task = asyncio.get_running_loop().create_task(
                     self._run(fetcher), name=f"replica-fetcher-{key[0]}-{key[1]}"
                 )
+                fetcher.task.add_done_callback(self._fetcher_done)
             current = fetcher.partitions
             fetcher.partitions = {
                 tp: current[tp] if tp in current and current[tp].leader_epoch == epoch else _Fetching(epoch)
                 for tp, epoch in parts.items()
             }
             fetcher.changed.set()
+
+    def _fetcher_done(self, task: asyncio.Task[None]) -> None:
+        """A fetcher loop ends only when cancelled; one that raised is logged and replaced (its
+        partitions would otherwise never fetch again, silently out of every ISR)."""
+        if task.cancelled() or self._closed:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("%s died; starting a new one: %r", task.get_name(), exc, exc_info=exc)
+            asyncio.get_running_loop().call_later(self._config.fetch_backoff_ms / 1000, self.replan)
 
     def _stop(self, fetcher: SourceFetcher) -> None:
         if fetcher.task is not None:
@@ -186,7 +201,7 @@ class ReplicaFetchers:
                     hosted = self._replicas.get_partition(*key)
                     if state is None or hosted is None or key not in sent or sent[key] != hosted.leader_epoch:
                         continue  # leadership moved while the fetch was in flight
-                    if not self._apply(fetcher, hosted, part):
+                    if not self._apply_or_back_off(fetcher, hosted, part):
                         state.retry_at_ms = self._clock_ms() + config.fetch_backoff_ms
                     if self.throttles is not None and self.throttles.follower_throttled(*key):
                         self.throttles.follower.record(len(part["records"] or b""))
@@ -233,6 +248,19 @@ class ReplicaFetchers:
             "rack_id": "",
         }
         return sent, body
+
+    def _apply_or_back_off(self, fetcher: SourceFetcher, hosted: Partition, part: dict) -> bool:
+        """``_apply``, with a disk error while appending, truncating or restarting the log (an
+        offline log dir's LogError, or a raw OSError from a file the restart creates) answered by
+        backing this partition off (False) instead of raising: raised, it ended the loop that
+        fetches every partition of this leader (the chaos disk-full nemesis left a follower out
+        of the ISR of every partition one broker led; ``_fetcher_done`` now also replaces a loop
+        that died)."""
+        try:
+            return self._apply(fetcher, hosted, part)
+        except (LogError, OSError) as exc:
+            log.warning("%s: cannot apply the leader's answer: %s", hosted.log.name, exc)
+            return False
 
     def _apply(self, fetcher: SourceFetcher, hosted: Partition, part: dict) -> bool:
         """Apply one partition's answer; False when it should back off."""
