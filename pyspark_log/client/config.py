@@ -128,6 +128,9 @@ CONSUMER = {
         _i("heartbeat.interval.ms", 3000, 1),
         _i("max.poll.interval.ms", 300000, 1),
         _s("partition.assignment.strategy", "range,cooperative-sticky"),
+        # KIP-848: "consumer" makes the broker assign (ConsumerGroupHeartbeat; group/consumer_member.py)
+        _s("group.protocol", "classic", ("classic", "consumer")),
+        _s("group.remote.assignor", None),
         _b("exclude.internal.topics", True),
     )
 }

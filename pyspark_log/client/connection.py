@@ -86,7 +86,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.FIND_COORDINATOR: (1, 3),
-    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_COMMIT: (2, 9),  # v9: member epochs of KIP-848 consumer groups
     ApiKey.OFFSET_FETCH: (1, 7),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
@@ -95,6 +95,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),  # v5: group types (KIP-848)
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),  # KIP-848 groups (the admin describes them first)
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # group.protocol=consumer (group/consumer_member.py)
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),

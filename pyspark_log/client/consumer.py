@@ -46,6 +46,7 @@ from pyspark_log.client.errors import (
     error_for,
 )
 from pyspark_log.client.fetcher import Fetcher, FetchSettings
+from pyspark_log.client.group.consumer_member import ConsumerProtocolGroup
 from pyspark_log.client.group.membership import ConsumerGroup
 from pyspark_log.client.group.subscription import (
     Callback,
@@ -132,7 +133,7 @@ class AsyncConsumer:
         self.group_id: str | None = c["group.id"]
         self._groups = GroupOffsets(self.cluster, self._backoff)
         self._connector = self.cluster.connector  # TLS / SASL under security.protocol
-        self._group: ConsumerGroup | None = None
+        self._group: ConsumerGroup | ConsumerProtocolGroup | None = None
         self.callback_runner: CallbackRunner = run_inline
         self._started = False
         self._closed = False
@@ -196,7 +197,8 @@ class AsyncConsumer:
         if listener is None and (on_assign or on_revoke or on_lost):
             listener = FunctionListener(on_assign, on_revoke, on_lost)
         if self._group is None:
-            group = ConsumerGroup(self.config, self.cluster, self.fetcher, self._backoff, self._clock, self._connector)
+            kind = ConsumerProtocolGroup if str(self.config["group.protocol"]).lower() == "consumer" else ConsumerGroup
+            group = kind(self.config, self.cluster, self.fetcher, self._backoff, self._clock, self._connector)
             group.on_wakeup = self.fetcher.data_ready.set
             group.callback_runner = self.callback_runner
             self._group = group
