@@ -5,12 +5,21 @@ classic members go on through JoinGroup/SyncGroup/Heartbeat answered by it — a
 one, so the group becomes classic again when the last consumer-protocol member leaves
 (``group.consumer.migration.policy=bidirectional``, Kafka 4.x's default). Every member commits
 each record synchronously before its next poll: by committed offsets no record is lost or read
-twice across both migrations. A restart of the broker in the mixed state (the coordinator
+twice across both migrations. The Java consumer (Kafka 4.1.1's ``kafka-verifiable-consumer``,
+``--group-protocol classic`` then ``consumer``) migrates the same way, each offset consumed once.
+A restart of the broker in the mixed state (the coordinator
 replays the migrated group from ``__consumer_offsets``) keeps the group, its epochs and members."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import queue
 import re
+import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -84,6 +93,15 @@ class Run:
                     self.received.append(msg.value())
                     consumer.commit(message=msg, asynchronous=False)
 
+    def end_offsets(self) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": unique("probe")})
+        try:
+            return {p: probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1] for p in range(4)}
+        finally:
+            probe.close()
+
     def group_type(self) -> str | None:
         listed = self.admin.list_consumer_groups().result(timeout=30)
         for g in listed.valid:
@@ -148,6 +166,111 @@ def test_rolling_upgrade_and_downgrade_under_load_reads_each_record_once(broker:
     finally:
         for name in list(run.consumers):
             run.close(name)
+
+
+class JavaConsumer:
+    """A ``kafka-verifiable-consumer`` (synchronous commit after every batch) and its events."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str) -> None:
+        from tests.apache_kafka import kafka_tool_process
+
+        self.proc = kafka_tool_process(
+            "kafka-verifiable-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,
+            "--group-protocol", protocol, "--reset-policy", "earliest",
+        )  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.held: frozenset[int] = frozenset()
+        self.consumed: list[tuple[int, int, int]] = []  # (partition, first offset, last offset)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def drain(self) -> None:
+        while True:
+            try:
+                event = json.loads(self.lines.get_nowait())
+            except queue.Empty:
+                return
+            except ValueError:
+                continue
+            name, parts = event.get("name"), event.get("partitions", [])
+            if name == "partitions_assigned":
+                self.held = self.held | {int(p["partition"]) for p in parts}
+            elif name == "partitions_revoked":
+                self.held = self.held - {int(p["partition"]) for p in parts}
+            elif name == "records_consumed":
+                self.consumed += [(int(p["partition"]), int(p["minOffset"]), int(p["maxOffset"])) for p in parts]
+
+    def stop(self) -> None:
+        """SIGTERM: the consumer closes (leaves the group) in its shutdown hook."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.drain()
+
+
+def test_the_java_consumer_migrates_both_ways(broker: EmbeddedBroker) -> None:
+    """A classic Java member, then a consumer-protocol one joins (upgrade; the two split the
+    partitions), then it stops (downgrade; the classic member gets them all back): by the
+    consumers' own records_consumed events every produced offset is consumed exactly once."""
+    try:
+        from tests.apache_kafka import kafka_libs
+
+        kafka_libs()
+    except Exception as exc:
+        pytest.skip(f"Apache Kafka's tools are not available: {exc}")
+    bootstrap = broker.bootstrap_servers
+    topic, group = unique("java-migrate"), unique("g")
+    create_topic(bootstrap, topic, 4)
+    run = Run(bootstrap, group, topic)  # for its admin client and producer
+    classic = JavaConsumer(bootstrap, topic, group, "classic")
+    modern: JavaConsumer | None = None
+    everything = frozenset(range(4))
+
+    def wait(what: str, check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 120
+        while True:
+            for c in (classic, modern):
+                if c is not None:
+                    c.drain()
+            if check():
+                return
+            assert time.monotonic() < deadline, f"{what}: not reached"
+            run.produce(4)
+            time.sleep(0.2)  # a pace for the producer, not a synchronisation: the check above polls
+
+    try:
+        wait("the classic member holds all", lambda: classic.held == everything and run.group_type() == "classic")
+        modern = JavaConsumer(bootstrap, topic, group, "consumer")
+        second = modern
+        wait("upgraded and split", lambda: len(classic.held) == len(second.held) == 2
+             and run.group_type() == "consumer")  # fmt: skip
+        modern.stop()
+        modern = None
+        wait("downgraded", lambda: classic.held == everything and run.group_type() == "classic")
+        ends = dict.fromkeys(range(4), 0)
+        for tp, off in run.end_offsets().items():
+            ends[tp] = off
+        wait("everything consumed", lambda: all(
+            max((last for p, _, last in classic.consumed + second.consumed if p == tp), default=-1) >= ends[tp] - 1
+            for tp in ends
+        ))  # fmt: skip
+        for tp in ends:
+            ranges = sorted((first, last) for p, first, last in classic.consumed + second.consumed if p == tp)
+            for (_, last), (first, _) in itertools.pairwise(ranges):
+                assert first == last + 1, f"partition {tp}: offsets read twice or skipped: {ranges}"
+            assert ranges[0][0] == 0
+    finally:
+        classic.stop()
+        if modern is not None:
+            modern.stop()
 
 
 def test_a_mixed_group_survives_a_broker_restart(broker: EmbeddedBroker) -> None:
