@@ -163,7 +163,6 @@ IGNORED_BROKER_CONFIGS: dict[str, str] = {
     "remote.log.storage.manager.class.name": _TIERED,
     "log.local.retention.ms": _TIERED,
     "log.local.retention.bytes": _TIERED,
-    "group.consumer.migration.policy": "classic and consumer groups are not migrated online (KIP-848)",
     "group.consumer.regex.refresh.interval.ms": "subscription regexes are re-evaluated at every heartbeat",
     "offsets.load.buffer.size": "offsets are loaded in one pass",
     "offsets.topic.compression.codec": "offset commits are written uncompressed",

@@ -200,6 +200,7 @@ BROKER_CONFIG_TYPES = {
     "zookeeper.connect": STRING,
     "log.format": STRING,
     "kafka.logs.dir": STRING,
+    "group.consumer.migration.policy": STRING,
     "log.file.max.bytes": LONG,
     "log.recovery.progress.interval.ms": LONG,
 }
