@@ -228,6 +228,8 @@ async def _share_fetch(broker: Broker, request: Request, share: ShareGroups) -> 
             if name is None:
                 unknown.setdefault(topic.topic_id, []).append(part.partition_index)
                 continue
+            if (name, part.partition_index) not in session.partitions:  # an admin may have reset it
+                await share.revalidate((body.group_id, name, part.partition_index))
             session.partitions.add((name, part.partition_index))
             if part.acknowledgement_batches:
                 ack_results[(name, part.partition_index)] = await share.acknowledge(

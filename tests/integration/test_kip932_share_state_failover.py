@@ -196,9 +196,11 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
 
     script = tmp_path / "child.py"
     script.write_text(CHILD)
+    errors = (tmp_path / "child.err").open("w")
     child = subprocess.Popen(
-        [sys.executable, str(script), cluster.bootstrap(), group, topic], stdout=subprocess.PIPE, text=True, bufsize=1
-    )
+        [sys.executable, str(script), cluster.bootstrap(), group, topic],
+        stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1,
+    )  # fmt: skip
     try:
         assert child.stdout is not None
         lines: dict[str, list[tuple[int, bytes]]] = {}
@@ -206,7 +208,7 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
         while "DONE" not in lines:
             assert time.monotonic() < deadline, lines
             line = child.stdout.readline()
-            assert line, "the child ended"
+            assert line, f"the child ended: {(tmp_path / 'child.err').read_text()}"
             word, *pairs = line.split()
             lines[word] = [(int(o), v.encode()) for o, v in (pair.split(":", 1) for pair in pairs)]
         os.kill(child.pid, signal.SIGKILL)  # its acquired records stay acquired (no session close)
@@ -215,6 +217,7 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
         if child.poll() is None:
             child.kill()
             child.wait(10)
+        errors.close()
     accepted, held = {v for _, v in lines["ACCEPTED"]}, {v for _, v in lines["HELD"]}
     assert accepted, lines
     assert held, lines
@@ -227,7 +230,8 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
     kill_and_restart(cluster, coordinator, watched)  # the share coordinator's leader
     kill_and_restart(cluster, cluster.partitions(topic)[0].leader, watched)  # the share-partition's leader
 
-    assert described_start(cluster, group, topic) == start  # the same start offset after the failures
+    shown_after = wait_for(lambda: (d := described_start(cluster, group, topic)) is not None and (d,), "describe")
+    assert shown_after == (start,)  # the same start offset after the failures
     from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
 
     try:
@@ -240,6 +244,14 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
         )
         rows = [line.split() for line in shown.stdout.strip().splitlines()[1:]]
         assert [group, topic, "0", str(start)] in rows, shown.stdout + shown.stderr
+
+    # the group coordinator fails: the group's records in __consumer_offsets bring back its epoch
+    # and the share-partitions it has state for (which delete needs)
+    described = wait_for(lambda: (d := share_group_epoch(cluster, group)) and d[0] == "Empty" and d, "an empty group")
+    offsets_partitions = [("__consumer_offsets", p) for p in range(3)]
+    kill_and_restart(cluster, wait_for(lambda: group_coordinator(cluster, group), "the group coordinator"),
+                     [*offsets_partitions, *watched])  # fmt: skip
+    assert wait_for(lambda: share_group_epoch(cluster, group), "the group described again") == described
 
     doomed = sorted(held)[0]  # released once more: delivery count 2 = the limit, so archived
     consumer = ShareConsumer({
@@ -263,14 +275,6 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
     finally:
         consumer.close()
 
-    # the group coordinator fails: the group's records in __consumer_offsets bring back its epoch
-    # and the share-partitions it has state for (which delete needs)
-    described = wait_for(lambda: (d := share_group_epoch(cluster, group)) and d[0] == "Empty" and d, "an empty group")
-    offsets_partitions = [("__consumer_offsets", p) for p in range(3)]
-    kill_and_restart(cluster, wait_for(lambda: group_coordinator(cluster, group), "the group coordinator"),
-                     [*offsets_partitions, *watched])  # fmt: skip
-    assert wait_for(lambda: share_group_epoch(cluster, group), "the group described again") == described
-
     # reset-offsets: InitializeShareGroupState with the next state epoch; delete: DeleteShareGroupState
     before = wait_for(lambda: (s := state_summary(cluster, group, topic)).error_code == 0 and s, "the state summary")
     wait_for(
@@ -287,3 +291,68 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
     assert state_summary(cluster, group, topic).error_code == UNKNOWN_TOPIC_OR_PARTITION
     gone = pylog(cluster.bootstrap(), "describe", "--group", group)
     assert f"Share group '{group}' does not exist." in gone.stderr
+
+    # the same group id afresh: the partition leader's copy of the deleted state is not used again
+    again = pylog(
+        cluster.bootstrap(), "reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    fresh = ShareConsumer({
+        "bootstrap.servers": cluster.bootstrap(), "group.id": group, "share.acknowledgement.mode": "explicit",
+    })  # fmt: skip
+    fresh.subscribe([topic])
+    anew: list[tuple[int, bytes, int]] = []
+    try:
+        until(fresh, anew, lambda: set(values) <= {v for _, v, _ in anew}, lambda m: AcknowledgeType.ACCEPT)
+        assert {d for _, v, d in anew if v in values} == {1}, anew
+    finally:
+        fresh.close()
+
+
+def test_reset_and_delete_reach_a_partition_leader_holding_the_old_state(cluster: EmbeddedCluster) -> None:
+    """The group coordinator resets or deletes the state at the share coordinator while another
+    broker, the partition's leader, still holds the share-partition in memory: the leader's next
+    share session reads the state again (the records from the new start offset are delivered)."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = unique("reset")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
+    leader = wait_for(
+        lambda: (v := cluster.partitions(topic).get(0)) is not None and v.leader > 0 and v.leader, "a leader"
+    )
+
+    def elsewhere() -> str | None:
+        return next(
+            (g for g in (unique("g") for _ in range(20)) if group_coordinator(cluster, g) not in (None, leader)), None
+        )
+
+    group = wait_for(elsewhere, "a group coordinated away from the partition's leader")
+    values = produce(cluster.bootstrap(), topic, 6)
+
+    def read_all(wanted: set[bytes]) -> list[tuple[int, bytes, int]]:
+        consumer = ShareConsumer({
+            "bootstrap.servers": cluster.bootstrap(), "group.id": group, "share.acknowledgement.mode": "explicit",
+        })  # fmt: skip
+        consumer.subscribe([topic])
+        got: list[tuple[int, bytes, int]] = []
+        try:
+            until(consumer, got, lambda: wanted <= {v for _, v, _ in got}, lambda m: AcknowledgeType.ACCEPT)
+        finally:
+            consumer.close()
+        return got
+
+    def reset(*to: str) -> None:
+        done = pylog(cluster.bootstrap(), "reset-offsets", "--group", group, "--topic", topic, *to, "--execute")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    reset("--to-earliest")
+    read_all(set(values))  # the leader now holds the share-partition at start offset 6
+    wait_for(lambda: pylog(cluster.bootstrap(), "reset-offsets", "--group", group, "--topic", topic, "--to-offset",
+                           "3", "--execute").returncode == 0, "reset-offsets once the group is empty")  # fmt: skip
+    again = read_all(set(values[3:]))
+    assert {v for _, v, _ in again} == set(values[3:])
+    wait_for(lambda: pylog(cluster.bootstrap(), "delete", "--group", group).returncode == 0, "delete")
+    reset("--to-earliest")
+    assert {v for _, v, _ in read_all(set(values))} == set(values)

@@ -13,7 +13,8 @@ Kafka 4.1's ``ShareCoordinatorShard`` does:
   from ``share.auto.offset.reset``).
 * **WriteShareGroupState** (85): the share-partition leader's new state (start offset and every
   in-flight batch); FENCED_STATE_EPOCH / FENCED_LEADER_EPOCH for a write older than the stored
-  state (a reset happened, or a newer leader wrote). A ShareUpdate is appended unless the state
+  state (a reset happened, or a newer leader wrote); UNKNOWN_TOPIC_OR_PARTITION for a key without
+  state (never initialised, or deleted since the writer read it). A ShareUpdate is appended unless the state
   epoch changed or ``share.coordinator.snapshot.update.records.per.snapshot`` updates followed the
   last ShareSnapshot (then a ShareSnapshot with the next snapshot epoch).
 * **DeleteShareGroupState** (86): tombstones of both keys (snapshot and update) of the
@@ -136,6 +137,8 @@ class ShareCoordinator:
         if states is None:
             return refused
         current = states.get(key)
+        if current is None:  # never initialised, or deleted since: the writer's copy is stale
+            return StateResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no state.")
         if current is not None:
             if state_epoch < current.state.state_epoch:
                 return StateResult(ErrorCode.FENCED_STATE_EPOCH, "The state epoch is older than the stored one.")

@@ -14,7 +14,7 @@ group, share-partitions where it leads the topic-partition, share sessions, time
 * **Share-partitions** (ShareFetch, ShareAcknowledge): kept by the topic-partition's leader,
   created on first fetch from the state the share coordinator holds (ReadShareGroupState through
   the ``persister``), else at ``share.auto.offset.reset`` (latest, Kafka's default; the initial
-  state is written at once).
+  state is written at once with InitializeShareGroupState).
 * **Share sessions** (KIP-932 "Share session"): per (group, member), epoch 0 opens one (releasing
   what an older session of the member held), -1 closes it (after its acknowledgements are
   applied, its acquired records are released); any other epoch must be the session's next one
@@ -24,11 +24,12 @@ group, share-partitions where it leads the topic-partition, share sessions, time
   offset, states, delivery counts; acquired records written as available with their count) is
   written to its share coordinator, which answers once ``__share_group_state`` committed it; the
   client hears back after that. Writes of one share-partition go one at a time, each with the
-  state current when it starts. A write refused as fenced (FENCED_STATE_EPOCH: an admin reset
-  or delete; FENCED_LEADER_EPOCH: a newer leader) drops the in-memory state: the next fetch
-  reads it again. So a partition leader that dies loses only locks: its successor reads the
-  start offset, the acknowledged records and the delivery counts (acquired records count as
-  delivered, the delivery limit holds across failures).
+  state current when it starts. A write refused as fenced (FENCED_STATE_EPOCH: an admin reset;
+  FENCED_LEADER_EPOCH: a newer leader; UNKNOWN_TOPIC_OR_PARTITION: the state was deleted) drops
+  the in-memory state: the next fetch reads it again (or starts afresh). So a partition leader
+  that dies loses only locks: its successor reads the start offset, the acknowledged records and
+  the delivery counts (acquired records count as delivered, the delivery limit holds across
+  failures).
 * **Admin** (the group coordinator's side): DescribeShareGroupOffsets reads the start offsets
   with ReadShareGroupStateSummary, AlterShareGroupOffsets initialises the state at the new offset
   with the next state epoch (InitializeShareGroupState), DeleteGroups deletes the state of every
@@ -426,6 +427,27 @@ class ShareGroups:
             if part is not None and part.release_member(session.member_id):
                 self._spawn(self._persist(key))
 
+    async def revalidate(self, key: SharePartitionKey) -> None:
+        """A share session starts fetching ``key``: if the share coordinator's state no longer is
+        this copy's (an admin reset or delete while no session fetched it: a different state epoch
+        or start offset, or no state), drop the copy so the fetch reads it again. A copy with
+        acquired records is kept: its next write (at the latest, the locks' expiry) is fenced."""
+        part = self.partitions.get(key)
+        topic_id = self._topic_id(key[1])
+        if part is None or topic_id is None or part.next_lock_deadline() is not None:
+            return
+        result = await self._state_call("summary", (key[0], topic_id, key[2]))
+        if result is None or self.partitions.get(key) is not part or part.next_lock_deadline() is not None:
+            return
+        stored = result.state
+        if result.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
+            result.code == ErrorCode.NONE
+            and stored is not None
+            and (stored.state_epoch, stored.start_offset) != (part.state_epoch, part.spso)
+        ):
+            log.info("share-partition %s: the stored state changed; it is read again", key)
+            self._drop_partition(key)
+
     async def acknowledge(
         self, key: SharePartitionKey, member_id: str, batches: Iterable[tuple[int, int, list[int]]]
     ) -> tuple[int, str | None]:
@@ -534,10 +556,11 @@ class ShareGroups:
                 start = hosted.log.log_start_offset if earliest else hosted.high_watermark
                 part = SharePartition(start, self.config.delivery_count_limit, self.config.partition_max_record_locks)
             self.partitions[key] = part
-        if state is None:
-            code = await self._persist(key)  # the initial state
-            if code is not None:
-                raise PartitionError(_fetch_error(code), "writing the initial share-partition state failed")
+        if state is None and topic_id is not None:  # the initial state (InitializeShareGroupState)
+            result = await self._state_call("initialize", (key[0], topic_id, key[2]), part.state_epoch, part.spso)
+            if result is not None and result.code != ErrorCode.NONE:
+                self._drop_partition(key)
+                raise PartitionError(_fetch_error(result.code), "initialising the share-partition state failed")
         return part
 
     def _led(self, key: SharePartitionKey) -> Any:
@@ -589,7 +612,11 @@ class ShareGroups:
                 return None
             state = PersistedState(part.state_epoch, hosted.leader_epoch, part.spso, tuple(part.snapshot()))
             result = await self.persister.write((key[0], topic_id, key[2]), state)
-        if result.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+        if result.code in (
+            ErrorCode.FENCED_STATE_EPOCH,
+            ErrorCode.FENCED_LEADER_EPOCH,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ):
             log.info("share-partition %s: state fenced (%s); it is read again", key, result.message)
             if self.partitions.get(key) is part:
                 self._drop_partition(key)

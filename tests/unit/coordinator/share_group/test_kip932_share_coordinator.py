@@ -97,6 +97,8 @@ def test_delete_tombstones_both_keys_and_unknown_or_not_led_keys_are_refused() -
     assert record_types(log)[-2:] == [None, None]
     assert c.summary(KEY).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert coordinator(log).read(KEY, 0).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    stale = asyncio.run(c.write(KEY, 0, 1, 0, []))  # a leader's copy of the deleted state
+    assert stale.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert coordinator(log, led=False).read(KEY, 0).code == ErrorCode.NOT_COORDINATOR
 
 
