@@ -353,6 +353,24 @@ def test_reset_and_delete_reach_a_partition_leader_holding_the_old_state(cluster
                            "3", "--execute").returncode == 0, "reset-offsets once the group is empty")  # fmt: skip
     again = read_all(set(values[3:]))
     assert {v for _, v, _ in again} == set(values[3:])
+    node = wait_for(
+        lambda: share_coordinator(cluster, f"{group}:{topic_id(cluster, topic)}:0"), "its share coordinator"
+    )
+    tid = request(cluster.address(node), ApiKey.METADATA, 12, {"topics": [{"name": topic}]}).topics[0].topic_id
+    bad = {"first_offset": 5, "last_offset": 4, "delivery_state": 9, "delivery_count": -1}
+    body = {
+        "group_id": group,
+        "topics": [
+            {
+                "topic_id": tid,
+                "partitions": [
+                    {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": [bad]}
+                ],
+            }
+        ],
+    }
+    refused = request(cluster.address(node), ApiKey.WRITE_SHARE_GROUP_STATE, 0, body).results[0].partitions[0]
+    assert refused.error_code == 42  # INVALID_REQUEST: bad input is refused, the state is kept
     wait_for(lambda: pylog(cluster.bootstrap(), "delete", "--group", group).returncode == 0, "delete")
     reset("--to-earliest")
     assert {v for _, v, _ in read_all(set(values))} == set(values)

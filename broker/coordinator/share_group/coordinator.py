@@ -62,6 +62,7 @@ from pyspark_log.wire.errors import DecodeError, ErrorCode
 log = logging.getLogger(__name__)
 
 StateKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+_STORED_STATES = frozenset({0, 1, 2, 4})  # Kafka's RecordState ids (ACQUIRED is read back as AVAILABLE)
 LOAD_STEP_BYTES = 1 << 20
 
 
@@ -133,6 +134,9 @@ class ShareCoordinator:
     async def write(
         self, key: StateKey, state_epoch: int, leader_epoch: int, start_offset: int, batches: Sequence[StateBatch]
     ) -> StateResult:
+        for b in batches:
+            if b.first_offset > b.last_offset or b.delivery_state not in _STORED_STATES or b.delivery_count < 0:
+                return StateResult(ErrorCode.INVALID_REQUEST, f"invalid state batch {b}")
         states, refused = self._states_for(key)
         if states is None:
             return refused
@@ -173,9 +177,12 @@ class ShareCoordinator:
     # -- internals ---------------------------------------------------------------------------------
 
     def partition_of(self, key: StateKey) -> int:
+        """The ``__share_group_state`` partition of ``key`` (Kafka's ``SharePartitionKey`` hash)."""
         return state_partition(key[0], key[1], key[2], self.num_partitions)
 
     def _states_for(self, key: StateKey) -> tuple[dict[StateKey, _Entry] | None, StateResult]:
+        if not key[0] or key[2] < 0:
+            return None, StateResult(ErrorCode.INVALID_REQUEST, "A group id and a partition >= 0 are required.")
         if self.num_partitions <= 0:
             return None, StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{SHARE_STATE_TOPIC} does not exist yet.")
         sp = self.partition_of(key)

@@ -99,6 +99,9 @@ def test_delete_tombstones_both_keys_and_unknown_or_not_led_keys_are_refused() -
     assert coordinator(log).read(KEY, 0).code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     stale = asyncio.run(c.write(KEY, 0, 1, 0, []))  # a leader's copy of the deleted state
     assert stale.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for bad in (StateBatch(5, 4, 0, 1), StateBatch(0, 1, 3, 1), StateBatch(0, 1, 0, -1)):
+        assert asyncio.run(c.write(KEY, 0, 1, 0, [bad])).code == ErrorCode.INVALID_REQUEST
+    assert c.read(("", TOPIC_ID, 0), 0).code == ErrorCode.INVALID_REQUEST
     assert coordinator(log, led=False).read(KEY, 0).code == ErrorCode.NOT_COORDINATOR
 
 
