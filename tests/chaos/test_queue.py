@@ -50,6 +50,7 @@ FAULTS_CI = 10
 FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
 SEED = int(os.environ.get("PYLOG_CHAOS_SEED", "31"))
 DISK_MB = 96  # each node's log dir: a tmpfs the disk-full nemesis fills
+HOLD_OVER_BUDGET_S = 5.0
 pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
 OVERRIDES = {
     "broker.session.timeout.ms": "4000",
@@ -214,9 +215,9 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
 def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedCluster, tmp_path: Path) -> None:
     """Two faults at once, beyond the budget of RF 3 / ``min.insync.replicas`` 2: first two of the
     three nodes killed (one left: no quorum, an ISR of one), then every node partitioned from every
-    other (clients still reach each). While it lasts no write invoked during it may be
-    acknowledged (Kafka documentation §4.7: acks=all needs ``min.insync.replicas`` in-sync replicas,
-    else NOT_ENOUGH_REPLICAS); once healed, nothing acknowledged before is lost."""
+    other (clients still reach each). While it lasts, after its first second, no write may be
+    acknowledged (Kafka documentation §4.7: acks=all needs ``min.insync.replicas`` in-sync
+    replicas, else NOT_ENOUGH_REPLICAS); once healed, nothing acknowledged before is lost."""
     topic = f"chaos-over-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
@@ -241,16 +242,10 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
                 for n in NODES:
                     net.drop(at=n, sources=[net.address(m) for m in NODES if m != n])
             acked_at_start = sum(w.acked for w in writers)
-            since = start + 1
-
-            def invoked_since(since: float = since) -> bool:
-                return sum(1 for op in history.snapshot() if op.type == "invoke" and op.time > since) > 50
-
-            _wait(invoked_since, "writes invoked during the double fault")
-            time.sleep(3)  # the double fault's length: writes keep arriving (not a synchronisation)
+            threading.Event().wait(HOLD_OVER_BUDGET_S)  # the double fault's length (not a synchronisation)
             end = time.monotonic() - history.origin
-            heal_all(cluster)
             acked = sum(w.acked for w in writers) - acked_at_start
+            heal_all(cluster)
             windows.append({"nemesis": "over-budget", "target": 0, "start": round(start, 3), "heal": round(end, 3),
                             "what": nemesis, "acked_during": acked})  # fmt: skip
             _wait(lambda: _full_isr(cluster, topic), "a full ISR after the double fault", timeout_s=180)
@@ -262,12 +257,13 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
     final = read_all(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     verdict = check(ops, final)
-    invoked = {op.value: op.time for op in ops if op.type == "invoke"}
+    # a write already replicated when the double fault began may still be answered in its first
+    # second; after that nothing can reach min.insync.replicas until the heal
     refused_not = [
-        {"value": op.value, "invoked": invoked[op.value], "ok": op.time, "window": w["what"]}
+        {"value": op.value, "ok": op.time, "window": w["what"]}
         for w in windows
         for op in ops
-        if op.type == "ok" and w["start"] + 1 < invoked[op.value] and op.time < w["heal"]
+        if op.type == "ok" and w["start"] + 1 < op.time < w["heal"]
     ]
     report = {"seed": SEED, "topic": topic, "faults": windows, "verdict": verdict.summary(),
               "acknowledged_during_double_fault": refused_not, "history": [op.to_json() for op in ops]}  # fmt: skip

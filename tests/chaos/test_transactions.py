@@ -37,7 +37,7 @@ from tests.chaos.cluster import NamespacedCluster
 from tests.chaos.metadata import METADATA_ANOMALIES, MetadataWriter, check_metadata, converged_views
 from tests.chaos.nemesis import Scheduler, heal_all
 from tests.chaos.netns import Network
-from tests.chaos.txn import TXN_ANOMALIES, TxnWriter, check_txn, read_committed
+from tests.chaos.txn import TXN_ANOMALIES, TxnWriter, check_txn, probe, read_committed
 from tests.chaos.workload import GroupReader, History, committed_offsets
 
 CONTROLLERS = (1, 2, 3)
@@ -156,10 +156,12 @@ def test_transactions_and_metadata_under_nemeses(cluster: NamespacedCluster, tmp
             w.join()
     report["schedule_s"] = round(time.monotonic() - started, 1)
     _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    # liveness after heal: a fresh transactional producer commits (on the input topic, not read)
+    report["probe_errors"] = probe(cluster.bootstrap(), input_topic, f"chaos-probe-{run}")
     final = read_committed(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     committed = {
-        w.name: _wait(lambda w=w: committed_offsets(cluster.bootstrap(), input_topic, 1, w.group), "offsets")[0]
+        w.name: _wait(lambda w=w: committed_offsets(cluster.bootstrap(), input_topic, 1, w.group), "offsets", 180)[0]
         for w in writers
     }
     txn_anomalies = check_txn(ops, final, reader.reads, PARTITIONS, committed)
@@ -172,6 +174,7 @@ def test_transactions_and_metadata_under_nemeses(cluster: NamespacedCluster, tmp
         faults=[f.to_json(history.origin) for f in scheduler.log],
         transactions={"outcomes": outcomes, "committed_input": committed, "reads_during_run": len(reader.reads),
                       "replaced_producers": {w.name: w.replaced for w in writers},
+                      "init_errors": {w.name: w.init_errors[-5:] for w in writers},
                       "final_read_counts": {p: len(v) for p, v in final.items()},
                       "anomaly_counts": {a: len(v) for a, v in txn_anomalies.items()},
                       "anomaly_examples": {a: v[:20] for a, v in txn_anomalies.items() if v}},

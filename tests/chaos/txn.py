@@ -53,6 +53,8 @@ class TxnWriter:
         self.abort_every, self.interval_s = abort_every, interval_s
         self.committed = 0
         self.replaced = 0
+        self.step = "starting"  # what it is doing now (for a writer that does not finish)
+        self.init_errors: list[str] = []  # init_transactions failures (the last ones)
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
@@ -64,7 +66,8 @@ class TxnWriter:
         self.stop.set()
         self.thread.join(timeout_s)
         if self.thread.is_alive():
-            raise TimeoutError(f"transactional writer {self.name} did not finish")
+            raise TimeoutError(f"transactional writer {self.name} did not finish: {self.step}; "
+                               f"last init_transactions errors {self.init_errors[-5:]}")  # fmt: skip
 
     def _main(self) -> None:
         try:
@@ -72,7 +75,7 @@ class TxnWriter:
         except BaseException as exc:
             self.error = exc
 
-    def _producer(self) -> Producer:
+    def _producer(self) -> Producer | None:
         deadline = time.monotonic() + 300
         while True:
             producer = Producer({
@@ -81,13 +84,16 @@ class TxnWriter:
                 "topic.metadata.refresh.interval.ms": 1000, "log_level": 2,
             })  # fmt: skip
             try:
+                self.step = "init_transactions"
                 producer.init_transactions(TXN_TIMEOUT_S)
                 return producer
-            except KafkaException:
+            except KafkaException as exc:
+                self.init_errors = [*self.init_errors[-20:], f"{time.monotonic() - self.history.origin:.1f}s {exc}"]
                 if time.monotonic() > deadline:
                     raise
                 producer.flush(0)
-                self.stop.wait(0.5)
+                if self.stop.wait(0.5):  # told to stop: what it left open is already recorded ``info``
+                    return None
 
     def _run(self) -> None:
         meta_consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 2})
@@ -95,7 +101,7 @@ class TxnWriter:
         producer = self._producer()
         n = 0
         try:
-            while not self.stop.is_set():
+            while producer is not None and not self.stop.is_set():
                 value = f"{self.name}-{n}"
                 self.history.add(self.name, "invoke", value, -1, n)
                 outcome, error = self._one(producer, n, value, metadata)
@@ -112,16 +118,19 @@ class TxnWriter:
 
     def _one(self, producer: Producer, n: int, value: str, metadata: Any) -> tuple[str, str | None]:
         try:
+            self.step = f"transaction {n}: produce"
             producer.begin_transaction()
             for p in range(self.partitions):
                 producer.produce(self.topic, value=f"{value}/{p}".encode(), partition=p)
             offsets = [CkTopicPartition(self.input_topic, 0, n + 1)]
+            self.step = f"transaction {n}: send_offsets_to_transaction"
             producer.send_offsets_to_transaction(offsets, metadata, TXN_TIMEOUT_S)
             if n % self.abort_every == self.abort_every - 1:
                 producer.abort_transaction(TXN_TIMEOUT_S)
                 return "fail", "aborted on purpose"
             for attempt in range(3):
                 try:
+                    self.step = f"transaction {n}: commit_transaction attempt {attempt}"
                     producer.commit_transaction(TXN_TIMEOUT_S)
                     return "ok", None
                 except KafkaException as exc:
@@ -132,6 +141,7 @@ class TxnWriter:
             err = exc.args[0]
             if err.txn_requires_abort():
                 try:
+                    self.step = f"transaction {n}: abort_transaction after {err}"
                     producer.abort_transaction(TXN_TIMEOUT_S)
                 except KafkaException as again:
                     return "info", f"{err}; abort: {again.args[0]}"
@@ -219,3 +229,25 @@ def check_txn(
             out["offsets"].append({"producer": producer, "committed_input_offset": c, "visible_at_or_above": high[:5],
                                    "last_below_visible": c - 1 in visible.get(producer, ())})  # fmt: skip
     return out
+
+
+def probe(bootstrap: str, topic: str, transactional_id: str, timeout_s: float = 120) -> list[str]:
+    """After heal: a fresh transactional producer inits and commits one transaction (a record to
+    partition 0), retried until ``timeout_s``; returns the errors met on the way (raises
+    TimeoutError with them when it never succeeds: the transaction coordinator stayed unavailable)."""
+    errors: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 2})
+        try:
+            producer.init_transactions(TXN_TIMEOUT_S)
+            producer.begin_transaction()
+            producer.produce(topic, value=f"{transactional_id}-probe/0".encode(), partition=0)
+            producer.commit_transaction(TXN_TIMEOUT_S)
+            return errors
+        except KafkaException as exc:
+            errors.append(str(exc.args[0]))
+        finally:
+            producer.flush(0)
+        time.sleep(1)
+    raise TimeoutError(f"no transaction committed {timeout_s}s after heal: {errors[-5:]}")

@@ -271,10 +271,14 @@ class GroupReader:
 
 
 def committed_offsets(bootstrap: str, topic: str, partitions: int, group: str) -> dict[int, int]:
-    """The group's committed offset of each partition (-1 when none)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    """The group's committed offset of each partition (-1 when none); ``{}`` while the group's
+    coordinator cannot answer yet (loading, or UNSTABLE_OFFSET_COMMIT until an open transaction
+    with offsets for it ends, KIP-447: librdkafka asks with ``require_stable``)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 2})
     try:
         got = consumer.committed([CkTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    except KafkaException:
+        return {}
     finally:
         consumer.close()
     return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in got}
