@@ -92,7 +92,8 @@ class NamespacedCluster:
             for n in self.node_ids:
                 logs = self.nodes[n].data_dir / "logs"
                 logs.mkdir(parents=True, exist_ok=True)
-                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", f"chaosdisk{n}", str(logs)],
+                source = f"{self.network.run_id_prefix}disk{n}"  # named for netns.sweep_stale
+                subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", source, str(logs)],
                                check=True, capture_output=True, timeout=30)  # fmt: skip
                 self._mounts.append(logs)
         for node in self.nodes.values():

@@ -4,10 +4,11 @@
 clients live) and, per node, a namespace ``<prefix><run>n<id>`` whose ``eth0`` is one end of a
 veth pair, the other end enslaved to the bridge. Namespaces get an address on that /24 and
 loopback only: no default route, no forwarding, so nothing leaves the machine. Names carry a
-random run id so a crashed run's leftovers never collide; ``sweep_stale`` removes everything with
-the harness's prefix (``PREFIX``) whose owning process is gone (``OWNERS`` holds one pid file per
-run: two pytest workers may run chaos modules at once) at the start of a run, ``close`` removes this run's (namespaces,
-links; a namespace's iptables rules go with it) and is safe to call twice or after a failed setup.
+random run id so a crashed run's leftovers never collide; ``sweep_stale`` removes everything
+(namespaces, links, tmpfs mounts) named with the harness's prefix (``PREFIX``) whose owning process
+is gone (``OWNERS`` holds one pid file per run: two pytest workers may run chaos modules at once)
+at the start of a run, ``close`` removes this run's (namespaces, links; a namespace's iptables
+rules go with it) and is safe to call twice or after a failed setup.
 
 Faults are iptables rules (``iptables`` package; the kernel's netfilter, no netem here) in a chain
 ``CHAOS`` of each node's namespace, jumped to from ``INPUT``: a packet is dropped on arrival at
@@ -83,6 +84,12 @@ def sweep_stale() -> list[str]:
         if _stale(name):
             _run("ip", "link", "del", name, check=False)
             removed.append(name)
+    with contextlib.suppress(OSError):  # a crashed run's tmpfs log dirs (NamespacedCluster(disk_mb=...))
+        for line in Path("/proc/mounts").read_text().splitlines():
+            source, target = line.split()[:2]
+            if _stale(source):
+                _run("umount", "-l", target, check=False)
+                removed.append(source)
     return removed
 
 
@@ -112,6 +119,11 @@ class Network:
         self.subnet: ipaddress.IPv4Network | None = None
         self._created_ns: list[str] = []
         self._created_links: list[str] = []
+
+    @property
+    def run_id_prefix(self) -> str:
+        """What every name this run creates starts with (namespaces, links, tmpfs mount sources)."""
+        return f"{PREFIX}{self.run_id}"
 
     def ns(self, node_id: int) -> str:
         return f"{PREFIX}{self.run_id}n{node_id}"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -128,13 +129,19 @@ def test_node_to_node_partition(network: Network, counter: str) -> None:
     assert subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
-def test_sweep_removes_only_runs_whose_owner_is_gone(network: Network) -> None:
+def test_sweep_removes_only_runs_whose_owner_is_gone(network: Network, tmp_path: Path) -> None:
     stale = f"{netns.PREFIX}zzzzn1"  # no pid file for run "zzzz": a crashed run's namespace
+    disk = f"{netns.PREFIX}zzzzdisk1"  # and its tmpfs log dir
     subprocess.run(["ip", "netns", "add", stale], check=True)
+    mount_point = tmp_path / "logs"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", disk, str(mount_point)], check=True)
     try:
         removed = netns.sweep_stale()
     finally:
         subprocess.run(["ip", "netns", "del", stale], capture_output=True, check=False)
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, check=False)
     assert stale in removed
+    assert disk in removed
     assert not any(name.startswith(f"{netns.PREFIX}{network.run_id}") for name in removed)
     assert set(network.leftovers()) >= {network.ns(1), network.ns(2), network.bridge}
