@@ -13,6 +13,9 @@ root namespace and reach the nodes over the bridge.
 3-controller + 3-broker shape; each of the six in its own namespace. Without, every node is a
 combined ``broker,controller`` node.
 
+``faultfs``: each broker's log dir is a fault filesystem (tests/chaos/faultfs.py, FUSE) over a
+backing directory; ``power_loss`` kills the node and drops its unsynced writes.
+
 ``disk_mb``: each node's log dir is a tmpfs of that size (mounted before the node is formatted,
 unmounted by ``close``), so the ``disk-full`` nemesis fills it for real (``fill_disk`` writes a
 ballast file until ENOSPC; ``free_disk`` deletes it).
@@ -26,14 +29,17 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import CLUSTER_ID, QUORUM_TIMEOUTS, PartitionView, partitions, request
 from pyspark_log.wire import ApiKey
+from tests.chaos import faultfs
 from tests.chaos.netns import Network
 
+REPO = Path(__file__).resolve().parents[2]  # where ``python -m tests.chaos.faultfs`` is found
 CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
 
@@ -43,7 +49,7 @@ class NamespacedCluster:
 
     def __init__(
         self, root: Path, network: Network, *, overrides: Mapping[str, str] | None = None,
-        controllers: tuple[int, ...] = (), disk_mb: int | None = None,
+        controllers: tuple[int, ...] = (), disk_mb: int | None = None, faultfs: bool = False,
     ) -> None:  # fmt: skip
         self.root = root
         self.network = network
@@ -54,6 +60,8 @@ class NamespacedCluster:
         voters = controllers or self.node_ids
         self.voters = ",".join(f"{n}@{network.address(n)}:{CONTROLLER_PORT}" for n in voters)
         self.disk_mb = disk_mb
+        self.faultfs = faultfs
+        self._fuse: dict[int, subprocess.Popen[bytes]] = {}
         self._mounts: list[Path] = []
         self.nodes: dict[int, EmbeddedBroker] = {}
         for n in self.all_ids:
@@ -96,11 +104,35 @@ class NamespacedCluster:
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", source, str(logs)],
                                check=True, capture_output=True, timeout=30)  # fmt: skip
                 self._mounts.append(logs)
+        if self.faultfs:
+            for n in self.node_ids:
+                self._mount_faultfs(n)
         for node in self.nodes.values():
             node.start(wait=False)
         for node in self.nodes.values():
             node.wait_ready()
         return self
+
+    def _mount_faultfs(self, n: int) -> None:
+        logs, backing = self.nodes[n].data_dir / "logs", self.nodes[n].data_dir / "backing"
+        logs.mkdir(parents=True, exist_ok=True)
+        backing.mkdir(parents=True, exist_ok=True)
+        out = open(self.nodes[n].data_dir / "faultfs.out", "ab")  # noqa: SIM115 - the process owns it
+        self._fuse[n] = subprocess.Popen([sys.executable, "-m", "tests.chaos.faultfs", str(backing), str(logs)],
+                                         stdout=out, stderr=subprocess.STDOUT, cwd=REPO)  # fmt: skip
+        out.close()
+        deadline = time.monotonic() + 60
+        while not os.path.ismount(logs):
+            if time.monotonic() > deadline or self._fuse[n].poll() is not None:
+                raise RuntimeError(f"the fault filesystem of node {n} did not mount")
+            time.sleep(0.05)
+        self._mounts.append(logs)
+
+    def power_loss(self, n: int) -> None:
+        """A power loss of node ``n``: SIGKILL, then its fault filesystem drops every unsynced write
+        (tests/chaos/faultfs.py); ``restart`` brings it back on what was synced."""
+        self.kill(n)
+        faultfs.power_loss(self.nodes[n].data_dir / "backing")
 
     def close(self) -> None:
         for n in self.all_ids:
@@ -111,6 +143,14 @@ class NamespacedCluster:
         for logs in reversed(self._mounts):
             subprocess.run(["umount", "-l", str(logs)], check=False, capture_output=True, timeout=30)
         self._mounts.clear()
+        for proc in self._fuse.values():
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+        self._fuse.clear()
 
     def outputs(self) -> str:
         return "\n".join(f"--- node {n}:\n{node.output()[-4000:]}" for n, node in self.nodes.items())

@@ -14,7 +14,9 @@ Every nemesis acts on one node (``target``) and is undone by ``heal``:
 - ``pause``: SIGSTOP, healed by SIGCONT;
 - ``disk-full``: the target broker's log dir (a tmpfs, ``NamespacedCluster(disk_mb=...)``)
   filled with a ballast file until ENOSPC; healed by deleting it (and restarting the node if the
-  full disk stopped it). Only in ``DISK_NEMESES``, for clusters with small disks.
+  full disk stopped it). Only in ``DISK_NEMESES``, for clusters with small disks;
+- ``power-loss``: SIGKILL and every write not yet fsynced lost (the node's fault filesystem,
+  ``NamespacedCluster(faultfs=True)``), healed by a restart on what was synced.
 
 A fault's target is any node (a broker or, in the 3 + 3 shape, a controller), except
 ``disk-full``'s (a broker) and ``isolate-leader``'s (the leader of partition 0).
@@ -86,12 +88,14 @@ def apply(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
         cluster.pause(target)
     elif nemesis == "disk-full":
         cluster.fill_disk(target)
+    elif nemesis == "power-loss":
+        cluster.power_loss(target)
     else:
         raise ValueError(nemesis)
 
 
 def heal(cluster: NamespacedCluster, nemesis: str, target: int) -> None:
-    if nemesis == "kill":
+    if nemesis in ("kill", "power-loss"):
         cluster.restart(target)
     elif nemesis == "pause":
         cluster.resume(target)
@@ -141,7 +145,8 @@ class Scheduler:
                 if self.stop.is_set():
                     return
                 nemesis = first[i] if i < len(first) else rng.choice(self.nemeses)
-                target = rng.choice(self.cluster.node_ids if nemesis == "disk-full" else self.cluster.all_ids)
+                brokers_only = nemesis in ("disk-full", "power-loss")
+                target = rng.choice(self.cluster.node_ids if brokers_only else self.cluster.all_ids)
                 if nemesis == "isolate-leader":
                     target = self.leader_of() or target
                 elif nemesis == "isolate-controller":

@@ -1,0 +1,105 @@
+"""Power loss under load: every broker's log dir is a fault filesystem (tests/chaos/faultfs.py,
+FUSE) that keeps writes in memory until fsync; the ``power-loss`` nemesis SIGKILLs a node and
+drops everything it had not fsynced, then restarts it (issue 31: fsync discipline tested, not
+assumed). The queue workload and checker of test_queue.py, on 3 combined nodes in their own
+network namespaces, one fault at a time.
+
+What must hold (Kafka documentation §4.7 "Replication"): pylog, as Kafka, does not fsync each
+acknowledged write (``flush.messages`` unset); durability comes from replication. A node that
+loses its unsynced tail recovers to what it synced, truncates or re-fetches from the leader, and
+no acks=all write acknowledged by ``min.insync.replicas`` = 2 replicas is lost while the other
+replicas survive. The metadata quorum's state and log are on the same filesystem: a voter that
+loses unsynced Raft state must not break the quorum's safety (KIP-595: persist before replying).
+
+Skipped without /dev/fuse, libfuse 3 (``fuse3``) or ``mfusepy``. ``FAULTS_CI`` faults in CI;
+``PYLOG_CHAOS_FAULTS`` for more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.chaos import faultfs, netns
+from tests.chaos import report as chaos_report
+from tests.chaos.checker import check
+from tests.chaos.cluster import NamespacedCluster
+from tests.chaos.nemesis import Scheduler, heal_all
+from tests.chaos.netns import Network
+from tests.chaos.test_queue import NODES, OVERRIDES, PARTITIONS, SEED, _full_isr, _leader_of_0, _wait
+from tests.chaos.workload import ConfluentWriter, History, PylogWriter, Writer, read_all
+
+FAULTS_CI = 3
+FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
+pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedCluster]:
+    why = netns.available() or faultfs.available()
+    if why:
+        pytest.skip(why)
+    netns.sweep_stale()
+    network = Network(NODES)
+    network.create()
+    try:
+        c = NamespacedCluster(tmp_path_factory.mktemp("chaos-power"), network, overrides=OVERRIDES, faultfs=True)
+        try:
+            c.start()
+            yield c
+        finally:
+            c.close()
+    finally:
+        network.close()
+
+
+def test_power_loss_loses_no_acknowledged_write(cluster: NamespacedCluster, tmp_path: Path) -> None:
+    topic = f"chaos-power-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
+    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    history = History()
+    writers: list[Writer] = [
+        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
+        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
+    ]
+    scheduler = Scheduler(cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
+                          leader_of=lambda: _leader_of_0(cluster, topic), nemeses=("power-loss",))  # fmt: skip
+    started = time.monotonic()
+    try:
+        for w in writers:
+            w.start()
+        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
+        thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
+        thread.start()
+        thread.join(30 * FAULTS + 300)
+        assert not thread.is_alive(), "the scheduler did not finish"
+        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
+    finally:
+        scheduler.stop.set()
+        heal_all(cluster)
+        for w in writers:
+            w.join()
+    _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    final = read_all(cluster.bootstrap(), topic, PARTITIONS)
+    ops = history.snapshot()
+    verdict = check(ops, final)
+    report = {
+        "seed": SEED, "faults_planned": FAULTS, "topic": topic, "schedule_s": round(time.monotonic() - started, 1),
+        "faults": [f.to_json(history.origin) for f in scheduler.log], "verdict": verdict.summary(),
+        "writers": {w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
+        "history": [op.to_json() for op in ops],
+    }  # fmt: skip
+    chaos_report.write(tmp_path, "chaos-power-loss", report, ops, verdict.anomalies)
+    assert all(w.error is None for w in writers), report["writers"]
+    assert len(scheduler.log) == FAULTS
+    assert verdict.acknowledged > 0
+    assert verdict.valid, json.dumps(verdict.summary(), indent=1)
