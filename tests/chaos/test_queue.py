@@ -1,17 +1,21 @@
 """The queue workload under the seeded nemesis schedule, checked (issue 31).
 
 A 3 combined-node pylog cluster, each node in its own network namespace (tests/chaos/netns.py,
-cluster.py); a topic of ``PARTITIONS`` partitions, replication factor 3, ``min.insync.replicas``
-2; idempotent acks=all writers (confluent-kafka and pylog's own producer) append unique values
-while the scheduler (nemesis.py) injects one fault at a time: partitions (full, one-way, of the
-leader), random packet loss, SIGKILL+restart, SIGSTOP/SIGCONT. Then everything is healed, the
-ISR waited for, every partition read from its start, and the checker (checker.py) must report
-**0 anomalies** (seed 000 §4.7: an acknowledged write survives while one in-sync replica does).
+cluster.py) with a small tmpfs log dir; a topic of ``PARTITIONS`` partitions, replication factor
+3, ``min.insync.replicas`` 2; idempotent acks=all writers (confluent-kafka and pylog's own
+producer) append unique values and two consumers of one group read with commits, while the
+scheduler (nemesis.py) injects one fault at a time: partitions (full, one-way, bridge, of the
+leader, of the active controller), random packet loss, SIGKILL+restart, SIGSTOP/SIGCONT, a full
+disk. Then everything is healed, the ISR waited for, every partition read from its start, and
+the checkers (checker.py) must report **0 anomalies** (seed 000 §4.7: an acknowledged write
+survives while one in-sync replica does). A second test applies two faults at once (beyond the
+budget) and checks that writes are refused rather than lost.
 
 CI runs ``FAULTS_CI`` faults from seed ``PYLOG_CHAOS_SEED`` (default 31); a long run on demand:
 ``PYLOG_CHAOS_FAULTS=1000 PYLOG_CHAOS_SEED=7 .venv/bin/python -m pytest tests/chaos -s``. Needs
-root (namespaces, iptables); skipped otherwise. The report (``chaos-report.json``: history,
-faults, verdict) is written to the test's tmp dir and its path printed.
+root (namespaces, iptables, mounts); skipped otherwise. The report (``chaos-queue.json``: history,
+faults, verdicts; ``chaos-queue.png``: the timeline) is written to the test's tmp dir and the
+paths printed.
 """
 
 from __future__ import annotations
