@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from pyspark_log.embedded_cluster import free_port
+from tests.waiting import Deadline
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -135,8 +136,8 @@ class PrometheusServer:
 
     def _wait_ready(self) -> bool:
         assert self._process is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(READY_TIMEOUT_S)
+        while not deadline.expired():
             if self._process.poll() is not None:
                 return False
             with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as resp:

@@ -7,7 +7,8 @@ import os
 import pty
 import select
 import subprocess
-import time
+
+from tests.waiting import Deadline
 
 
 def run_on_pty(argv: list[str], deadline_s: float = 90.0) -> tuple[int, str, str]:
@@ -16,7 +17,7 @@ def run_on_pty(argv: list[str], deadline_s: float = 90.0) -> tuple[int, str, str
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
     os.close(slave)
     seen = bytearray()
-    deadline = time.monotonic() + deadline_s
+    deadline = Deadline(deadline_s)
     while True:
         ready, _, _ = select.select([master], [], [], 0.2)
         if ready:
@@ -29,7 +30,7 @@ def run_on_pty(argv: list[str], deadline_s: float = 90.0) -> tuple[int, str, str
             seen += chunk
         elif proc.poll() is not None:
             break
-        assert time.monotonic() < deadline, "the command on the pseudo-terminal did not finish"
+        assert not deadline.expired(), "the command on the pseudo-terminal did not finish"
     os.close(master)
     assert proc.stdout is not None
     out = proc.stdout.read().decode()

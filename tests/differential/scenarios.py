@@ -17,6 +17,7 @@ from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_bat
 from pyspark_log.records.control import decode_control_key
 from pyspark_log.wire import ApiKey
 from pyspark_log.wire.errors import ErrorCode
+from tests.waiting import wait_until
 
 DEADLINE_S = 90.0
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -32,14 +33,14 @@ def error_name(code: int) -> str:
 
 def poll(what: str, attempt: Callable[[], Any], done: Callable[[Any], bool], deadline_s: float = DEADLINE_S) -> Any:
     """``attempt()`` until ``done(result)``; only a failure waits out the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        result = attempt()
-        if done(result):
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: no success in {deadline_s} s; last answer {result!r}")
-        time.sleep(0.1)
+    answers: list[Any] = []
+
+    def succeeded() -> bool:
+        answers[:] = [attempt()]
+        return done(answers[0])
+
+    wait_until(succeeded, lambda: f"{what} (last answer {answers[-1]!r})", timeout_s=deadline_s)
+    return answers[0]
 
 
 def unique(prefix: str) -> str:

@@ -21,6 +21,7 @@ from pyspark_log.wire import ApiKey
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
 from tests.differential.scenarios import create_ready_topic, error_name, produce, small_batch, unique
+from tests.waiting import Deadline
 
 HEADING = "Dynamic broker configs"
 BROKER = 4
@@ -76,10 +77,10 @@ def settled(address: str, name: str, key: str, shown: str) -> str:
     committed ConfigRecord asynchronously (Kafka's broker too, and its value after its source),
     so the answer to the alter may come first. Polls with a deadline only a failure waits out;
     after it, the last description (the difference shows)."""
-    deadline = time.monotonic() + 30
+    deadline = Deadline(30)
     while True:
         text = described(address, name, key)
-        if text.startswith(shown) or time.monotonic() > deadline:
+        if text.startswith(shown) or deadline.expired():
             return text
         time.sleep(0.1)
 
@@ -190,10 +191,10 @@ def topic_config(address: str, topic: str, key: str) -> str:
 
 
 def settled_topic(address: str, topic: str, key: str, shown: str) -> str:
-    deadline = time.monotonic() + 30
+    deadline = Deadline(30)
     while True:
         text = topic_config(address, topic, key)
-        if text == shown or time.monotonic() > deadline:
+        if text == shown or deadline.expired():
             return text
         time.sleep(0.1)
 
@@ -218,10 +219,10 @@ def produce_error(address: str, topic: str) -> str:
 
 
 def settled_produce(address: str, topic: str, shown: str) -> str:
-    deadline = time.monotonic() + 30
+    deadline = Deadline(30)
     while True:
         text = produce_error(address, topic)
-        if text == shown or time.monotonic() > deadline:
+        if text == shown or deadline.expired():
             return text
         time.sleep(0.1)
 

@@ -13,7 +13,6 @@ brokers; a difference would be a row of the table "Group rebalances" in docs/com
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from confluent_kafka import Consumer
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
 from tests.differential.scenarios import DEADLINE_S, create_ready_topic, unique
+from tests.waiting import Deadline
 
 HEADING = "Group rebalances"
 PARTITIONS = 4
@@ -46,9 +46,9 @@ class Callbacks:
 def poll_until(consumers: list[Consumer], done: Callable[[], bool]) -> bool:
     """Poll ``consumers`` until ``done()``; False when the deadline passed first (the callbacks
     seen so far are then compared, and differ)."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while not done():
-        if time.monotonic() > deadline:
+        if deadline.expired():
             return False
         for c in consumers:
             c.poll(0.2)

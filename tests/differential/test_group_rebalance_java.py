@@ -25,7 +25,6 @@ import queue
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +33,8 @@ import pytest
 from tests.apache_kafka import kafka_tool_process
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
-from tests.differential.scenarios import DEADLINE_S, create_ready_topic, unique
+from tests.differential.scenarios import create_ready_topic, unique
+from tests.waiting import wait_until
 
 HEADING = "Group rebalances (Java consumer)"
 PARTITIONS = 4
@@ -107,14 +107,6 @@ def start(address: str, topic: str, group: str, strategy: str) -> JavaConsumer:
     return JavaConsumer(proc, cooperative=strategy == "cooperative-sticky")
 
 
-def wait_for(check: Any, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def scenario(address: str, strategy: str) -> dict[str, Any]:
     """The protocol's properties as this broker's rebalances showed them to the Java consumer."""
     topic, group = unique(f"java-rebalance-{strategy}"), unique("g")
@@ -123,16 +115,16 @@ def scenario(address: str, strategy: str) -> dict[str, Any]:
     c1 = start(address, topic, group, strategy)
     c2: JavaConsumer | None = None
     try:
-        wait_for(lambda: c1.held() == everything, "c1 to hold every partition")
+        wait_until(lambda: c1.held() == everything, "c1 to hold every partition")
         before_join = len(c1.events)
         c2 = start(address, topic, group, strategy)
-        wait_for(
+        wait_until(
             lambda: len(c1.held()) == len(c2.held()) == PARTITIONS // 2 and not c1.held() & c2.held(),
             "c1 and c2 to hold half each",
         )
         c1_rebalance = c1.events[before_join:]
         c1.stop()
-        wait_for(lambda: c2.held() == everything, "c2 to hold every partition after c1 left")
+        wait_until(lambda: c2.held() == everything, "c2 to hold every partition after c1 left")
     finally:
         c1.stop()
         if c2 is not None:

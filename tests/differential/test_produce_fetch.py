@@ -30,6 +30,7 @@ from tests.differential.scenarios import (
     raw_log,
     unique,
 )
+from tests.waiting import Deadline
 
 HEADING = "Produce and fetch"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -80,8 +81,8 @@ def consume(address: str, topic: str, isolation: str, expected: int) -> list[tup
     got: list[tuple[Any, ...]] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + DEADLINE_S
-        while len(got) < expected and time.monotonic() < deadline:
+        deadline = Deadline(DEADLINE_S)
+        while len(got) < expected and not deadline.expired():
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue

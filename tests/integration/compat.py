@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark_log.embedded import EmbeddedBroker
 from tests.on_disk import disk_batches, segment_files  # noqa: F401  (re-exported for the matrix tests)
+from tests.waiting import Deadline, wait_until
 
 BIG_VALUE_BYTES = 1 << 20
 MAX_BYTES = 4 << 20  # broker message.max.bytes and client max request size: a 1 MiB value fits
@@ -149,17 +150,6 @@ def assert_contiguous(acked: Sequence[tuple[int, int]], *, start: int = 0, parti
     assert [o for _, o in acked] == list(range(start, start + len(acked))), acked
 
 
-def wait_until(predicate: Callable[[], Any], timeout_s: float = TIMEOUT_S, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def cluster_id_of(broker: EmbeddedBroker) -> str:
     """The cluster id the broker printed in its ready line."""
     found = re.findall(r"pylog broker ready: .*cluster\.id=(\S+)", broker.output())
@@ -260,8 +250,8 @@ def confluent_consume(
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if start is None else start) for p in partitions])
         out: list[Got] = []
-        deadline = time.monotonic() + timeout_s
-        while len(out) < count and time.monotonic() < deadline:
+        deadline = Deadline(timeout_s)
+        while len(out) < count and not deadline.expired():
             for msg in consumer.consume(num_messages=min(count - len(out), 1000), timeout=0.2):
                 if msg.error():
                     raise AssertionError(f"confluent consumer error: {msg.error()}")
@@ -340,8 +330,8 @@ def kp_consume(
             else:
                 consumer.seek(tp, start)
         out: list[Got] = []
-        deadline = time.monotonic() + timeout_s
-        while len(out) < count and time.monotonic() < deadline:
+        deadline = Deadline(timeout_s)
+        while len(out) < count and not deadline.expired():
             for tp, msgs in consumer.poll(timeout_ms=200).items():
                 out.extend(
                     Got(tp.partition, m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp) for m in msgs
@@ -418,8 +408,8 @@ async def aio_consume_async(
             else:
                 consumer.seek(tp, start)
         out: list[Got] = []
-        deadline = time.monotonic() + timeout_s
-        while len(out) < count and time.monotonic() < deadline:
+        deadline = Deadline(timeout_s)
+        while len(out) < count and not deadline.expired():
             for tp, msgs in (await consumer.getmany(timeout_ms=200)).items():
                 out.extend(
                     Got(tp.partition, m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp) for m in msgs
@@ -520,7 +510,7 @@ def kcat_consume(
 ) -> list[Got]:  # fmt: skip
     """Read ``count`` records from one partition (None: all of them), retrying until they are
     all there. ``extra``: more kcat arguments (``-X security.protocol=ssl``, ...)."""
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     where = [] if partition is None else ["-p", str(partition)]
     while True:
         raw = kcat(
@@ -529,7 +519,7 @@ def kcat_consume(
             timeout_s=timeout_s,
         )  # fmt: skip
         got = parse_kcat_output(raw)
-        if len(got) >= count or time.monotonic() > deadline:
+        if len(got) >= count or deadline.expired():
             return got
 
 

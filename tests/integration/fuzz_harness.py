@@ -22,6 +22,7 @@ from pyspark_log.records.batch import ProducerRecord, encode_batch
 from pyspark_log.wire import ApiKey, decode_request, decode_response, encode_request
 from pyspark_log.wire.errors import DecodeError
 from pyspark_log.wire.errors import KafkaError as WireKafkaError
+from tests.waiting import Deadline
 
 REQUEST_MAX_BYTES = 1 << 20  # socket.request.max.bytes of the fuzzed broker
 ANSWER_TIMEOUT_S = 10.0  # a case must be answered or closed within this (liveness, not speed)
@@ -65,11 +66,11 @@ def _split_frames(data: bytes) -> tuple[list[bytes], bytes]:
 
 
 def _read_until_eof(sock: socket.socket, timeout_s: float) -> Outcome:
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     chunks: list[bytes] = []
     out = Outcome()
     while True:
-        remaining = deadline - time.monotonic()
+        remaining = deadline.remaining_s()
         if remaining <= 0:
             out.timed_out = True
             break
@@ -209,8 +210,8 @@ class BackgroundTraffic:
         self._thread.join()
         self._producer.flush(drain_timeout_s)
         self._producer = None  # destroys the librdkafka handle before the broker stops
-        deadline = time.monotonic() + drain_timeout_s
-        while len(self.consumed) < len(self.delivered) and time.monotonic() < deadline:
+        deadline = Deadline(drain_timeout_s)
+        while len(self.consumed) < len(self.delivered) and not deadline.expired():
             self._consume(0.1)
         self._consumer.close()
 

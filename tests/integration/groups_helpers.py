@@ -3,13 +3,13 @@ production, and a loop that polls several consumers (of any client) until a cond
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark_log.client import AdminClient, NewTopic, Producer
+from tests.waiting import wait_until
 
 # Kafka's group.min.session.timeout.ms is 6000: lowered so killed members expire quickly; the
 # initial rebalance delay (3000 by default) is shortened for every new group.
@@ -57,15 +57,18 @@ class Member:
 def drive(members: Iterable[Member], until: Callable[[], bool], timeout_s: float = 90.0) -> None:
     """Poll every member in turn until ``until()``; fail after ``timeout_s``."""
     members = list(members)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def polled() -> bool:
         for member in members:
             member.poll()
-        if until():
-            return
-        if time.monotonic() > deadline:
-            state = {m.name: sorted(m.assignment()) for m in members}
-            raise AssertionError(f"condition not met within {timeout_s} s; assignments: {state}")
+        return until()
+
+    wait_until(
+        polled,
+        lambda: f"the condition; assignments: { {m.name: sorted(m.assignment()) for m in members} }",
+        timeout_s=timeout_s,
+        interval_s=0,
+    )
 
 
 def received_all(members: Iterable[Member], values: list[bytes]) -> Callable[[], bool]:

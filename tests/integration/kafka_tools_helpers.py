@@ -15,7 +15,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.records.batch import ProducerRecord, encode_batch
 from pyspark_log.wire import ApiKey
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
+from tests.waiting import wait_until
 
 NODES = (1, 2, 3)
 WAIT_S = 90.0
@@ -67,19 +68,6 @@ def run(
             f"{tool} {' '.join(args)} exited {done.returncode}\n--- stdout:\n{done.stdout}\n--- stderr:\n{done.stderr}"
         )
     return done
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    """Poll ``check`` until it returns something true; AssertionError naming ``what`` after the
-    deadline (which only a failure waits out)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def parse_fields(line: str) -> dict[str, str]:

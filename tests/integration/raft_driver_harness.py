@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -101,15 +100,6 @@ class Node:
             with contextlib.suppress(Exception):
                 await self.server.wait_closed()
             self.server = None
-
-
-async def wait_until(predicate: Any, timeout_s: float = 20.0, what: str = "condition") -> None:
-    """Poll ``predicate`` (a condition, never a duration) until true or fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def start_cluster(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,7 +30,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_log.embedded import EmbeddedBroker
-from tests.integration.compat import wait_until
+from tests.waiting import Deadline, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -136,8 +135,8 @@ def consumer_error(config: dict[str, Any], topic: str, *, want: int = 1) -> Any:
     try:
         consumer.subscribe([topic])
         got = 0
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
+        deadline = Deadline(TIMEOUT_S)
+        while not deadline.expired():
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
@@ -200,7 +199,7 @@ def test_fetch_needs_read(broker: EmbeddedBroker) -> None:
             assert msg is None or msg.error(), "a record was delivered without READ"
             return None
 
-        wait_until(fetch_error, TIMEOUT_S, "the Fetch to be refused")
+        wait_until(fetch_error, "the Fetch to be refused", timeout_s=TIMEOUT_S)
     finally:
         consumer.close()
     grant(broker, acl(TOPIC, topic, "User:reader", A.READ))
@@ -209,7 +208,7 @@ def test_fetch_needs_read(broker: EmbeddedBroker) -> None:
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         wait_until(lambda: [m for m in [consumer.poll(0.2)] if m is not None and not m.error() and records.append(m)
-                            is None], TIMEOUT_S, "a record")  # fmt: skip
+                            is None], "a record", timeout_s=TIMEOUT_S)  # fmt: skip
     finally:
         consumer.close()
     assert records[0].value() == b"v"
@@ -388,14 +387,14 @@ def test_acls_survive_a_restart(tmp_path_factory: pytest.TempPathFactory) -> Non
         grant(b, acl(TOPIC, topic, "User:alice", A.WRITE))
         b.stop()
         b.start()
-        wait_until(lambda: "SASL_PLAINTEXT" in addresses(b), what="the restarted broker's listeners")
+        wait_until(lambda: "SASL_PLAINTEXT" in addresses(b), "the restarted broker's listeners")
         assert produce_error(as_user(b, "alice"), topic) is None
         assert code_of(produce_error(as_user(b, "bob"), topic)) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def poll_until_raises(consumer: Any) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
+    deadline = Deadline(TIMEOUT_S)
+    while not deadline.expired():
         consumer.poll(timeout_ms=200)
 
 
@@ -415,8 +414,11 @@ def test_kafka_python_consumer_group_needs_read_on_the_group(broker: EmbeddedBro
     grant(broker, acl(GROUP, group, "User:reader", A.READ))
     allowed = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **kp_user(broker, "reader"))
     try:
-        got = wait_until(lambda: [r for rs in allowed.poll(timeout_ms=200).values() for r in rs], TIMEOUT_S,
-                         "a record through the group")  # fmt: skip
+        got = wait_until(
+            lambda: [r for rs in allowed.poll(timeout_ms=200).values() for r in rs],
+            "a record through the group",
+            timeout_s=TIMEOUT_S,
+        )
         assert got[0].value == b"v"
         allowed.commit()
     finally:

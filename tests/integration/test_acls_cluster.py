@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from pyspark_log.embedded_cluster import EmbeddedCluster
-from tests.integration.compat import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -93,15 +93,19 @@ def test_an_acl_made_through_one_broker_is_enforced_by_every_broker(cluster: Emb
     admin.create_topics([NewTopic(TOPIC, len(NODES), len(NODES))])[TOPIC].result(timeout=TIMEOUT_S)
     leaders = wait_until(
         lambda: {p.leader for p in cluster.partitions(TOPIC).values()} if len(cluster.partitions(TOPIC)) == 3 else None,
-        TIMEOUT_S, "the topic's leaders",
-    )  # fmt: skip
+        "the topic's leaders",
+        timeout_s=TIMEOUT_S,
+    )
     assert leaders <= set(NODES)
 
     creator = admin_via(cluster, 2)  # a broker forwards CreateAcls to the active controller
     creator.create_acls([WRITE])[WRITE].result(timeout=TIMEOUT_S)
     every_partition_written = dict.fromkeys(range(len(NODES)))
-    wait_until(lambda: produce_codes(cluster, "alice") == every_partition_written, TIMEOUT_S,
-               "alice's writes to every partition")  # fmt: skip
+    wait_until(
+        lambda: produce_codes(cluster, "alice") == every_partition_written,
+        "alice's writes to every partition",
+        timeout_s=TIMEOUT_S,
+    )
     refused = dict.fromkeys(range(len(NODES)), KafkaError.TOPIC_AUTHORIZATION_FAILED)
     assert produce_codes(cluster, "bob") == refused
 
@@ -112,12 +116,17 @@ def test_an_acl_made_through_one_broker_is_enforced_by_every_broker(cluster: Emb
     assert described == [WRITE]
 
     cluster.restart(3)  # node 3 rebuilds its image (ACLs included) from the metadata log
-    wait_until(lambda: produce_codes(cluster, "alice") == every_partition_written, TIMEOUT_S,
-               "alice's writes after node 3's restart")  # fmt: skip
+    wait_until(
+        lambda: produce_codes(cluster, "alice") == every_partition_written,
+        "alice's writes after node 3's restart",
+        timeout_s=TIMEOUT_S,
+    )
     assert produce_codes(cluster, "bob") == refused
 
     remover = admin_via(cluster, 3)
     filters = [AclBindingFilter(ResourceType.TOPIC, TOPIC, ResourcePatternType.MATCH, None, None, AclOperation.ANY,
                                 AclPermissionType.ANY)]  # fmt: skip
     assert list(remover.delete_acls(filters)[filters[0]].result(timeout=TIMEOUT_S)) == [WRITE]
-    wait_until(lambda: produce_codes(cluster, "alice") == refused, TIMEOUT_S, "alice refused on every partition")
+    wait_until(
+        lambda: produce_codes(cluster, "alice") == refused, "alice refused on every partition", timeout_s=TIMEOUT_S
+    )

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,7 @@ from pyspark_log.client.admin import AlterConfigOp, AlterOp, ConfigResource, Res
 from pyspark_log.embedded import EmbeddedBroker
 from tests.apache_kafka import KafkaUnavailable, kafka_libs, kafka_tool
 from tests.terminal import run_on_pty
-
-DEADLINE_S = 90.0
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +44,6 @@ def _logs_dir(broker: EmbeddedBroker) -> Path:
 def pylog(broker: EmbeddedBroker, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "pyspark_log.cli", "--bootstrap-server", broker.bootstrap_servers, *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, **kwargs)  # type: ignore[call-overload,no-any-return]
-
-
-def wait_for(predicate: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:
@@ -131,7 +122,7 @@ def test_request_log_lines_follow_the_logger_level(broker: EmbeddedBroker, tmp_p
     try:
         _set_request_logger(broker, "DEBUG")
         requests_from("request-log-on")
-        wait_for(lambda: lines_of("request-log-on"), "request-log lines at DEBUG")
+        wait_until(lambda: lines_of("request-log-on"), "request-log lines at DEBUG")
         line = lines_of("request-log-on")[0]
         assert line["logger"] == "kafka.request.logger"
         assert line["level"] == "DEBUG"
@@ -141,7 +132,7 @@ def test_request_log_lines_follow_the_logger_level(broker: EmbeddedBroker, tmp_p
         requests_from("request-log-off")
         _set_request_logger(broker, "DEBUG")
         requests_from("request-log-marker")  # sent after every request of the INFO phase was answered
-        wait_for(lambda: lines_of("request-log-marker"), "the marker's request-log lines")
+        wait_until(lambda: lines_of("request-log-marker"), "the marker's request-log lines")
         assert lines_of("request-log-off") == []
     finally:
         _set_request_logger(broker, "WARN")
@@ -159,7 +150,7 @@ def test_state_change_lines_with_epochs_and_rotation(broker: EmbeddedBroker) -> 
     def broker_lines() -> list[dict[str, object]]:
         return [o for o in all_files() if o.get("role") == "leader" and o.get("topic") == "leaders"]
 
-    wait_for(lambda: len(broker_lines()) >= 40, "a broker state-change line per partition")
+    wait_until(lambda: len(broker_lines()) >= 40, "a broker state-change line per partition")
     created = [o for o in all_files() if o.get("controller") == 1 and o.get("topic") == "leaders"]
     assert len(created) >= 40
     first = next(o for o in broker_lines() if o["partition"] == 0)
@@ -181,7 +172,7 @@ def test_restart_logs_recovery_progress(broker: EmbeddedBroker) -> None:
             producer.send("recovered", b"x" * 100)
         producer.flush()
     broker.restart()
-    wait_for(lambda: "log recovery done" in broker.output(), "the recovery summary line")
+    wait_until(lambda: "log recovery done" in broker.output(), "the recovery summary line")
     progress = [o for o in _json_lines(broker.output()) if str(o["message"]).startswith("log recovery: ")]
     assert progress, "no progress line with log.recovery.progress.interval.ms=0"
     assert progress[-1]["partitions_total"] >= 3

@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, free_port
-from tests.integration.compat import TIMEOUT_S, wait_until
+from tests.integration.compat import TIMEOUT_S
+from tests.waiting import wait_until
 
 # the contract (names the alert rules and dashboard use); histograms are checked by _count
 CONTRACT = [
@@ -107,7 +108,7 @@ def test_single_broker_serves_the_contract_with_plausible_values(broker: tuple[E
     topic = "metered"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
-    wait_until(lambda: f'kafka_log_log_logendoffset{{partition="0",topic="{topic}"}}' in scrape(address), what="log")
+    wait_until(lambda: f'kafka_log_log_logendoffset{{partition="0",topic="{topic}"}}' in scrape(address), "log")
     before = scrape(address)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     for i in range(RECORDS):
@@ -137,7 +138,7 @@ def test_single_broker_serves_the_contract_with_plausible_values(broker: tuple[E
             )
             and p
         ),
-        what="the group's lag and the Metadata error on /metrics",
+        "the group's lag and the Metadata error on /metrics",
     )
     absent = [name for name in CONTRACT if name not in page]
     assert not absent, f"contract names missing from /metrics: {absent}"
@@ -186,7 +187,7 @@ def test_one_active_controller_and_replication_figures_over_three_nodes(cluster:
         ]
         return counts if sum(counts) == 1 else None
 
-    counts = wait_until(controllers, what="exactly one active controller")
+    counts = wait_until(controllers, "exactly one active controller")
     assert sorted(counts) == [0, 0, 1]
     leader = nodes[counts.index(1)]
     assert scrape(cluster.metrics_address(leader))['kafka_raft_current_state{state="leader"}'] == 1
@@ -204,7 +205,7 @@ def test_one_active_controller_and_replication_figures_over_three_nodes(cluster:
         ends = [p.get('kafka_log_log_logendoffset{partition="0",topic="replicated"}') for p in pages]
         return pages if fetched > 0 and ends == [100, 100, 100] else None
 
-    pages = wait_until(replicated, what="the followers' fetched bytes and log ends")
+    pages = wait_until(replicated, "the followers' fetched bytes and log ends")
     for page in pages:
         # consumer-group lag needs a group; errors_total counts codes other than NONE, so a node that
         # answered no error yet has no sample of it (the single-broker test checks both)

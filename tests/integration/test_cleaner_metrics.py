@@ -20,14 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import free_port
-from tests.integration.compat import (
-    TIMEOUT_S,
-    Rec,
-    confluent_producer_config,
-    confluent_send,
-    confluent_wait,
-    wait_until,
-)
+from tests.integration.compat import TIMEOUT_S, Rec, confluent_producer_config, confluent_send, confluent_wait
+from tests.waiting import wait_until
 
 _SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
 
@@ -78,8 +72,8 @@ def test_cleaner_metrics_have_kafkas_names(metered_broker: tuple[EmbeddedBroker,
 
     page = wait_until(
         lambda: (s := samples(port))["kafka_log_logcleaner_cleaned_logs_total"] >= 1 and s,
-        60,
         "a completed clean on /metrics",
+        timeout_s=60,
     )
     # Overwritten records were dropped: the clean wrote less than it read.
     assert 0 < page["kafka_log_logcleaner_cleaner_recopy_percent"] < 100

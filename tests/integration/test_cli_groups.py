@@ -10,14 +10,14 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pyspark_log.client import AdminClient, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import wait_until
 
 from .groups_helpers import GROUP_BROKER_OVERRIDES, confluent_member, create_topic, drive, produce, split_evenly, unique
 
@@ -58,17 +58,6 @@ def fails(proc: subprocess.CompletedProcess[str]) -> str:
     line = proc.stderr.splitlines()[-1]
     assert line.startswith("pylog: ")
     return line
-
-
-def wait_for(what: str, predicate: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def committed(admin: AdminClient, group: str) -> dict[int, int]:
@@ -173,7 +162,7 @@ def test_delete_fails_while_the_group_has_members_and_works_once_empty(bootstrap
         assert line == f"pylog: consumer group '{group}' is not empty: it has active members (NON_EMPTY_GROUP)"
     finally:
         c1.close()  # LeaveGroup: the group is empty at once
-    wait_for("the group to be empty", lambda: state_of(admin, group) == "Empty")
+    wait_until(lambda: state_of(admin, group) == "Empty", "the group to be empty")
     [desc] = ok_json(bootstrap, "describe", "--group", group)
     assert desc["members"] == []
     assert [(r["partition"], r["currentOffset"], r["consumerId"]) for r in desc["offsets"]] == [
@@ -207,7 +196,7 @@ def test_reset_offsets_refused_while_active_dry_run_then_executed(bootstrap: str
         assert committed(admin, group) == before
     finally:
         c1.close()
-    wait_for("the group to be empty", lambda: state_of(admin, group) == "Empty")
+    wait_until(lambda: state_of(admin, group) == "Empty", "the group to be empty")
 
     dry = pylog(bootstrap, "reset-offsets", "--group", group, "--topic", topic, "--to-earliest")
     assert [line.split() for line in ok(dry).splitlines()] == [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pyspark_log.client import (
@@ -21,11 +19,12 @@ from pyspark_log.client import (
 )
 from pyspark_log.client.admin import AlterConfigOp
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline, wait_until
 
 
 def poll_for(c: Consumer, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = Deadline(seconds)
+    while not deadline.expired():
         c.poll(timeout_ms=500)
 
 
@@ -48,10 +47,7 @@ def test_create_describe_delete_topics(broker: EmbeddedBroker, topic_name: str) 
         assert cluster.brokers
         assert all(p.leader in {b.node_id for b in cluster.brokers} for p in desc.partitions.values())
         a.delete_topics([topic_name])
-        deadline = time.monotonic() + 10
-        while topic_name in a.list_topics() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert topic_name not in a.list_topics()
+        wait_until(lambda: topic_name not in a.list_topics(), f"{topic_name} to leave the topic list")
         with pytest.raises(UnknownTopicOrPartitionError):
             a.delete_topics([topic_name])
 
@@ -71,9 +67,7 @@ def test_create_partitions(broker: EmbeddedBroker, topic_name: str) -> None:
     with admin(broker) as a:
         a.create_topics([NewTopic(topic_name, 2, 1)])
         a.create_partitions({topic_name: 4})
-        deadline = time.monotonic() + 10
-        while len(a.describe_topics([topic_name])[topic_name].partitions) < 4 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: len(a.describe_topics([topic_name])[topic_name].partitions) >= 4, "4 partitions")
         assert len(a.describe_topics([topic_name])[topic_name].partitions) == 4
 
 
@@ -124,8 +118,5 @@ def test_out_of_range_fetch(broker: EmbeddedBroker, topic_name: str) -> None:
     with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}) as c:
         c.assign([tp])
         c.seek(tp, 42)
-        recs = []
-        deadline = time.monotonic() + 10
-        while not recs and time.monotonic() < deadline:
-            recs = c.poll(timeout_ms=500)
+        recs = wait_until(lambda: c.poll(timeout_ms=500), "the record at offset 42", interval_s=0)
         assert [r.value for r in recs] == [b"only"]

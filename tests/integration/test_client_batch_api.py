@@ -10,7 +10,6 @@ the batches the batch API makes exactly as to ``send()``'s.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from pyspark_log.client import AdminClient, AsyncProducer, NewTopic, Producer, partition_for_key
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.records.columnar_encode import HEADERS_TYPE
+from tests.waiting import Deadline
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +100,8 @@ def read_confluent(broker: EmbeddedBroker, topic: str, n: int) -> list[Seen]:
     seen: list[Seen] = []
     try:
         c.assign([ck.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 60
-        while len(seen) < n and time.monotonic() < deadline:
+        deadline = Deadline(60)
+        while len(seen) < n and not deadline.expired():
             msg = c.poll(0.5)
             if msg is not None and msg.error() is None:
                 headers = [(k, v) for k, v in (msg.headers() or [])]
@@ -121,8 +121,8 @@ def read_kafka_python(broker: EmbeddedBroker, topic: str, n: int) -> list[Seen]:
     seen: list[Seen] = []
     try:
         c.assign([kafka.TopicPartition(topic, p) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + 60
-        while len(seen) < n and time.monotonic() < deadline:
+        deadline = Deadline(60)
+        while len(seen) < n and not deadline.expired():
             for records in c.poll(timeout_ms=500).values():
                 for r in records:
                     seen.append((r.partition, r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp))

@@ -9,6 +9,7 @@ import time
 
 from pyspark_log.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 PARTITIONS = 3
 PER_PARTITION = 3000
@@ -53,8 +54,8 @@ def test_broken_connections_during_produce_leave_no_duplicates_and_no_gaps(
             ]
             # besides the breaker's random ones, one break right after each chunk's sends, while
             # its requests are queued or in flight; polled, so a chunk waits for a connection to exist
-            deadline = time.monotonic() + 60
-            while (closed := p._run(_async(lambda: _break_connections(p)))) == 0 and time.monotonic() < deadline:
+            deadline = Deadline(60)
+            while (closed := p._run(_async(lambda: _break_connections(p)))) == 0 and not deadline.expired():
                 time.sleep(0.005)
             breaks += closed
         p.flush()
@@ -66,8 +67,8 @@ def test_broken_connections_during_produce_leave_no_duplicates_and_no_gaps(
         tps = [TopicPartition(topic_name, part) for part in range(PARTITIONS)]
         c.assign(tps)
         got: dict[int, list[bytes]] = {part: [] for part in range(PARTITIONS)}
-        deadline = time.monotonic() + 60
-        while sum(map(len, got.values())) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+        deadline = Deadline(60)
+        while sum(map(len, got.values())) < PARTITIONS * PER_PARTITION and not deadline.expired():
             for r in c.poll(timeout_ms=500):
                 assert r.value is not None
                 got[r.partition].append(r.value)

@@ -3,13 +3,12 @@ pylog broker; group offsets committed by pylog's admin are visible (when the bro
 
 from __future__ import annotations
 
-import time
-
 import confluent_kafka as ck
 import pytest
 
 from pyspark_log.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 
 def make_topic(broker: EmbeddedBroker, name: str, partitions: int = 2) -> None:
@@ -29,8 +28,8 @@ def test_confluent_reads_what_pylog_wrote(broker: EmbeddedBroker, topic_name: st
     try:
         c.assign([ck.TopicPartition(topic_name, p, 0) for p in range(2)])
         got = []
-        deadline = time.monotonic() + 30
-        while len(got) < len(sent) and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while len(got) < len(sent) and not deadline.expired():
             msg = c.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append((msg.key(), msg.value(), msg.headers()))
@@ -65,8 +64,8 @@ def test_third_party_consumers_read_send_records_with_and_without_keys(
     try:
         c.assign([ck.TopicPartition(topic_name, p, 0) for p in range(3)])
         got: list[tuple[int, int, bytes | None, bytes, int]] = []
-        deadline = time.monotonic() + 30
-        while len(got) < len(sent) and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while len(got) < len(sent) and not deadline.expired():
             msg = c.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1]))
@@ -80,8 +79,8 @@ def test_third_party_consumers_read_send_records_with_and_without_keys(
     try:
         kp.assign([kafka.TopicPartition(topic_name, p) for p in range(3)])
         read: list[tuple[bytes | None, bytes]] = []
-        deadline = time.monotonic() + 30
-        while len(read) < len(sent) and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while len(read) < len(sent) and not deadline.expired():
             for records in kp.poll(timeout_ms=500).values():
                 read += [(r.key, r.value) for r in records]
     finally:
@@ -99,8 +98,8 @@ def test_pylog_reads_what_confluent_wrote(broker: EmbeddedBroker, topic_name: st
     with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}) as c:
         c.assign([TopicPartition(topic_name, p) for p in range(2)])
         got = []
-        deadline = time.monotonic() + 30
-        while len(got) < 50 and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while len(got) < 50 and not deadline.expired():
             got += c.poll(timeout_ms=500)
     assert sorted((r.key, r.value, r.headers) for r in got) == sorted(
         (f"k{i}".encode(), f"v{i}".encode(), (("n", f"{i}".encode()),)) for i in range(50)

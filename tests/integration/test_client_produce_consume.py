@@ -3,7 +3,6 @@ consume back byte-identical and in order (seed 004 acks; seed 003 batching and c
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from pyspark_log.client import (
     TopicPartition,
 )
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -39,8 +39,8 @@ def consume_all(broker: EmbeddedBroker, tps: list[TopicPartition], expected: int
         def at_end() -> bool:
             return all(c.position(tp) >= ends[tp] for tp in tps)
 
-        deadline = time.monotonic() + 30
-        while (len(out) < expected or not at_end()) and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while (len(out) < expected or not at_end()) and not deadline.expired():
             out += c.poll(timeout_ms=500)
         assert at_end(), {tp: (c.position(tp), ends[tp]) for tp in tps}
     return out

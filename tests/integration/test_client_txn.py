@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 from typing import Any
 
@@ -24,6 +23,7 @@ from pyspark_log.client import (
     TopicPartition,
 )
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 
 def _create(bs: str, topic: str, partitions: int = 2) -> None:
@@ -38,8 +38,8 @@ def _ours(bs: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
     with Consumer(config) as c:
         c.assign(tps)
         ends = c.end_offsets(tps, isolation_level=isolation)
-        deadline = time.monotonic() + 30
-        while any(c.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while any(c.position(tp) < ends[tp] for tp in tps) and not deadline.expired():
             out += [r.value for r in c.poll(timeout_ms=200) if r.value is not None]
     return sorted(out)
 
@@ -60,8 +60,8 @@ def _confluent(bs: str, topic: str, partitions: int, isolation: str) -> list[byt
         )
         out: list[bytes] = []
         eof: set[int] = set()
-        deadline = time.monotonic() + 30
-        while len(eof) < partitions and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while len(eof) < partitions and not deadline.expired():
             msg = c.poll(0.2)
             if msg is None:
                 continue

@@ -32,8 +32,8 @@ from tests.integration.compat import (
     kp_consume,
     kp_produce,
     segment_files,
-    wait_until,
 )
+from tests.waiting import Deadline, wait_until
 
 SEGMENT_MS = 1500
 CLEANER_OVERRIDES = {
@@ -88,7 +88,7 @@ def test_section_4_8_consumer_from_zero_gets_the_latest_value_of_every_key(
     time.sleep(SEGMENT_MS / 1000 + 0.1)  # segment.ms: the next append rolls the active segment
     sentinel = confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"sentinel", b"s")]))[0][1]
     latest[b"sentinel"] = (sentinel, b"s")
-    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, "the cleaner", timeout_s=60)
     size_after = sum(p.stat().st_size for p in segment_files(broker, topic_name))
     assert size_after < produced_bytes / 3, (produced_bytes, size_after)  # the files shrank
 
@@ -123,8 +123,8 @@ def consume_to_end(broker: EmbeddedBroker, topic: str) -> list[tuple[int, bytes 
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[tuple[int, bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+        deadline = Deadline(TIMEOUT_S)
+        while (not out or out[-1][0] < high - 1) and not deadline.expired():
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 assert msg.error() is None, msg.error()
                 out.append((msg.offset(), msg.key(), msg.value()))
@@ -159,7 +159,11 @@ def test_sigkill_while_cleaning_leaves_a_log_with_the_latest_value_of_every_key(
             del producer
             time.sleep(rng.uniform(0.0, 0.3))  # the cleaner works on the new segments meanwhile
             if kill % 5 == 4:  # some kills surely follow a clean (waited for as state: a busy machine)
-                wait_until(lambda past=cleaned: cleaned_up_to(broker, topic) > past, 3 * TIMEOUT_S, "a recorded clean")
+                wait_until(
+                    lambda past=cleaned: cleaned_up_to(broker, topic) > past,
+                    "a recorded clean",
+                    timeout_s=3 * TIMEOUT_S,
+                )
             cleaned = max(cleaned, cleaned_up_to(broker, topic))
             broker.kill()
             leftovers = {p.suffix for p in (broker.data_dir / "logs" / f"{topic}-0").iterdir()}
@@ -211,7 +215,7 @@ def test_kafka_python_reads_a_compacted_log_and_gets_invalid_record_for_a_null_k
     time.sleep(SEGMENT_MS / 1000 + 0.1)
     sentinel = kp_produce(broker.bootstrap_servers, topic_name, [Rec(b"sentinel", b"s")])[0][1]
     latest[b"sentinel"] = (sentinel, b"s")
-    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, "the cleaner", timeout_s=60)
     got = kp_consume(broker.bootstrap_servers, topic_name, len(latest))
     assert [(g.offset, g.key, g.value) for g in got] == sorted((o, k, v) for k, (o, v) in latest.items())
     with pytest.raises(InvalidRecordError):
@@ -233,7 +237,7 @@ def test_kip_534_tombstone_batches_get_a_delete_horizon_and_clients_read_their_t
     confluent_wait(producer, confluent_send(producer, topic_name, records))
     time.sleep(SEGMENT_MS / 1000 + 0.1)  # segment.ms: the next append rolls the active segment
     sentinel = confluent_wait(producer, confluent_send(producer, topic_name, [Rec(b"sentinel", b"s")]))[0][1]
-    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, timeout_s=60, what="the cleaner")
+    wait_until(lambda: cleaned_up_to(broker, topic_name) >= sentinel, "the cleaner", timeout_s=60)
 
     stamped = [h for h, recs in disk_batches(broker, topic_name) if any(r.value is None for r in recs)]
     assert stamped, "no tombstone batch on disk"

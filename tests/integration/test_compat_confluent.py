@@ -61,8 +61,8 @@ from tests.integration.compat import (
     numbered_records,
     segment_files,
     timestamp_batches,
-    wait_until,
 )
+from tests.waiting import Deadline, wait_until
 
 # kafka-python loads its schemas with importlib.resources APIs deprecated in 3.11
 pytestmark = pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning")
@@ -164,12 +164,9 @@ def test_out_of_range_fetch_resets_to_earliest(broker: EmbeddedBroker, topic_nam
     consumer = confluent_consumer(broker.bootstrap_servers, **{"auto.offset.reset": "error"})
     try:
         consumer.assign([TopicPartition(topic_name, 0, 1000)])
-        deadline = time.monotonic() + TIMEOUT_S
-        msg = None
-        while (msg is None or not msg.error()) and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-        assert msg is not None
-        assert msg.error() is not None
+        msg = wait_until(
+            lambda: (m := consumer.poll(0.2)) is not None and m.error() and m, "an error from the poll", interval_s=0
+        )
         assert msg.error().code() == KafkaError._AUTO_OFFSET_RESET
     finally:
         consumer.close()
@@ -228,8 +225,8 @@ def test_log_append_time_topic_stamps_records(broker: EmbeddedBroker, admin: Adm
     try:
         consumer.assign([TopicPartition(topic_name, 0, 0)])
         msgs = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(msgs) < 3 and time.monotonic() < deadline:
+        deadline = Deadline(TIMEOUT_S)
+        while len(msgs) < 3 and not deadline.expired():
             msgs += [m for m in consumer.consume(3, timeout=0.2) if not m.error()]
     finally:
         consumer.close()
@@ -296,7 +293,7 @@ def test_admin_create_and_delete_topics(broker: EmbeddedBroker, admin: AdminClie
 
     confluent_produce(broker.bootstrap_servers, topic_name, [Rec(b"old", b"data", (), now_ms())], partition=0)
     admin.delete_topics([topic_name], operation_timeout=TIMEOUT_S)[topic_name].result(TIMEOUT_S)
-    wait_until(lambda: topic_name not in _topics(admin), what="the deleted topic to leave the metadata")
+    wait_until(lambda: topic_name not in _topics(admin), "the deleted topic to leave the metadata")
     unknown = admin.delete_topics([topic_name], operation_timeout=TIMEOUT_S)[topic_name]
     assert _error_code(unknown) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
@@ -505,9 +502,9 @@ def test_clean_restart_keeps_everything(tmp_path: Path) -> None:
         # the consumer that stayed reconnects and reads on from where it was
         [consumer] = parked
         got: list[Got] = []
-        deadline = time.monotonic() + TIMEOUT_S
+        deadline = Deadline(TIMEOUT_S)
         try:
-            while len(got) < 30 and time.monotonic() < deadline:
+            while len(got) < 30 and not deadline.expired():
                 for msg in consumer.consume(30, timeout=0.2):
                     if msg.error() is None:
                         got.append(

@@ -42,8 +42,8 @@ from tests.integration.compat import (
     numbered_records,
     segment_files,
     timestamp_batches,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 with warnings.catch_warnings():  # kafka-python loads its schemas with importlib APIs deprecated in 3.11
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -204,7 +204,7 @@ def test_admin_create_and_delete_topics(broker: EmbeddedBroker, admin: KafkaAdmi
     kp_produce(broker.bootstrap_servers, topic_name, [Rec(b"old", b"data", (), now_ms())], partition=0)
     deleted = admin.delete_topics([topic_name])
     assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(topic_name, 0)]
-    wait_until(lambda: topic_name not in admin.list_topics(), what="the deleted topic to leave the metadata")
+    wait_until(lambda: topic_name not in admin.list_topics(), "the deleted topic to leave the metadata")
     with pytest.raises(kerr.UnknownTopicOrPartitionError):
         admin.delete_topics([topic_name])
 

@@ -22,7 +22,8 @@ from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 from pyspark_log.wire.versions import KRAFT_CONTROLLER_APIS
-from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
+from tests.integration.compat import confluent_consume, confluent_produce, numbered_records
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +74,7 @@ def agreed(cluster: EmbeddedCluster) -> tuple[int, int] | None:
 def test_client_listener_refuses_every_controller_rpc_and_the_quorum_is_undisturbed(
     cluster: EmbeddedCluster,
 ) -> None:
-    leader, epoch = wait_until(lambda: agreed(cluster), what="a leader all three agree on")
+    leader, epoch = wait_until(lambda: agreed(cluster), "a leader all three agree on")
     follower = next(n for n in NODES if n != leader)
     client = cluster.address(leader)
     forged = [
@@ -134,7 +135,7 @@ def test_client_listener_refuses_every_controller_rpc_and_the_quorum_is_undistur
     assert reg.error_code == 104
 
     # nothing moved: same leader and epoch everywhere, no broker 99, every node up and serving clients
-    assert wait_until(lambda: agreed(cluster), what="the quorum still agreeing") == (leader, epoch)
+    assert wait_until(lambda: agreed(cluster), "the quorum still agreeing") == (leader, epoch)
     assert all(cluster.nodes[n].running for n in NODES)
     metadata = call(
         client,

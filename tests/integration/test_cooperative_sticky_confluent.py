@@ -19,7 +19,6 @@ generation 1 (``b_subscribe_with_cb_test``) they are Kafka's for that order too.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import wait_until
 
 DEADLINE_S = 90
 
@@ -78,12 +78,15 @@ def consumer(broker: EmbeddedBroker, group: str, name: str) -> Consumer:
 
 
 def poll_until(consumers: list[Consumer], done: Any, what: str, *counts: Counts) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: callbacks {[c.events for c in counts]}")
+
+    def polled() -> bool:
+        if done():
+            return True
         for c in consumers:
             c.poll(0.5)
+        return False
+
+    wait_until(polled, lambda: f"{what}: callbacks {[c.events for c in counts]}", timeout_s=DEADLINE_S, interval_s=0)
 
 
 def test_l_unsubscribe_callback_counts(broker: EmbeddedBroker, topic_name: str) -> None:

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from pyspark_log.client import AdminClient, Consumer, KafkaError, TopicPartition
 from pyspark_log.client.errors import ErrorCode
 from pyspark_log.client.types import OffsetSpec as PylogOffsetSpec
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -96,12 +96,13 @@ def first_consumed_offset(bootstrap: str, topic: str, group: str) -> int:
     )
     try:
         consumer.subscribe([topic])
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None and msg.partition() == 0:
-                return int(msg.offset())
-        raise AssertionError(f"no record of {topic}-0 within {WAIT_S}s")
+        msg = wait_until(
+            lambda: (m := consumer.poll(0.5)) is not None and m.error() is None and m.partition() == 0 and m,
+            f"a record of {topic}-0",
+            timeout_s=WAIT_S,
+            interval_s=0,
+        )
+        return int(msg.offset())
     finally:
         consumer.close()
 
@@ -137,8 +138,8 @@ def test_confluent_delete_records_moves_the_start_seen_by_list_offsets_and_consu
         consumer.assign([tp])
         consumer.seek(tp, 3)  # below the log start: out of range, reset to the earliest
         records: list = []
-        deadline = time.monotonic() + WAIT_S
-        while len(records) < 13 and time.monotonic() < deadline:
+        deadline = Deadline(WAIT_S)
+        while len(records) < 13 and not deadline.expired():
             records.extend(consumer.poll(500))
         assert [r.offset for r in records] == list(range(7, 20))
         assert consumer.beginning_offsets([tp])[tp] == 7

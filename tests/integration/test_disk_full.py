@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from pyspark_log.embedded import EmbeddedBroker
-from tests.integration.compat import wait_until
+from tests.waiting import wait_until
 
 RECORD_BYTES = 64 * 1024
 FS_SIZE = "12m"
@@ -108,7 +108,7 @@ def test_full_disk_is_logged_once_counted_described_and_recovered(small_fs: Path
         assert offline["partitions"] == []
 
         filler.unlink()  # space returns; the broker must notice by itself
-        wait_until(lambda: log_dirs(broker)["error"] is None, what="the log dir back online")
+        wait_until(lambda: log_dirs(broker)["error"] is None, "the log dir back online")
         assert "kafka_log_logmanager_offlinelogdirectorycount 0" in metrics(broker)
         assert any("back online" in line for line in broker.output().splitlines())
         err, offset = produce_one(producer, b"after")
@@ -131,7 +131,7 @@ def test_full_disk_is_logged_once_counted_described_and_recovered(small_fs: Path
                     seen[msg.offset()] = msg.value()
                 return max(acknowledged) in seen
 
-            wait_until(drained, timeout_s=60, what="every acknowledged record read back")
+            wait_until(drained, "every acknowledged record read back", timeout_s=60)
         finally:
             consumer.close()
         assert {o: seen.get(o) for o in acknowledged} == acknowledged, "nothing acknowledged is lost"

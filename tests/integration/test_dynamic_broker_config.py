@@ -13,9 +13,8 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -38,16 +38,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluste
     # a static message.max.bytes, so the dynamic levels are seen winning over server.properties
     with EmbeddedCluster(root, combined=True, brokers=(1, 2, 3), overrides={"message.max.bytes": "500000"}) as c:
         yield c
-
-
-def wait_until(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def ask(cluster: EmbeddedCluster, api: ApiKey, body: dict[str, Any]) -> Any:
@@ -114,8 +104,8 @@ def make_topic(cluster: EmbeddedCluster) -> tuple[str, int]:
     topic = f"dynamic-{uuid.uuid4().hex[:8]}"
     client = admin(cluster)
     client.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
-    view = wait_until(lambda: cluster.partitions(topic).get(0), f"{topic} leader")
-    wait_until(lambda: len(cluster.partitions(topic)[0].isr) == 3, f"{topic} ISR")
+    view = wait_until(lambda: cluster.partitions(topic).get(0), f"{topic} leader", timeout_s=WAIT_S)
+    wait_until(lambda: len(cluster.partitions(topic)[0].isr) == 3, f"{topic} ISR", timeout_s=WAIT_S)
     return topic, int(view.leader)
 
 
@@ -127,29 +117,47 @@ def test_default_then_per_broker_message_max_bytes_live_and_after_restart(cluste
 
     # the cluster-wide default, lower than the record: every broker refuses it, no restart
     alter(cluster, "", "message.max.bytes", "10000")
-    wait_until(lambda: produce_error(cluster, topic, 20_000) == KafkaError.MSG_SIZE_TOO_LARGE, "MESSAGE_TOO_LARGE")
+    wait_until(
+        lambda: produce_error(cluster, topic, 20_000) == KafkaError.MSG_SIZE_TOO_LARGE,
+        "MESSAGE_TOO_LARGE",
+        timeout_s=WAIT_S,
+    )
     assert described(cluster, str(other), "message.max.bytes") == ("10000", DYNAMIC_DEFAULT_BROKER_CONFIG)
     assert described(cluster, "", "message.max.bytes") == ("10000", DYNAMIC_DEFAULT_BROKER_CONFIG)
 
     # the leader's own value wins over the default
     alter(cluster, str(leader), "message.max.bytes", "50000")
-    wait_until(lambda: produce_error(cluster, topic, 20_000) is None, "the per-broker value accepting 20000 bytes")
+    wait_until(
+        lambda: produce_error(cluster, topic, 20_000) is None,
+        "the per-broker value accepting 20000 bytes",
+        timeout_s=WAIT_S,
+    )
     assert described(cluster, str(leader), "message.max.bytes") == ("50000", DYNAMIC_BROKER_CONFIG)
     assert described(cluster, str(other), "message.max.bytes") == ("10000", DYNAMIC_DEFAULT_BROKER_CONFIG)
 
     # both levels are in the metadata log: a restarted leader still has them
     cluster.restart(leader)
-    wait_until(lambda: described(cluster, str(leader), "message.max.bytes") == ("50000", DYNAMIC_BROKER_CONFIG),
-               "the per-broker value after the restart")  # fmt: skip
-    wait_until(lambda: len(cluster.partitions(topic)[0].isr) == 3, f"{topic} ISR after the restart")
-    wait_until(lambda: produce_error(cluster, topic, 60_000) == KafkaError.MSG_SIZE_TOO_LARGE, "60000 refused")
+    wait_until(
+        lambda: described(cluster, str(leader), "message.max.bytes") == ("50000", DYNAMIC_BROKER_CONFIG),
+        "the per-broker value after the restart",
+        timeout_s=WAIT_S,
+    )
+    wait_until(lambda: len(cluster.partitions(topic)[0].isr) == 3, f"{topic} ISR after the restart", timeout_s=WAIT_S)
+    wait_until(
+        lambda: produce_error(cluster, topic, 60_000) == KafkaError.MSG_SIZE_TOO_LARGE,
+        "60000 refused",
+        timeout_s=WAIT_S,
+    )
 
     # deleting both: back to the static value
     alter(cluster, str(leader), "message.max.bytes", None)
     alter(cluster, "", "message.max.bytes", None)
-    wait_until(lambda: described(cluster, str(leader), "message.max.bytes") == ("500000", STATIC_BROKER_CONFIG),
-               "the static value back")  # fmt: skip
-    wait_until(lambda: produce_error(cluster, topic, 60_000) is None, "60000 accepted again")
+    wait_until(
+        lambda: described(cluster, str(leader), "message.max.bytes") == ("500000", STATIC_BROKER_CONFIG),
+        "the static value back",
+        timeout_s=WAIT_S,
+    )
+    wait_until(lambda: produce_error(cluster, topic, 60_000) is None, "60000 accepted again", timeout_s=WAIT_S)
 
 
 def test_read_only_key_refused_and_other_broker_id(cluster: EmbeddedCluster) -> None:
@@ -185,7 +193,9 @@ def test_pylog_configs_brokers(cluster: EmbeddedCluster) -> None:
     )
     assert "Completed updating default config for brokers in the cluster." in out
     wait_until(
-        lambda: described(cluster, "3", "log.cleaner.threads") == ("2", DYNAMIC_BROKER_CONFIG), "broker 3's value"
+        lambda: described(cluster, "3", "log.cleaner.threads") == ("2", DYNAMIC_BROKER_CONFIG),
+        "broker 3's value",
+        timeout_s=WAIT_S,
     )
     out = pylog(cluster, "--describe", "--entity-type", "brokers", "--entity-name", "3")
     assert out.splitlines()[0] == "Dynamic configs for broker 3 are:"
@@ -199,7 +209,9 @@ def test_pylog_configs_brokers(cluster: EmbeddedCluster) -> None:
         cluster, "--alter", "--entity-type", "brokers", "--entity-name", "3", "--delete-config", "log.cleaner.threads"
     )
     pylog(cluster, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms")
-    wait_until(lambda: described(cluster, "3", "log.cleaner.threads")[1] != DYNAMIC_BROKER_CONFIG, "deleted")
+    wait_until(
+        lambda: described(cluster, "3", "log.cleaner.threads")[1] != DYNAMIC_BROKER_CONFIG, "deleted", timeout_s=WAIT_S
+    )
 
 
 def answered_from(address: str, source_ip: str) -> bool:
@@ -221,7 +233,7 @@ def test_connection_limit_changes_live(cluster: EmbeddedCluster) -> None:
     address = cluster.address(2)
     assert answered_from(address, "127.0.0.2")
     alter(cluster, "", "max.connections.per.ip.overrides", "127.0.0.2:0")
-    wait_until(lambda: not answered_from(address, "127.0.0.2"), "127.0.0.2 refused")
+    wait_until(lambda: not answered_from(address, "127.0.0.2"), "127.0.0.2 refused", timeout_s=WAIT_S)
     assert answered_from(address, "127.0.0.1")
     alter(cluster, "", "max.connections.per.ip.overrides", None)
-    wait_until(lambda: answered_from(address, "127.0.0.2"), "127.0.0.2 answered again")
+    wait_until(lambda: answered_from(address, "127.0.0.2"), "127.0.0.2 answered again", timeout_s=WAIT_S)

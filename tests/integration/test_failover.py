@@ -25,6 +25,7 @@ from pyspark_log.client import TopicPartition
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
 from tests.integration.cluster_harness import consume, wait_for
+from tests.waiting import Deadline
 
 NODES = (1, 2, 3)
 OVERRIDES = {
@@ -71,8 +72,8 @@ def test_leader_sigkill_moves_leadership_to_the_isr_and_loses_no_acknowledged_re
 
     sent = 0
     killed_at: float | None = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(acked) < 3000:
+    deadline = Deadline(120)
+    while not deadline.expired() and len(acked) < 3000:
         if sent < 4000 and len(producer) < 200:
             producer.produce(topic, value=str(sent).encode(), partition=0, on_delivery=delivered)
             sent += 1

@@ -17,7 +17,8 @@ from confluent_kafka import Producer
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import free_port
-from tests.integration.compat import Rec, confluent_producer_config, confluent_send, confluent_wait, wait_until
+from tests.integration.compat import Rec, confluent_producer_config, confluent_send, confluent_wait
+from tests.waiting import wait_until
 
 _SAMPLE = re.compile(r"^(?P<key>python_gc_[a-z_]+(?:\{[^}]*\})?) (?P<value>\S+)$")
 
@@ -50,7 +51,7 @@ def test_broker_reports_collection_pauses_per_generation(tmp_path: Path, topic_n
             samples = gc_samples(port)
             return samples if samples[young] >= 1 else None
 
-        page = wait_until(collected, timeout_s=120, what="a young-generation collection on /metrics")
+        page = wait_until(collected, "a young-generation collection on /metrics", timeout_s=120)
         # prometheus-client's GCCollector counts since the process started, pylog's pauses since ready
         assert page['python_gc_collections_total{generation="0"}'] >= page[young]
         assert page['python_gc_pause_seconds_max{generation="0"}'] > 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
@@ -15,6 +14,7 @@ import kafka
 import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 from .groups_helpers import (
     GROUP_BROKER_OVERRIDES,
@@ -147,14 +147,14 @@ def commit_when_stable(members: list[Member], consumers: list[PolledInThread], t
     """Commit every consumer; a client may still be finishing a rebalance it started itself (e.g.
     after a metadata refresh): let it poll, as kafka-python's RebalanceInProgressError advises,
     and retry."""
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     pending = list(consumers)
     while pending:
         try:
             pending[0].call(pending[0].consumer.commit)
             pending.pop(0)
         except (kafka.errors.RebalanceInProgressError, kafka.errors.CommitFailedError):
-            assert time.monotonic() < deadline, "the group did not settle"
+            assert not deadline.expired(), "the group did not settle"
             for m in members:
                 m.poll()
 

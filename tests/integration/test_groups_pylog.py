@@ -5,7 +5,6 @@ FencedInstanceIdException in seed 000 §4.5), cooperative-sticky, pattern subscr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from pyspark_log.client import AdminClient, Consumer, KafkaError, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ErrorCode
+from tests.waiting import Deadline, wait_until
 
 from .groups_helpers import (
     GROUP_BROKER_OVERRIDES,
@@ -104,8 +104,8 @@ def test_static_member_restarts_without_rebalance_and_a_duplicate_is_fenced(boot
 
 
 def poll_both_for(*members: Member, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline = Deadline(seconds)
+    while not deadline.expired():
         for m in members:
             m.poll()
 
@@ -139,16 +139,22 @@ def test_pattern_subscription_and_poll_interval(bootstrap: str) -> None:
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
     with Consumer({**conf, "max.poll.interval.ms": 1500, "heartbeat.interval.ms": 100}) as lazy, Consumer(conf) as busy:
         lazy.subscribe(pattern=rf"{prefix}-.*")
-        deadline = time.monotonic() + 20
-        while lazy.assignment() != {TopicPartition(f"{prefix}-a", 0), TopicPartition(f"{prefix}-b", 0)}:
+        both = {TopicPartition(f"{prefix}-a", 0), TopicPartition(f"{prefix}-b", 0)}
+
+        def lazy_holds_both() -> bool:
             lazy.poll(50)
-            assert time.monotonic() < deadline
+            return lazy.assignment() == both
+
+        wait_until(lazy_holds_both, "lazy to hold both topics", interval_s=0)
         assert lazy.subscription() == {f"{prefix}-a", f"{prefix}-b"}
         busy.subscribe(pattern=rf"{prefix}-.*")
         # ``lazy`` stops polling: after max.poll.interval.ms it leaves and ``busy`` gets everything
-        while len(busy.assignment()) != 2:
+
+        def busy_holds_both() -> bool:
             busy.poll(50)
-            assert time.monotonic() < deadline
+            return len(busy.assignment()) == 2
+
+        wait_until(busy_holds_both, "busy to hold both after lazy left", interval_s=0)
 
 
 def test_callbacks_run_on_the_polling_thread_and_may_commit(bootstrap: str) -> None:
@@ -169,11 +175,13 @@ def test_callbacks_run_on_the_polling_thread_and_may_commit(bootstrap: str) -> N
     consumer.subscribe(
         [topic], on_assign=lambda _ps: threads.append(threading.current_thread().name), on_revoke=on_revoke
     )
-    got = 0
-    deadline = time.monotonic() + 20
-    while got < 10:
-        got += len(consumer.poll(50))
-        assert time.monotonic() < deadline
+    got: list[object] = []
+
+    def read_ten() -> bool:
+        got.extend(consumer.poll(50))
+        return len(got) >= 10
+
+    wait_until(read_ten, "10 records", interval_s=0)
     consumer.close()
     assert threads == [threading.current_thread().name] * 2
     assert committed_total(bootstrap, group) == 10

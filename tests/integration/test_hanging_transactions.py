@@ -15,9 +15,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from pyspark_log.embedded import EmbeddedBroker
 from tests.killed_producer import TXN_TIMEOUT_MS, leave_open_transaction
+from tests.waiting import Deadline, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,17 +40,6 @@ OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
 }
 WAIT_S = 60.0
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def pylog(broker: EmbeddedBroker, *args: str) -> subprocess.CompletedProcess[str]:
@@ -94,8 +83,8 @@ def read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     try:
-        deadline = time.monotonic() + WAIT_S
-        while len(values) < expected and time.monotonic() < deadline:
+        deadline = Deadline(WAIT_S)
+        while len(values) < expected and not deadline.expired():
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 values.append(msg.value())

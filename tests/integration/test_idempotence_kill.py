@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline, wait_until
 
 TOPIC = "idempotent-kill"
 PARTITIONS = 3
@@ -31,11 +32,14 @@ OVERRIDES = {"log.segment.bytes": str(64 * 1024), "num.partitions": str(PARTITIO
 
 def _poll_until(producer: Any, condition: Any, what: str) -> None:
     """Serve the producer's callbacks until ``condition()`` holds (bounded by TIMEOUT_S)."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+
+    def served() -> bool:
+        if condition():
+            return True
         producer.poll(0.05)
+        return False
+
+    wait_until(served, what, timeout_s=TIMEOUT_S, interval_s=0)
 
 
 def _consume_all(bootstrap: str, expected: int) -> list[tuple[int, int, bytes]]:
@@ -48,9 +52,9 @@ def _consume_all(bootstrap: str, expected: int) -> list[tuple[int, int, bytes]]:
         consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         out: list[tuple[int, int, bytes]] = []
         idle_since = time.monotonic()
-        deadline = time.monotonic() + TIMEOUT_S
+        deadline = Deadline(TIMEOUT_S)
         # read until everything expected arrived, then a little longer to catch duplicates past it
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             msgs = consumer.consume(num_messages=1000, timeout=0.2)
             for msg in msgs:
                 assert msg.error() is None, msg.error()

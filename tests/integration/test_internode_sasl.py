@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pyspark_log.embedded_cluster import EmbeddedCluster
-from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
+from tests.integration.compat import confluent_consume, confluent_produce, numbered_records
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +81,9 @@ def test_brokers_replicate_and_write_transaction_markers_over_scram(cluster: Emb
         topic = admin.list_topics("sasl-rf3", timeout=20).topics["sasl-rf3"]
         return len(topic.partitions) == 3 and all(len(p.isrs) == 3 for p in topic.partitions.values())
 
-    wait_until(isr_complete, DEADLINE_S, "three in-sync replicas of every partition (followers log in by SCRAM)")
+    wait_until(
+        isr_complete, "three in-sync replicas of every partition (followers log in by SCRAM)", timeout_s=DEADLINE_S
+    )
     records = numbered_records("scram", 0, 60)
     assert len(confluent_produce(cluster.bootstrap(), "sasl-rf3", records, acks=-1, **ADMIN)) == 60
 

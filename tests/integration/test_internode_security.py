@@ -31,8 +31,9 @@ from broker.raft.rpc import request_to_wire
 from broker.security.outbound import OutboundSecurity, SaslLogin
 from pyspark_log.embedded_cluster import CLUSTER_ID, EmbeddedCluster, PartitionView, partitions, request
 from pyspark_log.wire import ApiKey, decode_response, encode_request
-from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
+from tests.integration.compat import confluent_consume, confluent_produce, numbered_records
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -135,13 +136,14 @@ def create_topic(cluster: EmbeddedCluster, certs: Certs) -> None:
 
 
 def test_cluster_forms_over_sasl_ssl_and_replicates_over_mtls(cluster: EmbeddedCluster, certs: Certs) -> None:
-    leader, _ = wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "a quorum leader all three agree on")
+    leader, _ = wait_until(lambda: agreed(cluster, certs), "a quorum leader all three agree on", timeout_s=DEADLINE_S)
     assert leader in NODES
     create_topic(cluster, certs)  # forwarded to the active controller over SASL_SSL unless it is the one asked
     full = wait_until(
         lambda: (v := view(cluster, certs, 1)) is not None and len(v.isr) == 3 and v,
-        DEADLINE_S, "three in-sync replicas (the followers fetch over mTLS)",
-    )  # fmt: skip
+        "three in-sync replicas (the followers fetch over mTLS)",
+        timeout_s=DEADLINE_S,
+    )
     assert sorted(full.replicas) == list(NODES)
     records = numbered_records("sec", 0, 200)
     assert len(confluent_produce(cluster.bootstrap(), TOPIC, records, acks=-1, **librdkafka(certs))) == 200
@@ -161,7 +163,7 @@ def registration(broker_id: int) -> dict[str, Any]:
 
 
 def test_client_listener_cannot_vote_fetch_the_metadata_log_or_register(cluster: EmbeddedCluster, certs: Certs) -> None:
-    leader, epoch = wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "a quorum leader")
+    leader, epoch = wait_until(lambda: agreed(cluster, certs), "a quorum leader", timeout_s=DEADLINE_S)
     follower = next(n for n in NODES if n != leader)
     forged = [
         request_to_wire(VoteRequest(CLUSTER_ID, epoch + 5, follower, epoch, 1 << 40)),
@@ -172,7 +174,7 @@ def test_client_listener_cannot_vote_fetch_the_metadata_log_or_register(cluster:
     for api_key, version, body in forged:  # an authenticated mTLS client, on the client listener
         with pytest.raises(OSError):
             call(cluster.address(leader), certs, api_key, version, body)
-    assert wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "the quorum undisturbed") == (leader, epoch)
+    assert wait_until(lambda: agreed(cluster, certs), "the quorum undisturbed", timeout_s=DEADLINE_S) == (leader, epoch)
 
 
 def _frame(sock: socket.socket) -> bytes | None:
@@ -195,7 +197,7 @@ def _controller_socket(cluster: EmbeddedCluster, certs: Certs, node: int) -> ssl
 def test_wrong_credentials_on_the_controller_listener_are_refused_and_the_cluster_keeps_working(
     cluster: EmbeddedCluster, certs: Certs
 ) -> None:
-    leader, epoch = wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "a quorum leader")
+    leader, epoch = wait_until(lambda: agreed(cluster, certs), "a quorum leader", timeout_s=DEADLINE_S)
     follower = next(n for n in NODES if n != leader)
     with _controller_socket(cluster, certs, leader) as sock:
         sock.sendall(encode_request(ApiKey.SASL_HANDSHAKE, 1, 1, "intruder", {"mechanism": "PLAIN"}))
@@ -235,7 +237,7 @@ def test_wrong_credentials_on_the_controller_listener_are_refused_and_the_cluste
     with pytest.raises(ssl.SSLCertVerificationError):  # a peer certificate our truststore does not trust
         asyncio.run(dial(PASSWORD, ca=None))
 
-    assert wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "the quorum undisturbed") == (leader, epoch)
+    assert wait_until(lambda: agreed(cluster, certs), "the quorum undisturbed", timeout_s=DEADLINE_S) == (leader, epoch)
     assert "after its SASL session expired" not in cluster.outputs()  # no node's own connection was cut off
     records = numbered_records("after", 1000, 20)
     assert len(confluent_produce(cluster.bootstrap(), "after-intrusion", records, **librdkafka(certs))) == 20
@@ -249,7 +251,7 @@ def test_a_valid_login_without_cluster_action_cannot_vote_fetch_or_register_on_t
     """Authentication is not authorization: mallory logs in on the controller listener (a PLAIN user
     of its JAAS line) but is not a super user and holds no CLUSTER_ACTION ACL, so every quorum RPC
     she sends is answered CLUSTER_AUTHORIZATION_FAILED and the quorum is undisturbed."""
-    leader, epoch = wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "a quorum leader")
+    leader, epoch = wait_until(lambda: agreed(cluster, certs), "a quorum leader", timeout_s=DEADLINE_S)
     follower = next(n for n in NODES if n != leader)
     forged = [
         request_to_wire(VoteRequest(CLUSTER_ID, epoch + 5, follower, epoch, 1 << 40)),
@@ -276,7 +278,7 @@ def test_a_valid_login_without_cluster_action_cannot_vote_fetch_or_register_on_t
         return codes
 
     assert asyncio.run(as_mallory()) == [31] * len(forged)  # CLUSTER_AUTHORIZATION_FAILED
-    assert wait_until(lambda: agreed(cluster, certs), DEADLINE_S, "the quorum undisturbed") == (leader, epoch)
+    assert wait_until(lambda: agreed(cluster, certs), "the quorum undisturbed", timeout_s=DEADLINE_S) == (leader, epoch)
     assert 99 not in {b.node_id for b in call(cluster.address(leader), certs, ApiKey.METADATA, 12,
                                               {"topics": [], "allow_auto_topic_creation": False,
                                                "include_topic_authorized_operations": False}).brokers}  # fmt: skip
@@ -284,16 +286,17 @@ def test_a_valid_login_without_cluster_action_cannot_vote_fetch_or_register_on_t
 
 def test_survives_sigkill_of_the_partition_leader(cluster: EmbeddedCluster, certs: Certs) -> None:
     before = wait_until(
-        lambda: (v := view(cluster, certs, 1)) is not None and len(v.isr) == 3 and v, DEADLINE_S, "a full ISR"
+        lambda: (v := view(cluster, certs, 1)) is not None and len(v.isr) == 3 and v, "a full ISR", timeout_s=DEADLINE_S
     )
     killed = before.leader
     cluster.kill(killed)
     alive = tuple(n for n in NODES if n != killed)
-    wait_until(lambda: agreed(cluster, certs, alive), DEADLINE_S, "a quorum leader among the survivors")
+    wait_until(lambda: agreed(cluster, certs, alive), "a quorum leader among the survivors", timeout_s=DEADLINE_S)
     after = wait_until(
         lambda: (v := view(cluster, certs, alive[0])) is not None and v.leader in alive and killed not in v.isr and v,
-        DEADLINE_S, "a new partition leader and a shrunk ISR",
-    )  # fmt: skip
+        "a new partition leader and a shrunk ISR",
+        timeout_s=DEADLINE_S,
+    )
     assert after.leader_epoch > before.leader_epoch
     bootstrap = cluster.bootstrap()
     more = numbered_records("sec", 200, 50)

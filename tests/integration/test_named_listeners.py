@@ -15,7 +15,8 @@ import pytest
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import request
 from pyspark_log.wire import ApiKey
-from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
+from tests.integration.compat import confluent_consume, confluent_produce, numbered_records
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -65,5 +66,5 @@ def test_a_client_on_the_external_listener_produces_and_consumes_there(
         found = request(addresses["EXTERNAL"], ApiKey.FIND_COORDINATOR, 4, body).coordinators[0]
         return found if found.error_code == 0 else None
 
-    found = wait_until(coordinator, what="a group coordinator")
+    found = wait_until(coordinator, "a group coordinator")
     assert f"{found.host}:{found.port}" == addresses["EXTERNAL"]

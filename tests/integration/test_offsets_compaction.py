@@ -29,8 +29,8 @@ from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import decode_response, encode_request
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
-from tests.integration.compat import wait_until
 from tests.on_disk import disk_batches, segment_files
+from tests.waiting import wait_until
 
 COMMITS_CI = 20_000
 COMMITS = int(os.environ.get("PYLOG_OFFSET_COMMITS", COMMITS_CI))
@@ -113,7 +113,7 @@ def prepare(broker: EmbeddedBroker) -> None:
         admin.create_topics([NewTopic("source", PARTITIONS, 1)])
     finally:
         admin.close()
-    wait_until(lambda: find_coordinator(broker, GROUP, 0) == ErrorCode.NONE, 60, "the group coordinator")
+    wait_until(lambda: find_coordinator(broker, GROUP, 0) == ErrorCode.NONE, "the group coordinator", timeout_s=60)
 
 
 def restart_and_load(broker: EmbeddedBroker) -> tuple[float, dict[int, int]]:
@@ -176,7 +176,9 @@ def test_offsets_topic_cleans_down_and_loads_like_a_fresh_log(tmp_path: Path) ->
         broker.overrides["log.cleaner.enable"] = "true"
         broker.restart()
         # Cleaned when the checkpointed first dirty offset reached the active segment (never cleaned).
-        wait_until(lambda: cleaned_up_to(broker) >= active_base(broker), 120, "the cleaner to compact the offsets")
+        wait_until(
+            lambda: cleaned_up_to(broker) >= active_base(broker), "the cleaner to compact the offsets", timeout_s=120
+        )
         clean_records, clean_bytes = records_on_disk(broker), bytes_on_disk(broker)
         active_records = sum(
             len(r) for h, r in disk_batches(broker, OFFSETS, 0) if h.base_offset >= active_base(broker)
@@ -203,7 +205,9 @@ def test_internal_topics_take_their_segment_bytes_from_the_broker_config(tmp_pat
     overrides = {"offsets.topic.segment.bytes": "300000", "transaction.state.log.segment.bytes": "400000"}
     with EmbeddedBroker(tmp_path / "broker", overrides=overrides) as broker:
         for key_type in (0, 1):  # a group, a transactional id: creates each topic
-            wait_until(lambda t=key_type: find_coordinator(broker, "k", t) == ErrorCode.NONE, 60, "the coordinator")
+            wait_until(
+                lambda t=key_type: find_coordinator(broker, "k", t) == ErrorCode.NONE, "the coordinator", timeout_s=60
+            )
         admin = ConfluentAdmin({"bootstrap.servers": broker.bootstrap_servers})
         want = {OFFSETS: "300000", "__transaction_state": "400000"}
         for topic, segment_bytes in want.items():

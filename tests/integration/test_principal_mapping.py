@@ -15,8 +15,9 @@ import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ApiKey, encode_request
-from tests.integration.compat import confluent_consume, confluent_produce, numbered_records, wait_until
+from tests.integration.compat import confluent_consume, confluent_produce, numbered_records
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +67,9 @@ def test_mapped_principal_produces_and_an_unmapped_certificate_is_refused(broker
                 assert sock.recv(4) == b""  # closed without an answer
         except OSError:
             pass  # or the close arrived as a TLS error
-    wait_until(lambda: "no rule of ssl.principal.mapping.rules applies to CN=localhost,OU=brokers" in broker.output())
+    wait_until(
+        lambda: "no rule of ssl.principal.mapping.rules applies to CN=localhost,OU=brokers" in broker.output(),
+        "the unmapped certificate refused in the broker log",
+    )
     got = confluent_consume(broker.bootstrap_servers, "mapped", 10, **extra)  # the broker keeps serving
     assert [g.value for g in got] == [r.value for r in records]

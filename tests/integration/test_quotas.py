@@ -13,7 +13,6 @@ import resource
 import select
 import socket
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -42,6 +41,7 @@ from tests.integration.quota_helpers import (
     start_broker,
 )
 from tests.integration.test_cli import ok, pylog
+from tests.waiting import Deadline, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -222,8 +222,8 @@ def test_connection_flood_beyond_max_connections_per_ip_does_not_stop_other_addr
         try:
             consumer.subscribe([topic_name])
             got = 0
-            deadline = time.monotonic() + 60
-            while got < 1000 and time.monotonic() < deadline:
+            deadline = Deadline(60)
+            while got < 1000 and not deadline.expired():
                 got += len(consumer.poll(timeout_ms=500))
         finally:
             consumer.close()
@@ -241,8 +241,8 @@ def wait_closed(sockets: list[socket.socket], *, expected_closed: int, deadline_
     """How many of ``sockets`` are still open once ``expected_closed`` of them were closed by the
     peer (or the deadline passed): a closed one becomes readable with EOF or a reset."""
     closed: set[int] = set()
-    deadline = time.monotonic() + deadline_s
-    while len(closed) < expected_closed and time.monotonic() < deadline:
+    deadline = Deadline(deadline_s)
+    while len(closed) < expected_closed and not deadline.expired():
         waiting = [s for i, s in enumerate(sockets) if i not in closed]
         readable, _, _ = select.select(waiting, [], [], 0.2)
         for s in readable:
@@ -266,12 +266,9 @@ def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_pat
             "components": [{"entity_type": "client-id", "match_type": 0, "match": "kraft-slow"}],
             "strict": True,
         }
-        deadline = time.monotonic() + 30
-        while True:
-            entries = request(cluster.address(5), 48, 1, describe).entries
-            if entries or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        entries = wait_until(
+            lambda: request(cluster.address(5), 48, 1, describe).entries, "the quota on node 5", interval_s=0.05
+        )
         assert [(v.key, v.value) for v in entries[0].quota_values] == [("producer_byte_rate", 50_000.0)]
         admin = AdminClient({"bootstrap.servers": cluster.address(5)})
         try:
@@ -290,9 +287,11 @@ def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_pat
         # forwards the topics to the controller (docs/compatibility.md)
         set_quota(cluster.address(4), {"client-id": "kraft-mutator"}, controller_mutation_rate=1)
         describe["components"][0]["match"] = "kraft-mutator"
-        deadline = time.monotonic() + 30
-        while not request(cluster.address(5), 48, 1, describe).entries and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            lambda: request(cluster.address(5), 48, 1, describe).entries,
+            "the mutation quota on node 5",
+            interval_s=0.05,
+        )
         mutator = AdminClient({"bootstrap.servers": cluster.address(5), "client.id": "kraft-mutator"})
         try:
             with pytest.raises(KafkaError) as raised:  # 3 tokens; 8 partitions: a debt of 5 s
@@ -428,8 +427,8 @@ def test_kip599_controller_mutation_rate_strict_for_new_versions_permissive_for_
         futures = ck.create_topics([CKNewTopic(ck_big, 20, 1), CKNewTopic(ck_small, 1, 1)], request_timeout=30)
         for future in futures.values():
             future.result(timeout=30)
-        deadline = time.monotonic() + 30
-        while not throttles and time.monotonic() < deadline:
+        deadline = Deadline(30)
+        while not throttles and not deadline.expired():
             ck.poll(0.1)
     finally:
         del ck  # librdkafka's admin client has no close(); this destroys it before the broker stops

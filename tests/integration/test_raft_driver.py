@@ -13,7 +13,8 @@ from broker.raft.core import NotLeaderError
 from broker.raft.driver import RaftDriver
 from broker.raft.log import LeaderChange
 from broker.raft.store import QUORUM_STATE_FILE, MetadataLog
-from tests.integration.raft_driver_harness import Node, leaders, start_cluster, stop_all, wait_until
+from tests.integration.raft_driver_harness import Node, leaders, start_cluster, stop_all
+from tests.waiting import wait_until_async
 
 
 def quorum_state(node: Node) -> dict:
@@ -22,7 +23,7 @@ def quorum_state(node: Node) -> dict:
 
 async def elected(nodes: dict[int, Node], other_than: int = -1) -> int:
     """Wait until every running replica knows the same leader (not ``other_than``)."""
-    await wait_until(
+    await wait_until_async(
         lambda: len(leaders(nodes)) == 1 and not leaders(nodes) & {-1, other_than}, what="one leader known to all"
     )
     return next(iter(leaders(nodes)))
@@ -41,7 +42,7 @@ def test_three_voters_elect_one_leader_and_persist_it(tmp_path: Path) -> None:
         try:
             leader = await elected(nodes)
             epoch = driver(nodes[leader]).epoch
-            await wait_until(lambda: all(driver(n).high_watermark >= 1 for n in nodes.values()), what="commit")
+            await wait_until_async(lambda: all(driver(n).high_watermark >= 1 for n in nodes.values()), what="commit")
             for node in nodes.values():
                 state = quorum_state(node)
                 assert (state["leaderId"], state["leaderEpoch"]) == (leader, epoch)
@@ -71,7 +72,7 @@ def test_append_resolves_once_committed_and_listeners_see_it_everywhere(tmp_path
             last = await driver(nodes[leader]).append([b"c"])
             expected = [(last - 2, b"a"), (last - 1, b"b"), (last, b"c")]
             assert nodes[leader].committed == expected
-            await wait_until(lambda: all(n.committed == expected for n in nodes.values()), what="replication")
+            await wait_until_async(lambda: all(n.committed == expected for n in nodes.values()), what="replication")
             assert driver(nodes[4]).core.role == "observer"
             assert driver(nodes[4]).leader_id == leader
         finally:
@@ -108,7 +109,7 @@ def test_graceful_resignation_hands_over_through_end_quorum_epoch(tmp_path: Path
         try:
             old = await elected(nodes)
             old_epoch = driver(nodes[old]).epoch
-            await wait_until(lambda: all(driver(n).high_watermark >= 1 for n in nodes.values()), what="commit")
+            await wait_until_async(lambda: all(driver(n).high_watermark >= 1 for n in nodes.values()), what="commit")
             await driver(nodes[old]).shutdown(graceful=True)
             await nodes[old].stop_listening()
             rest = {i: n for i, n in nodes.items() if i != old}
@@ -132,7 +133,7 @@ def test_restarted_voter_replays_committed_entries_and_keeps_its_vote(tmp_path: 
             await driver(nodes[leader]).append([b"x", b"y"])
             follower = next(i for i in (1, 2, 3) if i != leader)
             node = nodes[follower]
-            await wait_until(lambda: len(node.committed) == 2, what="follower commit")
+            await wait_until_async(lambda: len(node.committed) == 2, what="follower commit")
             before = quorum_state(node)
             await driver(node).shutdown(graceful=False)
             ports = {i: n.port for i, n in nodes.items()}
@@ -142,9 +143,9 @@ def test_restarted_voter_replays_committed_entries_and_keeps_its_vote(tmp_path: 
             assert after_start.leader_epoch >= before["leaderEpoch"]
             if after_start.leader_epoch == before["leaderEpoch"]:
                 assert after_start.voted_id in (before["votedId"], -1) or before["votedId"] == -1
-            await wait_until(lambda: [p for _, p in node.committed] == [b"x", b"y"], what="replay or catch-up")
+            await wait_until_async(lambda: [p for _, p in node.committed] == [b"x", b"y"], what="replay or catch-up")
             await driver(nodes[leader]).append([b"z"])
-            await wait_until(lambda: [p for _, p in node.committed] == [b"x", b"y", b"z"], what="new entry")
+            await wait_until_async(lambda: [p for _, p in node.committed] == [b"x", b"y", b"z"], what="new entry")
         finally:
             await stop_all(nodes)
 
@@ -166,7 +167,7 @@ def test_cluster_id_mismatch_with_the_elected_leader_is_fatal(tmp_path: Path) ->
         for node in nodes.values():
             await driver(node).start()
         try:
-            await wait_until(lambda: bool(nodes[3].fatal), what="the fatal error")
+            await wait_until_async(lambda: bool(nodes[3].fatal), what="the fatal error")
             assert "INCONSISTENT_CLUSTER_ID" in nodes[3].fatal[0]
             assert not driver(nodes[3]).running
             good = {1: nodes[1], 2: nodes[2]}
@@ -182,9 +183,9 @@ def test_describe_quorum_from_any_replica_and_metrics(tmp_path: Path) -> None:
         nodes = await start_cluster(tmp_path, (1, 2, 3), observers=(4,))
         try:
             leader = await elected(nodes)
-            await wait_until(lambda: driver(nodes[4]).leader_id == leader, what="observer finds the leader")
+            await wait_until_async(lambda: driver(nodes[4]).leader_id == leader, what="observer finds the leader")
             await driver(nodes[leader]).append([b"m"])
-            await wait_until(lambda: driver(nodes[4]).high_watermark >= 2, what="observer catch-up")
+            await wait_until_async(lambda: driver(nodes[4]).high_watermark >= 2, what="observer catch-up")
             for node in nodes.values():
                 body = await driver(node).describe_quorum_anywhere()
                 partition = body["topics"][0]["partitions"][0]
@@ -208,7 +209,7 @@ def test_single_voter_commits_alone_and_the_log_is_on_disk(tmp_path: Path) -> No
         nodes = await start_cluster(tmp_path, (1,))
         node = nodes[1]
         try:
-            await wait_until(lambda: driver(node).is_leader, what="self-election")
+            await wait_until_async(lambda: driver(node).is_leader, what="self-election")
             assert await driver(node).append([b"only"]) == 1
         finally:
             await stop_all(nodes)

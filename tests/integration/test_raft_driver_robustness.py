@@ -28,7 +28,8 @@ from broker.raft.messages import (
 )
 from broker.raft.rpc import request_to_wire
 from broker.raft.store import QUORUM_STATE_FILE, StoreError, decode_entries
-from tests.integration.raft_driver_harness import CLUSTER_ID, Node, leaders, start_cluster, stop_all, wait_until
+from tests.integration.raft_driver_harness import CLUSTER_ID, Node, leaders, start_cluster, stop_all
+from tests.waiting import wait_until_async
 
 INVALID_REQUEST = 42
 NOT_LEADER_OR_FOLLOWER = 6
@@ -52,7 +53,7 @@ def run_single_voter(tmp_path: Path, scenario: Callable[[Node], Awaitable[None]]
         nodes = await start_cluster(tmp_path, (1,), **config)
         node = nodes[1]
         try:
-            await wait_until(lambda: driver(node).is_leader, what="self-election")
+            await wait_until_async(lambda: driver(node).is_leader, what="self-election")
             await driver(node).append([b"first"])
             await scenario(node)
         finally:
@@ -149,7 +150,7 @@ def test_a_listener_failure_is_fatal_and_nothing_after_it_is_delivered(tmp_path:
         nodes = await start_cluster(tmp_path, (1,))
         node = nodes[1]
         try:
-            await wait_until(lambda: driver(node).is_leader, what="self-election")
+            await wait_until_async(lambda: driver(node).is_leader, what="self-election")
             d = driver(node)
             seen = failing_listener(node, b"poison")  # registered late: the first entry is not its
             await d.append([b"fine"])
@@ -159,7 +160,7 @@ def test_a_listener_failure_is_fatal_and_nothing_after_it_is_delivered(tmp_path:
             assert "RuntimeError('cannot apply this record')" in node.fatal[0]
             assert "does not diverge" in node.fatal[0]
             assert d.fatal_error == node.fatal[0]
-            await wait_until(lambda: not d.running, what="the driver to stop")
+            await wait_until_async(lambda: not d.running, what="the driver to stop")
             assert seen == [1]
             assert [p for _, p in node.committed] == [b"fine", b"poison"]  # the first listener: nothing later
             with pytest.raises(RaftStoppedError):
@@ -305,7 +306,7 @@ def test_forwarded_describe_quorum_failing_oddly_answers_not_leader(tmp_path: Pa
     async def main() -> None:
         nodes = await start_cluster(tmp_path, (1, 2, 3))
         try:
-            await wait_until(lambda: len(leaders(nodes)) == 1 and -1 not in leaders(nodes), what="a leader")
+            await wait_until_async(lambda: len(leaders(nodes)) == 1 and -1 not in leaders(nodes), what="a leader")
             leader = next(iter(leaders(nodes)))
             follower = driver(nodes[next(i for i in (1, 2, 3) if i != leader)])
             follower._peers[leader] = BrokenPeer(leader, KeyError("topics"))  # type: ignore[assignment]
@@ -334,7 +335,7 @@ def test_a_broken_core_invariant_stops_the_node(tmp_path: Path, monkeypatch: pyt
         monkeypatch.setattr(StepInvariants, "after_step", broken)
         with pytest.raises(RaftStoppedError):
             await d.append([b"never"])
-        await wait_until(lambda: not d.running, what="the driver to stop")
+        await wait_until_async(lambda: not d.running, what="the driver to stop")
         assert d.fatal_error is not None
         assert "forced for the test" in d.fatal_error
         assert len(node.fatal) == 1

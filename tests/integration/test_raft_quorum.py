@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from broker.raft.rpc import request_to_wire
 from pyspark_log.client.connection import BrokerConnection
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import free_port
+from tests.waiting import wait_until
 
 CLUSTER_ID = "KRaftQuorumTestCluster"
 FAST = {
@@ -46,18 +47,6 @@ STEADY = {
     "quorum.election.backoff.max.ms": "500",
     "quorum.request.timeout.ms": "2000",
 }
-WAIT_S = 60.0
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class Quorum:
@@ -162,7 +151,7 @@ def pylog(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_election_cli_and_metrics(quorum: Quorum) -> None:
-    leader, epoch = wait_for(quorum.agreed_leader, "a leader known to all three")
+    leader, epoch = wait_until(quorum.agreed_leader, "a leader known to all three")
     follower = next(i for i in (1, 2, 3) if i != leader)
 
     def committed_page() -> str | None:
@@ -170,7 +159,7 @@ def test_election_cli_and_metrics(quorum: Quorum) -> None:
         match = re.search(r"^kafka_raft_high_watermark (\d+)(?:\.0)?$", page, re.MULTILINE)
         return page if match and int(match.group(1)) >= 1 else None
 
-    page = wait_for(committed_page, "the LeaderChange record committed")
+    page = wait_until(committed_page, "the LeaderChange record committed")
     assert 'kafka_raft_current_state{state="leader"} 1' in page
     assert f"kafka_raft_current_leader {leader}" in page
     assert f"kafka_raft_current_epoch {epoch}" in page
@@ -226,7 +215,7 @@ def test_malformed_raft_requests_and_http_garbage_do_not_disturb_the_quorum(quor
     """Review findings 3 and 20 against real processes: a Fetch of __cluster_metadata at offset
     -5 (it used to stop the leader) and other invalid Raft requests are answered INVALID_REQUEST
     (42); garbage on the metrics port is dropped; leader and epoch stay as they were."""
-    leader, epoch = wait_for(quorum.agreed_leader, "a leader known to all three")
+    leader, epoch = wait_until(quorum.agreed_leader, "a leader known to all three")
     follower = next(i for i in (1, 2, 3) if i != leader)
     bad = [
         request_to_wire(FetchRequest(CLUSTER_ID, follower, 0, epoch, -5, 0)),
@@ -250,13 +239,13 @@ def test_sigkill_leader_then_restart_never_votes_twice(quorum: Quorum) -> None:
     """A killed leader is replaced within election timeout + backoff (waited for, not timed);
     restarted voters keep their votes; at most one leader per epoch."""
     for _ in range(2):
-        old, old_epoch = wait_for(quorum.agreed_leader, "a leader known to all three")
+        old, old_epoch = wait_until(quorum.agreed_leader, "a leader known to all three")
         quorum.nodes[old].kill()
         rest = tuple(i for i in (1, 2, 3) if i != old)
-        _, new_epoch = wait_for(lambda: quorum.agreed_leader(rest, other_than=old), "a new leader")  # noqa: B023
+        _, new_epoch = wait_until(lambda: quorum.agreed_leader(rest, other_than=old), "a new leader")  # noqa: B023
         assert new_epoch > old_epoch
         quorum.nodes[old].start()
-        wait_for(lambda: (quorum.agreed_leader() or (0, -1))[1] >= new_epoch, "the restarted voter follows")  # noqa: B023
+        wait_until(lambda: (quorum.agreed_leader() or (0, -1))[1] >= new_epoch, "the restarted voter follows")  # noqa: B023
     quorum.check_safety()
 
 
@@ -266,14 +255,14 @@ def test_graceful_sigterm_hands_over_through_end_quorum_epoch(tmp_path: Path) ->
     quorum = Quorum(tmp_path, {**FAST, "quorum.fetch.timeout.ms": "600000"})
     try:
         quorum.start()
-        old, old_epoch = wait_for(quorum.agreed_leader, "a leader known to all three")
+        old, old_epoch = wait_until(quorum.agreed_leader, "a leader known to all three")
         assert quorum.nodes[old].stop() == 0
         assert "Traceback" not in quorum.nodes[old].output()
         rest = tuple(i for i in (1, 2, 3) if i != old)
-        _, new_epoch = wait_for(lambda: quorum.agreed_leader(rest, other_than=old), "the successor")
+        _, new_epoch = wait_until(lambda: quorum.agreed_leader(rest, other_than=old), "the successor")
         assert new_epoch > old_epoch
         quorum.nodes[old].start()
-        wait_for(lambda: quorum.agreed_leader() is not None, "all three agree again")
+        wait_until(lambda: quorum.agreed_leader() is not None, "all three agree again")
         quorum.check_safety()
     finally:
         quorum.close()

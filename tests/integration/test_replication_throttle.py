@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from pyspark_log.embedded_cluster import EmbeddedCluster
 from tests.integration.cluster_harness import wait_for
 from tests.integration.test_broker_metrics import scrape
+from tests.waiting import Deadline
 
 RATE = 2_000_000  # bytes/s
 TOTAL = 20_000_000  # bytes in the moved partition
@@ -91,8 +92,8 @@ def test_a_throttled_move_runs_at_its_rate_and_verify_removes_the_throttles(
     assert topic_config(cluster, topic, "follower.replication.throttled.replicas") == "0:2"
 
     crossed: dict[float, float] = {}  # fraction -> when the new replica held that much
-    deadline = time.monotonic() + 120
-    while len(crossed) < 2 and time.monotonic() < deadline:
+    deadline = Deadline(120)
+    while len(crossed) < 2 and not deadline.expired():
         held = replica_bytes(cluster, 2, topic)
         for fraction in (0.25, 0.75):
             if fraction not in crossed and held >= fraction * written:

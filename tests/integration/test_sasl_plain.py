@@ -29,9 +29,9 @@ from tests.integration.compat import (
     kp_produce,
     numbered_records,
     pylog_round_trip,
-    wait_until,
 )
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ def test_failed_logins_are_refused_logged_without_the_password_and_others_keep_w
     def logged() -> bool:
         return "user 'mallory' from 127.0.0.1:" in broker.output() and "user 'alice' from 127.0.0.1:" in broker.output()
 
-    wait_until(logged, what="the failed logins in the broker log")
+    wait_until(logged, "the failed logins in the broker log")
     for secret in ("wrong-pw-x1", "whatever-pw-x2", PASSWORD):
         assert secret not in broker.output()
     # a request before authentication closes the connection, unanswered

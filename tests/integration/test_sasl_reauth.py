@@ -17,7 +17,8 @@ import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ApiKey, decode_response, encode_request
-from tests.integration.compat import confluent_consume, wait_until
+from tests.integration.compat import confluent_consume
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +70,7 @@ def test_confluent_kafka_reauthenticates_and_keeps_producing(broker: tuple[Embed
         counts = logins_per_connection(node.output()) - before
         return bool(counts) and max(counts.values()) >= 4  # one login + three re-authentications
 
-    wait_until(reauthenticated_three_times, 120, "a producer connection re-authenticated three times")
+    wait_until(reauthenticated_three_times, "a producer connection re-authenticated three times", timeout_s=120)
     assert EXPIRED not in node.output()  # no connection of a re-authenticating client was cut off
     got = confluent_consume(bootstrap, "reauth", len(sent), **librdkafka())
     assert [g.value for g in got] == sent
@@ -108,7 +109,7 @@ def test_a_client_that_does_not_reauthenticate_is_closed_after_the_session(
             served += 1
             return False
 
-        wait_until(closed, 60, "the broker closing the expired connection")
+        wait_until(closed, "the broker closing the expired connection", timeout_s=60)
         assert served >= 1  # served while the session lasted
-    assert EXPIRED in wait_until(lambda: EXPIRED in node.output() and node.output(), 30, "the log line")
+    assert EXPIRED in wait_until(lambda: EXPIRED in node.output() and node.output(), "the log line", timeout_s=30)
     assert node.running

@@ -33,9 +33,9 @@ from tests.integration.compat import (
     kp_produce,
     numbered_records,
     pylog_round_trip,
-    wait_until,
 )
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -174,7 +174,7 @@ def test_wrong_unknown_and_deleted_users_are_refused_and_credentials_survive_a_r
             confluent_produce(address, "scram-denied", records, **{
                 **librdkafka("SASL_PLAINTEXT", "SCRAM-SHA-256", certs, password=password, user=user),
                 "message.timeout.ms": 3000})  # fmt: skip
-    wait_until(lambda: "user 'nobody' from 127.0.0.1:" in broker.output(), what="the failed login logged")
+    wait_until(lambda: "user 'nobody' from 127.0.0.1:" in broker.output(), "the failed login logged")
     for secret in ("wrong-pw-s1", "whatever-s2", PASSWORD):
         assert secret not in broker.output()
     admin = AdminClient({"bootstrap.servers": addresses["PLAINTEXT"]})

@@ -19,7 +19,6 @@ import socket
 import ssl
 import struct
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -30,6 +29,7 @@ from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 from tests.integration.fuzz_harness import ANSWER_TIMEOUT_S, Outcome, _split_frames, exchange
 from tests.tls_certs import Certs, make_certs
+from tests.waiting import Deadline
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ class TlsBroker:
         close_notify, and everything the broker sends until it closes, decrypted."""
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         tls = self.client.wrap_bio(incoming, outgoing, server_hostname="localhost")
-        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        deadline = Deadline(ANSWER_TIMEOUT_S)
         with socket.create_connection(self.tls, timeout=ANSWER_TIMEOUT_S) as sock:
             while True:
                 try:
@@ -84,7 +84,7 @@ class TlsBroker:
             plain = bytearray()
             out = Outcome()
             while not out.closed:
-                if time.monotonic() > deadline:
+                if deadline.expired():
                     out.timed_out = True
                     break
                 try:

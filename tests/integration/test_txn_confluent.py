@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 OVERRIDES = {
     "transaction.state.log.num.partitions": "4",
@@ -60,10 +61,10 @@ def read_all(bootstrap: str, topic: str, isolation: str, expected: int, *, settl
     )
     consumer.subscribe([topic])
     got: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
+    deadline = Deadline(WAIT_S)
     quiet_since = None
     try:
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
                 got.append(msg.value())
@@ -161,8 +162,8 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(bootstrap:
 
     def process(count: int, *, commit: bool) -> None:
         batch: list = []
-        deadline = time.monotonic() + WAIT_S
-        while len(batch) < count and time.monotonic() < deadline:
+        deadline = Deadline(WAIT_S)
+        while len(batch) < count and not deadline.expired():
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
                 batch.append(msg)

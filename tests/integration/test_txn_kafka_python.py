@@ -4,7 +4,6 @@ send_offsets_to_transaction commits the group's offsets with the transaction."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +13,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 OVERRIDES = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4"}
 WAIT_S = 60.0
@@ -39,9 +39,9 @@ def read(bootstrap: str, topic: str, isolation: str, expected: int) -> list[byte
         consumer_timeout_ms=1500,
     )
     got: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
+    deadline = Deadline(WAIT_S)
     try:
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             before = len(got)
             got.extend(record.value for record in consumer)
             if len(got) >= expected and len(got) == before:

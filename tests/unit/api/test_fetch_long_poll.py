@@ -21,7 +21,7 @@ from broker.api.context import Request
 from broker.api.fetch import handle_fetch
 from broker.network.connection import ConnectionContext
 from pyspark_log.wire import ApiKey, decode_request, encode_request
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 TOPIC = "t"
 
@@ -100,7 +100,7 @@ def test_long_poll_still_waits_when_nothing_arrives_and_wakes_on_append() -> Non
 
     async def scenario() -> Any:
         task = asyncio.ensure_future(handle_fetch(broker, _fetch_request(max_wait_ms=60_000)))
-        await wait_until(lambda: replicas.waits >= 1, what="the fetch to park")
+        await wait_until_async(lambda: replicas.waits >= 1, what="the fetch to park")
         assert not task.done()
         assert replicas.waits == 1
         replicas.append(b"later")

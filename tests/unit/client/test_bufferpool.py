@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from pyspark_log.client.bufferpool import BufferPool
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 
 def test_try_reserve_and_release() -> None:
@@ -46,7 +46,7 @@ def test_async_reserve_waits_and_times_out() -> None:
         assert await pool.reserve(10, 1)
         assert not await pool.reserve(1, 0.01)
         waiter = asyncio.ensure_future(pool.reserve(4, 5))
-        await wait_until(pool.has_waiters, what="the reserve to wait for memory")
+        await wait_until_async(pool.has_waiters, what="the reserve to wait for memory")
         assert pool.has_waiters()
         pool.release(5)
         assert await waiter
@@ -61,7 +61,7 @@ def test_async_waiter_woken_by_release_from_a_thread() -> None:
         pool = BufferPool(10)
         pool.try_reserve(10)
         waiter = asyncio.ensure_future(pool.reserve(10, 5))
-        await wait_until(pool.has_waiters, what="the reserve to wait for memory")  # woken by the thread
+        await wait_until_async(pool.has_waiters, what="the reserve to wait for memory")  # woken by the thread
         threading.Thread(target=pool.release, args=(10,)).start()
         assert await waiter
 

@@ -17,7 +17,7 @@ from pyspark_log.client.config import CONSUMER, parse
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 from .fake_broker import FakeCluster
 
@@ -70,7 +70,7 @@ def test_tracked_topics_refresh_on_request_and_on_max_age(run: Run) -> None:
         assert meta.leader_for(TopicPartition("t", 1)) == 1
         fake.leaders[("t", 1)] = 0
         before = metadata_requests(fake)
-        await wait_until(  # the max-age timer refreshes on its own (every 50 ms)
+        await wait_until_async(  # the max-age timer refreshes on its own (every 50 ms)
             lambda: c.metadata.leader_for(TopicPartition("t", 1)) == 0, what="a refresh by the max-age timer"
         )
         assert metadata_requests(fake) > before
@@ -130,7 +130,7 @@ def test_a_failed_connect_refreshes_the_metadata(run: Run) -> None:
         fake.leaders[("t", 1)] = 0
         with pytest.raises(BrokerConnectionError):
             await c.connection(1)
-        await wait_until(lambda: c.metadata.leader_for(tp) == 0, what="a refresh after the failed connect")
+        await wait_until_async(lambda: c.metadata.leader_for(tp) == 0, what="a refresh after the failed connect")
         await c.close()
 
     run(main())
@@ -172,7 +172,7 @@ def test_update_requests_do_not_storm_the_broker(run: Run) -> None:
             seen = len(sent_ms)
             for _ in range(10):  # a burst of update requests right after a refresh
                 c.request_update()
-            await wait_until(lambda: len(sent_ms) > seen, what="the refresh the burst asked for")  # noqa: B023
+            await wait_until_async(lambda: len(sent_ms) > seen, what="the refresh the burst asked for")  # noqa: B023
         assert len(sent_ms) == 5
         gaps_ms = [later - earlier for earlier, later in itertools.pairwise(sent_ms)]
         # never two refreshes within retry.backoff.ms (1 ms of slack: asyncio may wake that early)

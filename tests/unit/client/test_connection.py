@@ -11,7 +11,7 @@ import pytest
 from pyspark_log.client.connection import BrokerConnection, client_range
 from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedFeatureError
 from pyspark_log.wire import ApiKey
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 from .fake_broker import FakeCluster
 
@@ -84,7 +84,7 @@ def test_a_broken_connection_fails_every_waiter(run: Run) -> None:
         closed: list[object] = []
         c.on_close = lambda conn, exc: closed.append(exc)
         waiters = [asyncio.ensure_future(c.request(ApiKey.METADATA, {"topics": []})) for _ in range(3)]
-        await wait_until(lambda: len(c._in_flight) == 3, what="three requests written and awaiting replies")
+        await wait_until_async(lambda: len(c._in_flight) == 3, what="three requests written and awaiting replies")
         c._writer.close()  # type: ignore[union-attr]  # the broker goes away
         results = await asyncio.gather(*waiters, return_exceptions=True)
         assert all(isinstance(r, BrokerConnectionError) for r in results)
@@ -132,7 +132,7 @@ def test_a_response_nobody_asked_for_is_a_protocol_error(run: Run) -> None:
         errors: list[object] = []
         c.on_close = lambda conn, exc: errors.append(exc)
         c._writer.reader.feed_data(b"\x00\x00\x00\x04\x00\x00\x00\x63")  # type: ignore[union-attr]
-        await wait_until(lambda: c.closed, what="the connection to close on the stray response")
+        await wait_until_async(lambda: c.closed, what="the connection to close on the stray response")
         assert c.closed
         assert isinstance(errors[0], ProtocolError)
 

@@ -15,7 +15,7 @@ from broker.controller.forwarding import Registration, forwarded_request
 from broker.controller.records import ClusterIdRecord, decode_records
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 
 async def started(*controllers) -> None:
@@ -127,7 +127,7 @@ def test_stale_leader_view_is_retried_against_the_new_leader(monkeypatch):
 
         async def learn_later():
             # node 2 hears of the election only after it forwarded to the old leader once
-            await wait_until(lambda: "create_topic->1" in calls, what="a forward to the old leader")
+            await wait_until_async(lambda: "create_topic->1" in calls, what="a forward to the old leader")
             nodes[2]._driver.believed_leader = None
 
         learner = asyncio.create_task(learn_later())

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, Future
 from pathlib import Path
@@ -28,6 +27,7 @@ from broker.log.manager import LogManager
 from broker.replication.leader_epoch import CHECKPOINT_NAME, EpochEntry, LeaderEpochFile
 from broker.replication.partition import _load_epochs
 from tests.unit.log.helpers import FakeClock, batch, make_log, reopen
+from tests.waiting import wait_until_async
 
 ONE = len(batch(1, value_bytes=100))
 
@@ -337,9 +337,7 @@ def test_log_manager_runs_flushes_in_its_threads_and_waits_for_them_on_shutdown(
             log = manager.get_or_create_log("t", 0)
             for _ in range(9):
                 log.append(batch(1, value_bytes=100))
-            deadline = time.monotonic() + 60
-            while log.recovery_point < 8 and time.monotonic() < deadline:  # noqa: ASYNC110 - polls state
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: log.recovery_point >= 8, "the last roll's flush", interval_s=0.01)
             assert log.recovery_point == 8, "the last roll's flush completed in the background"
         finally:
             manager.shutdown()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +31,7 @@ from pyspark_log.spark.sink import (
 from pyspark_log.spark.sink_options import parse_sink_options
 from pyspark_log.spark.writer import PylogBatchWriter, PylogCommitMessage
 from tests.unit.spark.test_layering import SPARK_DIR, imported_modules
+from tests.waiting import wait_until
 
 OPTIONS = parse_sink_options({"bootstrap.servers": "h:1", "topic": "out", "transactionalIdPrefix": "q"}, "stream")
 NO_TOPIC = parse_sink_options({"bootstrap.servers": "h:1", "transactionalIdPrefix": "q"}, "stream")
@@ -226,10 +226,11 @@ def test_a_commit_tries_every_handle_before_failing_and_an_abort_never_raises() 
 
 def wait_until_closed(model: Model) -> None:
     """The clients an empty or failed task built on its helper thread get closed (polled)."""
-    deadline = time.monotonic() + 30
-    while not (model.producers and all(p.closed for p in model.producers)):
-        assert time.monotonic() < deadline, "the task's unused producer was not closed"
-        time.sleep(0.01)
+    wait_until(
+        lambda: model.producers and all(p.closed for p in model.producers),
+        "the task's unused producer to be closed",
+        interval_s=0.01,
+    )
 
 
 def test_an_empty_task_begins_no_transaction_and_closes_its_clients() -> None:

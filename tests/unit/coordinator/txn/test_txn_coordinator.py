@@ -14,7 +14,7 @@ from broker.coordinator.txn.metadata import MAX_EPOCH
 from broker.coordinator.txn.producer_ids import BLOCK_SIZE, ProducerIdManager
 from broker.coordinator.txn.records import TxnState, partition_for
 from pyspark_log.wire.errors import ErrorCode
-from tests.unit.waiting import wait_until
+from tests.waiting import wait_until_async
 
 from .helpers import TXN_ID, TXN_PARTITIONS, FakeSender, Harness, topic_image
 
@@ -250,7 +250,7 @@ def test_markers_for_partitions_led_elsewhere_go_through_write_txn_markers() -> 
         h.begin(("t", 0), ("remote", 1))
         assert h.end(commit=True) == ErrorCode.NONE
         assert h.txn.state is S.PREPARE_COMMIT  # the remote marker is in flight
-        await wait_until(lambda: h.txn.state is S.COMPLETE_COMMIT, what="the remote marker's answer")
+        await wait_until_async(lambda: h.txn.state is S.COMPLETE_COMMIT, what="the remote marker's answer")
         assert h.txn.state is S.COMPLETE_COMMIT
 
     asyncio.run(scenario())
