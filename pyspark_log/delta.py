@@ -561,7 +561,7 @@ def load_to_delta(
     the net changes applied.
     """
     from pyspark_log.spark import register
-    from pyspark_log.spark.access import open_access
+    from pyspark_log.spark.client_access import open_access
     from pyspark_log.spark.offsets import discover_partitions, from_checkpoint, resolve_offsets, to_checkpoint
     from pyspark_log.spark.options import parse_options
     from pyspark_log.spark.planning import rate_limit

@@ -4,9 +4,9 @@ unclean-election setting (seed 000 §4.7 "Replicated Logs", "Unclean leader elec
 of leadership").
 
 ``ReplicaLeadership`` is a part of ``QuorumController`` (``broker.controller.quorum``), kept apart
-because it is one concern: every decision is a pure function of ``partition_changes``; these
-methods run them on the active controller (or forward them there) and wait until this node's
-metadata shows the result.
+because it is one concern. It is a driver, not pure: every decision is a pure function of
+``partition_changes``; these methods run them on the active controller (or forward them there)
+under the controller's operation lock and wait until this node's metadata shows the result.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The source never talks to sockets itself. The driver asks a ``BrokerAccess`` for topics and
 offsets; executors ask one for raw record-batch bytes of an offset range. The client-backed
-implementation lives in ``pyspark_log.spark.client_access`` (built on ``pyspark_log.client``);
-``open_access`` is the only place that names it, so tests substitute an in-memory double.
+implementation, and ``open_access`` that opens it, live in ``pyspark_log.spark.client_access``
+(built on ``pyspark_log.client``, which imports this module); this module names no
+implementation, so tests substitute an in-memory double.
 
 Shared rules for every method:
 
@@ -22,10 +23,9 @@ Shared rules for every method:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 from pyspark_log.client.types import TopicPartition
 
@@ -39,7 +39,6 @@ __all__ = [
     "OffsetOutOfRangeError",
     "TopicPartition",
     "UnknownPartitionError",
-    "open_access",
 ]
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
@@ -166,7 +165,7 @@ class BrokerAccess(Protocol):
 
 
 class AccessOptions(Protocol):
-    """What ``open_access`` reads of the source's options (``specs.SourceOptions`` has both; the
+    """What ``client_access.open_access`` reads of the source's options (``specs.SourceOptions`` has both; the
     options modules import this one, so it names no type of theirs)."""
 
     @property
@@ -174,14 +173,3 @@ class AccessOptions(Protocol):
 
     @property
     def client_config(self) -> Mapping[str, str]: ...
-
-
-def open_access(options: AccessOptions) -> BrokerAccess:
-    """Open the client-backed ``BrokerAccess`` for ``options``.
-
-    The implementation module is ``pyspark_log.spark.client_access`` and must define
-    ``connect(bootstrap_servers: str, config: Mapping[str, str]) -> BrokerAccess``; ``config``
-    holds the client settings passed through with ``kafka.*`` / ``fetch.*`` options.
-    """
-    module = importlib.import_module("pyspark_log.spark.client_access")
-    return cast("BrokerAccess", module.connect(options.bootstrap_servers, options.client_config))

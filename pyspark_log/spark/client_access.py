@@ -47,6 +47,7 @@ from pyspark_log.client.errors import ClientClosedError, ConfigError, UnknownTop
 from pyspark_log.client.groups import COORDINATOR_ERRORS
 from pyspark_log.spark.access import (
     AbortedTransaction,
+    AccessOptions,
     BrokerAccess,
     BrokerAccessError,
     FetchedChunk,
@@ -75,6 +76,12 @@ _ACCESS_KEYS = frozenset({"fetch.timeout.ms"})
 
 _commit_lock = threading.Lock()
 _commit_paused_until: dict[tuple[str, str], float] = {}  # (servers, group) -> monotonic time
+
+
+def open_access(options: AccessOptions) -> BrokerAccess:
+    """Open the client-backed ``BrokerAccess`` for ``options``; ``client_config`` holds the
+    client settings passed through with ``kafka.*`` / ``fetch.*`` options."""
+    return connect(options.bootstrap_servers, options.client_config)
 
 
 def connect(bootstrap_servers: str, config: Mapping[str, str]) -> BrokerAccess:

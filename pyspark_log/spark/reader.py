@@ -25,7 +25,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from pyspark_log.spark import compat
-from pyspark_log.spark.access import BrokerAccess, BrokerAccessError, TopicPartition, open_access
+from pyspark_log.spark.access import BrokerAccess, BrokerAccessError, TopicPartition
+from pyspark_log.spark.client_access import open_access
 from pyspark_log.spark.decode import read_range
 from pyspark_log.spark.direct_read import DirectPlan, plan_direct, read_direct
 from pyspark_log.spark.offsets import (

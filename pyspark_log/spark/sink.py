@@ -1,4 +1,4 @@
-"""The transactional protocol of the ``pylog`` sink (pure: no pyspark; ``writer.py`` drives it).
+"""The transactional protocol of the ``pylog`` sink (no pyspark here; ``writer.py`` drives it).
 
 Guarantee: every row of a streaming query reaches a ``read_committed`` reader of the output
 topic exactly once, and each task's share of a micro-batch becomes visible whole, when the

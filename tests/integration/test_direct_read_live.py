@@ -32,12 +32,12 @@ from pyspark_log.client import (
     TopicPartition,
 )
 from pyspark_log.embedded import EmbeddedBroker
-from pyspark_log.spark.access import open_access
+from pyspark_log.spark.client_access import open_access
 from pyspark_log.spark.direct_read import plan_direct, read_direct
 from pyspark_log.spark.options import parse_options
 from pyspark_log.spark.planning import OffsetRange
 from pyspark_log.spark.segment_reader import parse_properties, segment_bases
-from tests.integration.compat import wait_until
+from tests.waiting import wait_until
 
 OVERRIDES = {
     "log.retention.check.interval.ms": "200",
@@ -120,7 +120,9 @@ def test_retention_during_a_direct_read(broker: EmbeddedBroker, admin: AdminClie
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers})
     tp = TopicPartition(topic, 0)
     try:
-        wait_until(lambda: consumer.beginning_offsets([tp])[tp] >= bases[-1], 60, "retention to delete the segments")
+        wait_until(
+            lambda: consumer.beginning_offsets([tp])[tp] >= bases[-1], "retention to delete the segments", timeout_s=60
+        )
         earliest = consumer.beginning_offsets([tp])[tp]
     finally:
         consumer.close(timeout_ms=5_000)
@@ -166,7 +168,9 @@ def test_the_cleaner_swaps_segments_during_a_direct_read(broker: EmbeddedBroker,
     for round_ in range(8, 16):
         write(round_)  # more dirty records of the same keys: the cleaner recopies the old segments
     wait_until(
-        lambda: any(inodes().get(base) != ino for base, ino in before.items()), 60, "the cleaner to swap a segment"
+        lambda: any(inodes().get(base) != ino for base, ino in before.items()),
+        "the cleaner to swap a segment",
+        timeout_s=60,
     )
     seen += rows_of(reader)
 
@@ -206,7 +210,7 @@ def test_replicas_files_in_a_three_node_cluster(tmp_path: Path) -> None:
             admin.create_topics([NewTopic(topic, 1, 3, config={"segment.bytes": "2048"})])
         finally:
             admin.close(timeout_ms=5_000)
-        wait_until(lambda: cluster.partitions(topic), 60, "the topic in the metadata")
+        wait_until(lambda: cluster.partitions(topic), "the topic in the metadata", timeout_s=60)
         producer = Producer({"bootstrap.servers": servers, "acks": "all", "linger.ms": 0})
         try:
             for i in range(120):
@@ -219,7 +223,7 @@ def test_replicas_files_in_a_three_node_cluster(tmp_path: Path) -> None:
             view = cluster.partitions(topic).get(0)
             return view is not None and view.leader >= 0 and set(view.isr) == {1, 2, 3}
 
-        wait_until(whole, 60, "every replica in the ISR")
+        wait_until(whole, "every replica in the ISR", timeout_s=60)
         view = cluster.partitions(topic)[0]
         follower = next(b for b in (1, 2, 3) if b != view.leader)
         tp = TopicPartition(topic, 0)

@@ -1,11 +1,16 @@
-"""The layering of DESIGN.md, checked on the source: every ``import`` statement of the package
-files, read with ``ast`` (module level, inside functions and under ``TYPE_CHECKING`` alike).
+"""The layering of docs/architecture.md, checked on the source: every ``import`` statement of the
+package files, read with ``ast`` (module level, inside functions and under ``TYPE_CHECKING``
+alike), and every ``importlib.import_module("...")`` / ``__import__("...")`` of a literal name.
 
 * ``broker`` may import ``pyspark_log.records`` and ``pyspark_log.wire``, nothing else of ``pyspark_log``;
 * ``pyspark_log`` never imports ``broker``;
 * a pure core (the Raft state machine, ``broker/log/validate.py``, ``pyspark_log/spark/planning.py``,
   the replica core ``broker/replication/replica_state.py`` and its purgatory ``purgatory.py``)
   imports no clock, file system, socket or event loop: the driver around it does the I/O;
+* a module whose docstring calls it pure is held to the same rule; a docstring that calls only a
+  part pure says which (``DRIVERS_OF_PURE_MODULES``: the pure modules a driver runs, which must
+  be I/O-free themselves; ``PURE_FUNCTIONS_BESIDE_IO``: functions that use none of the module's
+  I/O imports);
 * the package modules import each other one way: no import cycles, counting the imports a
   function-level import or ``if TYPE_CHECKING`` would hide (a shared piece moves to a lower
   module, or the lower module states what it needs as a ``Protocol``).
@@ -14,6 +19,7 @@ files, read with ``ast`` (module level, inside functions and under ``TYPE_CHECKI
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +56,36 @@ PURE_CORES_OUTSIDE_RAFT = frozenset(
 )
 
 
+# Modules whose docstring calls the modules they drive pure (not themselves): each is listed
+# with those modules, which the test holds to the pure rule.
+DRIVERS_OF_PURE_MODULES: dict[str, tuple[str, ...]] = {
+    "broker.controller.leadership": ("broker.controller.partition_changes",),
+    "broker.controller.local": ("broker.controller.operations",),
+    "broker.coordinator.share_group.manager": (
+        "broker.coordinator.share_group.group",
+        "broker.coordinator.share_group.partition",
+        "broker.coordinator.share_group.records",
+    ),
+    "broker.replication.replica_manager": ("broker.replication.purgatory", "broker.replication.replica_state"),
+    "pyspark_log.client.fetcher": ("pyspark_log.client.fetch_parse",),
+}
+# Modules with I/O whose docstring calls some of their functions pure: those functions (a
+# ``Class.method`` too) must not use any name the module imports from an I/O module.
+PURE_FUNCTIONS_BESIDE_IO: dict[str, tuple[str, ...]] = {
+    "broker.log.producer_state": ("ProducerStateManager.prepare",),
+    "pyspark_log.spark.segment_reader": (
+        "segment_bases",
+        "parse_offset_index",
+        "index_floor",
+        "parse_txn_index",
+        "aborted_overlapping",
+        "parse_properties",
+    ),
+}
+# "pure" as a claim; "pure Python" names a language (the twin of a C extension), not a claim.
+PURE_CLAIM = re.compile(r"\bpure\b(?![ -]python)", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Import:
     """One imported name: ``target`` is the module it resolves to (``from a import b`` is the
@@ -78,20 +114,47 @@ MODULES = package_modules()
 def imports_of(module: str, path: Path) -> Iterator[Import]:
     """Every import statement anywhere in ``path`` (function bodies and ``if TYPE_CHECKING`` too)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
+    yield from imports_in(module, package, path.read_text(encoding="utf-8"), str(path))
+
+
+def _relative(package: str, level: int, name: str | None) -> str:
+    parts = package.split(".")
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def _imported_by_call(node: ast.Call, package: str) -> str | None:
+    """The literal module name of ``importlib.import_module("x")``, ``import_module(".x",
+    __package__)`` or ``__import__("x")``; None for any other call (or a computed name)."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if called not in ("import_module", "__import__") or not node.args:
+        return None
+    first = node.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return None
+    name: str = first.value
+    if name.startswith("."):
+        level = len(name) - len(name.lstrip("."))
+        return _relative(package, level, name.lstrip(".") or None)
+    return name
+
+
+def imports_in(module: str, package: str, source: str, filename: str = "<source>") -> Iterator[Import]:
+    """The imports of ``source``, the text of ``module`` (in ``package``)."""
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Call):
+            target = _imported_by_call(node, package)
+            if target is not None:
+                yield Import(module, target, node.lineno)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield Import(module, alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - (node.level - 1)]
-                source = ".".join([*base, node.module] if node.module else base)
-            else:
-                source = node.module or ""
+            origin = _relative(package, node.level, node.module) if node.level else node.module or ""
             for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                yield Import(module, submodule if submodule in MODULES else source, node.lineno)
+                submodule = f"{origin}.{alias.name}"
+                yield Import(module, submodule if submodule in MODULES else origin, node.lineno)
 
 
 ALL_IMPORTS = [imp for module, path in MODULES.items() for imp in imports_of(module, path)]
@@ -115,6 +178,23 @@ def test_the_import_reader_sees_every_kind_of_import() -> None:
     assert "typing" in by_target
     assert "pyspark_log.wire.api_keys" in by_target
     assert len(MODULES) > 150
+    seen = {
+        i.target
+        for i in imports_in(
+            "pkg.mod",
+            "pkg",
+            "import importlib\n"
+            "from importlib import import_module\n"
+            "def lazy():\n"
+            "    importlib.import_module('pkg.a')\n"
+            "    import_module('.b', __package__)\n"
+            "    __import__('pkg.c')\n"
+            "    importlib.import_module(computed)\n",
+        )
+    }
+    assert seen == {"importlib", "pkg.a", "pkg.b", "pkg.c"}
+    speedups = {i.target for i in imports_of("pyspark_log.records.speedups", MODULES["pyspark_log.records.speedups"])}
+    assert "pyspark_log.records._speedups" in speedups  # importlib.import_module("pyspark_log.records._speedups")
 
 
 def test_broker_imports_only_records_and_wire_of_pyspark_log() -> None:
@@ -157,6 +237,97 @@ def test_pure_cores_import_no_io() -> None:
     assert not bad, f"a pure core takes time and I/O from its driver; it imports none of {IO_MODULES}:\n" + describe(
         bad
     )
+
+
+def docstring_of(module: str) -> str:
+    return ast.get_docstring(ast.parse(MODULES[module].read_text(encoding="utf-8"))) or ""
+
+
+def io_imports(module: str) -> list[Import]:
+    return [i for i in ALL_IMPORTS if i.importer == module and any(within(i.target, io) for io in IO_MODULES)]
+
+
+def claims_purity(module: str) -> bool:
+    return PURE_CLAIM.search(docstring_of(module)) is not None
+
+
+def test_the_purity_claim_reader() -> None:
+    assert claims_purity("broker.log.validate")  # "...assign their offsets: a pure function"
+    assert not claims_purity("pyspark_log.client.producer")
+    assert PURE_CLAIM.search("Pure: no clock") is not None
+    assert PURE_CLAIM.search("everything in it has a pure Python twin") is None
+    assert set(DRIVERS_OF_PURE_MODULES) | set(PURE_FUNCTIONS_BESIDE_IO) <= set(MODULES)
+
+
+def test_modules_whose_docstring_says_pure_import_no_io() -> None:
+    """A docstring that calls its module pure is a promise the imports keep: no asyncio, socket,
+    subprocess, threading, clock or file-system module (``IO_MODULES``)."""
+    claimed = [m for m in MODULES if claims_purity(m)]
+    assert len(claimed) > 40
+    bad = [
+        i
+        for m in claimed
+        if m not in DRIVERS_OF_PURE_MODULES and m not in PURE_FUNCTIONS_BESIDE_IO
+        for i in io_imports(m)
+    ]
+    assert not bad, (
+        "a module whose docstring calls it pure imports I/O (move the I/O to its driver, or say in the "
+        "docstring which part is pure and list it here):\n" + describe(bad)
+    )
+
+
+def test_drivers_name_pure_modules_that_are_pure() -> None:
+    """A driver's docstring points at the pure modules it runs: each is imported by the driver,
+    claims purity in its own docstring and imports no I/O."""
+    problems = []
+    for driver, cores in DRIVERS_OF_PURE_MODULES.items():
+        imported = {i.target for i in ALL_IMPORTS if i.importer == driver}
+        for core in cores:
+            if core not in imported:
+                problems.append(f"{driver} does not import {core}")
+            if not claims_purity(core):
+                problems.append(f"{core}'s docstring does not say it is pure")
+            problems += [f"{core} imports {i.target}" for i in io_imports(core)]
+        if not claims_purity(driver):
+            problems.append(f"{driver} no longer mentions a pure part: drop it from DRIVERS_OF_PURE_MODULES")
+    assert not problems, "\n".join(problems)
+
+
+def _function(tree: ast.Module, qualified: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    body: list[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for name in qualified.split("."):
+        node = next((n for n in body if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                     and n.name == name), None)  # fmt: skip
+        if node is None:
+            return None
+        body = node.body  # type: ignore[attr-defined]
+    return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+def test_pure_functions_beside_io_use_none_of_it() -> None:
+    problems = []
+    for module, functions in PURE_FUNCTIONS_BESIDE_IO.items():
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        io_names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                io_names |= {
+                    (a.asname or a.name).split(".")[0]
+                    for a in node.names
+                    if any(within(a.name, io) for io in IO_MODULES)
+                }
+            elif isinstance(node, ast.ImportFrom) and any(within(node.module or "", io) for io in IO_MODULES):
+                io_names |= {a.asname or a.name for a in node.names}
+        for qualified in functions:
+            function = _function(tree, qualified)
+            if function is None:
+                problems.append(f"{module}.{qualified} does not exist")
+                continue
+            used = sorted({n.id for n in ast.walk(function) if isinstance(n, ast.Name)} & io_names)
+            if used:
+                problems.append(f"{module}.{qualified}, called pure, uses {used}")
+    assert not problems, "\n".join(problems)
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -3,7 +3,7 @@ reference's "a fetch that starts mid-batch must return the whole batch; the clie
 
 from __future__ import annotations
 
-from pyspark_log.client.fetcher import parse_fetched
+from pyspark_log.client.fetch_parse import parse_fetched
 from pyspark_log.client.types import AbortedTransaction, TimestampType, TopicPartition
 from pyspark_log.records import compression
 from pyspark_log.records.batch import ProducerRecord, encode_batch
