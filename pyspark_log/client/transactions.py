@@ -42,6 +42,7 @@ from pyspark_log.client.errors import (
 )
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _wait_s
+from pyspark_log.client.offset_commit import offset_commit_topics
 from pyspark_log.client.txn_manager import FATAL_ERRORS, TransactionManager, TxnState, fatal_error
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -383,17 +384,6 @@ class ProducerTransactions:
                 what=f"AddOffsetsToTxn of {self._tid!r} for group {group_id!r}",
             )
             txn.offsets_added = True
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp, value in offsets.items():
-                om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-                topics.setdefault(tp.topic, []).append(
-                    {
-                        "partition_index": tp.partition,
-                        "committed_offset": om.offset,
-                        "committed_leader_epoch": -1 if om.leader_epoch is None else om.leader_epoch,
-                        "committed_metadata": om.metadata or "",
-                    }
-                )
             body = {
                 "transactional_id": self._tid,
                 "group_id": group_id,
@@ -402,7 +392,7 @@ class ProducerTransactions:
                 "generation_id": -1,
                 "member_id": "",
                 "group_instance_id": None,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "topics": offset_commit_topics(offsets),
             }
             await self.requests.call(
                 KEY_GROUP,
