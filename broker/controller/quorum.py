@@ -32,12 +32,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from broker import state_change
+from broker.clock import monotonic_ms
 from broker.controller import operations
 from broker.controller.broker_session import BrokerSession
 from broker.controller.errors import MetadataError
@@ -113,10 +113,6 @@ class RaftDriverLike(Protocol):
     def voter_endpoints(self) -> dict[int, tuple[str, int]]: ...
 
 
-def _system_clock_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
     """``MetadataController`` on the metadata quorum; see the module docstring."""
 
@@ -138,7 +134,7 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         auto_leader_rebalance: bool = True,
         leader_imbalance_check_interval_ms: int = 300_000,
         leader_imbalance_per_broker_percentage: int = 10,
-        clock_ms: Callable[[], int] = _system_clock_ms,
+        clock_ms: Callable[[], int] = monotonic_ms,
         dialer: Dialer | None = None,
         bootstrap: Sequence[MetadataRecord] = (),
     ) -> None:

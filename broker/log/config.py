@@ -14,10 +14,12 @@ and ``retention.bytes``.
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+# the log's clock is wall-clock milliseconds, defined in broker.clock; re-exported for the log's importers
+from broker.clock import Clock, system_clock_ms  # noqa: F401
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -25,14 +27,6 @@ HEADER_SIZE_BYTES = 61  # RecordBatch v2 header; the smallest segment that can h
 
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
-
-Clock = Callable[[], int]
-"""Wall-clock milliseconds since the epoch; injected everywhere so tests drive time."""
-
-
-def system_clock_ms() -> int:
-    """The real clock (``Clock``)."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from broker import state_change
+from broker.clock import monotonic_ms
 from broker.controller.image import MetadataImage
 from broker.controller.partition_changes import IsrChange
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
@@ -175,7 +175,7 @@ class ReplicaManager:
         self._logs = logs
         self._image = image
         self._topic_config = topic_config
-        self._clock_ms = clock_ms or _monotonic_ms
+        self._clock_ms = clock_ms or monotonic_ms
         self.config = config or ReplicationConfig()
         self._alter_isr = alter_isr
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -761,10 +761,6 @@ async def _delay(
             timer.cancel()
             purgatory.unwatch(operation, keys)
     return future.result()
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

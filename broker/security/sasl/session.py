@@ -21,9 +21,9 @@ connection may only send SaslHandshake / SaslAuthenticate; anything else closes 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from broker.clock import monotonic_ms
 from broker.security.sasl.config import SaslListenerConfig
 from broker.security.sasl.errors import SaslFailure
 from broker.security.sasl.plain import PlainServer
@@ -32,10 +32,6 @@ from pyspark_log.wire.api_keys import ApiKey
 
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class IllegalSaslState(Exception):
@@ -47,7 +43,7 @@ class SaslSession:
         self,
         config: SaslListenerConfig,
         scram: CredentialLookup = lambda _user, _mechanism: None,
-        clock_ms: Callable[[], int] = _monotonic_ms,
+        clock_ms: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.config = config
         self._scram = scram
