@@ -3,7 +3,8 @@
 Modules: ``assignors`` (range, roundrobin, cooperative-sticky), ``state`` (the member's state
 machine), ``link`` (finding and talking to the group coordinator), ``requests`` (request bodies
 and answer handling), ``subscription`` (topics or pattern, the rebalance listener),
-``membership`` (``ConsumerGroup``: the rebalance flow driven by ``poll``, heartbeats, auto-commit).
+``membership`` (``ConsumerGroup``: the rebalance flow driven by ``poll``, heartbeats, auto-commit),
+``consumer_member`` (``ConsumerProtocolGroup``: ``group.protocol=consumer``, KIP-848).
 """
 
 from pyspark_log.client.group.assignors import (
