@@ -230,6 +230,12 @@ _KEYS: list[ConfigKey] = [
             "quorum.retry.backoff.max.ms",
         )
     ),
+    ConfigKey(
+        "metadata.log.max.record.bytes.between.snapshots", int, 20971520, "KIP-630: snapshot after this many bytes"
+    ),
+    ConfigKey("metadata.log.max.snapshot.interval.ms", int, 3600000, "KIP-630: snapshot at least this often (0: off)"),
+    ConfigKey("metadata.max.retention.bytes", int, 104857600, "KIP-630: metadata log kept below a snapshot (-1: all)"),
+    ConfigKey("metadata.max.retention.ms", int, 604800000, "KIP-630: age of metadata log kept (-1: forever)"),
     ConfigKey("metrics.port", int, -1, "Prometheus text endpoint port (-1: off)"),
     ConfigKey("log.format", str, "text", "pylog: application log format, text or json (broker.logging_setup)"),
     ConfigKey("kafka.logs.dir", str, None, "pylog: directory of server.log, state-change.log, kafka-request.log"),

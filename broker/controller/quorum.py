@@ -80,6 +80,7 @@ from broker.controller.records import (
 )
 from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
+from broker.controller.snapshot import state_from_records, state_to_records
 from broker.meta_properties import bootstrap_records
 from broker.network.dial import Dialer
 from broker.raft.core import NotLeaderError
@@ -169,6 +170,9 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         self._broker_epoch = -1
         self._voter_cursor = random.randrange(1 << 16)
         driver.add_committed_listener(self._on_committed)
+        set_snapshot_handler = getattr(driver, "set_snapshot_handler", None)
+        if set_snapshot_handler is not None:  # KIP-630 (broker.raft.driver)
+            set_snapshot_handler(self._capture_snapshot, self._load_snapshot)
 
     # -- reads ------------------------------------------------------------------------------------
     def image(self) -> MetadataImage:
@@ -193,6 +197,17 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
         local = self._broker.node_id if self._broker is not None else None
         return build_image(self._state, cluster_id=self._cluster_id, local_broker_id=local)
 
+    def _capture_snapshot(self) -> Callable[[], list[bytes]]:
+        """KIP-630: the state as of every delivered entry, frozen now (``ClusterState`` is
+        immutable), encoded later off the event loop (``broker.controller.snapshot``)."""
+        state = self._state
+        return lambda: state_to_records(state)
+
+    def _load_snapshot(self, end_offset: int, records: Sequence[bytes]) -> None:
+        """KIP-630 start-up: the state is the snapshot's; the log tail is applied after it."""
+        self._state = state_from_records(tuple(records))
+        self._publish(end_offset - 1)
+
     def _on_committed(self, offset: int, payload: bytes) -> None:
         """The driver's committed-entry listener: apply, publish, wake waiters."""
         before = self._state.cluster_id
@@ -203,6 +218,10 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
                 self._state.cluster_id,
                 self._cluster_id,
             )
+        self._publish(offset)
+
+    def _publish(self, offset: int) -> None:
+        """Rebuild the image from ``self._state``, tell the listeners, wake the waiters."""
         new = self._build()
         old, self._image = self._image, new
         for listener in self._listeners:

@@ -35,6 +35,7 @@ from broker.raft.config import (
     parse_quorum_voters,
 )
 from broker.raft.driver import RaftDriver
+from broker.raft.snapshot import RetentionPolicy, SnapshotPolicy
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -84,4 +85,11 @@ def create_driver(
     return RaftDriver(
         raft_config(config, listener), config.node_id, cluster_id, metadata_dir(config), on_fatal=on_fatal,
         dialer=dialer,
+        snapshot_policy=SnapshotPolicy(
+            int(config["metadata.log.max.record.bytes.between.snapshots"]),
+            int(config["metadata.log.max.snapshot.interval.ms"]),
+        ),
+        retention_policy=RetentionPolicy(
+            int(config["metadata.max.retention.bytes"]), int(config["metadata.max.retention.ms"])
+        ),
     )  # fmt: skip

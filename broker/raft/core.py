@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from broker.raft.config import RaftConfig
-from broker.raft.effects import EffectBuffer, FatalError, QuorumStateData, StepResult
+from broker.raft.effects import DeleteLogPrefix, EffectBuffer, FatalError, QuorumStateData, StepResult
 from broker.raft.election import ElectionHandlers
 from broker.raft.invariants import ReplicaView, StepInvariants
 from broker.raft.log import Entry, OffsetAndEpoch, RaftLog, VoterSpec, VotersRecord
@@ -58,6 +58,7 @@ from broker.raft.roles import (
     VotedState,
     state_name,
 )
+from broker.raft.snapshot import SnapshotId
 from broker.raft.state import QuorumState
 
 
@@ -107,15 +108,34 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         cluster_id: str | None = None,
         rng: random.Random,
         now_ms: int,
+        snapshot_id: SnapshotId | None = None,
+        snapshot_voters: VotersRecord | None = None,
     ) -> None:
+        """``snapshot_id``: the newest snapshot on disk (KIP-630); ``log_entries`` then start at
+        its end offset (the prefix was deleted) or at 0 (not yet). ``snapshot_voters``: the
+        VotersRecord the snapshot carries (KIP-853), in effect until a
+        later one in the log."""
         self.config = config
         self.local_id = config.node_id
         self.cluster_id = cluster_id
         self._rng = rng
         self._effects = EffectBuffer()
-        self.log = RaftLog(log_entries)
+        self.latest_snapshot: SnapshotId | None = snapshot_id
+        first_offset = log_entries[0].offset if log_entries else None
+        if snapshot_id is not None and (first_offset is None or first_offset > 0):
+            if first_offset is not None and first_offset != snapshot_id.end_offset:
+                raise ValueError(f"the log starts at {first_offset}, the snapshot ends at {snapshot_id.end_offset}")
+            self.log = RaftLog(log_entries, start_offset=snapshot_id.end_offset, start_epoch=snapshot_id.epoch)
+        elif first_offset not in (None, 0):
+            raise ValueError(f"the log starts at {first_offset} and no snapshot covers the entries below")
+        else:
+            self.log = RaftLog(log_entries)
         self._voter_records = []
-        self._scan_voter_records(self.log.entries())
+        if snapshot_voters is not None and snapshot_id is not None:
+            self._voter_records.append((snapshot_id.end_offset - 1, snapshot_voters))
+        self._scan_voter_records(
+            [e for e in self.log.entries() if snapshot_id is None or e.offset >= snapshot_id.end_offset]
+        )
         self.quorum = QuorumState(
             config,
             rng=rng,
@@ -125,6 +145,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             now_ms=now_ms,
             voters=self._voters_in_log(),
         )
+        if snapshot_id is not None and self.quorum.high_watermark < snapshot_id.end_offset:
+            self.quorum.high_watermark = snapshot_id.end_offset  # KIP-630: a snapshot is committed
         self._requests = RequestManager(config, rng.getrandbits(31))
         self._metrics = RaftMetrics()
         self._init_replication()
@@ -234,6 +256,44 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
                 EndQuorumEpochRequest(self.cluster_id, self.local_id, self.local_id, state.epoch, successors),
             )
         self._complete_parked_fetches(now_ms)
+
+    # -- KIP-630 snapshots -------------------------------------------------------------------------
+    def snapshot_voters(self, end_offset: int) -> VotersRecord | None:
+        """The VotersRecord in effect at ``end_offset`` (the last one below it), which a snapshot
+        ending there must carry (KIP-853: the log start needs the voter set); None if none."""
+        found = None
+        for offset, record in self._voter_records:
+            if offset < end_offset:
+                found = record
+        return found
+
+    def snapshot_id_at(self, end_offset: int) -> SnapshotId:
+        """The id of a snapshot of everything below ``end_offset`` (committed, in the log)."""
+        if not self.log.start_offset < end_offset <= self.high_watermark:
+            raise ValueError(
+                f"snapshot end {end_offset} outside ({self.log.start_offset}, high watermark {self.high_watermark}]"
+            )
+        return SnapshotId(end_offset, self.log.entry(end_offset - 1).epoch)
+
+    def snapshot_created(self, snapshot_id: SnapshotId) -> None:
+        """A snapshot is durable on disk (KIP-630): it becomes the one a prefix deletion (and a
+        FetchSnapshot) refers to. Only committed offsets may be snapshotted."""
+        if snapshot_id.end_offset > self.high_watermark:
+            raise ValueError(f"snapshot {snapshot_id} is beyond the high watermark {self.high_watermark}")
+        if self.latest_snapshot is None or snapshot_id > self.latest_snapshot:
+            self.latest_snapshot = snapshot_id
+
+    def delete_log_prefix(self, start_offset: int) -> StepResult:
+        """KIP-630 retention: drop the log below ``start_offset`` (at most the newest snapshot's
+        end offset, which is committed). Returns the step with the ``DeleteLogPrefix`` effect."""
+        self._check_started()
+        snapshot = self.latest_snapshot
+        if snapshot is None or not self.log.start_offset < start_offset <= snapshot.end_offset:
+            raise ValueError(f"log start {start_offset} is not covered by the newest snapshot {snapshot}")
+        epoch = snapshot.epoch if start_offset == snapshot.end_offset else self.log.entry(start_offset - 1).epoch
+        self.log.delete_prefix(start_offset, epoch)
+        self._effects.persist(DeleteLogPrefix(start_offset, epoch))
+        return self._finish_step()
 
     # -- KIP-853 voter changes (leader only) -------------------------------------------------------
     def _voter_change_precheck(self, operation: str) -> VoterChangeResult | None:
@@ -370,6 +430,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             "current-vote": self.voted_id,
             "current-state": self.role,
             "log-end-offset": self.log.end_offset,
+            "log-start-offset": self.log.start_offset,
             "log-end-epoch": self.log.last_epoch,
             "high-watermark": self.high_watermark,
         }
@@ -474,7 +535,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._become_candidate(now_ms)
 
     def committed_entries(self) -> Sequence[Entry]:
-        return self.log.entries()[: self.high_watermark]
+        """Committed entries still in the log (from the log start offset)."""
+        return self.log.entries()[: self.high_watermark - self.log.start_offset]
 
     def log_end(self) -> OffsetAndEpoch:
         return self.log.end_offset_and_epoch()

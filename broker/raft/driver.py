@@ -33,6 +33,17 @@ Failures, by kind:
   the sending replica's core treats as a failed request and backs off). The task handles at most
   ``EVENTS_PER_TURN`` events before it runs due timers and yields to the event loop.
 
+Snapshots (KIP-630): a state machine above the log registers ``set_snapshot_handler(capture,
+load)``. After committed entries are delivered, once ``metadata.log.max.record.bytes.between.snapshots``
+bytes were delivered or ``metadata.log.max.snapshot.interval.ms`` passed since the last snapshot,
+the driver ``capture``s the state as of the delivered offset (which is <= the high watermark: only
+committed data is snapshotted) on the loop, and encodes and writes the snapshot file in an
+executor (``broker.raft.store.write_snapshot``: ``.part``, fsync, rename). Once it is durable the
+core learns of it, and the retention pass (``metadata.max.retention.bytes/ms``,
+``RetentionPolicy``) may delete the log below it (``DeleteLogPrefix``) and older snapshot files;
+the newest snapshot is never deleted. The snapshot carries the VotersRecord in effect at its end
+offset (KIP-853). ``start`` loads the newest valid snapshot (``load``) and replays only the tail.
+
 Timers: between events the task sleeps until ``core.next_deadline_ms`` and then calls ``tick``.
 Appends wait for commitment (KIP-595 "Client Interactions": *a record append ... does not return
 until the leader's high watermark passes the offset of the appended record*) and fail with
@@ -59,6 +70,7 @@ from broker.raft.config import RaftConfig
 from broker.raft.core import NotLeaderError, RaftCore
 from broker.raft.effects import (
     AppendToLog,
+    DeleteLogPrefix,
     FatalError,
     FlushLog,
     HighWatermarkAdvanced,
@@ -90,12 +102,25 @@ from broker.raft.rpc import (
     response_from_wire,
     response_to_wire,
 )
-from broker.raft.store import MetadataLog, QuorumStateFile, StoreError, decode_entries
+from broker.raft.snapshot import RetentionPolicy, SnapshotId, SnapshotPolicy, encode_snapshot
+from broker.raft.store import (
+    MetadataLog,
+    QuorumStateFile,
+    StoreError,
+    decode_entries,
+    delete_snapshots_before,
+    load_newest_valid,
+    voters_from_control,
+    voters_to_control,
+    write_snapshot,
+)
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
 CommittedListener = Callable[[int, bytes], None]
+SnapshotCapture = Callable[[], Callable[[], list[bytes]]]  # on the loop; the thunk runs in an executor
+SnapshotLoad = Callable[[int, Sequence[bytes]], None]  # (end offset, records)
 MAX_PENDING_INBOUND = 1024
 EVENTS_PER_TURN = 64
 _MAX_INCOMING_BATCHES = 4096
@@ -108,6 +133,15 @@ _REQUEST_API_KEYS: dict[type, int] = {
     FetchRequest: ApiKey.FETCH,
     DescribeQuorumRequest: ApiKey.DESCRIBE_QUORUM,
 }
+
+
+def _snapshot_log_mismatch(snapshot_id: SnapshotId | None, log_start_offset: int) -> str | None:
+    """Why the newest valid snapshot and the log cannot rebuild the state (a gap), or None."""
+    if snapshot_id is not None and log_start_offset > snapshot_id.end_offset:
+        return f"the log starts at {log_start_offset} beyond the newest valid snapshot {snapshot_id}"
+    if snapshot_id is None and log_start_offset > 0:
+        return f"the log starts at {log_start_offset} and there is no valid snapshot"
+    return None
 
 
 class RaftStoppedError(RuntimeError):
@@ -139,8 +173,11 @@ class RaftDriver:
         rng: random.Random | None = None,
         on_fatal: Callable[[str], None] | None = None,
         dialer: Dialer | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
+        retention_policy: RetentionPolicy | None = None,
     ) -> None:
-        """``dialer``: how Raft RPCs reach the other voters (their controller listener's security)."""
+        """``dialer``: how Raft RPCs reach the other voters (their controller listener's security);
+        ``snapshot_policy`` / ``retention_policy``: KIP-630 (Kafka's defaults when None)."""
         if config.node_id != node_id:
             raise ValueError(f"RaftConfig is for node {config.node_id}, not {node_id}")
         self.config = config
@@ -177,6 +214,15 @@ class RaftDriver:
             for voter, ep in config.voter_endpoints.items()
             if voter != node_id
         }
+        self._snapshot_policy = snapshot_policy or SnapshotPolicy()
+        self._retention_policy = retention_policy or RetentionPolicy()
+        self._snapshot_capture: SnapshotCapture | None = None
+        self._snapshot_load: SnapshotLoad | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._bytes_since_snapshot = 0
+        self._records_since_snapshot = 0
+        self._last_snapshot_ms = clock_ms()
+        self.snapshots_written = 0
         self._leader_known = asyncio.Event()
         self._idle_ratio = WindowedStat(_IDLE_SAMPLE_WINDOW_MS)
         self.fatal_error: str | None = None
@@ -216,14 +262,32 @@ class RaftDriver:
         before ``start``: the committed prefix on disk is replayed to it then)."""
         self._listeners.append(listener)
 
+    def set_snapshot_handler(self, capture: SnapshotCapture, load: SnapshotLoad) -> None:
+        """KIP-630 (register before ``start``): ``capture()`` returns, on the loop, a thunk that
+        encodes the state as of every entry delivered so far into snapshot records (it runs in
+        an executor, so it must only read what ``capture`` froze); ``load(end_offset, records)``
+        replaces the state by a snapshot's (at start-up)."""
+        self._snapshot_capture = capture
+        self._snapshot_load = load
+
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the quorum state and the log, replay the committed prefix, start the task."""
+        """Load the quorum state, the newest valid snapshot and the log, replay the committed
+        tail, start the task."""
         if self._core is not None:
             raise RuntimeError("RaftDriver.start called twice")
         stored = self._state_file.read()
+        loop = asyncio.get_running_loop()
+        snapshot = await loop.run_in_executor(None, load_newest_valid, self.metadata_dir)
         entries = self._log.open()
         now_ms = self._clock_ms()
+        problem = _snapshot_log_mismatch(snapshot.snapshot_id if snapshot else None, self._log.start_offset)
+        if problem is not None:
+            self._log.close()
+            raise StoreError(f"metadata dir {self.metadata_dir} is inconsistent: {problem}")
+        snapshot_head = snapshot is not None and bool(entries) and entries[0].offset < snapshot.snapshot_id.end_offset
+        if snapshot is not None and snapshot_head:
+            entries = entries[snapshot.snapshot_id.end_offset - entries[0].offset :]  # the log is longer
         try:
             core = RaftCore(
                 self.config,
@@ -232,10 +296,23 @@ class RaftDriver:
                 cluster_id=self.cluster_id,
                 rng=self._rng,
                 now_ms=now_ms,
+                snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+                snapshot_voters=voters_from_control(snapshot.voters) if snapshot and snapshot.voters else None,
             )
         except ValueError as exc:
             self._log.close()
             raise StoreError(f"metadata dir {self.metadata_dir} is inconsistent: {exc}") from exc
+        if snapshot_head:
+            # The prefix the snapshot covers is still on disk (deleted by the next retention pass).
+            self._log.delete_prefix(core.log.start_offset)
+        if snapshot is not None:
+            if self._snapshot_load is not None:
+                self._snapshot_load(snapshot.snapshot_id.end_offset, snapshot.records)
+            self._delivered = snapshot.snapshot_id.end_offset
+            log.info(
+                "raft: node %d loaded snapshot %s (%d records)", self.node_id, snapshot.snapshot_id,
+                len(snapshot.records),
+            )  # fmt: skip
         self._core = core
         log.info(
             "raft: node %d starts as %s in epoch %d (log end %d, high watermark %d, voters %s)",
@@ -268,6 +345,9 @@ class RaftDriver:
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        if self._snapshot_task is not None:
+            # A snapshot being written finishes (a crash would leave only a .part file).
+            await asyncio.gather(self._snapshot_task, return_exceptions=True)
         self._fail_waiters(RaftStoppedError("the metadata quorum driver stopped"))
         for outbound in list(self._outbound):
             outbound.cancel()
@@ -432,6 +512,8 @@ class RaftDriver:
             self._execute(core.resign(now_ms))
             if not future.done():
                 future.set_result(None)
+        elif kind == "snapshot":
+            self._snapshot_written(event[1], now_ms)
 
     def _execute(self, step: StepResult) -> None:
         """Execute one step: persist (durably, in order), then send, then notify."""
@@ -447,6 +529,8 @@ class RaftDriver:
                     self._log.truncate(effect.end_offset)
                 elif isinstance(effect, FlushLog):
                     self._log.flush()
+                elif isinstance(effect, DeleteLogPrefix):
+                    self._log.delete_prefix(effect.start_offset)
         except (OSError, StoreError) as exc:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
@@ -466,6 +550,82 @@ class RaftDriver:
                 self._fatal(f"{notification.error_code.name}: {notification.reason}")
                 return
         self._after_step()
+
+    # -- KIP-630 snapshots -------------------------------------------------------------------------
+    def _maybe_snapshot(self) -> None:
+        """Start writing a snapshot when the policy says one is due (one at a time)."""
+        if self._snapshot_capture is None or self._snapshot_task is not None or self._stopping:
+            return
+        core = self.core
+        end = self._delivered
+        now_ms = self._clock_ms()
+        due = self._snapshot_policy.should_snapshot(
+            self._bytes_since_snapshot, now_ms - self._last_snapshot_ms, self._records_since_snapshot
+        )
+        latest = core.latest_snapshot
+        if not due or end <= core.log.start_offset or (latest is not None and end <= latest.end_offset):
+            return
+        snapshot_id = core.snapshot_id_at(end)
+        voters = core.snapshot_voters(end)
+        control = voters_to_control(voters) if voters is not None else None
+        last_timestamp = now_ms
+        encode = self._snapshot_capture()
+        self._bytes_since_snapshot = 0
+        self._records_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        directory = self.metadata_dir
+
+        def write() -> None:
+            data = encode_snapshot(snapshot_id, encode(), last_timestamp, timestamp_ms=now_ms, voters=control)
+            write_snapshot(directory, snapshot_id, data)
+
+        async def run() -> None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, write)
+            except Exception:  # a failed snapshot is retried at the next trigger
+                log.exception("raft: writing snapshot %s failed", snapshot_id)
+            else:
+                self._post(("snapshot", snapshot_id))
+            finally:
+                self._snapshot_task = None
+
+        self._snapshot_task = asyncio.create_task(run(), name="raft-snapshot")
+
+    def _snapshot_written(self, snapshot_id: SnapshotId, now_ms: int) -> None:
+        """The snapshot file is durable: tell the core, then apply retention (KIP-630)."""
+        core = self.core
+        core.snapshot_created(snapshot_id)
+        self.snapshots_written += 1
+        log.info("raft: node %d wrote snapshot %s", self.node_id, snapshot_id)
+        self._apply_retention(now_ms)
+
+    def _apply_retention(self, now_ms: int) -> None:
+        """Delete the log below the newest snapshot when ``metadata.max.retention.bytes/ms`` say
+        so, and the snapshot files older than the new log start (never the newest snapshot)."""
+        core = self.core
+        latest = core.latest_snapshot
+        if latest is None:
+            return
+        # Until FetchSnapshot can serve a replica behind the log start, the leader keeps what
+        # its slowest known replica (voter or observer) still has to fetch.
+        fetch_offsets: list[int] = []
+        state = core.state
+        if core.is_leader:
+            fetch_offsets = [p.end_offset for p in state.progress.values() if p.end_offset >= 0]  # type: ignore[attr-defined]
+        start = self._retention_policy.new_log_start_offset(
+            log_start_offset=core.log.start_offset,
+            snapshot_end_offset=latest.end_offset,
+            high_watermark=core.high_watermark,
+            retained_bytes=self._log.size_bytes(),
+            oldest_entry_timestamp_ms=self._log.first_timestamp_ms(),
+            now_ms=now_ms,
+            voter_fetch_offsets=fetch_offsets,
+            snapshots_servable=False,
+        )
+        if start > core.log.start_offset:
+            self._execute(core.delete_log_prefix(start))
+            if self.fatal_error is None:
+                delete_snapshots_before(self.metadata_dir, SnapshotId(start, 0))
 
     def _inbound_failed(self, inbound: Inbound, now_ms: int) -> None:
         """The core raised while handling one message: answer a request UNKNOWN_SERVER_ERROR, drop
@@ -552,6 +712,8 @@ class RaftDriver:
         while self._delivered < high_watermark:
             entry = core.log.entry(self._delivered)
             if isinstance(entry.payload, bytes):
+                self._bytes_since_snapshot += len(entry.payload)
+                self._records_since_snapshot += 1
                 for listener in self._listeners:
                     try:
                         listener(entry.offset, entry.payload)
@@ -570,6 +732,7 @@ class RaftDriver:
             else:
                 still.append(pending)
         self._appends = still
+        self._maybe_snapshot()
         return None
 
     def _fatal(self, reason: str) -> None:

@@ -7,7 +7,8 @@ Ordering contract (KIP-595 "persist before you reply"; etcd's ``msgsAfterAppend`
    * ``PersistQuorumState`` - write the quorum-state file atomically (write, fsync, rename);
    * ``TruncateLog`` / ``AppendToLog`` - mutate the local log;
    * ``FlushLog`` - fsync the log (KIP-595: *every append to the metadata log is fsynced before
-     returning*).
+     returning*);
+   * ``DeleteLogPrefix`` - drop the log below a snapshot's end offset (KIP-630), durably.
 
 2. only then ``StepResult.send``, in list order (messages to one destination keep their order);
 3. then ``StepResult.notify`` (high-watermark changes, fatal errors) for the layer above.
@@ -68,7 +69,16 @@ class FlushLog:
     end_offset: int
 
 
-PersistEffect = PersistQuorumState | AppendToLog | TruncateLog | FlushLog
+@dataclass(frozen=True, slots=True)
+class DeleteLogPrefix:
+    """KIP-630: remove every entry below ``start_offset``, durably; a snapshot whose id is
+    ``(start_offset, start_epoch)`` is already on disk and covers them."""
+
+    start_offset: int
+    start_epoch: int
+
+
+PersistEffect = PersistQuorumState | AppendToLog | TruncateLog | FlushLog | DeleteLogPrefix
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,25 +87,35 @@ class Entry:
 
 
 class RaftLog:
-    """In-memory log model and leader-epoch cache. Offsets start at 0 and are dense.
+    """In-memory log model and leader-epoch cache. Offsets are dense from ``start_offset``.
+
+    KIP-630: once a snapshot covers a prefix of the log, the prefix may be deleted; the log then
+    starts at the snapshot's end offset (``start_offset``) and ``start_epoch`` is the snapshot's
+    epoch (the epoch of the entry at ``start_offset - 1``), so an empty log after a snapshot still
+    answers ``last_epoch`` and the divergence question for that epoch.
 
     Raises ``ValueError`` on a non-contiguous append, a decreasing epoch, or a truncation outside
     the log. It has no lock: it belongs to one core, which is driven by one thread.
     """
 
-    __slots__ = ("_entries", "_epoch_offsets", "_epochs")
+    __slots__ = ("_entries", "_epoch_offsets", "_epochs", "start_epoch", "start_offset")
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+    def __init__(self, entries: Iterable[Entry] = (), *, start_offset: int = 0, start_epoch: int = 0) -> None:
         self._entries: list[Entry] = []
         self._epochs: list[int] = []  # epochs present, ascending
         self._epoch_offsets: list[int] = []  # start offset of each epoch in _epochs
+        self.start_offset = start_offset
+        self.start_epoch = start_epoch
+        if start_offset > 0 and start_epoch > 0:
+            self._epochs.append(start_epoch)
+            self._epoch_offsets.append(start_offset)
         self.append(tuple(entries))
 
     # -- queries -------------------------------------------------------------------------------
     @property
     def end_offset(self) -> int:
         """The log end offset (LEO): the offset the next appended entry gets."""
-        return len(self._entries)
+        return self.start_offset + len(self._entries)
 
     @property
     def last_epoch(self) -> int:
@@ -116,17 +126,20 @@ class RaftLog:
         return OffsetAndEpoch(self.last_epoch, self.end_offset)
 
     def entries(self) -> Sequence[Entry]:
-        """A read-only view of every entry (do not mutate)."""
+        """A read-only view of every entry from ``start_offset`` on (do not mutate)."""
         return self._entries
 
     def entry(self, offset: int) -> Entry:
-        return self._entries[offset]
+        if offset < self.start_offset:
+            raise IndexError(f"offset {offset} is below the log start offset {self.start_offset}")
+        return self._entries[offset - self.start_offset]
 
     def read(self, start_offset: int, max_records: int) -> tuple[Entry, ...]:
         """Entries from ``start_offset`` (inclusive), at most ``max_records`` of them."""
-        if not 0 <= start_offset <= self.end_offset:
-            raise ValueError(f"read at {start_offset} outside [0, {self.end_offset}]")
-        return tuple(self._entries[start_offset : start_offset + max_records])
+        if not self.start_offset <= start_offset <= self.end_offset:
+            raise ValueError(f"read at {start_offset} outside [{self.start_offset}, {self.end_offset}]")
+        first = start_offset - self.start_offset
+        return tuple(self._entries[first : first + max_records])
 
     def epoch_cache(self) -> list[tuple[int, int]]:
         """``[(epoch, start_offset), ...]`` ascending: the leader-epoch checkpoint contents."""
@@ -135,6 +148,7 @@ class RaftLog:
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch ``<= epoch`` in this log and its end offset (exclusive).
 
+        After a snapshot the snapshot's epoch counts as present from ``start_offset`` on.
         The end offset of an epoch is the start offset of the next epoch in the log, or the log end
         offset for the last epoch. ``OffsetAndEpoch(0, 0)`` if no epoch ``<= epoch`` is present.
         """
@@ -171,9 +185,33 @@ class RaftLog:
 
     def truncate_to(self, end_offset: int) -> None:
         """Remove every entry with ``offset >= end_offset`` and the epochs that start there."""
-        if not 0 <= end_offset <= self.end_offset:
-            raise ValueError(f"truncation to {end_offset} outside [0, {self.end_offset}]")
-        del self._entries[end_offset:]
+        if not self.start_offset <= end_offset <= self.end_offset:
+            raise ValueError(f"truncation to {end_offset} outside [{self.start_offset}, {self.end_offset}]")
+        del self._entries[end_offset - self.start_offset :]
         keep = bisect.bisect_left(self._epoch_offsets, end_offset)
+        if end_offset == self.start_offset and self.start_epoch > 0:
+            keep = max(keep, 1)  # the snapshot's epoch stays in the cache
         del self._epochs[keep:]
         del self._epoch_offsets[keep:]
+
+    def delete_prefix(self, start_offset: int, start_epoch: int) -> None:
+        """KIP-630: drop every entry below ``start_offset`` (covered by a snapshot whose id is
+        ``(start_offset, start_epoch)``). A start beyond the log end empties the log (a replica
+        that installed a fetched snapshot continues from its end offset)."""
+        if start_offset <= self.start_offset:
+            return
+        if start_offset <= self.end_offset:
+            del self._entries[: start_offset - self.start_offset]
+        else:
+            self._entries.clear()
+        self.start_offset = start_offset
+        self.start_epoch = start_epoch
+        epochs = [start_epoch] if start_epoch > 0 else []
+        offsets = [start_offset] if start_epoch > 0 else []
+        if self._entries:
+            first_epoch = self._entries[0].epoch
+            for epoch, offset in zip(self._epochs, self._epoch_offsets, strict=True):
+                if epoch >= first_epoch and (not epochs or epoch != epochs[-1]):
+                    epochs.append(epoch)
+                    offsets.append(max(offset, start_offset))
+        self._epochs, self._epoch_offsets = epochs, offsets

@@ -12,7 +12,10 @@ CRC-32C, as Kafka's ``RecordsSnapshotWriter`` writes them)::
 
     offset 0           control batch, one SnapshotHeader record  (control type 3:
                        version int16, lastContainedLogTimestamp int64, tagged fields)
-    offset 1 ..        data batches, up to ``max_batch_records`` records each; a record's
+    [offset 1          control batch, one KRaftVersionRecord (type 5, kraft.version 1) and
+                       one VotersRecord (type 6): the voter set in effect at the snapshot's
+                       end offset (KIP-853; only when the log had a VotersRecord)]
+    then               data batches, up to ``max_batch_records`` records each; a record's
                        key is null and its value one metadata record (the same bytes as
                        the log entry's payload)
     last offset        control batch, one SnapshotFooter record  (control type 4)
@@ -38,8 +41,10 @@ from dataclasses import dataclass
 from pyspark_log.records.batch import ProducerRecord, decode_records, encode_batch
 from pyspark_log.records.control import (
     ControlType,
+    KRaftVersion,
     SnapshotFooter,
     SnapshotHeader,
+    Voters,
     encode_control_batch,
     to_control_record,
 )
@@ -93,6 +98,7 @@ class Snapshot:
     snapshot_id: SnapshotId
     last_contained_log_timestamp: int
     records: tuple[bytes, ...]
+    voters: Voters | None = None  # KIP-853 VotersRecord in effect at the end offset
 
 
 def encode_snapshot(
@@ -102,6 +108,7 @@ def encode_snapshot(
     *,
     timestamp_ms: int,
     max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+    voters: Voters | None = None,
 ) -> bytes:
     """The file contents for ``records`` (layout in the module docstring). Pure and CPU-bound."""
     if max_batch_records < 1:
@@ -120,6 +127,9 @@ def encode_snapshot(
         )
     ]
     offset = 1
+    if voters is not None:
+        parts.append(_voters_batch(voters, epoch, timestamp_ms))
+        offset += 2
     for start in range(0, len(records), max_batch_records):
         chunk = records[start : start + max_batch_records]
         batch = [ProducerRecord(None, value, timestamp_ms) for value in chunk]
@@ -140,6 +150,30 @@ def encode_snapshot(
     return b"".join(parts)
 
 
+def _voters_batch(voters: Voters, epoch: int, timestamp_ms: int) -> bytes:
+    """KRaftVersionRecord then VotersRecord, one control batch at offset 1 (the control-batch
+    codec writes one record per batch, so two batches at offsets 1 and 2)."""
+    return encode_control_batch(
+        ControlType.KRAFT_VERSION,
+        NO_PRODUCER_ID,
+        NO_PRODUCER_EPOCH,
+        0,
+        timestamp_ms,
+        base_offset=1,
+        message=KRaftVersion(1),
+        partition_leader_epoch=epoch,
+    ) + encode_control_batch(
+        ControlType.KRAFT_VOTERS,
+        NO_PRODUCER_ID,
+        NO_PRODUCER_EPOCH,
+        0,
+        timestamp_ms,
+        base_offset=2,
+        message=voters,
+        partition_leader_epoch=epoch,
+    )
+
+
 def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapshot:
     """Check and decode a whole snapshot file; CorruptSnapshotError on anything invalid.
 
@@ -151,6 +185,7 @@ def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapsh
     expected_offset = 0
     header_timestamp: int | None = None
     records: list[bytes] = []
+    voters: Voters | None = None
     footer_seen = False
     while pos < len(view):
         if footer_seen:
@@ -175,6 +210,13 @@ def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapsh
                     if header_timestamp is None:
                         raise CorruptSnapshotError("SnapshotFooter before a SnapshotHeader")
                     footer_seen = True
+                elif control.kind == ControlType.KRAFT_VOTERS and isinstance(control.message, Voters):
+                    if header_timestamp is None or records:
+                        raise CorruptSnapshotError("VotersRecord outside the snapshot's control prefix")
+                    voters = control.message
+                elif control.kind == ControlType.KRAFT_VERSION:
+                    if header_timestamp is None or records:
+                        raise CorruptSnapshotError("KRaftVersionRecord outside the snapshot's control prefix")
                 else:
                     raise CorruptSnapshotError(f"unexpected control record type {control.kind} in a snapshot")
         else:
@@ -188,7 +230,7 @@ def decode_snapshot(snapshot_id: SnapshotId, data: bytes | memoryview) -> Snapsh
         pos += batch_header.size
     if header_timestamp is None or not footer_seen:
         raise CorruptSnapshotError("snapshot has no SnapshotFooter (partial file)")
-    return Snapshot(snapshot_id, header_timestamp, tuple(records))
+    return Snapshot(snapshot_id, header_timestamp, tuple(records), voters)
 
 
 @dataclass(frozen=True, slots=True)

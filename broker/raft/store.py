@@ -22,7 +22,10 @@ down).
 
 Why not ``broker.log.Log``: the Raft core holds the whole log in memory and needs to cut it at any
 entry; segments, indexes, retention and offset assignment would be unused weight, and the fsync
-policy differs. One file (no snapshots yet, KIP-630) keeps recovery and truncation obvious.
+policy differs. One file keeps recovery and truncation obvious. KIP-630: once a snapshot covers a
+prefix, ``delete_prefix`` replaces the file by ``<new start offset, 20 digits>.log`` holding only
+the tail (written whole and fsynced before the old file is removed; on open, the file with the
+highest base offset wins and older ones are leftovers of an interrupted replacement).
 Not thread-safe: one driver owns a store and calls it from one thread at a time.
 """
 
@@ -58,6 +61,19 @@ log = logging.getLogger(__name__)
 
 QUORUM_STATE_FILE = "quorum-state"
 LOG_FILE = "00000000000000000000.log"
+LOG_SUFFIX = ".log"
+
+
+def log_file_name(base_offset: int) -> str:
+    """Kafka's segment naming: the base offset in 20 digits, ``.log``."""
+    return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+def _log_base_offset(name: str) -> int | None:
+    stem = name[: -len(LOG_SUFFIX)] if name.endswith(LOG_SUFFIX) else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
 DATA_VERSION = 0
 
 
@@ -103,6 +119,26 @@ def encode_entry(entry: Entry, timestamp_ms: int) -> bytes:
         )
     record = ProducerRecord(None, entry.payload, timestamp_ms)
     return encode_batch([record], base_offset=entry.offset, partition_leader_epoch=entry.epoch)
+
+
+def voters_to_control(record: VotersRecord) -> Voters:
+    """A KIP-853 VotersRecord as the control message Kafka writes (version 0)."""
+    return Voters(
+        tuple(
+            Voter(v.voter_id, v.directory_id, (Endpoint(CONTROLLER_LISTENER, v.host, v.port),) if v.port else (), 0, 1)
+            for v in record.voters
+        ),
+        0,
+    )
+
+
+def voters_from_control(message: Voters) -> VotersRecord:
+    """The control message back as the core's VotersRecord (first endpoint of each voter)."""
+    specs = []
+    for voter in message.voters:
+        endpoint = voter.endpoints[0] if voter.endpoints else Endpoint("", "", 0)
+        specs.append(VoterSpec(voter.voter_id, bytes(voter.directory_id), endpoint.host, endpoint.port))
+    return VotersRecord(tuple(specs))
 
 
 def encode_entries(entries: Iterable[Entry], timestamp_ms: int) -> bytes:
@@ -236,24 +272,32 @@ class MetadataLog:
         self.path = directory / LOG_FILE
         self._clock_ms = clock_ms
         self._fd = -1
-        self._positions: list[int] = []  # file position of each entry, by offset
+        self.start_offset = 0  # KIP-630 log start offset: the base offset of the file
+        self._positions: list[int] = []  # file position of each entry, by offset - start_offset
         self._end = 0  # file size in use
         self.recovered_bytes_dropped = 0
 
     @property
     def end_offset(self) -> int:
-        return len(self._positions)
+        return self.start_offset + len(self._positions)
 
     def open(self) -> list[Entry]:
-        """Open (creating if needed), cut a torn or corrupt tail, and return the entries."""
+        """Open (creating if needed), cut a torn or corrupt tail, and return the entries (from
+        ``start_offset``, the base offset of the newest log file)."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        bases = sorted(b for b in (_log_base_offset(p.name) for p in self.directory.iterdir()) if b is not None)
+        self.start_offset = bases[-1] if bases else 0
+        self.path = self.directory / log_file_name(self.start_offset)
+        for stale in bases[:-1]:
+            log.info("metadata log: removing %s (replaced by %s)", log_file_name(stale), self.path.name)
+            (self.directory / log_file_name(stale)).unlink(missing_ok=True)
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if created:
+        if created or len(bases) > 1:
             fsync_dir(self.directory)
         with open(self.path, "rb") as f:
             data = f.read()
-        entries, valid_end = _scan(data)
+        entries, valid_end = _scan(data, self.start_offset)
         self._positions = []
         pos = 0
         for _ in entries:
@@ -266,11 +310,45 @@ class MetadataLog:
                 "metadata log %s: dropped %d bytes after offset %d (torn or corrupt tail)",
                 self.path,
                 self.recovered_bytes_dropped,
-                len(entries),
+                self.start_offset + len(entries),
             )
             os.ftruncate(self._fd, valid_end)
             os.fsync(self._fd)
         return entries
+
+    def delete_prefix(self, start_offset: int) -> None:
+        """KIP-630: remove every entry below ``start_offset`` (covered by a snapshot), durably.
+
+        The tail is written to ``<start_offset>.log`` (temp file, fsync, rename, fsync dir), then
+        the old file is removed. ``start_offset`` beyond the log end leaves an empty log that
+        continues at ``start_offset`` (a replica that installed a fetched snapshot)."""
+        if start_offset <= self.start_offset:
+            return
+        keep_from = min(start_offset, self.end_offset)
+        tail = self.read_bytes(keep_from) if keep_from < self.end_offset else b""
+        first = self._positions[keep_from - self.start_offset] if keep_from < self.end_offset else self._end
+        new_path = self.directory / log_file_name(start_offset)
+        write_atomic(new_path, tail)
+        old_path, old_fd = self.path, self._fd
+        self._fd = os.open(new_path, os.O_RDWR, 0o644)
+        os.close(old_fd)
+        old_path.unlink(missing_ok=True)
+        fsync_dir(self.directory)
+        self._positions = [p - first for p in self._positions[keep_from - self.start_offset :]]
+        self._end -= first
+        self.path = new_path
+        self.start_offset = start_offset
+
+    def first_timestamp_ms(self) -> int | None:
+        """The max timestamp of the first batch in the log (None for an empty log): the age
+        ``metadata.max.retention.ms`` is measured against."""
+        if not self._positions:
+            return None
+        return read_header(os.pread(self._fd, HEADER_SIZE, self._positions[0]), 0).max_timestamp
+
+    def size_bytes(self) -> int:
+        """Bytes of the log file in use (for ``metadata.max.retention.bytes``)."""
+        return self._end
 
     def append(self, entries: Sequence[Entry], batches: Mapping[tuple[int, int], bytes] | None = None) -> None:
         """Write ``entries`` (not yet durable: ``flush``). ``batches`` may hold the batch bytes
@@ -292,12 +370,13 @@ class MetadataLog:
 
     def truncate(self, end_offset: int) -> None:
         """Remove every entry at ``end_offset`` or above, durably."""
-        if not 0 <= end_offset <= self.end_offset:
-            raise StoreError(f"metadata log truncation to {end_offset} outside [0, {self.end_offset}]")
+        if not self.start_offset <= end_offset <= self.end_offset:
+            bounds = f"[{self.start_offset}, {self.end_offset}]"
+            raise StoreError(f"metadata log truncation to {end_offset} outside {bounds}")
         if end_offset == self.end_offset:
             return
-        self._end = self._positions[end_offset]
-        del self._positions[end_offset:]
+        self._end = self._positions[end_offset - self.start_offset]
+        del self._positions[end_offset - self.start_offset :]
         os.ftruncate(self._fd, self._end)
         os.fsync(self._fd)
 
@@ -307,12 +386,13 @@ class MetadataLog:
     def read_bytes(self, start_offset: int = 0, end_offset: int | None = None) -> bytes:
         """The stored batches of entries ``[start_offset, end_offset)`` (default: to the end)."""
         end_offset = self.end_offset if end_offset is None else end_offset
-        if not 0 <= start_offset <= end_offset <= self.end_offset:
-            raise StoreError(f"metadata log read of [{start_offset}, {end_offset}) outside [0, {self.end_offset}]")
+        base = self.start_offset
+        if not base <= start_offset <= end_offset <= self.end_offset:
+            raise StoreError(f"metadata log read of [{start_offset}, {end_offset}) outside [{base}, {self.end_offset}]")
         if start_offset == end_offset:
             return b""
-        first = self._positions[start_offset]
-        last = self._positions[end_offset] if end_offset < self.end_offset else self._end
+        first = self._positions[start_offset - base]
+        last = self._positions[end_offset - base] if end_offset < self.end_offset else self._end
         return os.pread(self._fd, last - first, first)
 
     def read_batches(self, entries: Sequence[Entry]) -> bytes:
@@ -338,8 +418,8 @@ class MetadataLog:
             self._fd = -1
 
 
-def _scan(data: bytes) -> tuple[list[Entry], int]:
-    """The valid prefix of a log file: its entries and its length in bytes."""
+def _scan(data: bytes, base_offset: int = 0) -> tuple[list[Entry], int]:
+    """The valid prefix of a log file starting at ``base_offset``: its entries and its length."""
     entries: list[Entry] = []
     pos = 0
     last_epoch = 0
@@ -349,7 +429,7 @@ def _scan(data: bytes) -> tuple[list[Entry], int]:
             entry, end = decode_entry(data, pos)
         except CorruptRecordError:
             break
-        if header.base_offset != len(entries) or entry.epoch <= 0 or entry.epoch < last_epoch:
+        if header.base_offset != base_offset + len(entries) or entry.epoch <= 0 or entry.epoch < last_epoch:
             break
         entries.append(entry)
         last_epoch = entry.epoch
