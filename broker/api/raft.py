@@ -1,6 +1,7 @@
 """KIP-595 RPCs on the broker's listener: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54),
-DescribeQuorum (55), and Fetch of ``__cluster_metadata-0`` (``handle_metadata_fetch``, called by
-``broker.api.fetch`` for v12+ requests that name only that partition).
+DescribeQuorum (55), FetchSnapshot (59, KIP-630), and Fetch of ``__cluster_metadata-0``
+(``handle_metadata_fetch``, called by ``broker.api.fetch`` for v12+ requests that name only that
+partition).
 
 Each handler decodes the request into the Raft core's message (``broker.raft.rpc``), hands it to
 the ``RaftDriver`` (``broker.raft``), and answers with the core's response once the core has made
@@ -41,6 +42,7 @@ def raft_handlers() -> dict[int, Handler]:
         ApiKey.BEGIN_QUORUM_EPOCH: handle_begin_quorum_epoch,
         ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
         ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
+        ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,  # KIP-630
     }
 
 
@@ -73,6 +75,8 @@ async def _serve(broker: Broker, request: Request) -> Mapping[str, Any]:
     try:
         source, message = request_from_wire(api_key, request.version, request.body)
     except NotMetadataPartition:
+        if api_key == ApiKey.FETCH_SNAPSHOT:
+            return driver.error_body(api_key, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return _unknown_partition(request)
     except InvalidRaftRequest as exc:
         log.debug("invalid %s request from %s: %s", ApiKey(api_key).name, request.header.client_id, exc)
@@ -102,6 +106,11 @@ async def handle_describe_quorum(broker: Broker, request: Request) -> Mapping[st
     except NotMetadataPartition:
         return _unknown_partition(request)
     return await driver.describe_quorum_anywhere()
+
+
+def handle_fetch_snapshot(broker: Broker, request: Request) -> Any:
+    """KIP-630 FetchSnapshot (59): a chunk of the leader's snapshot (``broker.raft.rpc``)."""
+    return _serve(broker, request)
 
 
 async def handle_metadata_fetch(broker: Broker, request: Request) -> Mapping[str, Any]:

@@ -41,6 +41,8 @@ from broker.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Inbound,
     VoteRequest,
     VoteResponse,
@@ -120,7 +122,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         self.cluster_id = cluster_id
         self._rng = rng
         self._effects = EffectBuffer()
-        self.latest_snapshot: SnapshotId | None = snapshot_id
+        self.latest_snapshot = snapshot_id
         first_offset = log_entries[0].offset if log_entries else None
         if snapshot_id is not None and (first_offset is None or first_offset > 0):
             if first_offset is not None and first_offset != snapshot_id.end_offset:
@@ -477,6 +479,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._handle_end_quorum_epoch_request(source, correlation_id, message, now_ms)
         elif isinstance(message, FetchRequest):
             self._handle_fetch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._handle_fetch_snapshot_request(source, correlation_id, message, now_ms)
         elif isinstance(message, DescribeQuorumRequest):
             self._effects.send(source, correlation_id, self.describe_quorum(now_ms))
         elif isinstance(message, DescribeQuorumResponse):
@@ -491,6 +495,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._handle_end_quorum_epoch_response(source, message, now_ms)
         elif isinstance(message, FetchResponse):
             self._handle_fetch_response(source, message, now_ms)
+        elif isinstance(message, FetchSnapshotResponse):
+            self._handle_fetch_snapshot_response(source, message, now_ms)
 
     def _poll(self, now_ms: int) -> None:
         """Timers, then outstanding requests, then parked fetches (run at the end of every step)."""

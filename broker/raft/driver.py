@@ -56,10 +56,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ from broker.raft.effects import (
     FatalError,
     FlushLog,
     HighWatermarkAdvanced,
+    InstallSnapshot,
     PersistQuorumState,
     StepResult,
     TruncateLog,
@@ -87,6 +89,8 @@ from broker.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Inbound,
     Message,
     Request,
@@ -102,7 +106,14 @@ from broker.raft.rpc import (
     response_from_wire,
     response_to_wire,
 )
-from broker.raft.snapshot import RetentionPolicy, SnapshotId, SnapshotPolicy, encode_snapshot
+from broker.raft.snapshot import (
+    RetentionPolicy,
+    SnapshotId,
+    SnapshotPolicy,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_file_name,
+)
 from broker.raft.store import (
     MetadataLog,
     QuorumStateFile,
@@ -132,6 +143,7 @@ _REQUEST_API_KEYS: dict[type, int] = {
     EndQuorumEpochRequest: ApiKey.END_QUORUM_EPOCH,
     FetchRequest: ApiKey.FETCH,
     DescribeQuorumRequest: ApiKey.DESCRIBE_QUORUM,
+    FetchSnapshotRequest: ApiKey.FETCH_SNAPSHOT,
 }
 
 
@@ -531,6 +543,8 @@ class RaftDriver:
                     self._log.flush()
                 elif isinstance(effect, DeleteLogPrefix):
                     self._log.delete_prefix(effect.start_offset)
+                elif isinstance(effect, InstallSnapshot):
+                    self._install_snapshot(effect)
         except (OSError, StoreError) as exc:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
@@ -552,6 +566,37 @@ class RaftDriver:
         self._after_step()
 
     # -- KIP-630 snapshots -------------------------------------------------------------------------
+    def _read_snapshot_chunk(self, message: FetchSnapshotResponse) -> FetchSnapshotResponse:
+        """Up to ``max_bytes`` of the snapshot file from ``position`` (a pread of at most
+        ``FETCH_SNAPSHOT_MAX_BYTES`` on the loop, like a Fetch's log read); SNAPSHOT_NOT_FOUND
+        when the file is gone, POSITION_OUT_OF_RANGE past its end."""
+        path = self.metadata_dir / snapshot_file_name(message.snapshot_id)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if message.position > size:
+                    return replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
+                data = os.pread(f.fileno(), message.max_bytes, message.position)
+        except FileNotFoundError:
+            return replace(message, error_code=ErrorCode.SNAPSHOT_NOT_FOUND)
+        return replace(message, size=size, data=data)
+
+    def _install_snapshot(self, effect: InstallSnapshot) -> None:
+        """Write a snapshot fetched from the leader, start the log at its end, and load it into
+        the state machine (unless that is already past it). Blocking, on the loop: it happens
+        only when this replica fell behind the leader's log start."""
+        snapshot_id = effect.snapshot_id
+        write_snapshot(self.metadata_dir, snapshot_id, effect.data)
+        self._log.delete_prefix(snapshot_id.end_offset)
+        if self._delivered < snapshot_id.end_offset:
+            if self._snapshot_load is not None:
+                self._snapshot_load(snapshot_id.end_offset, decode_snapshot(snapshot_id, effect.data).records)
+            self._delivered = snapshot_id.end_offset
+        self._bytes_since_snapshot = 0
+        self._records_since_snapshot = 0
+        delete_snapshots_before(self.metadata_dir, snapshot_id)
+        log.info("raft: node %d installed snapshot %s fetched from the leader", self.node_id, snapshot_id)
+
     def _maybe_snapshot(self) -> None:
         """Start writing a snapshot when the policy says one is due (one at a time)."""
         if self._snapshot_capture is None or self._snapshot_task is not None or self._stopping:
@@ -606,12 +651,6 @@ class RaftDriver:
         latest = core.latest_snapshot
         if latest is None:
             return
-        # Until FetchSnapshot can serve a replica behind the log start, the leader keeps what
-        # its slowest known replica (voter or observer) still has to fetch.
-        fetch_offsets: list[int] = []
-        state = core.state
-        if core.is_leader:
-            fetch_offsets = [p.end_offset for p in state.progress.values() if p.end_offset >= 0]  # type: ignore[attr-defined]
         start = self._retention_policy.new_log_start_offset(
             log_start_offset=core.log.start_offset,
             snapshot_end_offset=latest.end_offset,
@@ -619,9 +658,7 @@ class RaftDriver:
             retained_bytes=self._log.size_bytes(),
             oldest_entry_timestamp_ms=self._log.first_timestamp_ms(),
             now_ms=now_ms,
-            voter_fetch_offsets=fetch_offsets,
-            snapshots_servable=False,
-        )
+        )  # a replica behind the new log start fetches the snapshot (FetchSnapshot)
         if start > core.log.start_offset:
             self._execute(core.delete_log_prefix(start))
             if self.fatal_error is None:
@@ -659,7 +696,10 @@ class RaftDriver:
 
     def _response_body(self, message: Response) -> dict[str, Any]:
         """The wire body of a core response, built now: a Fetch response's records are the
-        batches in the log file, which at this point holds exactly the core's log."""
+        batches in the log file, which at this point holds exactly the core's log; a
+        FetchSnapshot response's bytes are read from the snapshot file."""
+        if isinstance(message, FetchSnapshotResponse) and message.error_code == ErrorCode.NONE:
+            return response_to_wire(self._read_snapshot_chunk(message))
         if not isinstance(message, FetchResponse) or not message.records:
             return response_to_wire(message)
         try:

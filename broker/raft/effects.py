@@ -8,7 +8,8 @@ Ordering contract (KIP-595 "persist before you reply"; etcd's ``msgsAfterAppend`
    * ``TruncateLog`` / ``AppendToLog`` - mutate the local log;
    * ``FlushLog`` - fsync the log (KIP-595: *every append to the metadata log is fsynced before
      returning*);
-   * ``DeleteLogPrefix`` - drop the log below a snapshot's end offset (KIP-630), durably.
+   * ``DeleteLogPrefix`` - drop the log below a snapshot's end offset (KIP-630), durably;
+   * ``InstallSnapshot`` - write a snapshot fetched with FetchSnapshot, start the log at its end.
 
 2. only then ``StepResult.send``, in list order (messages to one destination keep their order);
 3. then ``StepResult.notify`` (high-watermark changes, fatal errors) for the layer above.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 from broker.raft.log import Entry
 from broker.raft.messages import ErrorCode, Message
+from broker.raft.snapshot import SnapshotId
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,17 @@ class DeleteLogPrefix:
     start_epoch: int
 
 
-PersistEffect = PersistQuorumState | AppendToLog | TruncateLog | FlushLog | DeleteLogPrefix
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot:
+    """KIP-630: a snapshot fetched from the leader (``data``, the whole file, already checked):
+    write it as ``snapshot_id``'s file, make the log start at its end offset (entries below go),
+    and load it into the state machine before any later entry is delivered."""
+
+    snapshot_id: SnapshotId
+    data: bytes
+
+
+PersistEffect = PersistQuorumState | AppendToLog | TruncateLog | FlushLog | DeleteLogPrefix | InstallSnapshot
 
 
 @dataclass(frozen=True, slots=True)

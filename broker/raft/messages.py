@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.raft.log import Entry
+from broker.raft.snapshot import SnapshotId
 from pyspark_log.wire.errors import ErrorCode  # the one enum of Kafka error codes
 
 __all__ = ["ErrorCode"]  # re-exported: the core and the driver name codes through this module
@@ -114,6 +115,35 @@ class FetchResponse:
     diverging_epoch: EpochEndOffset | None = None
     records: tuple[Entry, ...] = ()
     log_start_offset: int = 0
+    snapshot_id: SnapshotId | None = None  # KIP-630: fetch this snapshot first (FetchOffset < log start)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """KIP-630 FetchSnapshot (59): ``max_bytes`` of snapshot ``snapshot_id`` from ``position``."""
+
+    cluster_id: str | None
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """KIP-630 FetchSnapshot answer: ``data`` holds the bytes from ``position`` of a snapshot of
+    ``size`` bytes. The leader's core leaves ``data``/``size`` empty (-1): its driver reads them
+    from the file when it sends the answer, and answers SNAPSHOT_NOT_FOUND /
+    POSITION_OUT_OF_RANGE if the file is gone or shorter."""
+
+    error_code: ErrorCode
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    size: int = -1
+    position: int = 0
+    data: bytes = b""
+    max_bytes: int = 0  # leader side: how much the driver may read
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +169,22 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = ()
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | DescribeQuorumRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | DescribeQuorumResponse
+    | FetchSnapshotResponse
+)
 Message = Request | Response
 
 RESPONSE_TYPES = (
@@ -149,6 +193,7 @@ RESPONSE_TYPES = (
     EndQuorumEpochResponse,
     FetchResponse,
     DescribeQuorumResponse,
+    FetchSnapshotResponse,
 )
 
 

@@ -9,23 +9,36 @@ soon as records are appended or the high watermark moves.
 Follower side ("Fetch response handling"): learn newer leaders/epochs, truncate on
 ``DivergingEpoch``, append and fsync records, adopt ``min(HighWatermark, log end offset)``.
 Observers and voters without a leader fetch from random voters to find it.
+
+KIP-630 ("Fetching Snapshots"): a Fetch below the leader's log start offset (or one whose
+divergence point lies below it) is answered with the leader's newest ``SnapshotId``; the follower
+then sends FetchSnapshot requests (``snapshot_chunk_bytes`` each) to the leader instead of Fetch,
+checks the whole file (``decode_snapshot``), and installs it (``InstallSnapshot``: its log starts
+at the snapshot's end offset, its voter set is the snapshot's VotersRecord plus later ones), then
+fetches from there. A new leader or epoch, SNAPSHOT_NOT_FOUND or POSITION_OUT_OF_RANGE starts over
+with a Fetch. The leader's core checks epoch/leadership/id; its driver reads the bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.raft.base import CoreBase
-from broker.raft.effects import AppendToLog, FlushLog
-from broker.raft.log import Entry
+from broker.raft.effects import AppendToLog, FlushLog, InstallSnapshot
+from broker.raft.log import Entry, VoterSpec, VotersRecord
 from broker.raft.messages import (
     EpochEndOffset,
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
 )
 from broker.raft.roles import FollowerState, LeaderState, ObserverState, UnattachedState
+from broker.raft.snapshot import CorruptSnapshotError, SnapshotId, decode_snapshot
+
+FETCH_SNAPSHOT_MAX_BYTES = 1 << 20  # bytes asked per FetchSnapshot request
 
 
 @dataclass(slots=True)
@@ -37,16 +50,32 @@ class ParkedFetch:
     deadline_ms: int
 
 
+@dataclass(slots=True)
+class SnapshotFetch:
+    """A KIP-630 snapshot being fetched from ``leader`` in ``epoch``: the bytes so far."""
+
+    snapshot_id: SnapshotId
+    leader: int
+    epoch: int
+    chunks: list[bytes] = field(default_factory=list)
+    position: int = 0
+
+
 class ReplicationHandlers(CoreBase):
     _parked: dict[int, ParkedFetch]
     _last_sent_high_watermark: dict[int, int]
+    _snapshot_fetch: SnapshotFetch | None
+    latest_snapshot: SnapshotId | None
+    snapshot_chunk_bytes: int
 
     def _init_replication(self) -> None:
         self._parked = {}
         self._last_sent_high_watermark = {}
+        self._snapshot_fetch = None
+        self.snapshot_chunk_bytes = FETCH_SNAPSHOT_MAX_BYTES
 
     # -- leader side -----------------------------------------------------------------------------
-    def _fetch_error(self, request: FetchRequest) -> ErrorCode | None:
+    def _fetch_error(self, request: FetchRequest | FetchSnapshotRequest) -> ErrorCode | None:
         """Steps 1-2: cluster id, then the request's epoch against ours (and leadership)."""
         if not self._cluster_id_matches(request.cluster_id):
             return ErrorCode.INCONSISTENT_CLUSTER_ID
@@ -97,7 +126,17 @@ class ReplicationHandlers(CoreBase):
             return
         leader = self.quorum.state
         assert isinstance(leader, LeaderState)
+        snapshot = self.latest_snapshot
+        diverging = None
+        if snapshot is not None and request.fetch_offset < self.log.start_offset:
+            self._respond_snapshot_needed(source, correlation_id, snapshot)
+            return
         diverging = self._diverging_epoch(request)
+        if diverging is not None and snapshot is not None and diverging.end_offset < self.log.start_offset:
+            # The follower would have to truncate below what this log still holds: KIP-630 says
+            # fetch the snapshot instead.
+            self._respond_snapshot_needed(source, correlation_id, snapshot)
+            return
         if diverging is not None:
             self._respond_fetch(source, correlation_id, request, diverging=diverging)
             return
@@ -116,6 +155,37 @@ class ReplicationHandlers(CoreBase):
             self._parked[replica] = ParkedFetch(source, correlation_id, request, leader.epoch, now_ms + wait_ms)
             return
         self._respond_fetch(source, correlation_id, request)
+
+    def _respond_snapshot_needed(self, source: int, correlation_id: int, snapshot: SnapshotId) -> None:
+        """KIP-630: FetchOffset is below the log start offset: answer with the snapshot id."""
+        response = FetchResponse(
+            ErrorCode.NONE,
+            self.high_watermark,
+            LeaderIdAndEpoch(self.quorum.leader_id, self.epoch),
+            log_start_offset=self.log.start_offset,
+            snapshot_id=snapshot,
+        )
+        self._effects.send(source, correlation_id, response)
+
+    def _handle_fetch_snapshot_request(
+        self, source: int, correlation_id: int, request: FetchSnapshotRequest, now_ms: int
+    ) -> None:
+        """KIP-630 FetchSnapshot on the leader: the same cluster-id/epoch/leadership checks as
+        Fetch, SNAPSHOT_NOT_FOUND for an id newer than the newest snapshot; otherwise the driver
+        reads up to ``max_bytes`` from ``position`` of the file when it sends the answer."""
+        error = self._fetch_error(request)
+        snapshot = self.latest_snapshot
+        if error is None and (snapshot is None or request.snapshot_id > snapshot):
+            error = ErrorCode.SNAPSHOT_NOT_FOUND
+        leader = LeaderIdAndEpoch(self.quorum.leader_id, self.epoch)
+        if error is not None:
+            self._effects.send(source, correlation_id, FetchSnapshotResponse(error, leader, request.snapshot_id))
+            return
+        max_bytes = min(request.max_bytes, FETCH_SNAPSHOT_MAX_BYTES)
+        response = FetchSnapshotResponse(
+            ErrorCode.NONE, leader, request.snapshot_id, position=request.position, max_bytes=max_bytes
+        )
+        self._effects.send(source, correlation_id, response)
 
     def _complete_parked_fetches(self, now_ms: int) -> None:
         """Answer parked fetches that have records, a newer high watermark, expired, or lost us
@@ -165,6 +235,12 @@ class ReplicationHandlers(CoreBase):
             return
         self._requests.on_success(source)
         state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        if response.snapshot_id is not None:
+            # KIP-630: our fetch offset is below the leader's log start: fetch its snapshot first.
+            fetch = self._snapshot_fetch
+            if fetch is None or fetch.snapshot_id != response.snapshot_id or fetch.epoch != state.epoch:
+                self._snapshot_fetch = SnapshotFetch(response.snapshot_id, source, state.epoch)
+            return
         if response.diverging_epoch is not None:
             # Truncate every offset >= DivergingEpoch.EndOffset and every offset whose epoch is
             # larger than DivergingEpoch.Epoch, then fetch again from the new end.
@@ -185,6 +261,69 @@ class ReplicationHandlers(CoreBase):
             if self.quorum.update_high_watermark(new_high_watermark):
                 self._on_high_watermark(now_ms)
 
+    def _handle_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now_ms: int) -> None:
+        """KIP-630 follower side: append the chunk; once whole, check and install the snapshot."""
+        leader = response.current_leader
+        if self._maybe_handle_common_response(leader.leader_id, leader.leader_epoch, now_ms):
+            self._snapshot_fetch = None
+            return
+        state = self.quorum.state
+        fetch = self._snapshot_fetch
+        if (
+            fetch is None
+            or not isinstance(state, FollowerState)
+            or state.leader != source
+            or fetch.epoch != state.epoch
+            or response.snapshot_id != fetch.snapshot_id
+        ):
+            self._requests.on_failure(source, now_ms)
+            return
+        if response.error_code != ErrorCode.NONE or response.position != fetch.position or response.size < 0:
+            if response.error_code in (ErrorCode.SNAPSHOT_NOT_FOUND, ErrorCode.POSITION_OUT_OF_RANGE):
+                self._snapshot_fetch = None  # Fetch again: the leader names its current snapshot
+            self._requests.on_failure(source, now_ms)
+            return
+        self._requests.on_success(source)
+        state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        if response.data:
+            fetch.chunks.append(response.data)
+            fetch.position += len(response.data)
+        if fetch.position < response.size:
+            if not response.data:
+                self._snapshot_fetch = None  # no progress: start over
+            return
+        self._snapshot_fetch = None
+        data = b"".join(fetch.chunks)
+        try:
+            snapshot = decode_snapshot(fetch.snapshot_id, data)
+        except CorruptSnapshotError:
+            return  # fetched bytes that do not check out: Fetch again, which names the snapshot again
+        self._install_snapshot(fetch.snapshot_id, data, snapshot.voters, now_ms)
+
+    def _install_snapshot(self, snapshot_id: SnapshotId, data: bytes, voters: object, now_ms: int) -> None:
+        """Make the log start at the snapshot's end offset; the voter set is the snapshot's
+        VotersRecord (KIP-853) plus any later one still in the log."""
+        end = snapshot_id.end_offset
+        cut = max(end, self.high_watermark)
+        if self.log.end_offset > cut:
+            self._truncate_log(cut)  # an uncommitted tail that may not follow the snapshot
+        self.log.delete_prefix(end, snapshot_id.epoch)
+        self.latest_snapshot = snapshot_id
+        records: list[tuple[int, VotersRecord]] = []
+        if voters is not None:
+            specs = []
+            for voter in voters.voters:  # type: ignore[attr-defined]
+                endpoint = voter.endpoints[0] if voter.endpoints else None
+                host, port = (endpoint.host, endpoint.port) if endpoint is not None else ("", 0)
+                specs.append(VoterSpec(voter.voter_id, bytes(voter.directory_id), host, port))
+            records.append((end - 1, VotersRecord(tuple(specs))))
+        self._voter_records = records + [(o, r) for o, r in self._voter_records if o >= end]
+        self._refresh_voters(now_ms)
+        self._effects.persist(InstallSnapshot(snapshot_id, data))
+        self._effects.persist(FlushLog(self.log.end_offset))
+        if self.quorum.update_high_watermark(min(end, self.log.end_offset)):
+            self._on_high_watermark(now_ms)
+
     def _on_request_timeout(self, destination: int, now_ms: int) -> None:
         """A request got no answer within quorum.request.timeout.ms (already backing off)."""
 
@@ -203,6 +342,16 @@ class ReplicationHandlers(CoreBase):
             target = None
         if target is None:
             return
+        fetch = self._snapshot_fetch
+        if fetch is not None:
+            if isinstance(state, FollowerState) and fetch.leader == target and fetch.epoch == state.epoch:
+                snapshot_request = FetchSnapshotRequest(
+                    self.cluster_id, self.local_id, self.epoch, fetch.snapshot_id, fetch.position,
+                    self.snapshot_chunk_bytes,
+                )  # fmt: skip
+                self._effects.send(target, self._requests.on_send(target, now_ms), snapshot_request)
+                return
+            self._snapshot_fetch = None  # another leader or epoch: Fetch from the start again
         last = self.log.end_offset_and_epoch()
         request = FetchRequest(
             self.cluster_id,

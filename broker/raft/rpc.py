@@ -6,10 +6,12 @@ Outbound (the driver): ``request_to_wire(message)`` gives ``(api_key, version, b
 ``response_to_wire(message, ...)`` the body to answer with.
 
 Versions sent: Vote/BeginQuorumEpoch/EndQuorumEpoch v0, DescribeQuorum v1, Fetch v12 (the first
-with the KIP-595 fields; topics by name). Every request names ``__cluster_metadata`` partition 0;
-a request for anything else is answered UNKNOWN_TOPIC_OR_PARTITION by the handlers. As Kafka does,
-INCONSISTENT_CLUSTER_ID is the top-level error code of a response; we also repeat it in the
-partition, whose ``leader_id``/``leader_epoch`` the receiving core needs.
+with the KIP-595 fields; topics by name), FetchSnapshot v0 (KIP-630; a Fetch answer's
+``SnapshotId`` tells a replica behind the log start which snapshot to fetch). Every request
+names ``__cluster_metadata`` partition 0; a request for anything else is answered
+UNKNOWN_TOPIC_OR_PARTITION by the handlers. As Kafka does, INCONSISTENT_CLUSTER_ID is the
+top-level error code of a response; we also repeat it in the partition, whose
+``leader_id``/``leader_epoch`` the receiving core needs.
 
 The ``source`` of an inbound request is the replica that sent it: the candidate (Vote), the leader
 (BeginQuorumEpoch, EndQuorumEpoch: v0 has no replica id field), the fetching replica (Fetch), and
@@ -42,6 +44,8 @@ from broker.raft.messages import (
     ErrorCode,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     LeaderIdAndEpoch,
     Message,
     ReplicaState,
@@ -50,6 +54,7 @@ from broker.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from broker.raft.snapshot import SnapshotId
 from pyspark_log.wire.api_keys import ApiKey
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -57,6 +62,7 @@ METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, for Fetch v13+
 FETCH_VERSION = 12
 DESCRIBE_QUORUM_VERSION = 1
+FETCH_SNAPSHOT_VERSION = 0
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 _ADMIN_SOURCE = -1
 
@@ -128,6 +134,20 @@ def request_to_wire(message: Request) -> tuple[int, int, dict[str, Any]]:
         return ApiKey.FETCH, FETCH_VERSION, fetch_body
     if isinstance(message, DescribeQuorumRequest):
         return ApiKey.DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, {"topics": _topics("topic_name", {})}
+    if isinstance(message, FetchSnapshotRequest):
+        snapshot_partition = {
+            "partition": METADATA_PARTITION,
+            "current_leader_epoch": message.current_leader_epoch,
+            "snapshot_id": {"end_offset": message.snapshot_id.end_offset, "epoch": message.snapshot_id.epoch},
+            "position": message.position,
+        }
+        snapshot_body = {
+            "cluster_id": message.cluster_id,
+            "replica_id": message.replica_id,
+            "max_bytes": message.max_bytes,
+            "topics": [{"name": METADATA_TOPIC, "partitions": [snapshot_partition]}],
+        }
+        return ApiKey.FETCH_SNAPSHOT, FETCH_SNAPSHOT_VERSION, snapshot_body
     raise TypeError(f"not a request: {message!r}")
 
 
@@ -200,6 +220,26 @@ def request_from_wire(api_key: int, version: int, body: Mapping[str, Any]) -> tu
     if api_key == ApiKey.DESCRIBE_QUORUM:
         _only_partition(body)
         return _ADMIN_SOURCE, DescribeQuorumRequest()
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        topics = body["topics"]
+        if len(topics) != 1 or len(topics[0]["partitions"]) != 1:
+            raise NotMetadataPartition("expected exactly one topic partition")
+        p = topics[0]["partitions"][0]
+        if topics[0]["name"] != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
+            raise NotMetadataPartition("not __cluster_metadata-0")
+        sid = p["snapshot_id"]
+        if sid["end_offset"] < 0 or sid["epoch"] < 0 or p["position"] < 0 or body["max_bytes"] <= 0:
+            raise InvalidRaftRequest(f"SnapshotId {sid} / Position {p['position']} / MaxBytes {body['max_bytes']}")
+        snapshot = FetchSnapshotRequest(
+            cluster_id,
+            body["replica_id"],
+            p["current_leader_epoch"],
+            SnapshotId(sid["end_offset"], sid["epoch"]),
+            p["position"],
+            body["max_bytes"],
+        )
+        _check_replica_id("ReplicaId", snapshot.replica_id)
+        return snapshot.replica_id, snapshot
     raise ValueError(f"api key {api_key} is not a KIP-595 request")
 
 
@@ -262,6 +302,8 @@ def response_to_wire(message: Response, encode_records: RecordsEncoder | None = 
         return {"error_code": _top_level(message.error_code), "topics": _topics("topic_name", partition)}
     if isinstance(message, FetchResponse):
         return fetch_response_to_wire(message, encode_records)
+    if isinstance(message, FetchSnapshotResponse):
+        return fetch_snapshot_response_to_wire(message)
     if isinstance(message, DescribeQuorumResponse):
         quorum: dict[str, Any] = {
             "error_code": _code(message.error_code),
@@ -283,6 +325,13 @@ def error_response_to_wire(api_key: int, error_code: int, leader_id: int, leader
             FetchResponse(ErrorCode.NONE, -1, LeaderIdAndEpoch(leader_id, leader_epoch)), None
         )
         body["responses"][0]["partitions"][0]["error_code"] = error_code
+        return body
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        body = fetch_snapshot_response_to_wire(
+            FetchSnapshotResponse(ErrorCode.NONE, LeaderIdAndEpoch(leader_id, leader_epoch), SnapshotId(0, 0))
+        )
+        body["topics"][0]["partitions"][0]["error_code"] = error_code
+        body["topics"][0]["partitions"][0]["snapshot_id"] = {"end_offset": -1, "epoch": -1}
         return body
     partition: dict[str, Any] = {"error_code": error_code, "leader_id": leader_id, "leader_epoch": leader_epoch}
     if api_key == ApiKey.VOTE:
@@ -319,6 +368,8 @@ def fetch_response_to_wire(message: FetchResponse, encode_records: RecordsEncode
         "preferred_read_replica": -1,
         "records": records,
     }
+    if message.snapshot_id is not None:
+        partition["snapshot_id"] = {"end_offset": message.snapshot_id.end_offset, "epoch": message.snapshot_id.epoch}
     return {
         "throttle_time_ms": 0,
         "error_code": _top_level(message.error_code),
@@ -327,8 +378,28 @@ def fetch_response_to_wire(message: FetchResponse, encode_records: RecordsEncode
     }
 
 
+def fetch_snapshot_response_to_wire(message: FetchSnapshotResponse) -> dict[str, Any]:
+    partition = {
+        "index": METADATA_PARTITION,
+        "error_code": _code(message.error_code),
+        "snapshot_id": {"end_offset": message.snapshot_id.end_offset, "epoch": message.snapshot_id.epoch},
+        "current_leader": {
+            "leader_id": message.current_leader.leader_id,
+            "leader_epoch": message.current_leader.leader_epoch,
+        },
+        "size": max(message.size, 0),
+        "position": message.position,
+        "unaligned_records": message.data,
+    }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _top_level(message.error_code),
+        "topics": [{"name": METADATA_TOPIC, "partitions": [partition]}],
+    }
+
+
 def _response_partition(body: Mapping[str, Any], *, fetch: bool = False) -> tuple[ErrorCode, Mapping[str, Any]]:
-    topics = body["responses" if fetch else "topics"]
+    topics = body["responses" if fetch else "topics"] or []
     partition: Mapping[str, Any] = topics[0]["partitions"][0] if topics and topics[0]["partitions"] else {}
     top = body.get("error_code", 0)
     code = top or partition.get("error_code", 0)
@@ -363,10 +434,27 @@ def response_from_wire(
             EpochEndOffset(diverging["epoch"], diverging["end_offset"]) if diverging["epoch"] >= 0 else None,
             records,
             max(p.get("log_start_offset", 0), 0),
+            _snapshot_id(p.get("snapshot_id")),
+        )
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        current = p.get("current_leader") or {"leader_id": -1, "leader_epoch": -1}
+        return FetchSnapshotResponse(
+            error,
+            LeaderIdAndEpoch(current["leader_id"], current["leader_epoch"]),
+            _snapshot_id(p.get("snapshot_id")) or SnapshotId(0, 0),
+            p.get("size", -1),
+            p.get("position", 0),
+            bytes(p.get("unaligned_records") or b""),
         )
     if api_key == ApiKey.DESCRIBE_QUORUM:
         return describe_quorum_from_wire(body)
     raise ValueError(f"api key {api_key} is not a KIP-595 request")
+
+
+def _snapshot_id(raw: Mapping[str, Any] | None) -> SnapshotId | None:
+    if not raw or raw.get("end_offset", -1) < 0 or raw.get("epoch", -1) < 0:
+        return None
+    return SnapshotId(raw["end_offset"], raw["epoch"])
 
 
 def describe_quorum_from_wire(body: Mapping[str, Any]) -> DescribeQuorumResponse:

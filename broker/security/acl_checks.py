@@ -167,6 +167,7 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.VOTE: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.BEGIN_QUORUM_EPOCH: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.END_QUORUM_EPOCH: (Cluster(Operation.CLUSTER_ACTION),),
+    ApiKey.FETCH_SNAPSHOT: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.DESCRIBE_QUORUM: (Cluster(Operation.DESCRIBE),),
     ApiKey.BROKER_REGISTRATION: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.BROKER_HEARTBEAT: (Cluster(Operation.CLUSTER_ACTION),),

@@ -82,6 +82,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_HEARTBEAT: (0, 0),
     ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.UNREGISTER_BROKER: (0, 0),  # Kafka 4.1's range (KIP-631): pylog cluster unregister
+    ApiKey.FETCH_SNAPSHOT: (0, 1),  # KIP-630, Kafka 4.1's range
     # SASL: after SaslHandshake v0 the tokens follow as raw size-prefixed frames; from v1 inside
     # SaslAuthenticate requests (KIP-152)
     ApiKey.SASL_HANDSHAKE: (0, 1),
@@ -126,6 +127,7 @@ KRAFT_CONTROLLER_APIS: frozenset[int] = frozenset(
         ApiKey.VOTE,
         ApiKey.BEGIN_QUORUM_EPOCH,
         ApiKey.END_QUORUM_EPOCH,
+        ApiKey.FETCH_SNAPSHOT,
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION,

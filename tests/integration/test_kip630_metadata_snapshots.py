@@ -5,17 +5,32 @@ With small thresholds (``metadata.log.max.record.bytes.between.snapshots``, and
 records from topic creations, deletions and config changes make every node write
 ``<endOffset>-<epoch>.checkpoint`` files and delete its metadata log prefix (the log file is then
 named after its new start offset). A node restarted afterwards loads the newest snapshot, replays
-only the tail, and serves the same topics and configs as before.
+only the tail, and serves the same topics, configs and ACLs as before. A node whose metadata log
+directory is wiped (``meta.properties`` kept) is behind the leader's log start when it comes
+back: the leader answers its Fetch with the SnapshotId and it catches up with FetchSnapshot (59).
 """
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from broker.raft.snapshot import parse_snapshot_file_name
 from pyspark_log.embedded_cluster import EmbeddedCluster
@@ -25,6 +40,8 @@ NODES = (1, 2, 3)
 OVERRIDES = {
     "metadata.log.max.record.bytes.between.snapshots": "4096",
     "metadata.max.retention.bytes": "0",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
 }
 
 
@@ -46,6 +63,15 @@ def snapshot_ends(cluster: EmbeddedCluster, node: int) -> list[int]:
 def log_start(cluster: EmbeddedCluster, node: int) -> int:
     bases = [int(p.name[:20]) for p in metadata_dir(cluster, node).glob("*.log")]
     return max(bases) if bases else -1
+
+
+def acls(address: str) -> set[tuple[str, str, int]]:
+    """(resource name, principal, operation) of every ACL the node reports."""
+    admin = AdminClient({"bootstrap.servers": address})
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    return {(b.name, b.principal, int(b.operation.value)) for b in admin.describe_acls(everything).result(timeout=30)}
 
 
 def view(address: str, names: list[str]) -> dict[str, tuple[int, str | None]]:
@@ -76,6 +102,13 @@ def test_snapshots_written_log_prefix_deleted_and_restarts_load_them(cluster: Em
         future.result(timeout=60)
     kept = [n for n in names if n not in deleted]
     altered = kept[0]
+    bindings = [
+        AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, f"User:u{i}", "*", AclOperation.READ,
+                   AclPermissionType.ALLOW)
+        for i, name in enumerate(kept[:5])
+    ]  # fmt: skip
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=60)
     admin.incremental_alter_configs(
         [ConfigResource("topic", altered, incremental_configs=[_set("retention.ms", "123456")])]
     )[ConfigResource("topic", altered)].result(timeout=60)
@@ -90,14 +123,24 @@ def test_snapshots_written_log_prefix_deleted_and_restarts_load_them(cluster: Em
     expected = wait_for(lambda: (v := view(cluster.address(1), kept)) and len(v) == len(kept) and v, "the view")
     assert expected[altered][1] == "123456"
     assert not set(view(cluster.address(1), deleted))
+    expected_acls = wait_for(lambda: (a := acls(cluster.address(1))) and len(a) == len(bindings) and a, "the ACLs")
+
+    def whole(node: int) -> bool:
+        return view(cluster.address(node), kept) == expected and acls(cluster.address(node)) == expected_acls
 
     for node in (2, 3):  # each is a broker and a controller (combined)
         cluster.restart(node)
-        wait_for(lambda n=node: view(cluster.address(n), kept) == expected, f"node {node}'s image after restart")
+        wait_for(lambda n=node: whole(n), f"node {node}'s image after restart")
         assert not set(view(cluster.address(node), deleted))
 
+    # Wipe node 3's metadata log dir (meta.properties stays in the log dir above it).
+    cluster.stop(3)
+    shutil.rmtree(metadata_dir(cluster, 3))
+    cluster.nodes[3].start()
+    wait_for(lambda: whole(3), "node 3's image from a fetched snapshot")
+    assert snapshot_ends(cluster, 3), "node 3 installed the leader's snapshot"
+    assert log_start(cluster, 3) >= min(snapshot_ends(cluster, 3))
 
-def _set(name: str, value: str):
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
+def _set(name: str, value: str) -> ConfigEntry:
     return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)

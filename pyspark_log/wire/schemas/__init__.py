@@ -14,6 +14,7 @@ from pyspark_log.wire.schemas import (
     consumer_groups,
     elections,
     fetch,
+    fetch_snapshot,
     groups,
     log_dirs,
     metadata,
@@ -40,6 +41,7 @@ ALL_APIS: tuple[Api, ...] = (
     *consumer_groups.APIS,
     *txn.APIS,
     *raft.APIS,
+    *fetch_snapshot.APIS,  # KIP-630
     *broker_registration.APIS,
     *replication.APIS,
     *elections.APIS,

@@ -51,7 +51,7 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
     # + KRaft broker registration, ConsumerGroupDescribe (not in 3.7)
-    assert set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 62, 63, 64, 69} | KIP932_APIS
+    assert set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 59, 62, 63, 64, 69} | KIP932_APIS  # 59: KIP-630
 
 
 def test_kafka_python_infers_kafka_3_7():
