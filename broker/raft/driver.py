@@ -120,6 +120,7 @@ from broker.raft.store import (
     StoreError,
     decode_entries,
     delete_snapshots_before,
+    list_snapshots,
     load_newest_valid,
     voters_from_control,
     voters_to_control,
@@ -594,8 +595,17 @@ class RaftDriver:
             self._delivered = snapshot_id.end_offset
         self._bytes_since_snapshot = 0
         self._records_since_snapshot = 0
-        delete_snapshots_before(self.metadata_dir, snapshot_id)
+        self._delete_old_snapshots()
         log.info("raft: node %d installed snapshot %s fetched from the leader", self.node_id, snapshot_id)
+
+    def _delete_old_snapshots(self) -> None:
+        """Snapshot files older than the two newest go once the log start passed them: the
+        newest is never deleted, and the one before it stays so that a replica in the middle
+        of fetching it (FetchSnapshot in chunks) can finish."""
+        ids = list_snapshots(self.metadata_dir)
+        if len(ids) > 2:
+            keep = min(ids[-2], SnapshotId(self._log.start_offset, 0))
+            delete_snapshots_before(self.metadata_dir, keep)
 
     def _maybe_snapshot(self) -> None:
         """Start writing a snapshot when the policy says one is due (one at a time)."""
@@ -662,7 +672,7 @@ class RaftDriver:
         if start > core.log.start_offset:
             self._execute(core.delete_log_prefix(start))
             if self.fatal_error is None:
-                delete_snapshots_before(self.metadata_dir, SnapshotId(start, 0))
+                self._delete_old_snapshots()
 
     def _inbound_failed(self, inbound: Inbound, now_ms: int) -> None:
         """The core raised while handling one message: answer a request UNKNOWN_SERVER_ERROR, drop

@@ -7,6 +7,13 @@ and then nothing of that step is sent), then messages go to the network.
 
 A message is tagged with the incarnation of its destination (a connection): it is dropped if that
 node restarted meanwhile, as a TCP connection would have broken.
+
+KIP-630 (``snapshot_every`` > 0): a node's state machine is the list of committed data payloads.
+Whenever its high watermark is ``snapshot_every`` entries past its newest snapshot, the node writes
+a snapshot (as ``RaftDriver`` does: the payloads, the VotersRecord in effect) and, with some
+probability, deletes its log below it (retention). A FetchSnapshot answer gets its bytes from the
+leader's disk when it leaves (as the driver reads the file), so a lagging replica fetches and
+installs the snapshot; every snapshot written or installed is checked against the committed data.
 """
 
 from __future__ import annotations
@@ -15,14 +22,16 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from broker.raft.config import RaftConfig
 from broker.raft.core import RaftCore
-from broker.raft.effects import FatalError, StepResult
+from broker.raft.effects import DeleteLogPrefix, FatalError, InstallSnapshot, StepResult
 from broker.raft.invariants import RaftInvariantError
-from broker.raft.messages import Inbound, Message, is_response
+from broker.raft.messages import ErrorCode, FetchSnapshotResponse, Inbound, Message, is_response
+from broker.raft.snapshot import decode_snapshot, encode_snapshot
+from broker.raft.store import voters_from_control, voters_to_control
 from tests.sim.disk import SimDisk
 from tests.sim.invariants import Invariants, InvariantViolation
 from tests.sim.network import NetworkConfig, SimNetwork
@@ -63,10 +72,17 @@ class Cluster:
         *,
         network: NetworkConfig | None = None,
         append_interval_ms: tuple[int, int] = (20, 80),
+        snapshot_every: int = 0,
+        snapshot_chunk_bytes: int = 1 << 20,
+        prefix_delete_probability: float = 0.7,
         **config_overrides: int,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self.snapshot_every = snapshot_every
+        self.snapshot_chunk_bytes = snapshot_chunk_bytes
+        self.prefix_delete_probability = prefix_delete_probability
+        self.snapshots_written = 0
         self.now_ms = 0
         self.voters = frozenset(range(num_voters))
         self.nodes: dict[int, SimNode] = {}
@@ -133,6 +149,9 @@ class Cluster:
             if index == torn_at:
                 break
             self.invariants.before_persist(node, effect)
+            if isinstance(effect, InstallSnapshot):
+                self.invariants.check_snapshot(node, effect.snapshot_id, effect.data)
+                self.trace.append(f"{self.now_ms} node {node.node_id} installs snapshot {effect.snapshot_id}")
             node.disk.apply(effect)
         if torn_at is not None:
             self.trace.append(f"{self.now_ms} node {node.node_id} torn crash after {torn_at} effects")
@@ -145,9 +164,69 @@ class Cluster:
         for item in result.notify:
             if isinstance(item, FatalError):
                 self.fail(f"node {node.node_id} fatal error: {item}")
+        self._maybe_snapshot(node)
         self._schedule_tick(node)
 
+    # -- KIP-630 snapshots -------------------------------------------------------------------------
+    def _state_payloads(self, node: SimNode, end: int) -> list[bytes]:
+        """The node's state machine below ``end``: its newest snapshot's records, then the data
+        payloads of its log up to ``end``."""
+        core = node.core
+        assert core is not None
+        latest = node.disk.latest_snapshot()
+        payloads: list[bytes] = []
+        base = 0
+        if latest is not None:
+            payloads = list(decode_snapshot(latest, node.disk.snapshots[latest]).records)
+            base = latest.end_offset
+        elif core.log.start_offset > 0:
+            self.fail(f"node {node.node_id}: log starts at {core.log.start_offset} without a snapshot")
+        for entry in core.log.entries():
+            if base <= entry.offset < end and isinstance(entry.payload, bytes):
+                payloads.append(entry.payload)
+        return payloads
+
+    def _maybe_snapshot(self, node: SimNode) -> None:
+        core = node.core
+        if not self.snapshot_every or core is None or core.fatal_error is not None:
+            return
+        end = core.high_watermark
+        latest = node.disk.latest_snapshot()
+        base = latest.end_offset if latest is not None else 0
+        if end - base < self.snapshot_every or end <= core.log.start_offset:
+            return
+        snapshot_id = core.snapshot_id_at(end)
+        voters = core.snapshot_voters(end)
+        data = encode_snapshot(
+            snapshot_id,
+            self._state_payloads(node, end),
+            self.now_ms,
+            timestamp_ms=self.now_ms,
+            max_batch_records=7,
+            voters=voters_to_control(voters) if voters is not None else None,
+        )
+        self.invariants.check_snapshot(node, snapshot_id, data)
+        node.disk.write_snapshot(snapshot_id, data)
+        core.snapshot_created(snapshot_id)
+        self.snapshots_written += 1
+        self.trace.append(f"{self.now_ms} node {node.node_id} snapshot {snapshot_id}")
+        if self.rng.random() < self.prefix_delete_probability:
+            start = self.rng.randint(core.log.start_offset + 1, end)
+            self._execute(node, core.delete_log_prefix(start))
+
+    def _fill_snapshot_chunk(self, node: SimNode, message: FetchSnapshotResponse) -> FetchSnapshotResponse:
+        """What the driver does when a FetchSnapshot answer leaves: read the file."""
+        data = node.disk.snapshots.get(message.snapshot_id)
+        if data is None:
+            return replace(message, error_code=ErrorCode.SNAPSHOT_NOT_FOUND)
+        if message.position > len(data):
+            return replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
+        chunk = data[message.position : message.position + message.max_bytes]
+        return replace(message, size=len(data), data=chunk)
+
     def _send(self, node: SimNode, destination: int, correlation_id: int, message: Message) -> None:
+        if isinstance(message, FetchSnapshotResponse) and message.error_code == ErrorCode.NONE and message.size < 0:
+            message = self._fill_snapshot_chunk(node, message)
         target = self.nodes.get(destination)
         if target is None or not target.running:
             return
@@ -222,6 +301,14 @@ class Cluster:
         node.tick_due = None
         node.torn_crash_pending = False
         node.origins.clear()
+        snapshot_id = node.disk.latest_snapshot()
+        snapshot_voters = None
+        if snapshot_id is not None:
+            # Start-up as the driver does it: the newest snapshot, then only the tail of the log.
+            if node.disk.log_start < snapshot_id.end_offset:
+                node.disk.apply(DeleteLogPrefix(snapshot_id.end_offset, snapshot_id.epoch))
+            carried = decode_snapshot(snapshot_id, node.disk.snapshots[snapshot_id]).voters
+            snapshot_voters = voters_from_control(carried) if carried is not None else None
         node.core = RaftCore(
             node.config,
             stored_state=node.disk.quorum_state,
@@ -229,7 +316,10 @@ class Cluster:
             cluster_id=CLUSTER_ID,
             rng=random.Random(self.rng.getrandbits(64)),
             now_ms=self.now_ms,
+            snapshot_id=snapshot_id,
+            snapshot_voters=snapshot_voters,
         )
+        node.core.snapshot_chunk_bytes = self.snapshot_chunk_bytes
         self.invariants.on_restart(node)
         self.trace.append(f"{self.now_ms} start node {node_id} (incarnation {node.incarnation})")
         self._execute(node, node.core.start(self.now_ms))

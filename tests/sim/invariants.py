@@ -9,7 +9,11 @@
 * **monotonic high watermark**: within one incarnation of a replica, and the committed prefix
   observed cluster-wide only ever grows;
 * **committed data**: every replica's entries below its high watermark equal the committed prefix,
-  a committed entry is never truncated, and a majority of voters hold the committed prefix durably.
+  a committed entry is never truncated, and a majority of voters hold the committed prefix durably
+  (KIP-630: below a replica's log start, its durable snapshot holds it);
+* **snapshots** (KIP-630): a snapshot, written locally or fetched from the leader, holds exactly
+  the committed data payloads below its end offset (``check_snapshot``), and a log prefix is only
+  deleted below a durable snapshot (``SimDisk``).
 
 What one replica can see of itself (epoch, vote and leader per epoch, high watermark, persist before
 send) the core also checks after every step (``broker.raft.invariants``), stopping the node; a
@@ -25,6 +29,7 @@ from broker.raft.core import RaftCore
 from broker.raft.effects import PersistEffect, Send, TruncateLog
 from broker.raft.log import Entry, VotersRecord
 from broker.raft.messages import VoteResponse
+from broker.raft.snapshot import SnapshotId, decode_snapshot
 from tests.sim.disk import SimDisk
 
 
@@ -61,8 +66,9 @@ class Invariants:
         """A committed entry is never truncated."""
         if isinstance(effect, TruncateLog):
             log = node.disk.volatile_log
-            for offset in range(effect.end_offset, min(len(log), len(self.committed))):
-                if log[offset] == self.committed[offset]:
+            start = node.disk.log_start
+            for offset in range(effect.end_offset, min(start + len(log), len(self.committed))):
+                if log[offset - start] == self.committed[offset]:
                     self._fail(
                         f"node {node.node_id} truncates to {effect.end_offset}, "
                         f"removing committed entry {self.committed[offset]}"
@@ -82,8 +88,10 @@ class Invariants:
             self._fail(f"node {node.node_id}: quorum state on disk {stored} but the core is at {expected}")
         durable = node.disk.durable_log
         end = core.log.end_offset
-        if len(durable) != end or (end and durable[-1] != core.log.entry(end - 1)):
-            self._fail(f"node {node.node_id}: log end {end} not durable (disk has {len(durable)})")
+        if node.disk.durable_end != end or (durable and durable[-1] != core.log.entry(end - 1)):
+            self._fail(f"node {node.node_id}: log end {end} not durable (disk has {node.disk.durable_end})")
+        if node.disk.log_start != core.log.start_offset:
+            self._fail(f"node {node.node_id}: log start {core.log.start_offset}, on disk {node.disk.log_start}")
         key = (node.node_id, node.disk.lineage)
         if core.epoch < self._epochs.get(key, 0):
             self._fail(f"node {node.node_id}: epoch went from {self._epochs[key]} down to {core.epoch}")
@@ -134,18 +142,40 @@ class Invariants:
         if hw <= verified:
             return
         entries = core.log.entries()
-        if hw > len(entries):
-            self._fail(f"node {node.node_id}: high watermark {hw} beyond log end {len(entries)}")
+        start = core.log.start_offset
+        if hw > core.log.end_offset:
+            self._fail(f"node {node.node_id}: high watermark {hw} beyond log end {core.log.end_offset}")
         committed = self.committed
-        for offset in range(verified, min(hw, len(committed))):
-            if entries[offset] != committed[offset]:
+        if len(committed) < start:
+            self._fail(f"node {node.node_id}: log starts at {start}, beyond the {len(committed)} committed entries")
+        for offset in range(max(verified, start), min(hw, len(committed))):
+            if entries[offset - start] != committed[offset]:
                 self._fail(
-                    f"node {node.node_id}: committed offset {offset} is {entries[offset]} "
+                    f"node {node.node_id}: committed offset {offset} is {entries[offset - start]} "
                     f"but was committed as {committed[offset]}"
                 )
         if hw > len(committed):
-            committed.extend(entries[len(committed) : hw])
+            committed.extend(entries[len(committed) - start : hw - start])
         self._verified[key] = hw
+
+    def check_snapshot(self, node: NodeView, snapshot_id: SnapshotId, data: bytes) -> None:
+        """A snapshot holds exactly the committed data payloads below its end offset, and the
+        voter set in effect there (KIP-853: the last VotersRecord below its end, if any)."""
+        end = snapshot_id.end_offset
+        if node.core is not None:
+            self._check_high_watermark(node, node.core)  # the step that moved it is not checked yet
+        if end > len(self.committed):
+            self._fail(f"node {node.node_id}: snapshot {snapshot_id} beyond the committed prefix {len(self.committed)}")
+        snapshot = decode_snapshot(snapshot_id, data)
+        expected = [e.payload for e in self.committed[:end] if isinstance(e.payload, bytes)]
+        if list(snapshot.records) != expected:
+            self._fail(f"node {node.node_id}: snapshot {snapshot_id} does not hold the committed data")
+        if self.committed[end - 1].epoch != snapshot_id.epoch:
+            self._fail(f"node {node.node_id}: snapshot {snapshot_id} epoch is not that of entry {end - 1}")
+        voters = [e.payload for e in self.committed[:end] if isinstance(e.payload, VotersRecord)]
+        carried = {v.voter_id for v in snapshot.voters.voters} if snapshot.voters is not None else None
+        if (voters[-1].ids if voters else None) != (frozenset(carried) if carried is not None else None):
+            self._fail(f"node {node.node_id}: snapshot {snapshot_id} voters {carried} are not the log's")
 
     def _voter_sets(self) -> list[frozenset[int]]:
         """KIP-853: the voter set of the last committed VotersRecord (else the initial one), and
@@ -169,9 +199,11 @@ class Invariants:
         for voter in sorted(set().union(*voter_sets)):
             disk = self._nodes[voter].disk
             agree = min(self._durable_agree.get(voter, 0), disk.take_changed_from())
+            base = disk.log_start  # below it, the durable snapshot holds the data (check_snapshot)
+            agree = max(agree, base)
             durable = disk.durable_log
-            limit = min(len(durable), target)
-            while agree < limit and durable[agree] == committed[agree]:
+            limit = min(base + len(durable), target)
+            while agree < limit and durable[agree - base] == committed[agree]:
                 agree += 1
             self._durable_agree[voter] = agree
             if agree >= target:

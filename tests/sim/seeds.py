@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,7 @@ def make_cluster(
     observers: tuple[int, int],
     *,
     lossy: bool = True,
+    **cluster_options: Any,
 ) -> tuple[Cluster, random.Random]:
     """A cluster whose size and network are drawn from ``seed`` (a stream apart from the cluster's)."""
     rng = random.Random(seed * 7919 + 104729)
@@ -52,5 +54,7 @@ def make_cluster(
     # Small fetch batches make followers hold a prefix of what a new leader sends, which is
     # where the "commit only with an entry of the current epoch" rule matters.
     fetch_max_records = rng.choice((2, 3, 256))
-    cluster = Cluster(seed, num_voters, num_observers, network=network, fetch_max_records=fetch_max_records)
+    cluster = Cluster(
+        seed, num_voters, num_observers, network=network, fetch_max_records=fetch_max_records, **cluster_options
+    )
     return cluster, rng
