@@ -315,8 +315,9 @@ class RaftDriver:
         except ValueError as exc:
             self._log.close()
             raise StoreError(f"metadata dir {self.metadata_dir} is inconsistent: {exc}") from exc
-        if snapshot_head:
-            # The prefix the snapshot covers is still on disk (deleted by the next retention pass).
+        if self._log.start_offset < core.log.start_offset:
+            # The file still holds what the snapshot covers (or nothing: a restore from a bare
+            # snapshot file): it continues at the snapshot's end offset.
             self._log.delete_prefix(core.log.start_offset)
         if snapshot is not None:
             if self._snapshot_load is not None:

@@ -75,7 +75,9 @@ class QuorumState:
         self.high_watermark = 0
         self.needs_initial_write = stored is None
         if stored is None:
-            stored = QuorumStateData(NO_LEADER, 0, NO_VOTE, 0, tuple(sorted(self.voters)))
+            # No quorum-state file but a log or snapshot (KIP-630 restore): start unattached in
+            # the log's last epoch, as Kafka's QuorumState.initialize does.
+            stored = QuorumStateData(NO_LEADER, log_end.epoch, NO_VOTE, 0, tuple(sorted(self.voters)))
         if stored.leader_epoch < 0:
             raise ValueError(f"quorum-state epoch {stored.leader_epoch} is negative")
         if log_end.epoch > stored.leader_epoch:

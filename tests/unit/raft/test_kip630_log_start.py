@@ -135,6 +135,23 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
             await wait_until(lambda: driver.is_leader, what="leadership after restart")
             await driver.append([b"after-restart"])
             assert applied[-1] == b"after-restart"
+            before = list(applied)
+        finally:
+            await driver.shutdown(graceful=False)
+        # docs/operations.md "Restore a whole quorum": only the newest .checkpoint file is left.
+        newest = max(list_snapshots(node.dir))
+        for path in node.dir.iterdir():
+            if path.name != newest.file_name:
+                path.unlink()
+        applied.clear()
+        driver = make()
+        await driver.start()
+        try:
+            assert loaded[-1][0] == newest.end_offset
+            await wait_until(lambda: driver.is_leader, what="leadership from a bare snapshot")
+            await driver.append([b"after-restore"])
+            assert applied[-1] == b"after-restore"
+            assert driver.core.log.start_offset == newest.end_offset
         finally:
             await driver.shutdown(graceful=False)
             await node.stop_listening()
