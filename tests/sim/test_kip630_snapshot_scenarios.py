@@ -86,18 +86,19 @@ def test_partitioned_follower_catches_up_with_fetch_snapshot(seeds: list[int]) -
         leader = _leader(cluster)
         victim = rng.choice([n for n in sorted(cluster.nodes) if n != leader])
         how = rng.choice(("isolate", "kill", "wipe"))
-        victim_end = cluster.nodes[victim].disk.volatile_end
         if how == "isolate":
             cluster.network.isolate(victim, cluster.nodes)
+            cluster.run_for(2_000)  # messages in flight when it was cut off land meanwhile
         elif how == "kill":
             cluster.kill(victim)
         else:
             cluster.invariants.check_majority = False  # a wiped voter no longer holds what it held
             cluster.kill_and_wipe(victim)
-            victim_end = 0
 
         def leader_deleted_past_victim() -> bool:
             current = cluster.latest_leader()
+            # the victim's log end now: responses already in flight when it was cut off still land
+            victim_end = cluster.nodes[victim].disk.volatile_end
             return current is not None and cluster.nodes[current].disk.log_start > victim_end
 
         cluster.run_until(leader_deleted_past_victim, LIVENESS_MS, "the leader's log start past the victim")
