@@ -432,7 +432,6 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             "current-vote": self.voted_id,
             "current-state": self.role,
             "log-end-offset": self.log.end_offset,
-            "log-start-offset": self.log.start_offset,
             "log-end-epoch": self.log.last_epoch,
             "high-watermark": self.high_watermark,
         }
