@@ -83,6 +83,7 @@ def test_partitioned_follower_catches_up_with_fetch_snapshot(seeds: list[int]) -
         cluster.start_all()
         cluster.run_until(cluster.has_consistent_leader, LIVENESS_MS, "a consistent leader")
         cluster.run_until(lambda: cluster.any_reached(5), LIVENESS_MS, "high watermark 5")
+        cluster.run_until(lambda: cluster.latest_leader() is not None, LIVENESS_MS, "a leader")
         leader = _leader(cluster)
         victim = rng.choice([n for n in sorted(cluster.nodes) if n != leader])
         how = rng.choice(("isolate", "kill", "wipe"))
@@ -113,7 +114,9 @@ def test_partitioned_follower_catches_up_with_fetch_snapshot(seeds: list[int]) -
         cluster.run_until(lambda: cluster.all_reached(target), LIVENESS_MS, f"all at {target}")
         # Unless another leader (whose log may still hold the prefix) took over meanwhile, the
         # victim can only have caught up by fetching a snapshot.
-        same_leader = _leader(cluster) == leader_now and cluster.nodes[leader_now].core.epoch == epoch_now  # type: ignore[union-attr]
+        leader_core = cluster.nodes[leader_now].core
+        same_epoch = leader_core is not None and leader_core.epoch == epoch_now
+        same_leader = cluster.latest_leader() == leader_now and same_epoch
         if same_leader and cluster.nodes[victim].disk.installed <= installed_before:
             cluster.fail(f"node {victim} caught up without fetching a snapshot")
 
