@@ -27,10 +27,10 @@ the core raise (review finding 3).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker.raft.log import Entry
+from broker.raft.log import Entry, VoterSpec
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -56,7 +56,8 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, for Fetch v13+
 FETCH_VERSION = 12
-DESCRIBE_QUORUM_VERSION = 1
+DESCRIBE_QUORUM_VERSION = 2
+CONTROLLER_LISTENER_NAME = "CONTROLLER"  # the listener name a VotersRecord endpoint is recorded under
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 _ADMIN_SOURCE = -1
 
@@ -234,17 +235,31 @@ def _check_fetch(request: FetchRequest) -> None:
 # -- responses -----------------------------------------------------------------------------------
 
 
-def _replica(state: ReplicaState) -> dict[str, int]:
+def _replica(state: ReplicaState, directory_ids: Mapping[int, bytes] | None = None) -> dict[str, Any]:
+    directory_id = (directory_ids or {}).get(state.replica_id, bytes(16))
     return {
         "replica_id": state.replica_id,
+        "replica_directory_id": uuid.UUID(bytes=bytes(directory_id)),
         "log_end_offset": state.log_end_offset,
         "last_fetch_timestamp": state.last_fetch_timestamp,
         "last_caught_up_timestamp": state.last_caught_up_timestamp,
     }
 
 
-def response_to_wire(message: Response, encode_records: RecordsEncoder | None = None) -> dict[str, Any]:
-    """The wire body answering with ``message`` (``encode_records`` turns Fetch entries to bytes)."""
+def _nodes(voters: Sequence[VoterSpec]) -> list[dict[str, Any]]:
+    """DescribeQuorum v2 ``Nodes``: each voter's controller endpoint (KIP-853)."""
+    return [
+        {"node_id": v.voter_id, "listeners": [{"name": CONTROLLER_LISTENER_NAME, "host": v.host, "port": v.port}]}
+        for v in voters
+        if v.port
+    ]
+
+
+def response_to_wire(
+    message: Response, encode_records: RecordsEncoder | None = None, voters: Sequence[VoterSpec] = ()
+) -> dict[str, Any]:
+    """The wire body answering with ``message`` (``encode_records`` turns Fetch entries to bytes;
+    ``voters``: the voter set in effect, whose directory ids and endpoints DescribeQuorum v2 carries)."""
     if isinstance(message, VoteResponse):
         partition = {
             "error_code": _code(message.error_code),
@@ -263,15 +278,16 @@ def response_to_wire(message: Response, encode_records: RecordsEncoder | None = 
     if isinstance(message, FetchResponse):
         return fetch_response_to_wire(message, encode_records)
     if isinstance(message, DescribeQuorumResponse):
+        directory_ids = {v.voter_id: v.directory_id for v in voters}
         quorum: dict[str, Any] = {
             "error_code": _code(message.error_code),
             "leader_id": message.leader_id,
             "leader_epoch": message.leader_epoch,
             "high_watermark": message.high_watermark,
-            "current_voters": [_replica(r) for r in message.current_voters],
+            "current_voters": [_replica(r, directory_ids) for r in message.current_voters],
             "observers": [_replica(r) for r in message.observers],
         }
-        return {"error_code": 0, "topics": _topics("topic_name", quorum)}
+        return {"error_code": 0, "topics": _topics("topic_name", quorum), "nodes": _nodes(voters)}
     raise TypeError(f"not a response: {message!r}")
 
 
@@ -289,6 +305,7 @@ def error_response_to_wire(api_key: int, error_code: int, leader_id: int, leader
         partition["vote_granted"] = False
     elif api_key == ApiKey.DESCRIBE_QUORUM:
         partition.update(high_watermark=-1, current_voters=[], observers=[])
+        return {"error_code": 0, "topics": _topics("topic_name", partition), "nodes": []}
     elif api_key not in (ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH):
         raise ValueError(f"api key {api_key} is not a KIP-595 request")
     return {"error_code": 0, "topics": _topics("topic_name", partition)}
