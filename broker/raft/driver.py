@@ -212,7 +212,10 @@ class RaftDriver:
         return self._task is not None and not self._task.done()
 
     def voter_endpoints(self) -> dict[int, tuple[str, int]]:
-        return {voter: (ep.host, ep.port) for voter, ep in self.config.voter_endpoints.items()}
+        """Each voter's endpoint: the voter set in effect (KIP-853), else ``controller.quorum.voters``."""
+        if self._core is None:
+            return {voter: (ep.host, ep.port) for voter, ep in self.config.voter_endpoints.items()}
+        return {v.voter_id: (v.host, v.port) for v in self.voter_specs() if v.port}
 
     def add_committed_listener(self, listener: CommittedListener) -> None:
         """``listener(offset, payload)`` for every committed data entry, in order, once (register
@@ -593,6 +596,7 @@ class RaftDriver:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
             return
+        self._sync_peers()  # a VotersRecord appended in this step: its new voters are sent to next
         for send in step.send:
             if is_response(send.message):
                 self._answer(send.destination, send.correlation_id, send.message)
