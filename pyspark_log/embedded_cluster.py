@@ -198,7 +198,7 @@ class EmbeddedCluster:
         self.voters = ",".join(f"{n}@127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
         self.bootstrap_servers = ",".join(f"127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
         self.directory_ids = {n: random_cluster_id() for n in self.controller_ids} if self.dynamic_quorum else {}
-        initial = ",".join(f"{n}@127.0.0.1:{self._ports[n]}:{self.directory_ids[n]}" for n in self.controller_ids)
+        initial = ",".join(f"{n}@127.0.0.1:{self._ports[n]}:{d}" for n, d in self.directory_ids.items())
         ids = sorted({*self.controller_ids, *self.broker_ids})
         self._metrics_ports = {n: free_port() for n in ids} if self.metrics else {}
         if self.controller_listener:  # fixed client ports too, so a restarted node keeps its addresses
