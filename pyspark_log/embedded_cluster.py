@@ -290,6 +290,19 @@ class EmbeddedCluster:
         self.nodes[node_id] = node
         return node.start()
 
+    def move_controller(self, node_id: int) -> EmbeddedBroker:
+        """Restart a controller of a dynamic quorum on a new port (its machine moved): it tells the
+        leader with UpdateRaftVoter (KIP-853) and the voter set records the new endpoint."""
+        if not self.dynamic_quorum or node_id not in self.controller_ids or self.combined:
+            raise ValueError("move_controller needs a separate controller of a dynamic quorum")
+        node = self.nodes[node_id]
+        if node.running:
+            node.stop()
+        self._ports[node_id] = free_port()
+        node.overrides = self._props(node_id)
+        node.port = self._ports[node_id]
+        return node.start()
+
     def outputs(self) -> str:
         return "\n".join(f"--- node {n}:\n{node.output()}" for n, node in self.nodes.items())
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.log.manager import METADATA_DIR_NAME
+from broker.meta_properties import read_meta
 from broker.network.dial import Dialer
 from broker.properties import load_properties
 from broker.raft.config import (
@@ -37,6 +38,7 @@ from broker.raft.config import (
 from broker.raft.driver import RaftDriver
 from broker.raft.voters import (
     VotersFileError,
+    directory_id_bytes,
     directory_id_text,
     parse_bootstrap_servers,
     read_bootstrap_checkpoint,
@@ -55,7 +57,7 @@ def raft_config(config: BrokerConfig, listener: tuple[str, int]) -> RaftConfig:
     --standalone`` / ``--initial-controllers``); a node formatted without one (a broker, or a
     controller formatted with ``--no-initial-controllers``) knows no voter until its log says so
     and finds the leader through the bootstrap servers."""
-    kwargs = {attr: int(config[key]) for key, attr in QUORUM_KEYS.items()}
+    kwargs: dict[str, Any] = {attr: int(config[key]) for key, attr in QUORUM_KEYS.items()}
     endpoints: dict[int, VoterEndpoint] = parse_quorum_voters(str(config["controller.quorum.voters"]))
     bootstrap_servers = str(config["controller.quorum.bootstrap.servers"]).strip()
     if not endpoints and bootstrap_servers:
@@ -131,7 +133,12 @@ def create_driver(
 ) -> RaftDriver:
     """The driver of this node (not started: register committed-entry listeners, then start);
     ``dialer`` opens its connections to the other voters (``broker.network.dial``)."""
+    meta = read_meta(config.log_dirs[0])
+    try:
+        directory_id = directory_id_bytes(meta.directory_id) if meta is not None and meta.directory_id else None
+    except VotersFileError:
+        directory_id = None  # not a Uuid: this node never asks to update its voter entry
     return RaftDriver(
         raft_config(config, listener), config.node_id, cluster_id, metadata_dir(config), on_fatal=on_fatal,
-        dialer=dialer,
+        dialer=dialer, local_endpoint=listener, directory_id=directory_id,
     )  # fmt: skip

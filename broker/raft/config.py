@@ -121,7 +121,7 @@ class RaftConfig:
     def from_properties(cls, node_id: int, props: Mapping[str, str]) -> RaftConfig:
         """Build from Kafka property names (``quorum.voters``, ``quorum.*.ms``); others are ignored."""
         endpoints = parse_quorum_voters(props.get("quorum.voters", ""))
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, Any] = {}
         for key, attr in _PROPERTY_KEYS.items():
             if key in props:
                 try:

@@ -46,6 +46,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ from broker.raft.messages import (
 )
 from broker.raft.metrics import WindowedStat
 from broker.raft.rpc import (
+    CONTROLLER_LISTENER_NAME,
     describe_quorum_from_wire,
     error_response_to_wire,
     request_to_wire,
@@ -139,8 +141,13 @@ class RaftDriver:
         rng: random.Random | None = None,
         on_fatal: Callable[[str], None] | None = None,
         dialer: Dialer | None = None,
+        local_endpoint: tuple[str, int] | None = None,
+        directory_id: bytes | None = None,
     ) -> None:
-        """``dialer``: how Raft RPCs reach the other voters (their controller listener's security)."""
+        """``dialer``: how Raft RPCs reach the other voters (their controller listener's security).
+        ``local_endpoint`` and ``directory_id``: this node's controller endpoint and metadata
+        directory id; a voter whose entry in the voter set records another endpoint sends
+        UpdateRaftVoter (KIP-853) to the leader once it knows one."""
         if config.node_id != node_id:
             raise ValueError(f"RaftConfig is for node {config.node_id}, not {node_id}")
         self.config = config
@@ -178,6 +185,10 @@ class RaftDriver:
             if voter != node_id
         }
         self._dialer = dialer
+        self._local_endpoint = local_endpoint
+        self._directory_id = directory_id
+        self._update_task: asyncio.Task[None] | None = None
+        self._update_retry_at_ms = 0
         self._synced_voters: object = None  # the VotersRecord the peers were last built from
         self._discovery: asyncio.Task[None] | None = None
         self._leader_known = asyncio.Event()
@@ -552,6 +563,46 @@ class RaftDriver:
             request_timeout_ms=self.config.request_timeout_ms, dialer=self._dialer,
         )  # fmt: skip
 
+    def _maybe_update_voter(self) -> None:
+        """KIP-853 UpdateRaftVoter: this voter's entry records another endpoint than the one it
+        listens on now (its listeners changed since it was added): tell the leader, retried at
+        most every ``quorum.request.timeout.ms`` until the voter set records the new one."""
+        if self._local_endpoint is None or self._directory_id is None or self._stopping:
+            return
+        if self._update_task is not None and not self._update_task.done():
+            return
+        core = self.core
+        record = core.current_voters_record()
+        spec = record.spec(self.node_id) if record is not None else None
+        if spec is None or spec.directory_id != self._directory_id or core.leader_id < 0:
+            return
+        wanted = VoterSpec(self.node_id, self._directory_id, *self._local_endpoint)
+        now_ms = self._clock_ms()
+        if spec == wanted or now_ms < self._update_retry_at_ms:
+            return
+        self._update_retry_at_ms = now_ms + self.config.request_timeout_ms
+        self._update_task = asyncio.create_task(self._update_voter(wanted), name="raft-update-voter")
+        self._outbound.add(self._update_task)
+        self._update_task.add_done_callback(self._outbound.discard)
+
+    async def _update_voter(self, wanted: VoterSpec) -> None:
+        timeout_ms = self.config.request_timeout_ms
+        if self.is_leader:
+            code, message = await self.change_voters("update", wanted, timeout_ms)
+        else:
+            body = {
+                "cluster_id": self.cluster_id,
+                "current_leader_epoch": self.epoch,
+                "voter_id": wanted.voter_id,
+                "voter_directory_id": uuid.UUID(bytes=wanted.directory_id),
+                "listeners": [{"name": CONTROLLER_LISTENER_NAME, "host": wanted.host, "port": wanted.port}],
+                "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1},
+            }
+            answer = await self.forward_to_leader(ApiKey.UPDATE_RAFT_VOTER, 0, body, timeout_ms)
+            code, message = (answer.get("error_code", 0), None) if answer is not None else (-1, "no leader reachable")
+        log.info("raft: UpdateRaftVoter of node %d to %s:%d: %s %s", wanted.voter_id, wanted.host, wanted.port,
+                 "accepted" if code == 0 else f"error {code}", message or "")  # fmt: skip
+
     def _discover_endpoints(self) -> None:
         """A replica asked to reach a node whose endpoint it does not know (a leader learnt from a
         bootstrap server before any VotersRecord reached this log): ask a known peer for the
@@ -630,6 +681,7 @@ class RaftDriver:
     def _after_step(self) -> None:
         core = self.core
         self._sync_peers()
+        self._maybe_update_voter()
         if core.leader_id >= 0:
             self._leader_known.set()
         if self._appends and not core.is_leader:

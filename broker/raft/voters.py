@@ -34,6 +34,7 @@ from broker.raft.config import RaftConfigError, VoterEndpoint
 from broker.raft.log import VoterSpec, VotersRecord
 from pyspark_log.records.batch import decode_records
 from pyspark_log.records.control import (
+    ControlMessage,
     ControlType,
     Endpoint,
     KRaftVersion,
@@ -113,7 +114,7 @@ def parse_bootstrap_servers(value: str) -> dict[int, VoterEndpoint]:
 
 def encode_bootstrap_checkpoint(voters: VotersRecord, timestamp_ms: int) -> bytes:
     """The bytes of the bootstrap checkpoint (layout in the module docstring)."""
-    messages = (
+    messages: tuple[tuple[ControlType, ControlMessage], ...] = (
         (ControlType.SNAPSHOT_HEADER, SnapshotHeader(timestamp_ms)),
         (ControlType.KRAFT_VERSION, KRaftVersion(1)),
         (ControlType.KRAFT_VOTERS, Voters(tuple(_voter(v) for v in voters.voters), 0)),

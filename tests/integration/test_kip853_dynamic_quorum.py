@@ -10,7 +10,9 @@ are created:
    comes once the new VotersRecord is committed and ``describe --status`` lists four voters;
 2. the machine of the active controller is replaced: ``pylog metadata-quorum remove-controller``
    removes the leader itself (it leads until the removal commits, then resigns, KIP-853), it is
-   stopped, and another voter is elected among the three left.
+   stopped, and another voter is elected among the three left;
+3. controller 7 restarts on another port: it sends UpdateRaftVoter and the voter set records its
+   new endpoint.
 
 Then: every acknowledged record is read back, none twice; every created topic is in every broker's
 metadata (no metadata lost, the brokers followed throughout); ``describe --replication`` shows the
@@ -180,6 +182,18 @@ def test_add_a_controller_then_replace_the_active_one_under_load(cluster: Embedd
         assert after["LeaderEpoch"] > current["LeaderEpoch"]
         count, topics = len(load.acked), len(load.topics)
         wait_for(lambda: len(load.acked) >= count + 200 and len(load.topics) > topics, "load under the new quorum")
+
+        # 3. controller 7's machine moves (a new port): UpdateRaftVoter records its new endpoint
+        cluster.move_controller(7)
+        moved = f"CONTROLLER://{cluster.controller_address(7)}"
+
+        def updated() -> bool:
+            now = status(cluster)
+            return bool(now) and any(v["id"] == 7 and v.get("endpoints") == [moved] for v in now["CurrentVoters"])
+
+        wait_for(updated, "the voter set recording controller 7's new endpoint")
+        count = len(load.acked)
+        wait_for(lambda: len(load.acked) >= count + 100, "records acknowledged after the move")
     finally:
         load.join()
 
