@@ -251,8 +251,8 @@ class EmbeddedCluster:
     def add_broker(self, node_id: int) -> EmbeddedBroker:
         """Start one more broker (``process.roles=broker``) of this cluster, as an operator adds a
         machine (docs/operations.md "Add a broker"): same cluster id and voters, its log dir
-        formatted by ``EmbeddedBroker``. Separate controllers only (``combined=False``): a new
-        voter would need a dynamic quorum (KIP-853), which pylog does not have."""
+        formatted by ``EmbeddedBroker``. Separate controllers only (``combined=False``); a new
+        controller is ``add_controller`` (a dynamic quorum, KIP-853)."""
         if self.combined:
             raise ValueError("add_broker needs separate controllers (combined=False)")
         if node_id in self.nodes:

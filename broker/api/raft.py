@@ -19,8 +19,8 @@ forward it to the active controller; without a known leader it answers NOT_LEADE
 
 KIP-853 AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): the leader hands them to
 the core (``RaftDriver.change_voters``), which decides with Kafka's refusal codes, and answers once
-the new VotersRecord is committed (REQUEST_TIMED_OUT after the request's ``TimeoutMs``, or
-``quorum.request.timeout.ms`` for the two requests without one). Any other replica, a broker
+the new VotersRecord is committed (REQUEST_TIMED_OUT after the request's ``TimeoutMs``, or 30 s,
+the Java admin client's default request timeout, for the two requests without one). Any other replica, a broker
 included, forwards the request to the leader and passes its answer back, as Kafka's brokers
 forward AddRaftVoter/RemoveRaftVoter to the active controller (NOT_LEADER_OR_FOLLOWER without a
 reachable leader). A request naming another cluster id is answered INCONSISTENT_CLUSTER_ID.
@@ -41,6 +41,7 @@ from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+VOTER_CHANGE_TIMEOUT_MS = 30_000  # RemoveRaftVoter/UpdateRaftVoter carry no TimeoutMs: the admin client's default
 
 
 def raft_handlers() -> dict[int, Handler]:
@@ -146,7 +147,7 @@ async def _change_voters(broker: Broker, request: Request, operation: str) -> Ma
     driver = _driver(broker)
     api_key = request.header.api_key
     body = request.body
-    timeout_ms = int(body.get("timeout_ms") or driver.config.request_timeout_ms)
+    timeout_ms = int(body.get("timeout_ms") or VOTER_CHANGE_TIMEOUT_MS)
     cluster_id = body.get("cluster_id")
     if cluster_id is not None and driver.cluster_id is not None and cluster_id != driver.cluster_id:
         return _voter_answer(
