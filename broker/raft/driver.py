@@ -188,6 +188,7 @@ class RaftDriver:
         self._local_endpoint = local_endpoint
         self._directory_id = directory_id
         self._update_task: asyncio.Task[None] | None = None
+        self._replica_directories: dict[int, bytes] = {}  # replica id -> directory id its Fetch v17 named
         self._update_retry_at_ms = 0
         self._synced_voters: object = None  # the VotersRecord the peers were last built from
         self._discovery: asyncio.Task[None] | None = None
@@ -324,6 +325,8 @@ class RaftDriver:
         correlation_id = self._next_inbound_id
         self._next_inbound_id = (correlation_id + 1) & 0x7FFF_FFFF
         key = (source, correlation_id)
+        if isinstance(message, FetchRequest) and message.replica_directory_id is not None and message.replica_id >= 0:
+            self._replica_directories[message.replica_id] = message.replica_directory_id  # KIP-853, Fetch v17
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inbound[key] = future
         self._post(("inbound", Inbound(source, correlation_id, message)))
@@ -351,7 +354,11 @@ class RaftDriver:
     def describe_quorum(self) -> dict[str, Any]:
         """The DescribeQuorum response body as this replica can answer it (an error unless it is
         the leader; ``describe_quorum_anywhere`` asks the leader)."""
-        return response_to_wire(self.core.describe_quorum(self._clock_ms()), voters=self.voter_specs())
+        return self._describe_body(self.core.describe_quorum(self._clock_ms()))
+
+    def _describe_body(self, message: DescribeQuorumResponse) -> dict[str, Any]:
+        """DescribeQuorum v2: voters' directory ids from the voter set, observers' from their Fetch v17."""
+        return response_to_wire(message, voters=self.voter_specs(), observer_directories=self._replica_directories)
 
     async def describe_quorum_anywhere(self) -> dict[str, Any]:
         """DescribeQuorum answered by the leader: locally, or forwarded to it (as Kafka's brokers
@@ -359,7 +366,7 @@ class RaftDriver:
         local = self.core.describe_quorum(self._clock_ms())
         peer = self._peers.get(local.leader_id)
         if local.error_code == ErrorCode.NONE or peer is None:
-            return response_to_wire(local, voters=self.voter_specs())
+            return self._describe_body(local)
         try:
             api_key, version, body = request_to_wire(DescribeQuorumRequest())
             answer = await peer.request(api_key, version, body)
@@ -508,6 +515,13 @@ class RaftDriver:
         if future.done():
             return
         core = self.core
+        fetched_with = self._replica_directories.get(spec.voter_id)
+        if operation == "add" and fetched_with is not None and fetched_with != spec.directory_id:
+            # KIP-853: the observer to add is the replica (id and directory) that fetches
+            future.set_result(
+                (ErrorCode.REQUEST_TIMED_OUT, f"Replica {spec.voter_id} fetches with another directory id")
+            )
+            return
         if operation == "add":
             result = core.add_voter(spec, now_ms)
         elif operation == "remove":
@@ -700,7 +714,7 @@ class RaftDriver:
         """The wire body of a core response, built now: a Fetch response's records are the
         batches in the log file, which at this point holds exactly the core's log."""
         if isinstance(message, DescribeQuorumResponse):
-            return response_to_wire(message, voters=self.voter_specs())
+            return self._describe_body(message)
         if not isinstance(message, FetchResponse) or not message.records:
             return response_to_wire(message)
         try:
@@ -728,7 +742,8 @@ class RaftDriver:
         (a request the core never hears back about would stay in flight until it expires)."""
         name = type(message).__name__
         try:
-            api_key, version, body = request_to_wire(message)  # type: ignore[arg-type]
+            dynamic = self._directory_id is not None and bool(self.config.bootstrap_servers)
+            api_key, version, body = request_to_wire(message, self._directory_id if dynamic else None)  # type: ignore[arg-type]
             answer = await peer.request(api_key, version, body)
             response = response_from_wire(api_key, answer, self._decode_records)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the core must hear of it to retry

@@ -5,8 +5,9 @@ Outbound (the driver): ``request_to_wire(message)`` gives ``(api_key, version, b
 ``request_from_wire(api_key, version, body)`` gives ``(source, message)`` and
 ``response_to_wire(message, ...)`` the body to answer with.
 
-Versions sent: Vote/BeginQuorumEpoch/EndQuorumEpoch v0, DescribeQuorum v1, Fetch v12 (the first
-with the KIP-595 fields; topics by name). Every request names ``__cluster_metadata`` partition 0;
+Versions sent: Vote/BeginQuorumEpoch/EndQuorumEpoch v0, DescribeQuorum v2, Fetch v12 (the first
+with the KIP-595 fields; topics by name), or v17 in a dynamic quorum (KIP-853: it carries the
+fetching replica's directory id; topics by id). Every request names ``__cluster_metadata`` partition 0;
 a request for anything else is answered UNKNOWN_TOPIC_OR_PARTITION by the handlers. As Kafka does,
 INCONSISTENT_CLUSTER_ID is the top-level error code of a response; we also repeat it in the
 partition, whose ``leader_id``/``leader_epoch`` the receiving core needs.
@@ -56,6 +57,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, for Fetch v13+
 FETCH_VERSION = 12
+FETCH_DIRECTORY_VERSION = 17  # KIP-853: with ReplicaDirectoryId (sent in a dynamic quorum only)
 DESCRIBE_QUORUM_VERSION = 2
 CONTROLLER_LISTENER_NAME = "CONTROLLER"  # the listener name a VotersRecord endpoint is recorded under
 FETCH_MAX_BYTES = 8 * 1024 * 1024
@@ -87,8 +89,9 @@ def _top_level(error: ErrorCode) -> int:
 # -- outbound requests ---------------------------------------------------------------------------
 
 
-def request_to_wire(message: Request) -> tuple[int, int, dict[str, Any]]:
-    """A core request as ``(api_key, version, body)``."""
+def request_to_wire(message: Request, directory_id: bytes | None = None) -> tuple[int, int, dict[str, Any]]:
+    """A core request as ``(api_key, version, body)``. ``directory_id``: this replica's (a dynamic
+    quorum, KIP-853): a Fetch goes as v17, which carries it; otherwise as v12 (by topic name)."""
     if isinstance(message, VoteRequest):
         partition = {
             "candidate_epoch": message.candidate_epoch,
@@ -126,6 +129,11 @@ def request_to_wire(message: Request) -> tuple[int, int, dict[str, Any]]:
             "max_bytes": FETCH_MAX_BYTES,
             "topics": [{"topic": METADATA_TOPIC, "partitions": [fetch_partition]}],
         }
+        if directory_id is not None:
+            fetch_partition["replica_directory_id"] = uuid.UUID(bytes=bytes(directory_id))
+            fetch_body["replica_state"] = {"replica_id": message.replica_id, "replica_epoch": -1}
+            fetch_body["topics"] = [{"topic_id": METADATA_TOPIC_ID, "partitions": [fetch_partition]}]
+            return ApiKey.FETCH, FETCH_DIRECTORY_VERSION, fetch_body
         return ApiKey.FETCH, FETCH_VERSION, fetch_body
     if isinstance(message, DescribeQuorumRequest):
         return ApiKey.DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, {"topics": _topics("topic_name", {})}
@@ -195,6 +203,7 @@ def request_from_wire(api_key: int, version: int, body: Mapping[str, Any]) -> tu
             p["fetch_offset"],
             p["last_fetched_epoch"],
             max(p["log_start_offset"], 0),
+            p["replica_directory_id"].bytes if version >= FETCH_DIRECTORY_VERSION else None,
         )
         _check_fetch(fetch)
         return replica_id, fetch
@@ -256,7 +265,10 @@ def _nodes(voters: Sequence[VoterSpec]) -> list[dict[str, Any]]:
 
 
 def response_to_wire(
-    message: Response, encode_records: RecordsEncoder | None = None, voters: Sequence[VoterSpec] = ()
+    message: Response,
+    encode_records: RecordsEncoder | None = None,
+    voters: Sequence[VoterSpec] = (),
+    observer_directories: Mapping[int, bytes] | None = None,
 ) -> dict[str, Any]:
     """The wire body answering with ``message`` (``encode_records`` turns Fetch entries to bytes;
     ``voters``: the voter set in effect, whose directory ids and endpoints DescribeQuorum v2 carries)."""
@@ -285,7 +297,7 @@ def response_to_wire(
             "leader_epoch": message.leader_epoch,
             "high_watermark": message.high_watermark,
             "current_voters": [_replica(r, directory_ids) for r in message.current_voters],
-            "observers": [_replica(r) for r in message.observers],
+            "observers": [_replica(r, observer_directories) for r in message.observers],
         }
         return {"error_code": 0, "topics": _topics("topic_name", quorum), "nodes": _nodes(voters)}
     raise TypeError(f"not a response: {message!r}")

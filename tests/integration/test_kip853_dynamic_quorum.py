@@ -209,6 +209,9 @@ def test_add_a_controller_then_replace_the_active_one_under_load(cluster: Embedd
     assert {n for n, r in rows.items() if r["Status"] in ("Leader", "Follower")} == remaining
     assert set(BROKERS) <= {n for n, r in rows.items() if r["Status"] == "Observer"}
     assert rows[7]["DirectoryId"] != "AAAAAAAAAAAAAAAAAAAAAA"
+    for broker in BROKERS:  # observers name their directory ids in their Fetch (v17), as Kafka's do
+        meta = (cluster.nodes[broker].data_dir / "logs" / "meta.properties").read_text()
+        assert f"directory.id={rows[broker]['DirectoryId']}\n" in meta
 
 
 def test_kafka_tool_adds_and_removes_a_controller(cluster: EmbeddedCluster, tmp_path: Path) -> None:
