@@ -58,6 +58,7 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("process.roles", _list, ["broker", "controller"], "broker, controller, or both"),
     ConfigKey("controller.quorum.voters", str, "", "id@host:port,... of the metadata quorum"),
     ConfigKey("quorum.voters", str, "", "KIP-595 name of controller.quorum.voters"),
+    ConfigKey("controller.quorum.bootstrap.servers", str, "", "host:port,... to find a dynamic quorum (KIP-853)"),
     ConfigKey("controller.listener.names", _list, ["CONTROLLER"], "listener name(s) the controllers use"),
     ConfigKey("inter.broker.listener.name", str, None, "listener other brokers use (default: first non-controller)"),
     ConfigKey("cluster.id", str, "", "checked: the cluster id the log dirs were formatted with (pylog storage)"),

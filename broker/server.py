@@ -105,7 +105,8 @@ from broker.quota.manager import ClientQuotas, QuotaConfig
 from broker.quota.metrics import QuotaCollector
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.quota.replication import ReplicationThrottles
-from broker.raft.bootstrap import create_driver
+from broker.raft.bootstrap import check_directory_id, create_driver
+from broker.raft.config import RaftConfigError
 from broker.raft.driver import RaftDriver
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.log_dir_mover import LogDirMover
@@ -256,6 +257,10 @@ class BrokerServer:
         raft_listener = next((by_name[n] for n in config.listener_names if n in config.controller_listeners), first)
         raft_address = _advertised_address(raft_listener, advertised_by_name.get(raft_listener.name))
         if config.kraft_enabled:  # committed-entry listeners go on self.raft before its start()
+            try:
+                check_directory_id(config)  # KIP-853: the directory the bootstrap voter set names
+            except RaftConfigError as exc:
+                raise MetaPropertiesError(str(exc)) from None
             self.raft = create_driver(
                 config, cluster_id, raft_address, on_fatal=self._on_raft_fatal, dialer=to_controllers
             )

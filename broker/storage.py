@@ -16,12 +16,18 @@ is formatted with the same ones.
 
 What has an effect in pylog (docs/compatibility.md "Storage tool"): ``--cluster-id``,
 ``--ignore-formatted``, ``--add-scram`` (the credentials the first active controller appends to
-the metadata log), ``--standalone`` (checked: the node forms a one-voter quorum of itself, pylog's
-behaviour for a controller without ``controller.quorum.voters``). ``--release-version`` and
-``--feature`` are checked and printed, but pylog serves one protocol version whatever they say.
-``--no-initial-controllers`` is accepted with ``controller.quorum.voters``; pylog has no dynamic
-quorum (KIP-853), so ``--initial-controllers``, and ``--no-initial-controllers`` on a controller
-without voters, are refused with a message saying what to do instead.
+the metadata log). ``--release-version`` and ``--feature`` are checked and printed, but pylog
+serves one protocol version whatever they say.
+
+KIP-853 dynamic quorum (``controller.quorum.bootstrap.servers`` instead of
+``controller.quorum.voters``): ``--standalone`` makes this controller the only voter, with a new
+directory id and its controller listener's endpoint; ``--initial-controllers
+id@host:port:directoryId,...`` lists the first voters (this node's metadata directory gets the
+directory id its entry names); either writes the bootstrap checkpoint
+``__cluster_metadata-0/00000000000000000000-0000000000.checkpoint`` (KRaftVersion 1 and the
+VotersRecord, ``broker.raft.voters``) into the metadata log dir, as kafka-storage does.
+``--no-initial-controllers`` formats a controller that joins later as an observer (then
+``pylog metadata-quorum add-controller``) or a broker.
 """
 
 from __future__ import annotations
@@ -31,15 +37,16 @@ import base64
 import binascii
 import logging
 import os
-import re
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import BrokerConfig, ConfigError, parse_listener
 from broker.controller.records import MetadataRecord, UserScramCredentialRecord
+from broker.log.manager import METADATA_DIR_NAME
 from broker.meta_properties import (
     Bootstrap,
     MetaProperties,
@@ -50,6 +57,15 @@ from broker.meta_properties import (
     write_meta,
 )
 from broker.raft.config import parse_quorum_voters
+from broker.raft.log import VoterSpec, VotersRecord
+from broker.raft.voters import (
+    BOOTSTRAP_CHECKPOINT,
+    VotersFileError,
+    directory_id_bytes,
+    directory_id_text,
+    encode_bootstrap_checkpoint,
+    parse_initial_controllers,
+)
 from broker.security.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted_password, salted_password
 
 # Kafka 4.1's MetadataVersion values (3.3-IV3 is the oldest KRaft can format; 4.2-* are not stable yet)
@@ -66,7 +82,6 @@ KNOWN_FEATURES = (
     "metadata.version", "kraft.version", "transaction.version", "group.version",
     "eligible.leader.replicas.version", "share.version", "streams.version",
 )  # fmt: skip
-_VOTER = re.compile(r"^(-?\d+)@(.+):(\d+):([A-Za-z0-9_-]{22})$")
 
 
 class StorageToolError(Exception):
@@ -174,11 +189,10 @@ def _check_quorum_flags(args: argparse.Namespace, config: BrokerConfig) -> None:
     controller = config.kraft_enabled and "controller" in config["process.roles"]
     flag = _voters_flag(args)
     if args.initial_controllers is not None:
-        for entry in filter(None, args.initial_controllers.split(",")):
-            if "@" not in entry:
-                raise StorageToolError("No @ found in dynamic voter string.")
-            if not _VOTER.match(entry.strip()):
-                raise StorageToolError(f"Invalid dynamic voter string {entry!r}: expected id@hostname:port:directory")
+        try:
+            parse_initial_controllers(args.initial_controllers)
+        except VotersFileError as exc:
+            raise StorageToolError(str(exc)) from None
     if voters and flag in ("--standalone", "--initial-controllers"):
         raise StorageToolError(
             "You cannot specify controller.quorum.voters and format the node with --initial-controllers or "
@@ -194,12 +208,50 @@ def _check_quorum_flags(args: argparse.Namespace, config: BrokerConfig) -> None:
             "Because controller.quorum.voters is not set on this controller, you must specify one of the following: "
             "--standalone, --initial-controllers, or --no-initial-controllers."
         )
-    if flag != "--standalone":
-        raise StorageToolError(
-            f"{flag}: pylog has no dynamic quorum (KIP-853) and no controller.quorum.bootstrap.servers: list the "
-            "controllers in controller.quorum.voters (the same on every node) and format without this flag, or "
-            "use --standalone for a single controller"
-        )
+
+
+def _controller_endpoint(config: BrokerConfig) -> tuple[str, int]:
+    """This controller's endpoint for the VotersRecord (``--standalone``): its first controller
+    listener (advertised address if any; the first listener without ``controller.listener.names``)."""
+    specs = [parse_listener(uri) for uri in config["listeners"]]
+    advertised = {a.name: a for a in map(parse_listener, config["advertised.listeners"])}
+    chosen = next((x for x in specs if x.name in config.controller_listeners), specs[0] if specs else None)
+    if chosen is None:
+        raise StorageToolError("--standalone needs a controller listener in listeners")
+    shown = advertised.get(chosen.name, chosen)
+    host = shown.host if shown.host not in ("", "0.0.0.0", "::") else "localhost"
+    return host, shown.port
+
+
+def _bootstrap_voters(args: argparse.Namespace, config: BrokerConfig, directory_id: str) -> VotersRecord | None:
+    """The first voter set ``--standalone`` / ``--initial-controllers`` describe (None otherwise)."""
+    if args.standalone:
+        host, port = _controller_endpoint(config)
+        return VotersRecord((VoterSpec(config.node_id, directory_id_bytes(directory_id), host, port),))
+    if args.initial_controllers is not None:
+        try:
+            return parse_initial_controllers(args.initial_controllers)
+        except VotersFileError as exc:
+            raise StorageToolError(str(exc)) from None
+    return None
+
+
+def _write_checkpoint(directory: Path, voters: VotersRecord) -> None:
+    """The bootstrap checkpoint, atomically (``.part``, fsync, rename, fsync of the directory)."""
+    metadata = directory / METADATA_DIR_NAME
+    metadata.mkdir(parents=True, exist_ok=True)
+    path = metadata / BOOTSTRAP_CHECKPOINT
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(encode_bootstrap_checkpoint(voters, int(time.time() * 1000)))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, path)
+    fd = os.open(metadata, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _check_features(features: Sequence[str]) -> None:
@@ -251,6 +303,11 @@ def run_format(args: argparse.Namespace, out: list[str]) -> int:
         return 0
     bootstrap = Bootstrap(version, tuple(records))
     metadata_dir = config.log_dirs[0]
+    metadata_directory_id = new_cluster_id()
+    voters = _bootstrap_voters(args, config, metadata_directory_id)
+    own = voters.spec(node_id) if voters is not None else None
+    if own is not None:  # --initial-controllers names this node's directory id
+        metadata_directory_id = directory_id_text(own.directory_id)
     for d in unformatted:
         try:
             Path(d).mkdir(parents=True, exist_ok=True)
@@ -258,13 +315,16 @@ def run_format(args: argparse.Namespace, out: list[str]) -> int:
             raise StorageToolError(f"Unable to create storage directory {d}: {exc}") from None
         if d != metadata_dir:
             kind = "data directory"
-        elif args.standalone:
+        elif own is not None:
             kind = "dynamic metadata voter directory"
         else:
             kind = "metadata directory"
         out.append(f"Formatting {kind} {d} with metadata.version {version}.")
         write_bootstrap(d, bootstrap)
-        write_meta(d, MetaProperties(args.cluster_id, node_id, new_cluster_id()))
+        if d == metadata_dir and voters is not None:
+            _write_checkpoint(Path(d), voters)
+        directory_id = metadata_directory_id if d == metadata_dir else new_cluster_id()
+        write_meta(d, MetaProperties(args.cluster_id, node_id, directory_id))
     return 0
 
 
@@ -358,8 +418,9 @@ def add_format_flags(parser: argparse.ArgumentParser) -> None:
     quorum = parser.add_mutually_exclusive_group()
     quorum.add_argument("--standalone", "-s", action="store_true", help="A single-node quorum of this controller.")
     quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
-                        help="Format without a dynamic quorum (with controller.quorum.voters).")  # fmt: skip
-    quorum.add_argument("--initial-controllers", "-I", help="id@host:port:directory,... (refused: no KIP-853)")
+                        help="A controller that joins a dynamic quorum later, or a static one.")  # fmt: skip
+    quorum.add_argument("--initial-controllers", "-I",
+                        help="The first voters of a dynamic quorum: id@host:port:directoryId,...")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:

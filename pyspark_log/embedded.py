@@ -64,9 +64,13 @@ class EmbeddedBroker:
         start_timeout_s: float = 60.0,
         log_path: str | Path | None = None,
         kraft: bool = False,
+        format_args: tuple[str, ...] = (),
     ) -> None:
         """``kraft``: run as a one-node KRaft cluster (``process.roles=broker,controller``, the node
-        its own metadata quorum) instead of the single-process metadata file; ``overrides`` win."""
+        its own metadata quorum) instead of the single-process metadata file; ``overrides`` win.
+        ``format_args``: the quorum flags of ``pylog storage format`` (KIP-853 ``--initial-controllers
+        ...`` or ``--no-initial-controllers``) instead of the automatic ``--standalone``."""
+        self.format_args = tuple(format_args)
         self._owns_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="pylog-"))
         self.port = port
@@ -128,7 +132,9 @@ class EmbeddedBroker:
         voters = overrides.get("controller.quorum.voters") or overrides.get("quorum.voters")
         cluster_id = overrides.get("cluster.id") or random_cluster_id()
         args = [self._python, "-m", "broker.storage", "format", *broker_args, "--cluster-id", cluster_id, "-g"]
-        if "controller" in roles and not voters:
+        if self.format_args:
+            args += self.format_args
+        elif "controller" in roles and not voters:
             args.append("--standalone")
         done = subprocess.run(args, capture_output=True, text=True, env=dict(env), check=False, timeout=120)
         with open(self._log_path, "a", encoding="utf-8") as log_file:

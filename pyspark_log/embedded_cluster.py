@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pyspark_log.embedded import BrokerStartError, EmbeddedBroker
+from pyspark_log.embedded import BrokerStartError, EmbeddedBroker, random_cluster_id
 from pyspark_log.wire import ApiKey, decode_response, encode_request
 
 CLUSTER_ID = "cGlsb2cta3JhZnQtdGVzdA"
@@ -107,10 +107,15 @@ class EmbeddedCluster:
         self, root: Path, *, controllers: tuple[int, ...] = (1, 2, 3), brokers: tuple[int, ...] = (4, 5, 6),
         combined: bool = False, overrides: Mapping[str, str] | None = None, controller_listener: bool = False,
         client_protocol: str = "PLAINTEXT", controller_protocol: str = "PLAINTEXT",
-        sasl_plain_jaas: str | None = None, metrics: bool = False,
+        sasl_plain_jaas: str | None = None, metrics: bool = False, dynamic_quorum: bool = False,
     ) -> None:  # fmt: skip
         self.root = root
         self.combined = combined
+        # KIP-853: ``controller.quorum.bootstrap.servers`` instead of ``controller.quorum.voters``; the
+        # controllers are formatted with ``--initial-controllers`` (directory ids chosen here), the
+        # brokers with nothing; ``add_controller`` starts a new one with ``--no-initial-controllers``
+        self.dynamic_quorum = dynamic_quorum
+        self.directory_ids: dict[int, str] = {}
         # a separate CONTROLLER listener (controller.listener.names) carries the quorum's RPCs;
         # clients use PLAINTEXT, which then refuses them (broker.security.listeners)
         self.controller_listener = controller_listener
@@ -134,6 +139,7 @@ class EmbeddedCluster:
         self.nodes: dict[int, EmbeddedBroker] = {}
         self._ports: dict[int, int] = {}
         self.voters = ""
+        self.bootstrap_servers = ""
 
     def _props(self, node_id: int) -> dict[str, str]:
         roles = "broker,controller" if self.combined else ("broker" if node_id in self.broker_ids else "controller")
@@ -157,11 +163,16 @@ class EmbeddedCluster:
                 listeners["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
                 listeners["sasl.enabled.mechanisms"] = "PLAIN"
                 listeners["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = self.sasl_plain_jaas
+        quorum = (
+            {"controller.quorum.bootstrap.servers": self.bootstrap_servers}
+            if self.dynamic_quorum
+            else {"controller.quorum.voters": self.voters}
+        )
         return {
             **listeners,
             "process.roles": roles,
             "node.id": str(node_id),
-            "controller.quorum.voters": self.voters,
+            **quorum,
             "cluster.id": CLUSTER_ID,
             **({"metrics.port": str(self._metrics_ports[node_id])} if node_id in self._metrics_ports else {}),
             **QUORUM_TIMEOUTS,
@@ -185,6 +196,9 @@ class EmbeddedCluster:
     def _build(self) -> None:
         self._ports = {n: free_port() for n in self.controller_ids}
         self.voters = ",".join(f"{n}@127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
+        self.bootstrap_servers = ",".join(f"127.0.0.1:{self._ports[n]}" for n in self.controller_ids)
+        self.directory_ids = {n: random_cluster_id() for n in self.controller_ids} if self.dynamic_quorum else {}
+        initial = ",".join(f"{n}@127.0.0.1:{self._ports[n]}:{d}" for n, d in self.directory_ids.items())
         ids = sorted({*self.controller_ids, *self.broker_ids})
         self._metrics_ports = {n: free_port() for n in ids} if self.metrics else {}
         if self.controller_listener:  # fixed client ports too, so a restarted node keeps its addresses
@@ -193,10 +207,18 @@ class EmbeddedCluster:
         root = self.root
         self.nodes = {
             n: EmbeddedBroker(
-                root / f"node-{n}", port=self._client_ports.get(n, self._ports.get(n, 0)), overrides=self._props(n)
+                root / f"node-{n}", port=self._client_ports.get(n, self._ports.get(n, 0)), overrides=self._props(n),
+                format_args=self._format_args(n, initial),
             )
             for n in ids
-        }
+        }  # fmt: skip
+
+    def _format_args(self, node_id: int, initial: str) -> tuple[str, ...]:
+        if not self.dynamic_quorum:
+            return ()
+        if node_id in self.controller_ids:
+            return ("--initial-controllers", initial)
+        return ("--no-initial-controllers",)
 
     def start(self) -> None:
         """Start every node (voters first); retried on fresh ports when one was taken meanwhile."""
@@ -229,8 +251,8 @@ class EmbeddedCluster:
     def add_broker(self, node_id: int) -> EmbeddedBroker:
         """Start one more broker (``process.roles=broker``) of this cluster, as an operator adds a
         machine (docs/operations.md "Add a broker"): same cluster id and voters, its log dir
-        formatted by ``EmbeddedBroker``. Separate controllers only (``combined=False``): a new
-        voter would need a dynamic quorum (KIP-853), which pylog does not have."""
+        formatted by ``EmbeddedBroker``. Separate controllers only (``combined=False``); a new
+        controller is ``add_controller`` (a dynamic quorum, KIP-853)."""
         if self.combined:
             raise ValueError("add_broker needs separate controllers (combined=False)")
         if node_id in self.nodes:
@@ -246,6 +268,39 @@ class EmbeddedCluster:
             self.root / f"node-{node_id}", port=self._client_ports.get(node_id, 0), overrides=self._props(node_id)
         )
         self.nodes[node_id] = node
+        return node.start()
+
+    def add_controller(self, node_id: int) -> EmbeddedBroker:
+        """Start one more controller (``process.roles=controller``) of a dynamic quorum
+        (``dynamic_quorum=True``), formatted with ``--no-initial-controllers`` as Kafka's "Add a
+        controller" runbook does: it joins as an observer, and ``pylog metadata-quorum
+        add-controller`` then makes it a voter (docs/operations.md "Add a controller")."""
+        if not self.dynamic_quorum or self.combined:
+            raise ValueError("add_controller needs dynamic_quorum=True and separate controllers")
+        if node_id in self.nodes:
+            raise ValueError(f"node {node_id} is already in the cluster")
+        self._ports[node_id] = free_port()
+        self.controller_ids = (*self.controller_ids, node_id)
+        if self.metrics:
+            self._metrics_ports[node_id] = free_port()
+        node = EmbeddedBroker(
+            self.root / f"node-{node_id}", port=self._ports[node_id], overrides=self._props(node_id),
+            format_args=("--no-initial-controllers",),
+        )  # fmt: skip
+        self.nodes[node_id] = node
+        return node.start()
+
+    def move_controller(self, node_id: int) -> EmbeddedBroker:
+        """Restart a controller of a dynamic quorum on a new port (its machine moved): it tells the
+        leader with UpdateRaftVoter (KIP-853) and the voter set records the new endpoint."""
+        if not self.dynamic_quorum or node_id not in self.controller_ids or self.combined:
+            raise ValueError("move_controller needs a separate controller of a dynamic quorum")
+        node = self.nodes[node_id]
+        if node.running:
+            node.stop()
+        self._ports[node_id] = free_port()
+        node.overrides = self._props(node_id)
+        node.port = self._ports[node_id]
         return node.start()
 
     def outputs(self) -> str:

@@ -52,7 +52,6 @@ from broker.dynamic_config import (
 )
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
-from broker.raft.config import parse_quorum_voters
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -449,7 +448,8 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
     AdminClient asks for with ``bootstrap.controllers`` (``kafka-metadata-quorum
     --bootstrap-controller``). A node with the controller role answers 2 on a listener that
     serves the quorum (its controller listener, or any listener in pylog's single-listener mode)
-    with the voters of ``controller.quorum.voters`` and the quorum leader as ``controller_id``;
+    with the voters in effect (``controller.quorum.voters``, or the log's KIP-853 voter set) and the
+    quorum leader as ``controller_id``;
     elsewhere it answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE,
     as Kafka's brokers and controllers do."""
     image = broker.image()
@@ -497,7 +497,7 @@ def _describe_controllers(broker: Broker, listener: str) -> Mapping[str, Any]:
             BROKER_ENDPOINTS,
         )
     assert broker.raft is not None
-    voters = parse_quorum_voters(str(config["controller.quorum.voters"]))
+    voters = broker.raft.voter_endpoints()  # the voter set in effect (KIP-853: from the log)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -505,8 +505,8 @@ def _describe_controllers(broker: Broker, listener: str) -> Mapping[str, Any]:
         "cluster_id": broker.image().cluster_id,
         "controller_id": broker.raft.leader_id,
         "brokers": [
-            {"broker_id": v.voter_id, "host": v.host, "port": v.port, "rack": None}
-            for v in sorted(voters.values(), key=lambda v: v.voter_id)
+            {"broker_id": voter, "host": host, "port": port, "rack": None}
+            for voter, (host, port) in sorted(voters.items())
         ],
     }
 

@@ -38,7 +38,7 @@ from broker.metrics import requests as request_metrics
 from broker.metrics.instruments import BrokerStats, RequestTiming
 from broker.network.connection import CloseConnection, ConnectionContext, HandlerResult
 from broker.network.response import FileRegion, Response
-from broker.raft.rpc import is_metadata_fetch
+from broker.raft.rpc import FETCH_DIRECTORY_VERSION, is_metadata_fetch
 from broker.security.sasl.errors import SaslFailure
 from broker.security.sasl.scram import ScramCredential
 from broker.security.sasl.session import IllegalSaslState, SaslSession
@@ -97,7 +97,9 @@ class Dispatcher:
         lo_hi = self.advertised.get(header.api_key)
         if handler is None or lo_hi is None:
             raise CloseConnection(f"api key {header.api_key} is not served by this broker")
-        if not lo_hi[0] <= header.api_version <= lo_hi[1]:
+        if not lo_hi[0] <= header.api_version <= lo_hi[1] and not _raft_fetch_v17(
+            header.api_key, header.api_version, body
+        ):
             raise CloseConnection(f"api {header.api_key} version {header.api_version} is not supported")
         if sasl is not None and not sasl.allows(header.api_key):
             when = (
@@ -291,3 +293,9 @@ def _carries_records(api_key: int) -> bool:
         return any(f.type == "records" or walk(f.fields) for f in fields)
 
     return walk(get_api(api_key).response.fields)
+
+
+def _raft_fetch_v17(api_key: int, version: int, body: Any) -> bool:
+    """KIP-853: replicas of a dynamic quorum fetch the metadata log with Fetch v17 (it carries their
+    directory id), a version ApiVersions does not advertise to clients (Kafka 3.7's range)."""
+    return api_key == ApiKey.FETCH and version == FETCH_DIRECTORY_VERSION and is_metadata_fetch(version, body)

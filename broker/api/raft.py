@@ -17,6 +17,14 @@ that can connect (docs/compatibility.md, "KIP-595 quorum at run time").
 
 DescribeQuorum on a replica that is not the leader is forwarded to the leader, as Kafka's brokers
 forward it to the active controller; without a known leader it answers NOT_LEADER_OR_FOLLOWER.
+
+KIP-853 AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): the leader hands them to
+the core (``RaftDriver.change_voters``), which decides with Kafka's refusal codes, and answers once
+the new VotersRecord is committed (REQUEST_TIMED_OUT after the request's ``TimeoutMs``, or 30 s,
+the Java admin client's default request timeout, for the two requests without one). Any other replica, a broker
+included, forwards the request to the leader and passes its answer back, as Kafka's brokers
+forward AddRaftVoter/RemoveRaftVoter to the active controller (NOT_LEADER_OR_FOLLOWER without a
+reachable leader). A request naming another cluster id is answered INCONSISTENT_CLUSTER_ID.
 """
 
 from __future__ import annotations
@@ -28,11 +36,13 @@ from typing import Any
 from broker.api.context import Broker, Handler, Request
 from broker.network.connection import CloseConnection
 from broker.raft.driver import RaftBusyError, RaftDriver, RaftStoppedError
+from broker.raft.log import VoterSpec
 from broker.raft.rpc import InvalidRaftRequest, NotMetadataPartition, request_from_wire
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+VOTER_CHANGE_TIMEOUT_MS = 30_000  # RemoveRaftVoter/UpdateRaftVoter carry no TimeoutMs: the admin client's default
 
 
 def raft_handlers() -> dict[int, Handler]:
@@ -43,6 +53,9 @@ def raft_handlers() -> dict[int, Handler]:
         ApiKey.END_QUORUM_EPOCH: handle_end_quorum_epoch,
         ApiKey.DESCRIBE_QUORUM: handle_describe_quorum,
         ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,  # KIP-630
+        ApiKey.ADD_RAFT_VOTER: handle_add_raft_voter,
+        ApiKey.REMOVE_RAFT_VOTER: handle_remove_raft_voter,
+        ApiKey.UPDATE_RAFT_VOTER: handle_update_raft_voter,
     }
 
 
@@ -116,3 +129,70 @@ def handle_fetch_snapshot(broker: Broker, request: Request) -> Any:
 async def handle_metadata_fetch(broker: Broker, request: Request) -> Mapping[str, Any]:
     """Fetch v12+ of ``__cluster_metadata-0``: KIP-595 replication, served by the Raft core."""
     return await _serve(broker, request)
+
+
+# -- KIP-853 voter changes -------------------------------------------------------------------------
+
+
+def _voter_answer(api_key: int, code: int, message: str | None, driver: RaftDriver) -> dict[str, Any]:
+    if api_key == ApiKey.UPDATE_RAFT_VOTER:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(code),
+            "current_leader": {"leader_id": driver.leader_id, "leader_epoch": driver.epoch, "host": "", "port": 0},
+        }
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message}
+
+
+def _controller_endpoint(listeners: Any) -> tuple[str, int] | None:
+    """The endpoint a voter is reached at: its ``CONTROLLER`` listener, else its first one."""
+    if not listeners:
+        return None
+    chosen = next((x for x in listeners if str(x["name"]).upper() == "CONTROLLER"), listeners[0])
+    return str(chosen["host"]), int(chosen["port"])
+
+
+async def _change_voters(broker: Broker, request: Request, operation: str) -> Mapping[str, Any]:
+    driver = _driver(broker)
+    api_key = request.header.api_key
+    body = request.body
+    timeout_ms = int(body.get("timeout_ms") or VOTER_CHANGE_TIMEOUT_MS)
+    cluster_id = body.get("cluster_id")
+    if cluster_id is not None and driver.cluster_id is not None and cluster_id != driver.cluster_id:
+        return _voter_answer(
+            api_key, ErrorCode.INCONSISTENT_CLUSTER_ID, f"cluster id {cluster_id!r} is not this cluster's", driver
+        )
+    if not driver.is_leader:
+        answer = await driver.forward_to_leader(api_key, request.version, body, timeout_ms)
+        if answer is None:
+            return _voter_answer(
+                api_key, ErrorCode.NOT_LEADER_OR_FOLLOWER, "no reachable leader of the KRaft quorum right now", driver
+            )
+        return dict(answer)
+    directory_id = body["voter_directory_id"].bytes
+    host, port = "", 0
+    if operation != "remove":
+        endpoint = _controller_endpoint(body.get("listeners"))
+        if endpoint is None:
+            return _voter_answer(api_key, ErrorCode.INVALID_REQUEST, "the voter must have a listener", driver)
+        host, port = endpoint
+    spec = VoterSpec(int(body["voter_id"]), directory_id, host, port)
+    if spec.voter_id < 0:
+        return _voter_answer(api_key, ErrorCode.INVALID_REQUEST, f"invalid voter id {spec.voter_id}", driver)
+    try:
+        code, message = await driver.change_voters(operation, spec, timeout_ms)
+    except RaftStoppedError as exc:
+        raise CloseConnection(str(exc)) from exc
+    return _voter_answer(api_key, code, message, driver)
+
+
+def handle_add_raft_voter(broker: Broker, request: Request) -> Any:
+    return _change_voters(broker, request, "add")
+
+
+def handle_remove_raft_voter(broker: Broker, request: Request) -> Any:
+    return _change_voters(broker, request, "remove")
+
+
+def handle_update_raft_voter(broker: Broker, request: Request) -> Any:
+    return _change_voters(broker, request, "update")

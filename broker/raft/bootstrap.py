@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.log.manager import METADATA_DIR_NAME
+from broker.meta_properties import read_meta
 from broker.network.dial import Dialer
 from broker.properties import load_properties
 from broker.raft.config import (
@@ -36,6 +37,13 @@ from broker.raft.config import (
 )
 from broker.raft.driver import RaftDriver
 from broker.raft.snapshot import RetentionPolicy, SnapshotPolicy
+from broker.raft.voters import (
+    VotersFileError,
+    directory_id_bytes,
+    directory_id_text,
+    parse_bootstrap_servers,
+    read_bootstrap_checkpoint,
+)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -43,12 +51,56 @@ if TYPE_CHECKING:
 
 def raft_config(config: BrokerConfig, listener: tuple[str, int]) -> RaftConfig:
     """The quorum settings of this node; a controller without voters is a one-voter quorum at
-    its own ``listener`` address."""
+    its own ``listener`` address.
+
+    KIP-853: without ``controller.quorum.voters`` but with ``controller.quorum.bootstrap.servers``
+    the quorum is dynamic. The first voter set is the bootstrap checkpoint's (``storage format
+    --standalone`` / ``--initial-controllers``); a node formatted without one (a broker, or a
+    controller formatted with ``--no-initial-controllers``) knows no voter until its log says so
+    and finds the leader through the bootstrap servers."""
+    kwargs: dict[str, Any] = {attr: int(config[key]) for key, attr in QUORUM_KEYS.items()}
     endpoints: dict[int, VoterEndpoint] = parse_quorum_voters(str(config["controller.quorum.voters"]))
+    bootstrap_servers = str(config["controller.quorum.bootstrap.servers"]).strip()
+    if not endpoints and bootstrap_servers:
+        servers = parse_bootstrap_servers(bootstrap_servers)
+        try:
+            bootstrap = read_bootstrap_checkpoint(metadata_dir(config))
+        except VotersFileError as exc:
+            raise RaftConfigError(str(exc)) from None
+        if bootstrap is not None:
+            endpoints = {v.voter_id: VoterEndpoint(v.voter_id, v.host, v.port) for v in bootstrap.voters}
+        return RaftConfig(
+            node_id=config.node_id, voters=frozenset(endpoints), voter_endpoints=endpoints,
+            bootstrap_voters=bootstrap, bootstrap_servers=servers, **kwargs,
+        )  # fmt: skip
     if not endpoints:
         endpoints = {config.node_id: VoterEndpoint(config.node_id, *listener)}
-    kwargs = {attr: int(config[key]) for key, attr in QUORUM_KEYS.items()}
     return RaftConfig(node_id=config.node_id, voters=frozenset(endpoints), voter_endpoints=endpoints, **kwargs)
+
+
+def check_directory_id(config: BrokerConfig) -> None:
+    """KIP-853: a controller listed in the bootstrap voter set must start on the directory it was
+    listed with (``directory.id`` of ``meta.properties`` in the metadata log dir); otherwise the
+    start is refused with the command to run (Kafka treats such a replica as another one)."""
+    if not str(config["controller.quorum.bootstrap.servers"]).strip() or config["controller.quorum.voters"]:
+        return
+    directory = Path(config.log_dirs[0])
+    try:
+        bootstrap = read_bootstrap_checkpoint(directory / METADATA_DIR_NAME)
+    except VotersFileError as exc:
+        raise RaftConfigError(str(exc)) from None
+    spec = bootstrap.spec(config.node_id) if bootstrap is not None else None
+    meta = directory / "meta.properties"
+    if spec is None or not meta.exists():
+        return
+    stored = load_properties(meta).get("directory.id", "")
+    if directory_id_text(spec.directory_id) != stored:
+        raise RaftConfigError(
+            f"{directory} has directory.id={stored or '(none)'} but the bootstrap voter set of "
+            f"{directory / METADATA_DIR_NAME} lists node {config.node_id} with directory id "
+            f"{directory_id_text(spec.directory_id)}: format this node again with `pylog storage format "
+            "--initial-controllers ...` naming its directory id, or with --standalone"
+        )
 
 
 def check_cluster_id(config: BrokerConfig) -> None:
@@ -82,9 +134,14 @@ def create_driver(
 ) -> RaftDriver:
     """The driver of this node (not started: register committed-entry listeners, then start);
     ``dialer`` opens its connections to the other voters (``broker.network.dial``)."""
+    meta = read_meta(config.log_dirs[0])
+    try:
+        directory_id = directory_id_bytes(meta.directory_id) if meta is not None and meta.directory_id else None
+    except VotersFileError:
+        directory_id = None  # not a Uuid: this node never asks to update its voter entry
     return RaftDriver(
         raft_config(config, listener), config.node_id, cluster_id, metadata_dir(config), on_fatal=on_fatal,
-        dialer=dialer,
+        dialer=dialer, local_endpoint=listener, directory_id=directory_id,
         snapshot_policy=SnapshotPolicy(
             int(config["metadata.log.max.record.bytes.between.snapshots"]),
             int(config["metadata.log.max.snapshot.interval.ms"]),

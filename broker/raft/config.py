@@ -81,11 +81,14 @@ class RaftConfig:
     """KIP-853: the initial ``VotersRecord`` (``storage format --standalone`` or
     ``--initial-controllers``); None for a static quorum (``controller.quorum.voters``, kraft.version 0).
     When given, ``voters`` must be its ids."""
+    bootstrap_servers: Mapping[int, VoterEndpoint] = field(default_factory=dict, hash=False, compare=False)
+    """KIP-853 ``controller.quorum.bootstrap.servers`` under negative ids (-2, -3, ...): where a
+    replica that knows no voter yet (an empty log, ``voters`` empty) fetches to find the leader."""
 
     def __post_init__(self) -> None:
         if self.node_id < 0:
             raise RaftConfigError("node.id must be >= 0")
-        if not self.voters:
+        if not self.voters and not self.bootstrap_servers:
             raise RaftConfigError("quorum.voters must name at least one voter")
         for name in (
             "election_timeout_ms",
@@ -118,7 +121,7 @@ class RaftConfig:
     def from_properties(cls, node_id: int, props: Mapping[str, str]) -> RaftConfig:
         """Build from Kafka property names (``quorum.voters``, ``quorum.*.ms``); others are ignored."""
         endpoints = parse_quorum_voters(props.get("quorum.voters", ""))
-        kwargs: dict[str, int] = {}
+        kwargs: dict[str, Any] = {}
         for key, attr in _PROPERTY_KEYS.items():
             if key in props:
                 try:
@@ -194,6 +197,8 @@ def validate_quorum_config(values: Mapping[str, Any], raw: Mapping[str, str]) ->
         raise RaftConfigError(str(exc).replace("quorum.voters:", f"{key}:", 1)) from None
     node_id = int(values["node.id"])
     listed = ",".join(str(v) for v in sorted(voters))
+    if not voters and str(values.get("controller.quorum.bootstrap.servers", "")).strip():
+        return  # KIP-853 dynamic quorum: the voters come from the log (broker.raft.voters)
     if "controller" in roles:
         if voters and node_id not in voters:
             raise RaftConfigError(

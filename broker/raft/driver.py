@@ -58,8 +58,9 @@ import contextlib
 import logging
 import os
 import random
+import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ from broker.raft.effects import (
     StepResult,
     TruncateLog,
 )
-from broker.raft.log import Entry
+from broker.raft.log import Entry, VoterSpec
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
@@ -100,6 +101,7 @@ from broker.raft.messages import (
 )
 from broker.raft.metrics import WindowedStat
 from broker.raft.rpc import (
+    CONTROLLER_LISTENER_NAME,
     describe_quorum_from_wire,
     error_response_to_wire,
     request_to_wire,
@@ -188,9 +190,14 @@ class RaftDriver:
         dialer: Dialer | None = None,
         snapshot_policy: SnapshotPolicy | None = None,
         retention_policy: RetentionPolicy | None = None,
+        local_endpoint: tuple[str, int] | None = None,
+        directory_id: bytes | None = None,
     ) -> None:
         """``dialer``: how Raft RPCs reach the other voters (their controller listener's security);
-        ``snapshot_policy`` / ``retention_policy``: KIP-630 (Kafka's defaults when None)."""
+        ``snapshot_policy`` / ``retention_policy``: KIP-630 (Kafka's defaults when None).
+        ``local_endpoint`` and ``directory_id``: this node's controller endpoint and metadata
+        directory id; a voter whose entry in the voter set records another endpoint sends
+        UpdateRaftVoter (KIP-853) to the leader once it knows one."""
         if config.node_id != node_id:
             raise ValueError(f"RaftConfig is for node {config.node_id}, not {node_id}")
         self.config = config
@@ -224,7 +231,7 @@ class RaftDriver:
                 request_timeout_ms=config.request_timeout_ms,
                 dialer=dialer,
             )
-            for voter, ep in config.voter_endpoints.items()
+            for voter, ep in {**config.bootstrap_servers, **config.voter_endpoints}.items()
             if voter != node_id
         }
         self._snapshot_policy = snapshot_policy or SnapshotPolicy()
@@ -236,6 +243,14 @@ class RaftDriver:
         self._records_since_snapshot = 0
         self._last_snapshot_ms = clock_ms()
         self.snapshots_written = 0
+        self._dialer = dialer
+        self._local_endpoint = local_endpoint
+        self._directory_id = directory_id
+        self._update_task: asyncio.Task[None] | None = None
+        self._replica_directories: dict[int, bytes] = {}  # replica id -> directory id its Fetch v17 named
+        self._update_retry_at_ms = 0
+        self._synced_voters: object = None  # the VotersRecord the peers were last built from
+        self._discovery: asyncio.Task[None] | None = None
         self._leader_known = asyncio.Event()
         self._idle_ratio = WindowedStat(_IDLE_SAMPLE_WINDOW_MS)
         self.fatal_error: str | None = None
@@ -268,7 +283,10 @@ class RaftDriver:
         return self._task is not None and not self._task.done()
 
     def voter_endpoints(self) -> dict[int, tuple[str, int]]:
-        return {voter: (ep.host, ep.port) for voter, ep in self.config.voter_endpoints.items()}
+        """Each voter's endpoint: the voter set in effect (KIP-853), else ``controller.quorum.voters``."""
+        if self._core is None:
+            return {voter: (ep.host, ep.port) for voter, ep in self.config.voter_endpoints.items()}
+        return {v.voter_id: (v.host, v.port) for v in self.voter_specs() if v.port}
 
     def add_committed_listener(self, listener: CommittedListener) -> None:
         """``listener(offset, payload)`` for every committed data entry, in order, once (register
@@ -401,6 +419,8 @@ class RaftDriver:
         correlation_id = self._next_inbound_id
         self._next_inbound_id = (correlation_id + 1) & 0x7FFF_FFFF
         key = (source, correlation_id)
+        if isinstance(message, FetchRequest) and message.replica_directory_id is not None and message.replica_id >= 0:
+            self._replica_directories[message.replica_id] = message.replica_directory_id  # KIP-853, Fetch v17
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inbound[key] = future
         self._post(("inbound", Inbound(source, correlation_id, message)))
@@ -417,25 +437,79 @@ class RaftDriver:
         with this replica's leader and epoch."""
         return error_response_to_wire(api_key, error_code, self.leader_id, self.epoch)
 
+    def voter_specs(self) -> tuple[VoterSpec, ...]:
+        """The voter set in effect with directory ids and endpoints: the last VotersRecord in the
+        log (KIP-853), else the static ``controller.quorum.voters`` (directory ids unknown: zero)."""
+        record = self.core.current_voters_record() if self._core is not None else None
+        if record is not None:
+            return tuple(record.voters)
+        return tuple(VoterSpec(v, bytes(16), ep.host, ep.port) for v, ep in sorted(self.config.voter_endpoints.items()))
+
     def describe_quorum(self) -> dict[str, Any]:
         """The DescribeQuorum response body as this replica can answer it (an error unless it is
         the leader; ``describe_quorum_anywhere`` asks the leader)."""
-        return response_to_wire(self.core.describe_quorum(self._clock_ms()))
+        return self._describe_body(self.core.describe_quorum(self._clock_ms()))
+
+    def _describe_body(self, message: DescribeQuorumResponse) -> dict[str, Any]:
+        """DescribeQuorum v2: voters' directory ids from the voter set, observers' from their Fetch v17."""
+        return response_to_wire(message, voters=self.voter_specs(), observer_directories=self._replica_directories)
 
     async def describe_quorum_anywhere(self) -> dict[str, Any]:
         """DescribeQuorum answered by the leader: locally, or forwarded to it (as Kafka's brokers
-        forward it to the active controller)."""
+        forward it to the active controller). The leader's answer is passed on as it is (v2)."""
         local = self.core.describe_quorum(self._clock_ms())
         peer = self._peers.get(local.leader_id)
         if local.error_code == ErrorCode.NONE or peer is None:
-            return response_to_wire(local)
+            return self._describe_body(local)
         try:
             api_key, version, body = request_to_wire(DescribeQuorumRequest())
             answer = await peer.request(api_key, version, body)
-            return response_to_wire(describe_quorum_from_wire(answer))
+            describe_quorum_from_wire(answer)  # checks the answer is one
+            return dict(answer)
         except Exception as exc:  # noqa: BLE001 - any failure of the forwarded request: "no leader to ask now"
             log.info("raft: DescribeQuorum forwarded to leader %d failed: %r", local.leader_id, exc)
             return response_to_wire(DescribeQuorumResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, self.epoch, -1))
+
+    # -- KIP-853 voter changes ---------------------------------------------------------------------
+    async def change_voters(self, operation: str, spec: VoterSpec, timeout_ms: int) -> tuple[int, str | None]:
+        """AddRaftVoter (``add``), RemoveRaftVoter (``remove``) or UpdateRaftVoter (``update``) on
+        the leader: ``(error_code, error_message)`` once the new VotersRecord is committed (Kafka
+        answers only then), REQUEST_TIMED_OUT after ``timeout_ms``, NOT_LEADER_OR_FOLLOWER if this
+        replica is not (or stops being) the leader first. The core decides and refuses
+        (``RaftCore.add_voter`` / ``remove_voter`` / ``update_voter``)."""
+        if not self.running:
+            raise RaftStoppedError("the metadata quorum driver is not running")
+        future: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
+        self._post(("voters", operation, spec, future))
+        try:
+            async with asyncio.timeout(max(timeout_ms, 1) / 1000):
+                return await future
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, f"the voter change was not committed within {timeout_ms} ms"
+        except NotLeaderError:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, "the leader changed before the voter change was committed"
+
+    async def forward_to_leader(
+        self, api_key: int, version: int, body: Mapping[str, Any], timeout_ms: int
+    ) -> Mapping[str, Any] | None:
+        """Send a request to the quorum leader and return its answer (None: no leader known or
+        reachable now), as Kafka's brokers forward AddRaftVoter/RemoveRaftVoter to the active
+        controller. A connection of its own: the answer may wait up to ``timeout_ms``."""
+        leader = self.leader_id
+        peer = self._peers.get(leader)
+        if leader < 0 or leader == self.node_id or peer is None:
+            return None
+        forward = PeerConnection(
+            leader, peer.host, peer.port, client_id=f"raft-{self.node_id}-forward",
+            request_timeout_ms=timeout_ms + self.config.request_timeout_ms, dialer=self._dialer,
+        )  # fmt: skip
+        try:
+            return await forward.request(api_key, version, body)
+        except Exception as exc:  # noqa: BLE001 - any failure: the caller answers "no leader now"
+            log.info("raft: %s forwarded to leader %d failed: %r", ApiKey(api_key).name, leader, exc)
+            return None
+        finally:
+            await forward.close()
 
     def metrics(self) -> dict[str, float | int | str]:
         """KIP-595 raft-manager metrics: the core's, plus the driver's poll-idle-ratio-avg and
@@ -521,6 +595,8 @@ class RaftDriver:
                 return
             self._appends.append(_PendingAppend(result.last_offset, result.epoch, future))
             self._execute(result.step)
+        elif kind == "voters":
+            self._voter_change_event(event[1], event[2], event[3], now_ms)
         elif kind == "resign":
             future = event[1]
             self._execute(core.resign(now_ms))
@@ -528,6 +604,140 @@ class RaftDriver:
                 future.set_result(None)
         elif kind == "snapshot":
             self._snapshot_written(event[1], now_ms)
+
+    def _voter_change_event(
+        self, operation: str, spec: VoterSpec, future: asyncio.Future[tuple[int, str | None]], now_ms: int
+    ) -> None:
+        if future.done():
+            return
+        core = self.core
+        fetched_with = self._replica_directories.get(spec.voter_id)
+        if operation == "add" and fetched_with is not None and fetched_with != spec.directory_id:
+            # KIP-853: the observer to add is the replica (id and directory) that fetches
+            future.set_result(
+                (ErrorCode.REQUEST_TIMED_OUT, f"Replica {spec.voter_id} fetches with another directory id")
+            )
+            return
+        if operation == "add":
+            result = core.add_voter(spec, now_ms)
+        elif operation == "remove":
+            directory_id = spec.directory_id if spec.directory_id != bytes(16) else None
+            result = core.remove_voter(spec.voter_id, directory_id, now_ms)
+        else:
+            result = core.update_voter(spec, now_ms)
+        if result.append is None:
+            future.set_result((int(result.error_code), result.error_message))
+            return
+        log.info("raft: voter change (%s voter %d) appended at offset %d", operation, spec.voter_id,
+                 result.append.last_offset)  # fmt: skip
+        committed: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future[int]) -> None:
+            if future.done():
+                return
+            if f.cancelled() or f.exception() is not None:
+                error = f.exception() if not f.cancelled() else None
+                if isinstance(error, NotLeaderError):
+                    future.set_result((ErrorCode.NOT_LEADER_OR_FOLLOWER, "the leader changed before the commit"))
+                else:
+                    future.set_result((ErrorCode.UNKNOWN_SERVER_ERROR, f"the quorum driver stopped: {error!r}"))
+            else:
+                future.set_result((ErrorCode.NONE, None))
+
+        committed.add_done_callback(done)
+        self._appends.append(_PendingAppend(result.append.last_offset, result.append.epoch, committed))
+        self._execute(result.append.step)
+
+    def _sync_peers(self) -> None:
+        """KIP-853: connections to every voter of the set in effect, at the endpoint it records
+        (a new voter gets one; a voter whose endpoint changed gets a new one)."""
+        record = self.core.current_voters_record()
+        if record is None or record is self._synced_voters:
+            return
+        self._synced_voters = record
+        for spec in record.voters:
+            if spec.voter_id != self.node_id and spec.port:
+                self._ensure_peer(spec.voter_id, spec.host, spec.port)
+
+    def _ensure_peer(self, node_id: int, host: str, port: int) -> None:
+        peer = self._peers.get(node_id)
+        if peer is not None and (peer.host, peer.port) == (host, port):
+            return
+        if peer is not None:
+            task = asyncio.create_task(peer.close(), name=f"raft-close-{node_id}")
+            self._outbound.add(task)
+            task.add_done_callback(self._outbound.discard)
+        log.info("raft: node %d reaches voter %d at %s:%d", self.node_id, node_id, host, port)
+        self._peers[node_id] = PeerConnection(
+            node_id, host, port, client_id=f"raft-{self.node_id}",
+            request_timeout_ms=self.config.request_timeout_ms, dialer=self._dialer,
+        )  # fmt: skip
+
+    def _maybe_update_voter(self) -> None:
+        """KIP-853 UpdateRaftVoter: this voter's entry records another endpoint than the one it
+        listens on now (its listeners changed since it was added): tell the leader, retried at
+        most every ``quorum.request.timeout.ms`` until the voter set records the new one."""
+        if self._local_endpoint is None or self._directory_id is None or self._stopping:
+            return
+        if self._update_task is not None and not self._update_task.done():
+            return
+        core = self.core
+        record = core.current_voters_record()
+        spec = record.spec(self.node_id) if record is not None else None
+        if spec is None or spec.directory_id != self._directory_id or core.leader_id < 0:
+            return
+        wanted = VoterSpec(self.node_id, self._directory_id, *self._local_endpoint)
+        now_ms = self._clock_ms()
+        if spec == wanted or now_ms < self._update_retry_at_ms:
+            return
+        self._update_retry_at_ms = now_ms + self.config.request_timeout_ms
+        self._update_task = asyncio.create_task(self._update_voter(wanted), name="raft-update-voter")
+        self._outbound.add(self._update_task)
+        self._update_task.add_done_callback(self._outbound.discard)
+
+    async def _update_voter(self, wanted: VoterSpec) -> None:
+        timeout_ms = self.config.request_timeout_ms
+        if self.is_leader:
+            code, message = await self.change_voters("update", wanted, timeout_ms)
+        else:
+            body = {
+                "cluster_id": self.cluster_id,
+                "current_leader_epoch": self.epoch,
+                "voter_id": wanted.voter_id,
+                "voter_directory_id": uuid.UUID(bytes=wanted.directory_id),
+                "listeners": [{"name": CONTROLLER_LISTENER_NAME, "host": wanted.host, "port": wanted.port}],
+                "kraft_version_feature": {"min_supported_version": 0, "max_supported_version": 1},
+            }
+            answer = await self.forward_to_leader(ApiKey.UPDATE_RAFT_VOTER, 0, body, timeout_ms)
+            code, message = (answer.get("error_code", 0), None) if answer is not None else (-1, "no leader reachable")
+        log.info("raft: UpdateRaftVoter of node %d to %s:%d: %s %s", wanted.voter_id, wanted.host, wanted.port,
+                 "accepted" if code == 0 else f"error {code}", message or "")  # fmt: skip
+
+    def _discover_endpoints(self) -> None:
+        """A replica asked to reach a node whose endpoint it does not know (a leader learnt from a
+        bootstrap server before any VotersRecord reached this log): ask a known peer for the
+        voters' endpoints (DescribeQuorum v2 ``Nodes``, KIP-853), one search at a time."""
+        if self._discovery is not None and not self._discovery.done():
+            return
+        candidates = list(self._peers.values())
+        if not candidates:
+            return
+        peer = self._rng.choice(candidates)
+        self._discovery = asyncio.create_task(self._discover_from(peer), name="raft-discover")
+        self._outbound.add(self._discovery)
+        self._discovery.add_done_callback(self._outbound.discard)
+
+    async def _discover_from(self, peer: PeerConnection) -> None:
+        try:
+            api_key, version, body = request_to_wire(DescribeQuorumRequest())
+            answer = await peer.request(api_key, version, body)
+        except Exception as exc:  # noqa: BLE001 - the core retries; the next miss asks again
+            log.debug("raft: endpoint discovery through %r failed: %r", peer, exc)
+            return
+        for node in answer.get("nodes") or ():
+            listeners = node["listeners"]
+            if node["node_id"] != self.node_id and listeners:
+                self._ensure_peer(node["node_id"], listeners[0]["host"], listeners[0]["port"])
 
     def _execute(self, step: StepResult) -> None:
         """Execute one step: persist (durably, in order), then send, then notify."""
@@ -551,6 +761,7 @@ class RaftDriver:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
             return
+        self._sync_peers()  # a VotersRecord appended in this step: its new voters are sent to next
         for send in step.send:
             if is_response(send.message):
                 self._answer(send.destination, send.correlation_id, send.message)
@@ -691,6 +902,8 @@ class RaftDriver:
 
     def _after_step(self) -> None:
         core = self.core
+        self._sync_peers()
+        self._maybe_update_voter()
         if core.leader_id >= 0:
             self._leader_known.set()
         if self._appends and not core.is_leader:
@@ -711,6 +924,8 @@ class RaftDriver:
         FetchSnapshot response's bytes are read from the snapshot file."""
         if isinstance(message, FetchSnapshotResponse) and message.error_code == ErrorCode.NONE:
             return response_to_wire(self._read_snapshot_chunk(message))
+        if isinstance(message, DescribeQuorumResponse):
+            return self._describe_body(message)
         if not isinstance(message, FetchResponse) or not message.records:
             return response_to_wire(message)
         try:
@@ -722,7 +937,8 @@ class RaftDriver:
     def _request(self, destination: int, correlation_id: int, message: Message) -> None:
         peer = self._peers.get(destination)
         if peer is None:
-            log.warning("raft: no endpoint for replica %d; request dropped", destination)
+            log.info("raft: no endpoint for replica %d yet; asking the quorum for it", destination)
+            self._discover_endpoints()
             self._post(("failed", destination, correlation_id))
             return
         task = asyncio.create_task(self._send_request(peer, correlation_id, message), name=f"raft-to-{destination}")
@@ -737,7 +953,8 @@ class RaftDriver:
         (a request the core never hears back about would stay in flight until it expires)."""
         name = type(message).__name__
         try:
-            api_key, version, body = request_to_wire(message)  # type: ignore[arg-type]
+            dynamic = self._directory_id is not None and bool(self.config.bootstrap_servers)
+            api_key, version, body = request_to_wire(message, self._directory_id if dynamic else None)  # type: ignore[arg-type]
             answer = await peer.request(api_key, version, body)
             response = response_from_wire(api_key, answer, self._decode_records)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the core must hear of it to retry

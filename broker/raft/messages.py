@@ -91,6 +91,7 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     log_start_offset: int = 0
+    replica_directory_id: bytes | None = None  # KIP-853 (Fetch v17); the core does not read it
 
 
 @dataclass(frozen=True, slots=True)

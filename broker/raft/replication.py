@@ -329,14 +329,15 @@ class ReplicationHandlers(CoreBase):
 
     def _send_fetch_requests(self, now_ms: int) -> None:
         """A follower fetches from its leader. An observer, or a voter without leader or vote
-        (e.g. at start-up), fetches from a random voter until it learns the leader."""
+        (e.g. at start-up), fetches from a random voter until it learns the leader; with KIP-853
+        ``controller.quorum.bootstrap.servers`` (negative ids) also from those, so a replica
+        whose log names no voter yet finds the leader."""
         state = self.quorum.state
         if isinstance(state, FollowerState):
             target: int | None = state.leader if self._requests.is_ready(state.leader, now_ms) else None
         elif isinstance(state, ObserverState | UnattachedState) and not self._requests.has_in_flight():
-            choices = sorted(
-                v for v in self.quorum.voters if v != self.local_id and not self._requests.is_backing_off(v, now_ms)
-            )
+            known = self.quorum.voters | frozenset(self.config.bootstrap_servers)
+            choices = sorted(v for v in known if v != self.local_id and not self._requests.is_backing_off(v, now_ms))
             target = self._rng.choice(choices) if choices else None
         else:
             target = None

@@ -5,10 +5,11 @@ Outbound (the driver): ``request_to_wire(message)`` gives ``(api_key, version, b
 ``request_from_wire(api_key, version, body)`` gives ``(source, message)`` and
 ``response_to_wire(message, ...)`` the body to answer with.
 
-Versions sent: Vote/BeginQuorumEpoch/EndQuorumEpoch v0, DescribeQuorum v1, Fetch v12 (the first
-with the KIP-595 fields; topics by name), FetchSnapshot v0 (KIP-630; a Fetch answer's
-``SnapshotId`` tells a replica behind the log start which snapshot to fetch). Every request
-names ``__cluster_metadata`` partition 0; a request for anything else is answered
+Versions sent: Vote/BeginQuorumEpoch/EndQuorumEpoch v0, DescribeQuorum v2, Fetch v12 (the first
+with the KIP-595 fields; topics by name), or v17 in a dynamic quorum (KIP-853: it carries the
+fetching replica's directory id; topics by id), FetchSnapshot v0 (KIP-630; a Fetch answer's
+``SnapshotId`` tells a replica behind the log start which snapshot to fetch). Every request names
+``__cluster_metadata`` partition 0; a request for anything else is answered
 UNKNOWN_TOPIC_OR_PARTITION by the handlers. As Kafka does, INCONSISTENT_CLUSTER_ID is the
 top-level error code of a response; we also repeat it in the partition, whose
 ``leader_id``/``leader_epoch`` the receiving core needs.
@@ -29,10 +30,10 @@ the core raise (review finding 3).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker.raft.log import Entry
+from broker.raft.log import Entry, VoterSpec
 from broker.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -61,8 +62,10 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, for Fetch v13+
 FETCH_VERSION = 12
-DESCRIBE_QUORUM_VERSION = 1
+FETCH_DIRECTORY_VERSION = 17  # KIP-853: with ReplicaDirectoryId (sent in a dynamic quorum only)
+DESCRIBE_QUORUM_VERSION = 2
 FETCH_SNAPSHOT_VERSION = 0
+CONTROLLER_LISTENER_NAME = "CONTROLLER"  # the listener name a VotersRecord endpoint is recorded under
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 _ADMIN_SOURCE = -1
 
@@ -92,8 +95,9 @@ def _top_level(error: ErrorCode) -> int:
 # -- outbound requests ---------------------------------------------------------------------------
 
 
-def request_to_wire(message: Request) -> tuple[int, int, dict[str, Any]]:
-    """A core request as ``(api_key, version, body)``."""
+def request_to_wire(message: Request, directory_id: bytes | None = None) -> tuple[int, int, dict[str, Any]]:
+    """A core request as ``(api_key, version, body)``. ``directory_id``: this replica's (a dynamic
+    quorum, KIP-853): a Fetch goes as v17, which carries it; otherwise as v12 (by topic name)."""
     if isinstance(message, VoteRequest):
         partition = {
             "candidate_epoch": message.candidate_epoch,
@@ -131,6 +135,11 @@ def request_to_wire(message: Request) -> tuple[int, int, dict[str, Any]]:
             "max_bytes": FETCH_MAX_BYTES,
             "topics": [{"topic": METADATA_TOPIC, "partitions": [fetch_partition]}],
         }
+        if directory_id is not None:
+            fetch_partition["replica_directory_id"] = uuid.UUID(bytes=bytes(directory_id))
+            fetch_body["replica_state"] = {"replica_id": message.replica_id, "replica_epoch": -1}
+            fetch_body["topics"] = [{"topic_id": METADATA_TOPIC_ID, "partitions": [fetch_partition]}]
+            return ApiKey.FETCH, FETCH_DIRECTORY_VERSION, fetch_body
         return ApiKey.FETCH, FETCH_VERSION, fetch_body
     if isinstance(message, DescribeQuorumRequest):
         return ApiKey.DESCRIBE_QUORUM, DESCRIBE_QUORUM_VERSION, {"topics": _topics("topic_name", {})}
@@ -214,6 +223,7 @@ def request_from_wire(api_key: int, version: int, body: Mapping[str, Any]) -> tu
             p["fetch_offset"],
             p["last_fetched_epoch"],
             max(p["log_start_offset"], 0),
+            p["replica_directory_id"].bytes if version >= FETCH_DIRECTORY_VERSION else None,
         )
         _check_fetch(fetch)
         return replica_id, fetch
@@ -274,17 +284,34 @@ def _check_fetch(request: FetchRequest) -> None:
 # -- responses -----------------------------------------------------------------------------------
 
 
-def _replica(state: ReplicaState) -> dict[str, int]:
+def _replica(state: ReplicaState, directory_ids: Mapping[int, bytes] | None = None) -> dict[str, Any]:
+    directory_id = (directory_ids or {}).get(state.replica_id, bytes(16))
     return {
         "replica_id": state.replica_id,
+        "replica_directory_id": uuid.UUID(bytes=bytes(directory_id)),
         "log_end_offset": state.log_end_offset,
         "last_fetch_timestamp": state.last_fetch_timestamp,
         "last_caught_up_timestamp": state.last_caught_up_timestamp,
     }
 
 
-def response_to_wire(message: Response, encode_records: RecordsEncoder | None = None) -> dict[str, Any]:
-    """The wire body answering with ``message`` (``encode_records`` turns Fetch entries to bytes)."""
+def _nodes(voters: Sequence[VoterSpec]) -> list[dict[str, Any]]:
+    """DescribeQuorum v2 ``Nodes``: each voter's controller endpoint (KIP-853)."""
+    return [
+        {"node_id": v.voter_id, "listeners": [{"name": CONTROLLER_LISTENER_NAME, "host": v.host, "port": v.port}]}
+        for v in voters
+        if v.port
+    ]
+
+
+def response_to_wire(
+    message: Response,
+    encode_records: RecordsEncoder | None = None,
+    voters: Sequence[VoterSpec] = (),
+    observer_directories: Mapping[int, bytes] | None = None,
+) -> dict[str, Any]:
+    """The wire body answering with ``message`` (``encode_records`` turns Fetch entries to bytes;
+    ``voters``: the voter set in effect, whose directory ids and endpoints DescribeQuorum v2 carries)."""
     if isinstance(message, VoteResponse):
         partition = {
             "error_code": _code(message.error_code),
@@ -305,15 +332,16 @@ def response_to_wire(message: Response, encode_records: RecordsEncoder | None = 
     if isinstance(message, FetchSnapshotResponse):
         return fetch_snapshot_response_to_wire(message)
     if isinstance(message, DescribeQuorumResponse):
+        directory_ids = {v.voter_id: v.directory_id for v in voters}
         quorum: dict[str, Any] = {
             "error_code": _code(message.error_code),
             "leader_id": message.leader_id,
             "leader_epoch": message.leader_epoch,
             "high_watermark": message.high_watermark,
-            "current_voters": [_replica(r) for r in message.current_voters],
-            "observers": [_replica(r) for r in message.observers],
+            "current_voters": [_replica(r, directory_ids) for r in message.current_voters],
+            "observers": [_replica(r, observer_directories) for r in message.observers],
         }
-        return {"error_code": 0, "topics": _topics("topic_name", quorum)}
+        return {"error_code": 0, "topics": _topics("topic_name", quorum), "nodes": _nodes(voters)}
     raise TypeError(f"not a response: {message!r}")
 
 
@@ -338,6 +366,7 @@ def error_response_to_wire(api_key: int, error_code: int, leader_id: int, leader
         partition["vote_granted"] = False
     elif api_key == ApiKey.DESCRIBE_QUORUM:
         partition.update(high_watermark=-1, current_voters=[], observers=[])
+        return {"error_code": 0, "topics": _topics("topic_name", partition), "nodes": []}
     elif api_key not in (ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH):
         raise ValueError(f"api key {api_key} is not a KIP-595 request")
     return {"error_code": 0, "topics": _topics("topic_name", partition)}

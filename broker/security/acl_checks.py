@@ -169,6 +169,9 @@ CHECKS: dict[int, tuple[Check, ...]] = {
     ApiKey.END_QUORUM_EPOCH: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.FETCH_SNAPSHOT: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.DESCRIBE_QUORUM: (Cluster(Operation.DESCRIBE),),
+    ApiKey.ADD_RAFT_VOTER: (Cluster(Operation.ALTER),),  # KIP-853, as Kafka's KafkaApis/ControllerApis
+    ApiKey.REMOVE_RAFT_VOTER: (Cluster(Operation.ALTER),),
+    ApiKey.UPDATE_RAFT_VOTER: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.BROKER_REGISTRATION: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.BROKER_HEARTBEAT: (Cluster(Operation.CLUSTER_ACTION),),
     ApiKey.ALTER_PARTITION: (Cluster(Operation.CLUSTER_ACTION),),

@@ -57,11 +57,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--feature", "-f", action="append", default=[], help="feature=level (checked only)")
     quorum = p.add_mutually_exclusive_group()
     quorum.add_argument("--standalone", "-s", action="store_true",
-                        help="A controller without controller.quorum.voters: a one-voter quorum.")  # fmt: skip
+                        help="Used to initialize a controller as a single-node dynamic quorum (KIP-853).")  # fmt: skip
     quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
-                        help="Accepted with controller.quorum.voters (pylog has no dynamic quorum).")  # fmt: skip
+                        help="A controller that joins a dynamic quorum later (then metadata-quorum "
+                             "add-controller), or one of a static quorum.")  # fmt: skip
     quorum.add_argument("--initial-controllers", "-I", metavar="INITIAL_CONTROLLERS",
-                        help="id@host:port:directory,... (refused: pylog has no dynamic quorum, KIP-853)")  # fmt: skip
+                        help="The first voters of a dynamic quorum: id@host:port:directoryId,... "
+                             "(directory ids from pylog storage random-uuid)")  # fmt: skip
     p.set_defaults(handler=run_format)
     p = verbs.add_parser("info", help="Get information about the log directories on this node.", parents=[common])
     _config_flags(p)

@@ -76,7 +76,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.VOTE: (0, 0),
     ApiKey.BEGIN_QUORUM_EPOCH: (0, 0),
     ApiKey.END_QUORUM_EPOCH: (0, 0),
-    ApiKey.DESCRIBE_QUORUM: (0, 1),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),  # v2 (KIP-853 directory ids and voter nodes): Kafka 4.1's range
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.BROKER_REGISTRATION: (0, 0),
     ApiKey.BROKER_HEARTBEAT: (0, 0),
@@ -116,6 +116,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 0),
+    # KIP-853 dynamic quorum at Kafka 4.1.1's ranges (UpdateRaftVoter: controller listener only)
+    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
 }
 
 # Produce v0-v2 carry message format v0/v1, which pylog does not store (see docs/compatibility.md).
@@ -131,6 +135,7 @@ KRAFT_CONTROLLER_APIS: frozenset[int] = frozenset(
         ApiKey.BROKER_REGISTRATION,
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.ALTER_PARTITION,
+        ApiKey.UPDATE_RAFT_VOTER,
     }
 )
 

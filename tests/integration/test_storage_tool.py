@@ -7,6 +7,9 @@ Nodes"; ``MetaPropertiesEnsemble``).
   and with ``--ignore-formatted``, ``info`` after (the random ``directory.id`` aside), ``info`` with
   one dir unformatted, and the refusals (bad ``--add-scram`` arguments, ``--standalone`` with
   ``controller.quorum.voters``, a release version out of range) print the same lines and exit codes.
+* KIP-853: ``--standalone``, ``--initial-controllers`` and ``--no-initial-controllers`` on a controller
+  of a dynamic quorum print the same lines, and the bootstrap checkpoint's VotersRecord decodes in
+  Kafka's kafka-dump-log as Kafka's does.
 * ``python -m broker`` refuses to start on an unformatted dir (naming ``pylog storage format``),
   on a dir of another node id and on a dir of another cluster, and never listens.
 * ``--add-scram`` credentials are in the metadata of a new KRaft node: a SCRAM-SHA-256 client logs
@@ -15,6 +18,7 @@ Nodes"; ``MetaPropertiesEnsemble``).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -81,6 +85,8 @@ def test_format_and_info_print_what_kafka_storage_prints(tmp_path: Path) -> None
             # Kafka's order of the "Formatting ..." lines is not the same from run to run (one run
             # printed d2 first); pylog prints them in log.dirs order: compare them as a set
             kafka, pylog = ((code, "\n".join(sorted(out.splitlines())), err) for code, out, err in (kafka, pylog))
+            # likewise which dir Kafka names as "already formatted" (the first in its hash order)
+            kafka, pylog = ((c, o, re.sub(r"ROOT/d\d is", "ROOT/dN is", e)) for c, o, e in (kafka, pylog))
         assert pylog == kafka, args
 
     same("info", "--config", "CONFIG")  # both dirs missing: "Found problems:", exit 1
@@ -161,3 +167,83 @@ def test_add_scram_credentials_log_in_on_a_new_kraft_node(tmp_path: Path) -> Non
         assert errors == [None]
         with pytest.raises(KafkaException):
             AdminClient({**sasl, "sasl.password": "wrong"}).list_topics(timeout=10)
+
+
+def write_dynamic_config(root: Path, node_id: int = 1) -> Path:
+    """A controller of a KIP-853 dynamic quorum: bootstrap servers, no voters."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "controller.properties"
+    config.write_text(
+        f"process.roles=controller\nnode.id={node_id}\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\n"
+        "listeners=CONTROLLER://127.0.0.1:19093\ncontroller.listener.names=CONTROLLER\n"
+        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT\nlog.dirs={root / 'd1'}\n"
+    )
+    return config
+
+
+def checkpoint_voters(root: Path) -> list[dict[str, object]]:
+    """The VotersRecord of the bootstrap checkpoint as Kafka's kafka-dump-log decodes it."""
+    checkpoint = root / "d1" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    done = kafka_tool("kafka-dump-log", "--cluster-metadata-decoder", "--files", str(checkpoint))
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"KRaftVersion \{\"version\":0,\"kRaftVersion\":1\}", done.stdout), done.stdout
+    match = re.search(r"KRaftVoters (\{.*\})", done.stdout)
+    assert match, done.stdout
+    return list(json.loads(match.group(1))["voters"])
+
+
+def directory_id(root: Path) -> str:
+    text = (root / "d1" / "meta.properties").read_text()
+    return re.search(r"directory\.id=(\S+)", text).group(1)  # type: ignore[union-attr]
+
+
+def test_dynamic_quorum_format_matches_kafka_storage(tmp_path: Path) -> None:
+    """KIP-853 formatting (Kafka documentation "Provisioning Nodes", dynamic quorum): ``--standalone``
+    and ``--initial-controllers`` print what kafka-storage prints and write a bootstrap checkpoint
+    whose VotersRecord Kafka's own kafka-dump-log decodes as it decodes Kafka's (the node's
+    ``directory.id`` in it); ``--no-initial-controllers`` writes none. A node whose directory id is
+    not the one its voter entry names refuses to start, naming ``pylog storage format``."""
+    ids = {1: "ABEiM0RVZneImaq7zN3u_w", 2: "EBEiM0RVZneImaq7zN3u_w"}
+    initial = ",".join(f"{n}@127.0.0.1:{19092 + n}:{d}" for n, d in ids.items())
+    for flags in (["--standalone"], ["--initial-controllers", initial], ["--no-initial-controllers"], []):
+        label = flags[0] if flags else "none"
+        kafka_root, pylog_root = tmp_path / label / "kafka", tmp_path / label / "pylog"
+        try:
+            kafka = kafka_tool("kafka-storage", "format", "-c", str(write_dynamic_config(kafka_root)), "-t",
+                               CLUSTER_ID, *flags)  # fmt: skip
+        except KafkaUnavailable as exc:
+            pytest.skip(str(exc))
+        pylog = pylog_storage("format", "-c", str(write_dynamic_config(pylog_root)), "-t", CLUSTER_ID, *flags)
+        assert (pylog.returncode, normalised(pylog.stdout, pylog_root)) == (
+            kafka.returncode, normalised(kafka.stdout, kafka_root)
+        ), label  # fmt: skip
+        if not flags:
+            assert kafka.returncode == pylog.returncode == 1
+            assert pylog.stderr.strip() in kafka.stderr + kafka.stdout
+            continue
+        has_checkpoint = flags[0] != "--no-initial-controllers"
+        for root in (kafka_root, pylog_root):
+            checkpoint = root / "d1" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+            assert checkpoint.exists() == has_checkpoint, (label, root)
+        if not has_checkpoint:
+            continue
+        kafka_voters, pylog_voters = checkpoint_voters(kafka_root), checkpoint_voters(pylog_root)
+        assert pylog_voters[0]["voterDirectoryId"] == directory_id(pylog_root)
+        if flags[0] == "--initial-controllers":
+            assert directory_id(pylog_root) == directory_id(kafka_root) == ids[1]
+            assert pylog_voters == kafka_voters
+        else:
+            for voters in (kafka_voters, pylog_voters):
+                voters[0].pop("voterDirectoryId")
+            assert pylog_voters == kafka_voters
+
+    # the metadata dir of node 1 formatted with --initial-controllers, then given another directory id
+    root = tmp_path / "--initial-controllers" / "pylog"
+    meta = root / "d1" / "meta.properties"
+    meta.write_text(meta.read_text().replace(ids[1], ids[2]))
+    config = root / "controller.properties"
+    done = subprocess.run([sys.executable, "-m", "broker", "--config", str(config)], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert "pylog storage format" in done.stderr
+    assert f"directory id {ids[1]}" in done.stderr

@@ -5,7 +5,9 @@ transactions, v5 log start offset, v7 fetch sessions (KIP-227: session id/epoch,
 topics), v9 current leader epoch (KIP-320), v11 rack id and preferred read replica (KIP-392), v12
 flexible with the Raft fields (cluster id, last fetched epoch, diverging epoch, current leader,
 snapshot id; KIP-595), v13 topic ids replace names (KIP-516), v15 replica state (KIP-903), v16
-node endpoints (KIP-951). ``records`` stays raw bytes (a memoryview on decode).
+node endpoints (KIP-951), v17 the fetching replica's directory id (KIP-853, a tagged field; pylog
+declares v17 for its Raft replication in a dynamic quorum, ApiVersions still advertises 0-16).
+``records`` stays raw bytes (a memoryview on decode).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.dsl import api
 
 FETCH = api(
-    ApiKey.FETCH, "0-16", "12+",
+    ApiKey.FETCH, "0-17", "12+",
     request="""
         cluster_id                string  12+  null  tag=0  default=null
         replica_id                int32   0-14  default=-1
@@ -37,6 +39,7 @@ FETCH = api(
             last_fetched_epoch    int32   12+  default=-1
             log_start_offset      int64   5+  default=-1
             partition_max_bytes   int32
+            replica_directory_id  uuid    17+  tag=0
         forgotten_topics_data     []      7+
           topic                   string  7-12
           topic_id                uuid    13+

@@ -12,6 +12,7 @@ from broker.api.admin import handle_describe_cluster
 from broker.api.context import Request
 from broker.config import BrokerConfig
 from broker.network.connection import ConnectionContext
+from broker.raft.config import parse_quorum_voters
 from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire import ApiKey
 from pyspark_log.wire.errors import ErrorCode
@@ -30,6 +31,9 @@ class Image:
         self.brokers = {2: endpoint}
 
 
+VOTER_ENDPOINTS = {v.voter_id: (v.host, v.port) for v in parse_quorum_voters(VOTERS).values()}  # the set in effect
+
+
 def broker(
     *, roles: str = "broker,controller", node_id: int = 2, raft: bool = True,
     controller_listeners: frozenset[str] = frozenset(),
@@ -40,7 +44,7 @@ def broker(
     image = Image()
     return SimpleNamespace(
         config=config,
-        raft=SimpleNamespace(leader_id=3) if raft else None,
+        raft=SimpleNamespace(leader_id=3, voter_endpoints=lambda: VOTER_ENDPOINTS) if raft else None,
         listener_policy=ListenerPolicy(controller_listeners),
         image=lambda: image,
     )

@@ -165,7 +165,7 @@ def test_unsupported_version_is_refused():
     from pyspark_log.wire import UnsupportedVersionError
 
     with pytest.raises(UnsupportedVersionError):
-        get_api(ApiKey.FETCH).request.encode({}, 17)
+        get_api(ApiKey.FETCH).request.encode({}, 18)
     with pytest.raises(UnsupportedVersionError):
         get_api(ApiKey.FETCH).request.decode(b"", -1)
 

@@ -46,12 +46,17 @@ def test_ranges_match_kafka_3_7_as_recorded_by_kafka_python():
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 1)
         elif key == ApiKey.UNREGISTER_BROKER:  # KIP-631, not in 3.7's broker list: Kafka 4.1's range
             assert versions == BROKER_API_VERSIONS[(4, 1)][key] == (0, 0)
-        elif key in KIP932_APIS:  # share groups: Kafka 4.1's ranges (v1 of 76-79, v0 of 83-87 and 90-91)
+        elif key in KIP932_APIS or key in (ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
+            # share groups (v1 of 76-79, v0 of 83-87 and 90-91) and KIP-853: Kafka 4.1's ranges
             assert versions == BROKER_API_VERSIONS[(4, 1)][key], ApiKey(key).name
+        elif key == ApiKey.UPDATE_RAFT_VOTER:  # KIP-853, controller listener only in Kafka 4.1
+            assert versions == (0, 0)
         elif key in recorded:  # the KIP-595 quorum APIs live on the controller listener there
             assert recorded[key] == versions, ApiKey(key).name
     # + KRaft broker registration, ConsumerGroupDescribe (not in 3.7)
-    assert set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 59, 62, 63, 64, 69} | KIP932_APIS  # 59: KIP-630
+    assert (
+        set(SUPPORTED_VERSIONS) - set(recorded) == {52, 53, 54, 55, 59, 62, 63, 64, 69, 80, 81, 82} | KIP932_APIS
+    )  # 59: KIP-630
 
 
 def test_kafka_python_infers_kafka_3_7():
