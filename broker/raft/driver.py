@@ -310,6 +310,8 @@ class RaftDriver:
         stored = self._state_file.read()
         loop = asyncio.get_running_loop()
         snapshot = await loop.run_in_executor(None, load_newest_valid, self.metadata_dir)
+        if snapshot is not None and snapshot.snapshot_id.end_offset == 0:
+            snapshot = None  # KIP-853's bootstrap checkpoint (0-0): read by bootstrap.py for its voter set only
         entries = self._log.open()
         now_ms = self._clock_ms()
         problem = _snapshot_log_mismatch(snapshot.snapshot_id if snapshot else None, self._log.start_offset)

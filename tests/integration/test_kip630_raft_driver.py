@@ -12,7 +12,8 @@ from broker.raft.driver import RaftDriver
 from broker.raft.log import VoterSpec, VotersRecord
 from broker.raft.snapshot import RetentionPolicy, SnapshotPolicy
 from broker.raft.store import list_snapshots, load_newest_valid
-from tests.integration.raft_driver_harness import FAST, Node, wait_until
+from tests.integration.raft_driver_harness import FAST, Node
+from tests.waiting import wait_until_async
 
 
 def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_path: Path) -> None:
@@ -53,10 +54,10 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
         driver = make()
         await driver.start()
         try:
-            await wait_until(lambda: driver.is_leader, what="leadership")
+            await wait_until_async(lambda: driver.is_leader, what="leadership")
             for i in range(60):
                 await driver.append([f"record-{i:03d}".encode() * 3])
-            await wait_until(lambda: driver.core.log.start_offset > 0, what="a deleted log prefix")
+            await wait_until_async(lambda: driver.core.log.start_offset > 0, what="a deleted log prefix")
             assert list_snapshots(node.dir)
             snapshot = load_newest_valid(node.dir)
             assert snapshot is not None
@@ -72,9 +73,9 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
         try:
             assert loaded
             assert loaded[-1][0] == max(list_snapshots(node.dir)).end_offset
-            await wait_until(lambda: applied[: len(before)] == before, what="the whole state back")
+            await wait_until_async(lambda: applied[: len(before)] == before, what="the whole state back")
             assert driver.core.voters == frozenset({1})
-            await wait_until(lambda: driver.is_leader, what="leadership after restart")
+            await wait_until_async(lambda: driver.is_leader, what="leadership after restart")
             await driver.append([b"after-restart"])
             assert applied[-1] == b"after-restart"
             before = list(applied)
@@ -90,7 +91,7 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
         await driver.start()
         try:
             assert loaded[-1][0] == newest.end_offset
-            await wait_until(lambda: driver.is_leader, what="leadership from a bare snapshot")
+            await wait_until_async(lambda: driver.is_leader, what="leadership from a bare snapshot")
             await driver.append([b"after-restore"])
             assert applied[-1] == b"after-restore"
             assert driver.core.log.start_offset == newest.end_offset
@@ -147,24 +148,26 @@ def test_a_voter_behind_the_log_start_fetches_the_snapshot_in_chunks(tmp_path: P
         for r in replicas.values():
             await r.make(ports).start()
         try:
-            await wait_until(lambda: any(r.node.driver.is_leader for r in replicas.values()), what="a leader")
+            await wait_until_async(lambda: any(r.node.driver.is_leader for r in replicas.values()), what="a leader")
             leader = next(r for r in replicas.values() if r.node.driver.is_leader)
             lagging = next(r for r in replicas.values() if r is not leader)
             await lagging.node.driver.shutdown(graceful=False)
             lagging_end = lagging.node.driver.core.log.end_offset
             for i in range(80):
                 await leader.node.driver.append([f"payload-{i:03d}".encode() * 2])
-            await wait_until(lambda: leader.node.driver.core.log.start_offset > lagging_end, what="prefix deleted")
+            await wait_until_async(
+                lambda: leader.node.driver.core.log.start_offset > lagging_end, what="prefix deleted"
+            )
             driver = lagging.make(ports)
             await driver.start()
             driver.core.snapshot_chunk_bytes = 128
             await leader.node.driver.append([b"after"])
-            await wait_until(lambda: lagging.applied == leader.applied, what="the lagging voter caught up")
+            await wait_until_async(lambda: lagging.applied == leader.applied, what="the lagging voter caught up")
             assert lagging.loads == 1
             assert list_snapshots(lagging.node.dir)
             assert driver.core.log.start_offset == max(list_snapshots(lagging.node.dir)).end_offset
             await leader.node.driver.append([b"later"])
-            await wait_until(lambda: lagging.applied[-1:] == [b"later"], what="Fetch after the snapshot")
+            await wait_until_async(lambda: lagging.applied[-1:] == [b"later"], what="Fetch after the snapshot")
         finally:
             for r in replicas.values():
                 if r.node.driver is not None:

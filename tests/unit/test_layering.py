@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.source_parsing import parse as parse_source
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,7 +144,7 @@ def _imported_by_call(node: ast.Call, package: str) -> str | None:
 
 def imports_in(module: str, package: str, source: str, filename: str = "<source>") -> Iterator[Import]:
     """The imports of ``source``, the text of ``module`` (in ``package``)."""
-    for node in ast.walk(ast.parse(source, filename=filename)):
+    for node in ast.walk(parse_source(source, filename=filename)):
         if isinstance(node, ast.Call):
             target = _imported_by_call(node, package)
             if target is not None:
@@ -240,7 +242,7 @@ def test_pure_cores_import_no_io() -> None:
 
 
 def docstring_of(module: str) -> str:
-    return ast.get_docstring(ast.parse(MODULES[module].read_text(encoding="utf-8"))) or ""
+    return ast.get_docstring(parse_source(MODULES[module].read_text(encoding="utf-8"))) or ""
 
 
 def io_imports(module: str) -> list[Import]:
@@ -308,7 +310,7 @@ def _function(tree: ast.Module, qualified: str) -> ast.FunctionDef | ast.AsyncFu
 def test_pure_functions_beside_io_use_none_of_it() -> None:
     problems = []
     for module, functions in PURE_FUNCTIONS_BESIDE_IO.items():
-        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        tree = parse_source(MODULES[module].read_text(encoding="utf-8"))
         io_names = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

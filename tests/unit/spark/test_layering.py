@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import pyspark_log.spark
+from tests.unit.source_parsing import parse as parse_source
 
 SPARK_DIR = Path(pyspark_log.spark.__file__).parent
 PURE = ["access", "specs", "options", "offsets", "planning", "decode"]
@@ -15,7 +16,7 @@ PURE = ["access", "specs", "options", "offsets", "planning", "decode"]
 
 def imported_modules(path: Path) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_source(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -32,6 +33,6 @@ def test_pure_modules_do_not_import_pyspark(module: str) -> None:
 
 def test_package_root_imports_spark_lazily() -> None:
     root = Path(pyspark_log.spark.__file__).parent.parent / "__init__.py"
-    tree = ast.parse(root.read_text())
+    tree = parse_source(root.read_text())
     top_level = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     assert all("spark" not in (getattr(n, "module", "") or "") for n in top_level)
