@@ -311,7 +311,7 @@ class BrokerConfig:
         if not values["controller.quorum.voters"] and values["quorum.voters"]:
             values["controller.quorum.voters"] = values["quorum.voters"]
         for name in list(values):
-            # Kafka 3.x spells the KIP-595 timeouts controller.quorum.*; the seed's quorum.* wins if both are given
+            # Kafka 3.x spells the KIP-595 timeouts controller.quorum.*; KIP-595's quorum.* wins if both are given
             if name.startswith("controller.quorum.") and name.endswith(".ms") and values[name] is not None:
                 plain = name.removeprefix("controller.")
                 if plain not in raw:

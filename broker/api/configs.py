@@ -276,7 +276,7 @@ def describe_topic_configs(broker: Broker, topic: str, *, overrides: Mapping[str
     return sorted(out, key=lambda c: c["name"])
 
 
-# The seed's (KIP-595's) names of keys Kafka spells ``controller.quorum.*``.
+# KIP-595's names of keys Kafka spells ``controller.quorum.*``.
 _KAFKA_QUORUM_KEYS = frozenset(
     {
         "quorum.voters",
@@ -300,7 +300,7 @@ def describe_broker_configs(broker: Broker, *, default_resource: bool = False) -
     (the resource ``""``) only the cluster-wide dynamic defaults are listed, as Kafka does.
 
     The KIP-595 timeouts are listed under Kafka's names (``controller.quorum.election.timeout.ms``
-    ...) with their effective values; the seed's spellings (``quorum.*``) only when given."""
+    ...) with their effective values; KIP-595's spellings (``quorum.*``) only when given."""
     dynamic_configs = broker.image().broker_configs
     if default_resource:
         return [

@@ -15,7 +15,7 @@
 - Three entry points by who asks: the KIP-595 metadata quorum (``broker.api.raft``), a follower
   replica (``replica_id`` ≥ 0, or ``replica_state`` from v15: ``ReplicaManager.read_for_follower``
   reads up to the log end, records the follower's progress and answers ``diverging_epoch`` when
-  its ``last_fetched_epoch`` does not match this log, seed 000 §4.7, KIP-595/KIP-320), and a
+  its ``last_fetched_epoch`` does not match this log, Kafka documentation §4.7 "Replication", KIP-595/KIP-320), and a
   consumer (up to the high watermark or LSO). Followers wait for appends, consumers for the
   high watermark to move.
 - Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is always 0, which tells

@@ -1,11 +1,12 @@
 """FindCoordinator (10): which broker coordinates a group (key type 0), a transactional id (1)
 or a share-partition's state (2, SHARE: KIP-932's share coordinator).
 
-Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
+Kafka documentation §5.5 "Distribution": a consumer "issues a FindCoordinatorRequest to any Kafka broker" to learn its
 group's coordinator: the leader of partition ``abs(hashCode(group)) % partitions`` of
 ``__consumer_offsets``. That internal topic (``cleanup.policy=compact``) is created on first use
 with ``offsets.topic.num.partitions`` partitions and ``offsets.topic.segment.bytes``, as Kafka
-does. A transactional id (key type 1; seed 003 "트랜잭션 코디네이터") is coordinated by the leader of partition
+does. A transactional id (key type 1; Kafka documentation §4.6 "Message Delivery Semantics", the transaction
+coordinator) is coordinated by the leader of partition
 ``abs(hashCode(transactional id)) % partitions`` of ``__transaction_state``, created on first use
 the same way (``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor``,
 ``transaction.state.log.segment.bytes``, compacted, uncompressed).

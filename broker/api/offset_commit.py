@@ -1,6 +1,6 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9), OffsetDelete (47), TxnOffsetCommit (28).
 
-Seed 002 §5.5: the coordinator appends each commit to ``__consumer_offsets`` before it answers
+Kafka documentation §5.5 "Distribution": the coordinator appends each commit to ``__consumer_offsets`` before it answers
 (and, as Kafka with ``offsets.commit.required.acks=-1``, waits until the offsets partition's ISR
 has it, at most ``offsets.commit.timeout.ms``),
 and answers fetches from its cache; while the group's partition loads, both get

@@ -1,8 +1,8 @@
-"""Client quota enforcement on the request path (seed 000 §4.9 Enforcement, KIP-219).
+"""Client quota enforcement on the request path (Kafka documentation §4.9 "Quotas" Enforcement, KIP-219).
 
-"브로커는 먼저 위반한 클라이언트를 할당량 미만으로 떨어트리는 데 필요한 지연 시간을 계산하고, 이 지연
-시간을 담은 응답을 즉시 반환한다. 페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다. 그런 다음 브로커는
-지연이 끝날 때까지 더 이상 클라이언트의 요청을 처리하지 않으며, 이 클라이언트에 대한 채널을 mute시킨다."
+the broker computes the delay that brings a violating client back under its quota and answers at once with
+that delay (a fetch answer carries no data), then mutes the client's channel and reads no more of its requests
+until the delay is over.
 
 For every request of a client (not a replica, controller or broker-lifecycle request) the
 ``Dispatcher`` hands the handler's body to ``QuotaEnforcer.finish``, which:

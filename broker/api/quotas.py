@@ -1,7 +1,8 @@
-"""DescribeClientQuotas (48) and AlterClientQuotas (49) (KIP-546; seed 000 §4.9 Quota Configuration).
+"""DescribeClientQuotas (48) and AlterClientQuotas (49) (KIP-546; Kafka documentation §4.9 "Quotas" Quota
+Configuration).
 
-Describe reads the quotas of the local metadata image (every broker has them: "모든 브로커는 이 재정의
-정보를 읽어가 즉시 시행한다"). Alter changes one entity per entry through the controller
+Describe reads the quotas of the local metadata image (every broker has them: every broker reads quota
+overrides and applies them at once). Alter changes one entity per entry through the controller
 (``MetadataController.alter_client_quotas``: the local snapshot on a single node, ClientQuotaRecords
 in the metadata log on a quorum, forwarded to the active controller); each entry gets its own
 error code, as in Kafka: INVALID_REQUEST for a bad entity, key, value or a key given twice.

@@ -1,5 +1,6 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this broker to end transactions on the
-partitions it leads (KIP-98; seed 003 "정확히 한 번 전송": control messages tell readers whether a
+partitions it leads (KIP-98; Kafka documentation §4.6 "Message Delivery Semantics", transactions: control
+messages tell readers whether a
 transaction was committed or aborted).
 
 Each marker names a producer id and epoch, COMMIT (``transaction_result`` true) or ABORT, the

@@ -2,7 +2,8 @@
 nodes with the ``broker`` role): register with the active controller (the broker epoch is the
 offset of the ``RegisterBrokerRecord``), wait until the node's own image shows the registration,
 heartbeat every ``heartbeat_interval_ms``, register again when the controller calls the epoch
-stale, and, for a controlled shutdown (seed 000 §4.7), ask to be fenced and wait until the image
+stale, and, for a controlled shutdown (Kafka documentation §4.7 "Replication"), ask to be fenced and wait
+until the image
 shows this broker leads nothing. The active controller's side of the same requests
 (``handle_registration``, ``handle_heartbeat``, fencing silent brokers) is in ``quorum``."""
 

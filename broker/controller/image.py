@@ -72,7 +72,7 @@ class MetadataImage:
     epoch: int = 0
     # SCRAM credentials by (user, mechanism): salt, StoredKey, ServerKey, iterations (never a password)
     scram: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
-    # Client quotas (seed 000 §4.9): entity (``broker.quota.entity.Entity``) -> {quota key: value}
+    # Client quotas (Kafka documentation §4.9 "Quotas"): entity (``broker.quota.entity.Entity``) -> {quota key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
     # ACLs by their id (AccessControlEntryRecord); replaced, never mutated, when an ACL changes
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)

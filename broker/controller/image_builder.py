@@ -3,7 +3,7 @@
 Every node (active controller, other voters, observer brokers) applies the committed entries of
 the metadata log in log order with ``apply_payload`` and derives the ``MetadataImage`` the
 request handlers read with ``build_image``. Same entries, same order -> same state on every node
-(seed 001, KIP-595: the log is the replicated state machine's input).
+(KIP-595: the log is the replicated state machine's input).
 
 Applying never raises for a well-formed record that does not fit the state (a partition of an
 unknown topic, a fence of an unknown broker): it is skipped, the same way on every node, so one

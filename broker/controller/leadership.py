@@ -1,6 +1,6 @@
 """Partition leadership on the quorum controller: ISR changes asked by leaders (AlterPartition,
 KIP-497), leader elections asked by admins (ElectLeaders), preferred-leader rebalancing and the
-unclean-election setting (seed 000 §4.7 "Replicated Logs", "Unclean leader election", "balance
+unclean-election setting (Kafka documentation §4.7 "Replication" "Replicated Logs", "Unclean leader election", "balance
 of leadership").
 
 ``ReplicaLeadership`` is a part of ``QuorumController`` (``broker.controller.quorum``), kept apart

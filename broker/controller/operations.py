@@ -211,8 +211,9 @@ def alter_broker_configs(resource_name: str, changes: Mapping[str, str | None]) 
 def alter_client_quotas(
     entity_pairs: Sequence[tuple[str, str | None]], changes: Mapping[str, float | None]
 ) -> list[MetadataRecord]:
-    """AlterClientQuotas for one entity (seed 000 §4.9: quotas live in the metadata, "모든 브로커는
-    이 재정의 정보를 읽어가 즉시 시행한다"): one ClientQuotaRecord per key, value None removes it.
+    """AlterClientQuotas for one entity (Kafka documentation §4.9 "Quotas": quotas live in the metadata, every
+    broker reads quota overrides and applies them at once): one ClientQuotaRecord per key, value None removes
+    it.
     INVALID_REQUEST for an unknown entity type or key, a repeated key, or a value out of range."""
     try:
         entity: Entity = make_entity(entity_pairs)

@@ -1,11 +1,12 @@
 """Partition changes the active controller decides: ISR changes asked by leaders, and leader
 elections when brokers are fenced or come back (pure: ``ClusterState`` in, records out).
 
-Seed 000 §4.7 "Replicated Logs": "the leader keeps track of the set of in sync nodes" and "if a
+Kafka documentation §4.7 "Replication" "Replicated Logs": "the leader keeps track of the set of in sync nodes" and "if a
 follower dies, gets stuck, or falls behind, the leader will remove it from the list of in sync
 replicas"; the leader proposes such changes with AlterPartition (KIP-497) and the controller
 writes them to the metadata log (``PartitionChangeRecord``), so every broker learns them in the
-same order. Seed 000 §4.7 "Replica Management": the controller "detects broker-level failures and
+same order. Kafka documentation §4.7 "Replication" "Replica Management": the controller "detects broker-level
+failures and
 is responsible for changing the leader of all affected partitions in a failed broker" — in one
 metadata entry for all of them, not one election per partition.
 
@@ -21,17 +22,17 @@ Rules (Kafka's ``PartitionChangeBuilder`` / ``ReplicationControlManager``, with
   where it led, the first replica (in replica order) left in the ISR and unfenced leads, with the
   leader epoch bumped. A partition whose only ISR member is the fenced broker keeps that ISR and
   gets no leader (leader -1): only that broker has every committed record, so electing another
-  would lose data (seed 000 §4.7 "Unclean leader election: What if they all die?").
+  would lose data (Kafka documentation §4.7 "Replication" "Unclean leader election: What if they all die?").
 * ``unfence_broker``: every partition without a leader whose ISR holds the returning broker gets
   a leader again: the first replica of its ISR that is unfenced (the returning one counts).
 * Unclean election (``unclean.leader.election.enable``, per topic, ``unclean(topic)``): where no
   ISR member is live, the first live replica is elected with an ISR of itself — the partition is
-  available again, and whatever only the old ISR had is lost (seed 000 §4.7: "choose the first
+  available again, and whatever only the old ISR had is lost (Kafka documentation §4.7 "Replication": "choose the first
   replica (not necessarily in the ISR) that comes back to life as the leader"). Logged as a
   warning by the controller.
 
-Elections an admin asks for (ElectLeaders, KIP-460) and automatic rebalancing, for seed 000
-§4.7's "balance of leadership" (Kafka's ``ReplicationControlManager.electLeader`` rules):
+Elections an admin asks for (ElectLeaders, KIP-460) and automatic rebalancing, for Kafka documentation
+§4.7 "Replication"'s "balance of leadership" (Kafka's ``ReplicationControlManager.electLeader`` rules):
 
 * ``elect_leaders`` PREFERRED: the preferred (first) replica leads if it is live and in the ISR
   (else PREFERRED_LEADER_NOT_AVAILABLE); one that already leads is ELECTION_NOT_NEEDED.

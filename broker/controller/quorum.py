@@ -9,7 +9,7 @@ It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.p
   ``operations`` (LocalController's errors), appended as one entry, and answered once the entry
   is committed and applied here. Changes are serialized by one lock, and the first change of
   each leader epoch appends a no-op entry first: once it commits, every entry of earlier epochs
-  has been applied, so validation never reads a stale state (seed 001: a new leader's entries
+  has been applied, so validation never reads a stale state (KIP-595: a new leader's entries
   are committed only with one of its own epoch).
 * **Changes elsewhere** are forwarded to the leader over the Kafka protocol (``forwarding``),
   retried on NOT_CONTROLLER, transport failures and unknown leaders until
@@ -649,7 +649,8 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
     async def shutdown(self) -> None:
         """Stop the background tasks. A registered broker first asks to be fenced (best effort):
         the controller moves its leaderships to other ISR members in the same metadata entry
-        (controlled shutdown, seed 000 §4.7), and the broker waits until its own metadata shows it
+        (controlled shutdown, Kafka documentation §4.7 "Replication"), and the broker waits until its own
+        metadata shows it
         leads nothing — at most ``session_timeout_ms`` — so clients are told NOT_LEADER_OR_FOLLOWER
         and move on while it still answers, instead of timing out on a closed port."""
         if self._broker is not None and self._broker_epoch >= 0:

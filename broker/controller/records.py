@@ -1,6 +1,6 @@
 """Metadata records: what the KIP-595 metadata log carries, and their encoding as Raft entries.
 
-Seed 001 (KIP-595) "Motivation": the quorum replicates "the metadata log", a log of metadata
+KIP-595 "Motivation": the quorum replicates "the metadata log", a log of metadata
 changes that every controller and broker applies in order to its in-memory image. The record
 kinds follow Kafka's metadata records (``metadata/src/main/resources/common/metadata/*.json``),
 by name and meaning:
@@ -28,7 +28,7 @@ record                     effect on the image
                            operation and permission type
 ``RemoveAccessControlEntryRecord``  the ACL with this id is gone (metadata apiKey 19)
 ``ClientQuotaRecord``      a client quota of an entity is set (``remove`` false) or removed
-                           (seed 000 §4.9; Kafka's ClientQuotaRecord: entity, key, value, remove)
+                           (Kafka documentation §4.9 "Quotas"; Kafka's ClientQuotaRecord: entity, key, value, remove)
 =========================  ==================================================================
 
 Encoding (one Raft entry = one controller operation, applied atomically)::

@@ -2,7 +2,8 @@
 
 It loads the coordinator's partitions of its state topic a step at a time (other requests run between steps) and
 fires its timers (session timeouts, delayed joins, transaction timeouts, marker retries, expiry).
-DESIGN principle 10: it is the only task; if it dies, ``shutdown()`` fails everyone waiting on it
+docs/architecture.md ("one owner per file and per background loop"): it is the only task; if it dies, ``shutdown()``
+fails everyone waiting on it
 and the exception propagates to the owner (``broker.server`` stops the broker).
 """
 

@@ -1,4 +1,5 @@
-"""Kafka's on-disk log (seed 002 §5.4; seed 000 §4.2-4.3): segments, indexes, log, log manager.
+"""Kafka's on-disk log (Kafka documentation §5.4 "Log"; Kafka documentation §4.2 "Persistence"-4.3): segments,
+indexes, log, log manager.
 
 Entry points for the rest of the broker:
 

@@ -4,7 +4,7 @@ A read starts where an append or an earlier read ended, almost always (a followe
 consumer's next fetch offset is the end of its previous read; a tailing reader's is the end of the
 newest append). The log remembers those ends, ``offset -> (segment base offset, byte position)``,
 so a fetch neither searches the offset index nor scans the segment for where its batch starts
-(seed 002 §5.4.2: a read first finds the segment file holding the offset, computes the
+(Kafka documentation §5.4.2 "Reads": a read first finds the segment file holding the offset, computes the
 file-specific offset, then reads from that file position; this skips the last two steps for the
 offsets reads actually ask for).
 

@@ -6,7 +6,7 @@
 name wins over its broker synonym, and ``base`` supplies whatever neither gives, so a topic's
 config is ``LogConfig.from_properties(topic_overrides, base=broker_default)``.
 
-Seed 002 §5.4.1: "M ... messages before the OS is forced to flush, S ... seconds" are
+Kafka documentation §5.4.1 "Writes": "M ... messages before the OS is forced to flush, S ... seconds" are
 ``flush.messages`` and ``flush.ms``; §5.4.3 retention by time and by size are ``retention.ms``
 and ``retention.bytes``.
 """
@@ -54,7 +54,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     compression_type: str = "producer"  # compression.type (only "producer": no recompression)
     preallocate: bool = False  # preallocate (stored; index files are never preallocated)
-    min_insync_replicas: int = 1  # min.insync.replicas (acks=all needs this many in the ISR; seed 004)
+    min_insync_replicas: int = 1  # min.insync.replicas (acks=all needs this many in the ISR; Kafka docs §3.3 `acks`)
 
     def __post_init__(self) -> None:
         check = _check

@@ -1,7 +1,8 @@
 """Errors of the log layer, each carrying the Kafka error code a client sees.
 
 Operating errors (bad input, offsets out of range, a failing disk) raise a ``LogError`` subclass
-whose ``code`` the request handlers put in the response unchanged (DESIGN principle 11). Broken
+whose ``code`` the request handlers put in the response unchanged (docs/architecture.md ("Kafka error codes
+for bad input, assertions for invariants")). Broken
 invariants inside the log are assertions, not ``LogError``.
 """
 

@@ -1,6 +1,6 @@
 """``FileSlice``: a byte range of a segment file holding whole batches, ready for ``sendfile``.
 
-Seed 000 §4.3: the broker sends log chunks "from pagecache to the network directly" with
+Kafka documentation §4.3 "Efficiency": the broker sends log chunks "from pagecache to the network directly" with
 sendfile. A slice owns its own duplicate of the segment's file descriptor (``os.dup``), so it
 stays readable after the segment is deleted by retention (on POSIX an open descriptor keeps the
 inode alive; the NFS client keeps such files as ``.nfs*`` until closed) or closed by the log.

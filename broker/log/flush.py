@@ -1,4 +1,4 @@
-"""Log flushes off the event loop (seed 002 §5.4.1 ``flush.messages`` / ``flush.ms``; Kafka's
+"""Log flushes off the event loop (Kafka documentation §5.4.1 "Writes" ``flush.messages`` / ``flush.ms``; Kafka's
 "flush-log" task, which a roll schedules to flush up to the new segment's base offset).
 
 Project rule: nothing that can take more than a millisecond runs on the broker's event loop, and

@@ -1,7 +1,7 @@
 """``Log``: one topic-partition's segments — append, read, roll, flush (``log_flush``), producer
 state (``log_producers``), retention, truncation.
 
-Seed 002 §5.4: "a log for a topic named my_topic with two partitions consists of two directories
+Kafka documentation §5.4 "Log": "a log for a topic named my_topic with two partitions consists of two directories
 ... populated with data files"; writes go to the last segment, which rolls at ``segment.bytes``
 or ``segment.ms``; reads locate the segment "by a simple binary search" over the in-memory base
 offsets, then the batch through the segment's offset index; deletion removes whole segments.
@@ -20,7 +20,8 @@ never above the log end (a truncation meanwhile caps it). ``flush()`` is the blo
 synchronous. Offsets are Kafka's: ``log_start_offset`` ≤ every readable offset <
 ``log_end_offset``; ``recovery_point`` is the offset below which everything is fsynced.
 
-Idempotence and transactions (seed 000 §4.6, seed 003 "중복 없는 전송" / "정확히 한 번 전송"): the log
+Idempotence and transactions (Kafka documentation §4.6 "Message Delivery Semantics", Kafka documentation §3.3
+"Producer Configs" (`enable.idempotence`) and §4.6 "Message Delivery Semantics" (transactions)): the log
 owns its partition's ``ProducerStateManager`` (``producer_state.py``). Appends of batches with a
 producer id are checked against it after validation: a duplicate is acknowledged with its
 original offsets and not written; the state changes only once the batches are written. A

@@ -1,4 +1,4 @@
-"""The flush part of ``Log`` (seed 002 §5.4.1): requesting flushes, the blocking ``flush``, waiting
+"""The flush part of ``Log`` (Kafka documentation §5.4.1 "Writes"): requesting flushes, the blocking ``flush``, waiting
 for durability (``flush.messages``), files that must be synced before the recovery point passes
 an offset, and the loop's two halves of a ``flush.FlushJob`` (built here, fsynced in a worker
 thread, finished here). ``log.py``'s module doc gives the threading contract."""

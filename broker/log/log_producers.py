@@ -1,4 +1,5 @@
-"""The producer-state part of ``Log`` (seed 000 §4.6; ``log.py``'s module doc): loading the
+"""The producer-state part of ``Log`` (Kafka documentation §4.6 "Message Delivery Semantics"; ``log.py``'s
+module doc): loading the
 partition's ``ProducerStateManager`` from its newest usable snapshot and replaying the batch
 headers after it (at start-up and after a truncation), and the aborted transactions a
 read_committed fetch of a range returns (Kafka ``collectAbortedTransactions``)."""

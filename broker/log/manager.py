@@ -1,7 +1,7 @@
 """``LogManager``: every partition log of the broker's ``log.dirs`` (Kafka ``LogManager``).
 
-Seed 002 §5.4.3: "the log manager allows pluggable delete policies to choose which files are
-eligible for deletion" — here retention by time and size (``retention.py``); seed 002 §5.4.1:
+Kafka documentation §5.4.3 "Deletes": "the log manager allows pluggable delete policies to choose which files are
+eligible for deletion" — here retention by time and size (``retention.py``); Kafka documentation §5.4.1 "Writes":
 flushes by ``flush.messages`` (in ``Log.append``) and ``flush.ms`` (``run_flush_once``).
 
 Each log dir holds ``<topic>-<partition>`` directories, a ``.lock`` (``dir_lock.py``), the

@@ -7,7 +7,7 @@ Layout (Kafka ``OffsetIndex``; big-endian, 8 bytes per entry, nothing else in th
     4      4    position        int32   byte position of that batch in the .log file
 
 An entry is added for a batch when more than ``index.interval.bytes`` were appended since the
-previous entry (seed 002 §5.4.2: "locate the log segment ... then read from that file position";
+previous entry (Kafka documentation §5.4.2 "Reads": "locate the log segment ... then read from that file position";
 a lookup is a binary search). Both columns strictly increase.
 """
 

@@ -1,9 +1,10 @@
 """Producer state of one partition: idempotence and transactions (KIP-98; Kafka ``ProducerStateManager``).
 
-Seed 003 "중복 없는 전송": the broker keeps, per producer id (PID), the sequence numbers of what it
+Kafka documentation §3.3 "Producer Configs", `enable.idempotence`: the broker keeps, per producer id (PID),
+the sequence numbers of what it
 stored; "unless a message's sequence number is exactly one more than the one the broker has, the
-broker does not store it", and a retried message it already has is only acknowledged. Seed 000
-§4.6: the producer "sends a sequence number with every message; the broker uses it to drop
+broker does not store it", and a retried message it already has is only acknowledged. Kafka documentation
+§4.6 "Message Delivery Semantics": the producer "sends a sequence number with every message; the broker uses it to drop
 duplicates", and transactions write all or nothing. Kafka 3.7's rules, per partition and PID:
 
 * The state of a PID: its epoch, its last ``NUM_BATCHES_TO_RETAIN`` (5) batches (first and last

@@ -1,6 +1,6 @@
 """Open a partition directory at start-up: clean up, check, recover, and build its ``Log``.
 
-Seed 002 §5.4.4: "on startup, a log recovery process is run that iterates over all messages in
+Kafka documentation §5.4.4 "Guarantees": "on startup, a log recovery process is run that iterates over all messages in
 the newest log segment and verifies that each message entry is valid ... If corruption is
 detected, the log is truncated to the last valid offset." As in Kafka's ``LogLoader``:
 

@@ -1,6 +1,6 @@
 """Which old segments to delete: a pure function of the segments' facts, the config and the time.
 
-Seed 002 §5.4.3: "data is deleted one log segment at a time"; by time "a segment is deleted
+Kafka documentation §5.4.3 "Deletes": "data is deleted one log segment at a time"; by time "a segment is deleted
 when the retention time is greater than the largest timestamp recorded in the segment file";
 by size "segments are deleted, oldest first, until the rest of the partition is under the
 configured size". As in Kafka (``UnifiedLog.deleteOldSegments``) three passes run in order —

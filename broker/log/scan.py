@@ -1,8 +1,8 @@
 """Walking the batches of a segment file by their headers, with plain ``pread`` (no mmap).
 
 Two walks: ``iter_headers`` reads only the 61-byte headers (reads and timestamp lookups, which
-trust the file), and ``ValidBatches`` reads whole batches and checks each one (recovery, seed
-002 §5.4.4: "the log is truncated to the last valid offset" when a length is negative, an offset
+trust the file), and ``ValidBatches`` reads whole batches and checks each one (recovery, Kafka documentation
+§5.4.4 "Guarantees": "the log is truncated to the last valid offset" when a length is negative, an offset
 does not increase, or a CRC does not match). Neither decodes records.
 """
 

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (seed 002 §5.4).
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex`` (Kafka documentation
+§5.4 "Log").
 
 "Each log file is named with the offset of the first message it contains" — here the base
 offset, 20 digits, zero padded, as Kafka names them. The ``.log`` file is the batches exactly as
@@ -6,7 +7,8 @@ producers sent them (offsets assigned); the indexes are described in ``offset_in
 ``time_index.py`` and ``txn_index.py`` (aborted transactions; the file exists only once the
 segment holds an ABORT marker).
 
-``LogSegment`` alone touches these files (DESIGN principle 6). It takes no lock: the
+``LogSegment`` alone touches these files (docs/architecture.md ("pure decisions, I/O at the edges")).
+It takes no lock: the
 broker calls it from one asyncio loop. Writes are ``pwrite`` at the in-memory size and reads are
 ``pread``; nothing depends on mmap, so a log dir on NFS works. ``flush()`` is the only fsync;
 ``add_to_flush`` hands the same work to a ``FlushJob`` that fsyncs in a worker thread.
@@ -480,7 +482,8 @@ class LogSegment:
             self.fd = -1
 
     def rename_for_deletion(self) -> None:
-        """Close and rename the segment's files to ``*.deleted`` (seed 002 §5.4.3: deletion does not
+        """Close and rename the segment's files to ``*.deleted`` (Kafka documentation §5.4.3 "Deletes":
+        deletion does not
         block readers; open slices keep reading the renamed inode)."""
         self.close()
         for path in self._paths():

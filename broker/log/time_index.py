@@ -8,7 +8,7 @@ Layout (Kafka ``TimeIndex``; big-endian, 12 bytes per entry, nothing else in the
 
 An entry is appended alongside each offset-index entry when the timestamp grew, and once more
 when the segment stops being active, so the last entry holds the segment's largest timestamp
-(seed 002 §5.4.3: time retention compares against "the largest timestamp in the segment file").
+(Kafka documentation §5.4.3 "Deletes": time retention compares against "the largest timestamp in the segment file").
 Timestamps strictly increase, offsets never decrease.
 """
 

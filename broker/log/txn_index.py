@@ -1,6 +1,7 @@
 """The aborted-transaction index of one segment: ``<base offset>.txnindex`` (KIP-98; Kafka ``TransactionIndex``).
 
-Seed 003 "정확히 한 번 전송": control messages tell readers whether a transaction's messages were
+Kafka documentation §4.6 "Message Delivery Semantics", transactions: control messages tell readers whether a
+transaction's messages were
 committed or aborted. A read_committed fetch must name every aborted transaction whose data it
 returns, without reading the data; this index answers that. One entry is appended to the segment
 that receives an ABORT marker, for the transaction that marker ends. Layout (Kafka's, 34 bytes

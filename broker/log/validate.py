@@ -1,12 +1,13 @@
-"""Validate the batches of one append and assign their offsets: a pure function (DESIGN principle 6).
+"""Validate the batches of one append and assign their offsets: a pure function (docs/architecture.md
+("pure decisions, I/O at the edges")).
 
 ``validate_and_assign_offsets(data, next_offset, config, now_ms)`` takes the records of one
 produce request for one partition (one or more whole RecordBatch v2), checks them with the
 rules of Kafka's ``LogValidator`` / ``UnifiedLog.analyzeAndValidateRecords`` that need only the
 61-byte batch header, and returns the bytes to write with baseOffset (and partitionLeaderEpoch)
 rewritten, LogAppendTime applied when the topic asks for it, and what the log, the producer
-state and the response need to know about each batch. It never decodes records (seed 002 §5.4:
-"records are always written in batches"; seed 000 §4.3: the broker keeps the producer's bytes)
+state and the response need to know about each batch. It never decodes records (Kafka documentation §5.4 "Log":
+"records are always written in batches"; Kafka documentation §4.3 "Efficiency": the broker keeps the producer's bytes)
 and never copies them: the result is, per batch, a new 61-byte header and a view of the records
 in the input (written together with ``pwritev``).
 
@@ -22,7 +23,8 @@ Errors, each with the Kafka code a client sees (``broker.log.errors``):
 * INVALID_RECORD (87): no batch at all; from a client: recordsCount ≤ 0, lastOffsetDelta + 1 ≠
   recordsCount, a control batch, a producer id with a negative base sequence; on a compacted
   topic (``cleanup.policy`` has ``compact``) a record without a key, with the index of every such
-  record in ``record_errors`` (KIP-467; seed 000 §4.8: compaction keeps the last value *per key*,
+  record in ``record_errors`` (KIP-467; Kafka documentation §4.8 "Log Compaction": compaction keeps the last
+  value *per key*,
   so Kafka's ``LogValidator.validateKey`` refuses keyless records). Only this check decodes
   records, and only on compacted topics.
 

@@ -8,7 +8,8 @@ request order and a parked follower fetch must not hold up a vote.
 and waits for the response with the same correlation id, at most ``request_timeout_ms``
 (``quorum.request.timeout.ms``). Any failure (connect refused, reset, EOF, undecodable frame,
 timeout) raises ``PeerError``, closes the connection, and fails every other request waiting on it
-(DESIGN principle 10); the next request connects again. Retries and their pacing are the Raft
+(docs/architecture.md ("one owner per file and per background loop")); the next request connects again. Retries and
+their pacing are the Raft
 core's business (``request_failed`` -> exponential backoff), not this class's.
 
 Connections are opened by a ``broker.network.dial.Dialer`` (TLS and/or the SASL login of the

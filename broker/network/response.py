@@ -3,7 +3,8 @@
 A response body is a list of parts: ``bytes`` and ``FileRegion`` s. The network layer prefixes the
 4-byte frame size, writes the bytes, and sends file regions with ``sendfile`` where the transport
 allows it (plain TCP), so fetched records travel from the segment file to the socket without
-passing through Python (seed 000 §4.3; seed 002 §5.1 ``TransferableRecords.writeTo``).
+passing through Python (Kafka documentation §4.3 "Efficiency"; Kafka documentation §5.1 "Network Layer"
+``TransferableRecords.writeTo``).
 
 Regions not in the page cache must not stall the event loop on the disk: ``read_cached`` and
 ``cached`` tell (nowait reads), and ``read`` / ``warm`` do the waiting reads in an executor thread.

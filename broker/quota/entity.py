@@ -1,7 +1,6 @@
-"""Quota entities, the quota keys each accepts, and the precedence list (seed 000 §4.9).
+"""Quota entities, the quota keys each accepts, and the precedence list (Kafka documentation §4.9 "Quotas").
 
-"할당량은 (user, client-id)나, user, 또는 client-id 그룹 단위로 적용할 수 있다. 커넥션을 맺으면, 이
-커넥션과 가장 구체적으로 매칭되는 할당량이 적용된다." — quotas apply to (user, client-id), user, or
+Quotas apply to (user, client-id), user, or
 client-id groups; a connection gets the most specific quota that matches it.
 
 An entity is a tuple of ``(entity_type, entity_name)`` pairs sorted by type, as Kafka's
@@ -9,7 +8,7 @@ ClientQuotaRecord and AlterClientQuotas carry it; ``entity_name`` None is the *d
 that type (``/config/clients/<default>``). Types: ``user``, ``client-id`` (client quotas, which
 may be combined) and ``ip`` (KIP-612 connection-creation quota, alone).
 
-The precedence list of the seed, most specific first::
+The precedence list (Kafka documentation §4.9 "Quotas"), most specific first::
 
   1. /config/users/<user>/clients/<client-id>
   2. /config/users/<user>/clients/<default>
@@ -23,9 +22,9 @@ The precedence list of the seed, most specific first::
 The quota is looked up per key (``producer_byte_rate`` may come from level 7 while
 ``consumer_byte_rate`` comes from level 8), as Kafka keeps one quota manager per quota type.
 The *group* that shares the quota is named by the matched level's types with the connection's
-actual names: a default quota gives every client id its own quota of that size ("각 고유한 클라이언트
-그룹은 … 고정된 bytes/sec를 할당량으로 부여받는다"), while all connections of one group share it
-("quota 그룹에선 모든 커넥션이 그룹에 설정한 할당량을 공유한다").
+actual names: a default quota gives every client id its own quota of that size (by default each distinct
+client group gets a fixed bytes/sec quota), while all connections of one group share it
+(all connections of a quota group share the group's quota).
 """
 
 from __future__ import annotations
@@ -91,7 +90,8 @@ def describe_entity(entity: Entity) -> str:
 
 
 def precedence(user: str, client_id: str) -> list[Entity]:
-    """The seed's 8 entities a connection of (``user``, ``client_id``) matches, most specific first."""
+    """The 8 entities (Kafka documentation §4.9 "Quotas") a connection of (``user``, ``client_id``) matches,
+    most specific first."""
     return [
         ((CLIENT_ID, client_id), (USER, user)),
         ((CLIENT_ID, None), (USER, user)),

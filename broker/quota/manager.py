@@ -1,8 +1,7 @@
 """Client quota managers: one per quota type, recording usage per quota group and deciding the
 throttle time (pure: the caller passes the clock and the quota table of the current metadata).
 
-Seed 000 §4.9 (Enforcement): "브로커는 먼저 위반한 클라이언트를 할당량 미만으로 떨어트리는 데 필요한 지연
-시간을 계산하고, 이 지연 시간을 담은 응답을 즉시 반환한다" — the broker computes the delay that brings
+Kafka documentation §4.9 "Quotas" (Enforcement): the broker computes the delay that brings
 the violating client back under its quota and returns a response carrying it at once. The caller
 (``broker.api.quota_enforcement``) then mutes the channel for that delay.
 

@@ -1,7 +1,6 @@
 """Rates measured over several small windows, and the throttle time that corrects a burst.
 
-Seed 000 §4.9 (Enforcement): "할당량 위반을 신속하게 감지하고 바로잡기 위해, 바이트 전송량과 스레드
-사용률은 작은 윈도우를 여러 개 사용해서 측정한다" — byte rates and thread usage are measured over
+Kafka documentation §4.9 "Quotas" (Enforcement): byte rates and thread usage are measured over
 several small windows so that a violation is detected and corrected quickly.
 
 ``SampledRate`` follows the semantics of Kafka's ``SampledStat`` + ``Rate`` (metrics library):

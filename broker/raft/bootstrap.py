@@ -2,7 +2,7 @@
 
 KRaft mode is on when ``process.roles`` is given (``controller``, ``broker`` or both):
 
-* ``controller.quorum.voters`` (the seed's ``quorum.voters`` also accepted) lists the voters as
+* ``controller.quorum.voters`` (KIP-595's ``quorum.voters`` also accepted) lists the voters as
   ``id@host:port,...``. pylog has one listener for everything, so a voter's address is its
   listener's (Kafka has a separate controller listener). A node with the ``controller`` role must
   be one of the voters; a ``broker``-only node must not be, and runs as an observer.

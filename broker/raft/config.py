@@ -1,6 +1,6 @@
 """KIP-595 quorum configuration under Kafka's names and defaults.
 
-The seed's "Configurations" section names the keys; the defaults are Kafka's (``QuorumConfig``):
+KIP-595's "Configurations" section names the keys; the defaults are Kafka's (``QuorumConfig``):
 
 =================================  =======  ==================================================
 key                                default  meaning (KIP-595)
@@ -14,7 +14,7 @@ key                                default  meaning (KIP-595)
 ``quorum.retry.backoff.max.ms``    1000     largest delay between request retries (KIP-580 style)
 =================================  =======  ==================================================
 
-The seed gives no default for ``quorum.retry.backoff.max.ms``; 1000 is KIP-580's
+KIP-595 gives no default for ``quorum.retry.backoff.max.ms``; 1000 is KIP-580's
 ``retry.backoff.max.ms`` default. ``fetch_max_wait_ms`` (how long a leader parks a fetch that has
 nothing to return) and ``fetch_max_records`` are not ``quorum.*`` keys: Kafka fixes the former at
 500 ms in its Raft client; the latter bounds one fetch response of the abstract log.

@@ -34,7 +34,7 @@ class OffsetAndEpoch:
 class LeaderChange:
     """KIP-595 ``LeaderChangeMessage``: the control record a new leader appends on election.
 
-    The seed gives it control type 3; Kafka's implementation uses ``ControlRecordType.LEADER_CHANGE
+    KIP-595 gives it control type 3; Kafka's implementation uses ``ControlRecordType.LEADER_CHANGE
     = 2``. The wire encoding (and that choice) belongs to the record codecs.
     """
 

@@ -9,8 +9,8 @@ Envelopes: ``Inbound(source, correlation_id, message)`` is what the driver hands
 ``Send(destination, correlation_id, message)`` (in ``effects``) is what the core asks to send. A
 response carries the correlation id of its request.
 
-Two conventions differ from a literal reading of the seed, both as Kafka implements them:
-``VoteRequest.last_offset`` is the candidate's log *end* offset (exclusive), and the seed's
+Two conventions differ from a literal reading of KIP-595, both as Kafka implements them:
+``VoteRequest.last_offset`` is the candidate's log *end* offset (exclusive), and KIP-595's
 ``INVALID_CLUSTER_ID`` is Kafka's ``INCONSISTENT_CLUSTER_ID`` (104).
 """
 
@@ -25,7 +25,7 @@ from pyspark_log.wire.errors import ErrorCode  # the one enum of Kafka error cod
 __all__ = ["ErrorCode"]  # re-exported: the core and the driver name codes through this module
 
 
-#: The seed's names for codes Kafka spells differently. Kafka has no INVALID_QUORUM_STATE code;
+#: KIP-595's names for codes Kafka spells differently. Kafka has no INVALID_QUORUM_STATE code;
 #: a request that conflicts with the known local state is answered with INVALID_REQUEST.
 INVALID_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
 INVALID_QUORUM_STATE = ErrorCode.INVALID_REQUEST

@@ -1,6 +1,7 @@
 """Follower fetchers: the followed partitions fetched from their leaders (Kafka's ReplicaFetcherThread).
 
-Seed 000 §4.7: "Followers consume messages from the leader just as a normal Kafka consumer would
+Kafka documentation §4.7 "Replication": "Followers consume messages from the leader just as a normal Kafka
+consumer would
 and apply them to their own log." One ``SourceFetcher`` per (leader broker, fetcher index), with
 ``num.replica.fetchers`` indexes per leader (a partition goes to ``hash % n``), each one task on its
 own connection (``broker.network.peer``) sending Fetch v12 with this broker's ``replica_id`` for all
@@ -13,7 +14,8 @@ Per partition of a response:
   ``partitionLeaderEpoch``), then the leader's high watermark is learnt;
 * ``diverging_epoch`` (the leader's log has no record of this log's last epoch past that end
   offset, KIP-595/KIP-320): truncate to ``min(leader end offset, own end offset of that epoch)``
-  and fetch again with the new last epoch, until the logs agree (seed 002 §5.4.4: no replica keeps
+  and fetch again with the new last epoch, until the logs agree (Kafka documentation §5.4.4 "Guarantees": no
+  replica keeps
   records the others do not have);
 * OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts there; past the leader's log
   end (a leader that lost records) it truncates to the leader's end;

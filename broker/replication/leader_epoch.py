@@ -1,6 +1,6 @@
 """The leader-epoch cache of one partition: which leader epoch began at which offset (KIP-101).
 
-Seed 002 §5.4.4 asks that a replica never keeps "data that appears" on no other replica: a
+Kafka documentation §5.4.4 "Guarantees" asks that a replica never keeps "data that appears" on no other replica: a
 follower that comes back must cut its log where it diverges from the leader's. Batches carry the
 epoch of the leader that appended them (``partitionLeaderEpoch``); this cache remembers, per
 epoch, the first offset written in it, so that a leader can answer "where does epoch E end in

@@ -1,5 +1,5 @@
 """The group coordinator: consumer groups (classic protocol, KIP-345 static members) and committed
-offsets in ``__consumer_offsets`` (seed 000 §4.5, seed 002 §5.5).
+offsets in ``__consumer_offsets`` (Kafka documentation §4.5 "The Consumer", Kafka documentation §5.5 "Distribution").
 
 Modules: ``records`` (the offsets topic's key/value codecs and the coordinator's partition),
 ``group`` (one group's state machine), ``timers``, ``store`` (persistence and loading),

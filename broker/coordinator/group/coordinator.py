@@ -17,7 +17,7 @@ Rules follow Kafka's ``GroupCoordinator`` (3.x, classic protocol):
 * a static member (``group.instance.id``) that rejoins with an unknown member id replaces its old
   member id; in a Stable group with unchanged protocols there is no rebalance and it gets its
   assignment back through SyncGroup. Requests under the replaced member id get
-  FENCED_INSTANCE_ID (seed 000 §4.5, KIP-345).
+  FENCED_INSTANCE_ID (Kafka documentation §4.5 "The Consumer", KIP-345).
 
 Transactional offset commits (TxnOffsetCommit, KIP-98/KIP-447) are staged until the marker of
 their transaction lands on the group's offsets partition (``on_marker``); membership (KIP-447

@@ -2,7 +2,8 @@
 
 Owns: the groups this broker coordinates, which ``__consumer_offsets`` partitions it leads and
 whether each is loaded, the timers, the offsets records it writes, offset expiry, and the one
-background task (``run``) that loads partitions and fires timers. Seed 002 §5.5: requests for a
+background task (``run``) that loads partitions and fires timers. Kafka documentation §5.5 "Distribution":
+requests for a
 group whose partition is still loading get COORDINATOR_LOAD_IN_PROGRESS; the cache answers
 offset fetches; a commit is appended to the partition before the cache changes and the client
 hears back ("persist before you reply"). Transactional commits (TxnOffsetCommit) are appended as

@@ -1,4 +1,4 @@
-"""The records of ``__consumer_offsets`` (seed 002 §5.5: the coordinator appends each
+"""The records of ``__consumer_offsets`` (Kafka documentation §5.5 "Distribution": the coordinator appends each
 OffsetCommit "to a special compacted Kafka topic"): keys, values and the coordinator's partition.
 
 Every record's key and value start with an int16 version, then the fields of that version::

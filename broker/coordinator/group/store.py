@@ -2,7 +2,7 @@
 
 ``OffsetsLog`` is what the coordinator needs of the topic (``broker.coordinator.state_log``: the
 same adapter serves both coordinators). ``PartitionLoad``
-replays one partition into groups and offsets (seed 002 §5.5: "when the broker becomes the
+replays one partition into groups and offsets (Kafka documentation §5.5 "Distribution": "when the broker becomes the
 coordinator … it reads the offsets topic partition into the cache"), in bounded steps so the
 coordinator's task can serve timers in between; the last record of a key wins and a null value
 (tombstone) removes it, which is what compaction will keep. Transactional offset commits

@@ -1,5 +1,6 @@
 """The transaction coordinator: producer ids, transactions and their state in
-``__transaction_state`` (KIP-98; seed 000 §4.6, seed 003 "정확히 한 번 전송").
+``__transaction_state`` (KIP-98; Kafka documentation §4.6 "Message Delivery Semantics", Kafka documentation
+§4.6 "Message Delivery Semantics", transactions).
 
 Modules: ``records`` (the topic's key/value codecs, the states, the coordinator's partition),
 ``metadata`` (one transactional id's state machine), ``producer_ids`` (cluster-unique producer

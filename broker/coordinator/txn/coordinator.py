@@ -1,5 +1,6 @@
 """The transaction coordinator: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, the
-transaction timeout and transactional id expiry (KIP-98; seed 003 "정확히 한 번 전송"; Kafka 3.7
+transaction timeout and transactional id expiry (KIP-98; Kafka documentation §4.6 "Message Delivery
+Semantics", transactions; Kafka 3.7
 ``TransactionCoordinator``).
 
 Rules, as Kafka 3.7:

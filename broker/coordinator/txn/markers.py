@@ -1,5 +1,6 @@
-"""Writing a transaction's COMMIT/ABORT markers to every partition in it (seed 003: control
-messages let clients tell committed from aborted data; Kafka ``TransactionMarkerChannelManager``).
+"""Writing a transaction's COMMIT/ABORT markers to every partition in it (Kafka documentation §4.6 "Message
+Delivery Semantics": control messages let clients tell committed from aborted data; Kafka
+``TransactionMarkerChannelManager``).
 
 A ``MarkerJob`` holds the partitions still without their marker. ``TxnMarkerChannel.add`` tries
 every partition at once: a partition led here gets its marker through

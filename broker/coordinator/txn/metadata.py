@@ -3,7 +3,8 @@
 Pure: no clock reads, no I/O. Every change is two-phase, as in Kafka: a ``prepare_*`` method
 checks the move, marks it pending and returns the ``TxnTransit`` (the whole target state) for the
 coordinator to persist in ``__transaction_state``; ``complete_transition`` applies it once the
-record is in the log ("persist before you reply", DESIGN principle 2), ``abort_transition`` drops
+record is in the log ("persist before you reply", docs/architecture.md),
+``abort_transition`` drops
 it when the append failed. While a transition is pending no other may start.
 """
 

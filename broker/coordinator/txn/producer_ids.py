@@ -1,4 +1,5 @@
-"""Producer id allocation (seed 000 §4.6: "브로커는 각 프로듀서에 ID를 할당하고"; KIP-98).
+"""Producer id allocation (Kafka documentation §4.6 "Message Delivery Semantics": the broker gives each
+producer an id; KIP-98).
 
 Every producer id is unique in the cluster and never reused, also across restarts:
 

@@ -1,6 +1,7 @@
-"""The records of ``__transaction_state`` (seed 003 "정확히 한 번 전송": the transaction coordinator
-writes every transaction's state to the internal topic ``__transaction_state``, "카프카의 내부
-토픽", never the producer itself) and the coordinator's partition.
+"""The records of ``__transaction_state`` (Kafka documentation §4.6 "Message Delivery Semantics",
+transactions: the transaction coordinator
+writes every transaction's state to the internal topic ``__transaction_state``, an internal Kafka topic, never
+the producer itself) and the coordinator's partition.
 
 Every record is keyed by the transactional id; the value is the whole state of its transaction
 (the last record of a key wins; a null value is a tombstone written when the id expires)::

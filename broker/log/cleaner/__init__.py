@@ -1,9 +1,9 @@
-"""The log cleaner: log compaction of ``cleanup.policy=compact`` topics (seed 000 §4.8).
+"""The log cleaner: log compaction of ``cleanup.policy=compact`` topics (Kafka documentation §4.8 "Log Compaction").
 
-Seed 000 §4.8 "Log Compaction Details": "로그 컴팩션은 로그 클리너가 처리한다. 로그 클리너는 로그
-세그먼트 파일을 재복사하는 백그라운드 스레드 풀로, 키가 로그 헤드에 있는 레코드를 제거한다."
+Kafka documentation §4.8 "Log Compaction" "Log Compaction Details": a pool of background cleaner threads
+recopies segment files and drops records whose key appears again in the log head.
 
-Modules, pure decisions apart from I/O (DESIGN principles 1 and 6):
+Modules, pure decisions apart from I/O (docs/architecture.md, "pure decisions, I/O at the edges"):
 
 * ``config``      broker-level ``log.cleaner.*`` settings (``CleanerConfig``);
 * ``offset_map``  the dense key-hash → offset table of the dirty head, 24 bytes per entry;

@@ -1,19 +1,18 @@
 """Which log to clean, and over which offsets: pure decisions over segment facts.
 
-Seed 000 §4.8 "Log Compaction Details" step 1: "로그 테일 대비 로그 헤드 비율이 가장 높은 로그를
-고른다." — the *dirty ratio*: bytes of the dirty head (segments at or after the log's first
+Kafka documentation §4.8 "Log Compaction" "Log Compaction Details" step 1: pick the log whose head is largest
+relative to its tail. — the *dirty ratio*: bytes of the dirty head (segments at or after the log's first
 dirty offset, i.e. not yet cleaned) over the bytes of the whole cleanable log. As in Kafka's
 ``LogCleanerManager.grabFilthiestCompactedLog``:
 
 * only logs with ``cleanup.policy`` containing ``compact``;
 * the cleanable part ends at the first *uncleanable* offset, rounded down to a segment base:
-  "활성 세그먼트는 ... 압축되지 않는다" (the active segment is never cleaned), nor anything at or
+  the active segment is never compacted, nor anything at or
   after the last stable offset (an ongoing transaction) or the high watermark, nor a segment
-  holding a record younger than ``min.compaction.lag.ms`` ("메세지를 작성한 후 압축하기 전까지
-  경과해야 하는 최소 시간");
+  holding a record younger than ``min.compaction.lag.ms`` (the least time between writing a message and compacting it);
 * a log is cleanable when its dirty ratio is at least ``min.cleanable.dirty.ratio``, or when
-  its oldest dirty segment is older than ``max.compaction.lag.ms`` ("메세지를 작성하고 압축 대상에
-  오르기까지의 최대 지연 시간") and it has dirty bytes;
+  its oldest dirty segment is older than ``max.compaction.lag.ms`` (the most time a written message waits
+  before it may be compacted) and it has dirty bytes;
 * the cleanable log with the highest ratio is chosen.
 """
 

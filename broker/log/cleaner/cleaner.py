@@ -1,6 +1,7 @@
-"""``LogCleaner``: the background log cleaner of a broker (seed 000 §4.8 "Log Compaction Details").
+"""``LogCleaner``: the background log cleaner of a broker (Kafka documentation §4.8 "Log Compaction" "Log
+Compaction Details").
 
-"로그 클리너는 로그 세그먼트 파일을 재복사하는 백그라운드 스레드 풀로" — ``log.cleaner.threads``
+the cleaner is a pool of background threads that recopy segment files — ``log.cleaner.threads``
 worker coroutines on the event loop, each cleaning one log at a time in a worker process
 (``worker.py``: a process, not a thread, so the cleaner's Python work never holds the broker's
 GIL). One round of a worker coroutine:

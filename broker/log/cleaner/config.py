@@ -2,8 +2,8 @@
 
 Per-topic settings (``cleanup.policy``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
 ``max.compaction.lag.ms``, ``min.cleanable.dirty.ratio``) live in ``broker.log.config.LogConfig``
-with their ``log.cleaner.*`` broker synonyms. Seed 000 §4.8 "Configuring The Log Cleaner": "로그
-클리너는 기본적으로 활성화된다."
+with their ``log.cleaner.*`` broker synonyms. Kafka documentation §4.8 "Log Compaction" "Configuring The Log
+Cleaner": the log cleaner is enabled by default.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The offset map of the dirty head: key hash → latest offset, 24 bytes per entry.
 
-Seed 000 §4.8 "Log Compaction Details" step 2 and 4: "로그 헤드에 있는 각 키마다 마지막 오프셋의
-간결한 요약본을 만든다" and "로그 헤드의 요약본은 본질적으로 공간이 밀집돼있는 해시 테이블이다.
-엔트리 당 정확히 24바이트를 사용한다."
+Kafka documentation §4.8 "Log Compaction" "Log Compaction Details" step 2 and 4: build a compact summary of
+the last offset of each key in the log head and that summary is a dense hash table with exactly 24 bytes per
+entry.
 
 Layout: one flat numpy ``int64`` array of ``3 × slots`` (Kafka's ``SkimpyOffsetMap``): slot ``i``
 is ``[hash_hi, hash_lo, offset]`` — the 16-byte MD5 digest of the key as two int64 and the

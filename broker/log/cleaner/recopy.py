@@ -1,10 +1,10 @@
 """The cleaner's worker part: build the offset map of the dirty head, write cleaned segments.
 
-Seed 000 §4.8 "Log Compaction Details", steps 2-3: "로그 헤드에 있는 각 키마다 마지막 오프셋의
-간결한 요약본을 만든다"; "로그에서 뒤에서 다시 나타나는 키를 제거해 처음부터 끝까지 재복사한다.
-정리된 새 세그먼트는 즉시 로그로 교체되므로, 추가로 필요한 디스크 공간은 추가된 로그 세그먼트
-하나가 전부다." And: "데이터 정리는 읽기 요청를 블로킹하지 않으며 ... 지정한 I/O 처리량을 넘어가지
-않도록 제한하는 설정을 넣을 수 있다" (``log.cleaner.io.max.bytes.per.second``: ``Throttler``).
+Kafka documentation §4.8 "Log Compaction" "Log Compaction Details", steps 2-3: build a compact summary of the
+last offset of each key in the log head; recopy the log from start to end, dropping keys that appear again
+later; cleaned segments replace the originals at once, so the extra disk needed is one segment. And: cleaning
+does not block reads and can be throttled to a configured I/O rate (``log.cleaner.io.max.bytes.per.second``:
+``Throttler``).
 
 ``clean(plan, offset_map, throttler, stop)`` runs in a cleaner worker process (``worker.py``)
 or, in tests, a thread. It reads only the source segment files named in the plan taken on the

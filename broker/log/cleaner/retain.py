@@ -1,11 +1,9 @@
 """Which batches and records a clean keeps: pure rules (Kafka ``LogCleaner.cleanInto`` / ``filterTo``).
 
-Seed 000 §4.8: "로그 컴팩션은 ... 토픽 파티션 로그 내의 있는 각 메세지 키마다, 적어도 마지막으로
-알려진 값은 무조건 보존한다"; "컴팩션은 메세지를 재정렬하지 않은 채로 일부만 제거한다"; "메세지의
-오프셋은 절대 변경되지 않는다"; "메세지로 키와 null 페이로드를 보내면 ... 톰스톤 ... 삭제 마커는
-공간 확보를 위해 일정 시간이 지나면 로그에서 자체적으로 정리된다"; "컨슈머가 토픽의
-delete.retention.ms 설정 ... 보다 짧은 시한 내에 로그 헤드에 도달하면 삭제한 레코드에 대한 삭제
-마커도 전부 볼 수 있다."
+Kafka documentation §4.8 "Log Compaction": compaction keeps at least the last known value of every key of a
+partition; it removes records but never reorders them; offsets never change; a key with a null payload is a
+delete marker (tombstone) that is itself removed after a while to free space; a consumer that reaches the head
+within ``delete.retention.ms`` sees every delete marker.
 
 Rules:
 

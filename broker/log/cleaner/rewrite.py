@@ -1,7 +1,7 @@
 """Re-encode a stored batch with some of its records: the header's meaning unchanged.
 
-Seed 000 §4.8: "테일에 남아있는 메세지는 처음 작성할 때 할당했던 기존 오프셋을 그대로 유지하며, 절대
-변경되지 않는다." A rewritten batch (layout in ``pyspark_log.records.header``) keeps baseOffset,
+Kafka documentation §4.8 "Log Compaction": messages left in the tail keep the offsets they got when first
+written; offsets never change. A rewritten batch (layout in ``pyspark_log.records.header``) keeps baseOffset,
 lastOffsetDelta (so the producer's sequence range ``baseSequence … baseSequence +
 lastOffsetDelta`` and the batch's next offset stay), partitionLeaderEpoch, magic, the attributes
 (codec, timestamp type, isTransactional, isControl), baseTimestamp, producerId, producerEpoch and

@@ -1,7 +1,7 @@
 """Swap cleaned segments into a log, crash-safely (Kafka ``UnifiedLog.replaceSegments``).
 
-Seed 000 §4.8 step 3: "정리된 새 세그먼트는 즉시 로그로 교체되므로, 추가로 필요한 디스크 공간은
-추가된 로그 세그먼트 하나가 전부다." The sequence, each step durable before the next:
+Kafka documentation §4.8 "Log Compaction" step 3: cleaned segments replace the originals at once, so the extra
+disk needed is one segment. The sequence, each step durable before the next:
 
 1. a cleaner worker writes ``<base>.log.cleaned`` (and its indexes) and fsyncs it (``recopy.py``);
 2. on the event loop, ``install`` checks that the log still holds exactly the source segments

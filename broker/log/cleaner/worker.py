@@ -1,6 +1,6 @@
 """The cleaner's worker processes: ``clean`` off the broker's interpreter.
 
-Seed 000 §4.8: "데이터 정리는 읽기 요청를 블로킹하지 않으며, 컨슈머와 프로듀서에 영향이 없도록"
+Kafka documentation §4.8 "Log Compaction": cleaning does not block reads and must not disturb producers and consumers
 — cleaning must not block reads nor affect producers and consumers. A cleaner *thread* shares
 the GIL with the event loop: measured with ``bench/compaction.py``, the loop's appends waited
 tens of milliseconds at p99 while a thread cleaned (every loop syscall hands the GIL to the
