@@ -1,8 +1,8 @@
 """Upsert (changelog) mode of the Delta loads: a keyed topic mirrored by a Delta table (issue 13).
 
 A changelog topic (a compacted topic, a CDC stream) says with each record "the row of key k is
-now v", and with a tombstone, a record whose value is null, "the row of key k is gone" (seed 000
-§4.8: "메세지로 키와 null 페이로드를 보내면 로그에서 삭제한다는 명령으로 처리한다"). Upsert mode
+now v", and with a tombstone, a record whose value is null, "the row of key k is gone" (Kafka documentation
+§4.8 "Log Compaction": a message with a key and a null payload is treated as a delete of that key). Upsert mode
 applies each micro-batch (or offline load) to a Delta table with one MERGE:
 
 1. ``changes`` (Spark, lazy) keeps the latest record of each record key in the batch: the

@@ -1,6 +1,6 @@
 """``pylog leader-election`` (Kafka's ``kafka-leader-election``): preferred or unclean elections.
 
-Seed 000 §4.7 "balance of leadership": after a broker restarts, other replicas lead its
+Kafka documentation §4.7 "Replication" "balance of leadership": after a broker restarts, other replicas lead its
 partitions until leadership moves back to the preferred (first) replicas — automatically on the
 controller's imbalance check (``auto.leader.rebalance.enable``), or at once with
 ``--election-type PREFERRED``. ``--election-type UNCLEAN`` gives a partition whose ISR is gone a

@@ -1,4 +1,5 @@
-"""The record accumulator: per-partition queues of batches waiting to be sent (seed 003 "프로듀서의 배치").
+"""The record accumulator: per-partition queues of batches waiting to be sent (Kafka documentation §4.4 "The
+Producer" and §3.3 "Producer Configs", `batch.size` and `linger.ms`).
 
 Pure: no I/O, no asyncio; every method that depends on time takes ``now_ms`` (monotonic), so
 tests drive linger, backoff and expiry with a manual clock. Owned by the producer's event loop.

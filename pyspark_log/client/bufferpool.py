@@ -1,4 +1,5 @@
-"""``buffer.memory``: the producer's byte budget for records not yet acknowledged (seed 003).
+"""``buffer.memory``: the producer's byte budget for records not yet acknowledged (Kafka documentation §4.4
+"The Producer" and §3.3 "Producer Configs").
 
 A record reserves its size estimate before it is queued and gets it back when its batch completes
 or fails. When the budget is spent, ``send`` blocks up to ``max.block.ms`` (back-pressure) and

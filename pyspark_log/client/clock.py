@@ -1,4 +1,5 @@
-"""Time and randomness, injected (DESIGN principle 7): cores take a ``Clock`` and a
+"""Time and randomness, injected (docs/architecture.md ("inject the clock and randomness; units last in
+names")): cores take a ``Clock`` and a
 ``random.Random``; tests pass a ``ManualClock`` and a seeded ``Random`` and never sleep.
 
 ``monotonic_ms`` measures durations (timeouts, linger, backoff); ``wall_ms`` stamps records.

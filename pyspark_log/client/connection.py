@@ -15,7 +15,8 @@ Lifecycle (the connection is the single owner of its socket)::
   closes the connection (as Kafka's NetworkClient does).
 * One reader task owns the read side. When it stops (EOF, reset, a frame that does not match the
   oldest request) the connection closes and **every request waiting on it fails** with the same
-  ``BrokerConnectionError`` / ``ProtocolError`` (DESIGN principle 10). A response body that does
+  ``BrokerConnectionError`` / ``ProtocolError`` (docs/architecture.md ("one owner per file and per background
+  loop")). A response body that does
   not decode fails only its own request with ``ProtocolError``; framing is intact.
 """
 
@@ -345,8 +346,8 @@ class BrokerConnection:
 
     async def _wait_throttle(self) -> None:
         """KIP-219: the broker answered a request at once with ``throttle_time_ms`` and mutes
-        the channel for that long; the client sends nothing on it meanwhile (seed 000 §4.9:
-        "클라이언트는 지연 시간 동안 브로커에 추가 요청을 보내지 않는다")."""
+        the channel for that long; the client sends nothing on it meanwhile (Kafka documentation §4.9 "Quotas":
+        the client sends no more requests during the throttle time)."""
         delay = self.throttled_until - asyncio.get_running_loop().time()
         if delay > 0:
             await asyncio.sleep(delay)

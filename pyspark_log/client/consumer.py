@@ -542,6 +542,6 @@ class AsyncConsumer:
                 fetched = RawFetch(data, part.high_watermark, part.last_stable_offset, part.log_start_offset, aborted)
                 self._record_raw_fetch(fetched, offset, sent_ms, resp.get("throttle_time_ms") or 0)
                 return fetched
-        if resp.get("throttle_time_ms", 0) > 0:  # a throttled Fetch is answered without data (seed 000 §4.9)
+        if resp.get("throttle_time_ms", 0) > 0:  # a throttled Fetch has no data (Kafka docs §4.9 "Quotas")
             raise _ThrottledFetch(f"throttled for {resp.throttle_time_ms} ms by a quota")
         raise error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"the broker did not answer for {tp}")

@@ -5,7 +5,8 @@
   over *all* partitions of the topic, available or not. ``murmur2`` is Kafka's
   ``Utils.murmur2`` (seed 0x9747b28c) and ``toPositive`` clears the sign bit, so keyed records
   land where the Java client and librdkafka's ``murmur2_random`` put them.
-* A null key: sticky partitioning (seed 003, KIP-480/794): keep sending to one partition, chosen at
+* A null key: sticky partitioning (Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs",
+KIP-480/794): keep sending to one partition, chosen at
   random among those with a leader, until the accumulator has to open a new batch for it; then
   switch to another partition. Batches fill up instead of trickling one record per partition.
 

@@ -15,7 +15,8 @@ Partitioning is ``partitioner.py`` (murmur2 for keys, sticky for null keys); wha
 before queueing is ``send_prep.py``; records from the sync facade's threads reach the loop through
 ``handoff.py`` (in bulk); batching is ``accumulator.py``; the network side is ``sender.py``.
 
-Idempotence (KIP-98, seed 003 "중복 없는 전송") is on by default, as in Kafka 3.x: ``start`` gets a
+Idempotence (KIP-98, Kafka documentation §3.3 "Producer Configs", `enable.idempotence`) is on by default, as
+in Kafka 3.x: ``start`` gets a
 producer id (InitProducerId) and batches carry per-partition sequence numbers, so a retried batch
 is never written twice and order holds under retries (``txn_manager.py``). ``config.resolve_idempotence``
 decides: left unset, a setting it cannot honour (acks other than all, ``retries=0``, more than 5

@@ -2,7 +2,8 @@
 
 ``ProducerBatch`` holds records (``send()`` row tuples or ``RecordFields``) or, for the batch API,
 an already encoded records section (``ColumnarSection``) until it is drained, encoded (RecordBatch
-v2, seed 003 "프로듀서의 배치"; header, compression and CRC at drain time) and completed or failed
+v2, Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs", `batch.size` and `linger.ms`; header,
+compression and CRC at drain time) and completed or failed
 exactly once. ``encode_sections`` gives many ``send()`` batches their records sections in one
 vectorised pass (``records/row_encode.py``); every encoded batch is a ``BatchParts`` (header and
 records section unjoined, so the connection can write a big section without copying it);

@@ -13,7 +13,8 @@ Each round (``_run_once``) it
 then sleeps until woken (a record appended that filled or opened a batch, a response, a new
 connection, new metadata, a flush) or until the accumulator's next linger/backoff deadline.
 
-Responses, per partition (seed 003/004): success completes the batch with its base offset (and
+Responses, per partition (Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs"): success
+completes the batch with its base offset (and
 LogAppendTime); MESSAGE_TOO_LARGE splits a multi-record batch in two; a retriable error re-queues
 the batch with backoff while ``retries`` and ``delivery.timeout.ms`` allow (refreshing metadata
 after NOT_LEADER_OR_FOLLOWER and friends); anything else fails the batch with the Kafka error.
@@ -28,7 +29,7 @@ producer id and epoch it was given, DUPLICATE_SEQUENCE_NUMBER completes it (offs
 fatal errors (fencing) end the producer.
 
 If the sender task dies from an unexpected exception, every incomplete batch fails with it and
-the producer refuses new records (``_fail_all``; DESIGN principle 10).
+the producer refuses new records (``_fail_all``; docs/architecture.md ("one owner per file and per background loop")).
 """
 
 from __future__ import annotations

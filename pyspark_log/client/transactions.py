@@ -1,5 +1,5 @@
-"""Transactional requests and flows of the producer, and ``complete_transaction`` (KIP-98; seed 003
-"정확히 한 번 전송"; Kafka 3.x Java producer semantics).
+"""Transactional requests and flows of the producer, and ``complete_transaction`` (KIP-98; Kafka documentation
+§4.6 "Message Delivery Semantics", transactions; Kafka 3.x Java producer semantics).
 
 * ``TxnRequests`` sends InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and
   EndTxn to the right coordinator (FindCoordinator key type 1 for a transactional id, 0 for a

@@ -1,6 +1,7 @@
 """The producer's transaction manager: producer id and epoch, per-partition sequence numbers and,
-with ``transactional.id``, the transaction state machine (KIP-98; KIP-360 epoch bumps; seed 003
-"중복 없는 전송" / "정확히 한 번 전송"). It follows the semantics of Kafka 3.x's Java
+with ``transactional.id``, the transaction state machine (KIP-98; KIP-360 epoch bumps; Kafka documentation
+§3.3 "Producer Configs" (`enable.idempotence`) and §4.6 "Message Delivery Semantics" (transactions)). It
+follows the semantics of Kafka 3.x's Java
 ``TransactionManager``. Pure: no I/O, no asyncio; the producer and its sender call it on their loop.
 
 States, and the only legal moves (``transition_to`` raises ``IllegalTransactionStateError`` for

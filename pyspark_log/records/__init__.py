@@ -1,6 +1,6 @@
 """RecordBatch v2: layout, varints, CRC-32C, compression codecs, control records.
 
-Modules (each opens with the byte layout it implements; seed 002 §5.3 is the contract):
+Modules (each opens with the byte layout it implements; Kafka documentation §5.3 "Message Format" is the contract):
 
 ``header``          the 61-byte batch header fast path used by the broker (read, check CRC, walk
                     batches, rewrite baseOffset / partitionLeaderEpoch / LogAppendTime)

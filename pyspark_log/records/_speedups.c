@@ -9,7 +9,7 @@
  *   group_by_partition(keys, count)       the same partitions, grouped: a stable counting sort
  *   encode_records(rows, bounds)          the records sections of send() rows (row_encode)
  *
- * Record layout (seed 002 §5.3.2): length varint, attributes int8, timestampDelta varlong,
+ * Record layout (Kafka documentation §5.3.2 "Record"): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, keyLength varint (-1: null), key, valueLength varint (-1: null), value,
  * headers count varint; every varint zig-zag encoded.
  */

@@ -1,4 +1,4 @@
-"""Encode and decode whole RecordBatch v2 batches (seed 002 §5.3.1).
+"""Encode and decode whole RecordBatch v2 batches (Kafka documentation §5.3.1 "Record Batch").
 
 Layout (header fields in ``header.py``, record fields in ``record.py``)::
 

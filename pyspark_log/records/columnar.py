@@ -1,7 +1,7 @@
 """Decode a fetch response's records straight into columns: the Spark source's hot path.
 
 Input: the ``records`` bytes of one partition in a Fetch response, i.e. consecutive RecordBatch
-v2 batches (seed 002 §5.3.1), of which the last may be cut short by the fetch size limit; that
+v2 batches (Kafka documentation §5.3.1 "Record Batch"), of which the last may be cut short by the fetch size limit; that
 partial batch is ignored, as Kafka's consumer does. Output columns, one row per record, named as
 in Spark's Kafka source::
 

@@ -3,7 +3,7 @@
 Contract: for rows ``[lo, hi)`` of an ``ArrowRecords`` (key, value, headers, timestamps), the
 records section ``encode_sections`` returns for that range is byte-identical to the records
 section ``batch.encode_batch`` writes for the same records as ``ProducerRecord`` s (record layout
-in ``record.py``, seed 002 §5.3.2: length, attributes, timestampDelta, offsetDelta, key,
+in ``record.py``, Kafka documentation §5.3.2 "Record": length, attributes, timestampDelta, offsetDelta, key,
 value, headers). Null keys and values are length -1, a null header value is length -1, a null
 header list is no headers; header keys are never null (``ValueError``).
 

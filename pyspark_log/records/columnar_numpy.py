@@ -2,8 +2,8 @@
 
 Contract: ``decode_plan(plan, …)`` returns the same ``pyarrow.RecordBatch`` as
 ``columnar.columns_from_plan(plan, …).to_arrow()`` (or None where binary views cannot hold the
-bytes) and raises CorruptRecordError on the same inputs (record layout in ``record.py``, seed 002
-§5.3.2). How:
+bytes) and raises CorruptRecordError on the same inputs (record layout in ``record.py``, Kafka documentation
+§5.3.2 "Record"). How:
 
 1. The planned records sections are put in one byte array (no copy when they all live in the
    fetch buffer). A Python loop walks each section's records by their length varints only and

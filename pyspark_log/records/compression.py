@@ -1,4 +1,4 @@
-"""Compression codecs of RecordBatch v2: attributes bits 0-2 (seed 002 §5.3.1).
+"""Compression codecs of RecordBatch v2: attributes bits 0-2 (Kafka documentation §5.3.1 "Record Batch").
 
 ``0`` none, ``1`` gzip, ``2`` snappy, ``3`` lz4, ``4`` zstd. The compressed bytes are the whole
 records section of a batch (everything after recordsCount); a codec stream may hold several

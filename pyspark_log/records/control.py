@@ -1,4 +1,5 @@
-"""Control batches and control records (seed 002 §5.3.1 "Control Batches"; KIP-98, KIP-595, KIP-853).
+"""Control batches and control records (Kafka documentation §5.3.1 "Record Batch" "Control Batches"; KIP-98,
+KIP-595, KIP-853).
 
 A control batch has attributes bit 5 (isControlBatch) set and holds control records, which are
 never handed to applications. Transaction markers additionally set bit 4 (isTransactional) and
@@ -28,7 +29,7 @@ Record value by type:
     VoterDirectoryId uuid(16), Endpoints [Name string, Host string, Port uint16, tags],
     KRaftVersionFeature {MinSupportedVersion int16, MaxSupportedVersion int16, tags}, tags], tags``
 
-Note: the seed lists only ABORT and COMMIT; the KRaft type numbers follow Kafka's
+Note: Kafka documentation §5.3.1 "Record Batch" lists only ABORT and COMMIT; the KRaft type numbers follow Kafka's
 ``ControlRecordType`` enum.
 """
 

@@ -1,4 +1,4 @@
-"""One record inside a RecordBatch v2 (seed 002 §5.3.2)::
+"""One record inside a RecordBatch v2 (Kafka documentation §5.3.2 "Record")::
 
     length: varint            bytes after this field
     attributes: int8          bits 0-7 unused, written as 0

@@ -2,8 +2,8 @@
 
 Contract: ``encode_rows(rows, starts)`` returns the same ``columnar_encode.Sections`` as
 ``columnar_encode.encode_rows`` — for every batch ``rows[starts[b]:starts[b+1]]`` the records
-section ``batch.encode_batch`` writes for those records (record layout in ``record.py``, seed
-002 §5.3.2: length, attributes, timestampDelta, offsetDelta, key, value, headers), byte for byte.
+section ``batch.encode_batch`` writes for those records (record layout in ``record.py``, Kafka documentation
+§5.3.2 "Record": length, attributes, timestampDelta, offsetDelta, key, value, headers), byte for byte.
 
 Rows whose values are all ``bytes``, whose keys are all ``bytes`` or all None and that carry no
 headers (what a ``send()`` stream is) take ``encode_plain_rows``; any other rows (a null value,

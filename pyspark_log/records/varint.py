@@ -1,4 +1,4 @@
-"""Zig-zag varints (protobuf style), as used inside RecordBatch v2 records (seed 002 §5.3.2).
+"""Zig-zag varints (protobuf style), as used inside RecordBatch v2 records (Kafka documentation §5.3.2 "Record").
 
 Layout: a signed value ``v`` is first zig-zag mapped to an unsigned one
 (``0 -> 0, -1 -> 1, 1 -> 2, -2 -> 3, …``, i.e. ``(v << 1) ^ (v >> 63)``), then written in 7-bit

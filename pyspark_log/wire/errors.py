@@ -4,7 +4,8 @@ Numbers and names are Kafka's (``org.apache.kafka.common.protocol.Errors``; the 
 "Error Codes" table). ``retriable`` is true exactly where Kafka's exception class derives from
 ``RetriableException``: a client may retry the same request (often after refreshing metadata).
 
-DESIGN principle 11: operating errors travel as these codes; a client never sees a traceback.
+docs/architecture.md ("Kafka error codes for bad input, assertions for invariants"): operating errors travel
+as these codes; a client never sees a traceback.
 """
 
 from __future__ import annotations

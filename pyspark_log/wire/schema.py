@@ -1,7 +1,7 @@
 """The schema model: fields, version ranges, request/response schemas and APIs.
 
 This is the in-memory form of a declaration (``dsl.py`` parses our compact text form into it;
-DESIGN principle 4). Its semantics follow Kafka's message-schema conventions
+docs/architecture.md ("declare wire schemas once")). Its semantics follow Kafka's message-schema conventions
 (``clients/src/main/resources/common/message/README.md``):
 
 * a field exists in the versions of its ``versions`` range; in other versions it is not on the

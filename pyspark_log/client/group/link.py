@@ -1,6 +1,7 @@
 """The connection from a group member to its group coordinator.
 
-Seed 002 §5.5: a consumer "issues a FindCoordinatorRequest to any Kafka broker" and then talks to
+Kafka documentation §5.5 "Distribution": a consumer "issues a FindCoordinatorRequest to any Kafka broker" and
+then talks to
 the coordinator it names; when the coordinator moves it must be found again. The link finds the
 coordinator, keeps its own connection to it — not the pooled one fetches use: a JoinGroup waits
 for the whole rebalance and responses come back in request order, so sharing would hold up

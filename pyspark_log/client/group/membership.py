@@ -15,7 +15,8 @@
 One background task heartbeats every ``heartbeat.interval.ms`` while the member is stable. It
 learns of rebalances (REBALANCE_IN_PROGRESS: the next poll rejoins), of a lost membership
 (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: ``on_partitions_lost``, then rejoin) and of a fence
-(FENCED_INSTANCE_ID: ``poll`` raises it, seed 000 §4.5), and leaves the group when ``poll`` was
+(FENCED_INSTANCE_ID: ``poll`` raises it, Kafka documentation §4.5 "The Consumer"), and leaves the group when
+``poll`` was
 not called for ``max.poll.interval.ms``. A static member (``group.instance.id``, KIP-345) never
 sends LeaveGroup: restarting within ``session.timeout.ms`` keeps its partitions without a rebalance.
 """

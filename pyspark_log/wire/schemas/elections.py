@@ -1,6 +1,6 @@
 """ElectLeaders (43): elect the preferred replica, or an out-of-sync one, as partition leader.
 
-Seed 000 §4.7 "balance of leadership": an admin (``pylog leader-election``, Kafka's
+Kafka documentation §4.7 "Replication" "balance of leadership": an admin (``pylog leader-election``, Kafka's
 ``kafka-leader-election``) asks the controller to move leadership back to each partition's
 preferred (first) replica, or — unclean — to give a partition without a live leader the first
 live replica. ``topic_partitions`` null means every partition of the cluster.
