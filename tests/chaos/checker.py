@@ -7,7 +7,8 @@ broker never took it) or ``info`` (indeterminate: a timeout, a connection lost a
 **final read** is, per partition, the ``(offset, value)`` pairs a consumer read from the log start
 to the high watermark after every fault was healed.
 
-Anomalies (seed 000 §4.7: "a committed message will not be lost, as long as there is at least one
+Anomalies (Kafka documentation §4.7 "Replication": "a committed message will not be lost, as long as there is
+at least one
 in sync replica alive"; an idempotent producer writes each record once and in order, KIP-98):
 
 - ``lost``: acknowledged (``ok``) but not in the final read;

@@ -7,7 +7,7 @@ producer) append unique values and two consumers of one group read with commits,
 scheduler (nemesis.py) injects one fault at a time: partitions (full, one-way, bridge, of the
 leader, of the active controller), random packet loss, SIGKILL+restart, SIGSTOP/SIGCONT, a full
 disk. Then everything is healed, the ISR waited for, every partition read from its start, and
-the checkers (checker.py) must report **0 anomalies** (seed 000 §4.7: an acknowledged write
+the checkers (checker.py) must report **0 anomalies** (Kafka documentation §4.7 "Replication": an acknowledged write
 survives while one in-sync replica does). A second test applies two faults at once (beyond the
 budget) and checks that writes are refused rather than lost.
 

@@ -1,7 +1,7 @@
 """Smoke check of ``bench/vs_kafka.py`` (issue #26): ``--quick --only produce`` on one node of
 each broker runs end to end and prints its markdown table with a figure for pylog and for Apache
 Kafka in every row, and removes its temp dirs. The figures themselves are never asserted: a
-benchmark prints what the machine gave (DESIGN.md, ``bench/``).
+benchmark prints what the machine gave (docs/architecture.md, ``bench/``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Fuzz the broker's network layer, dispatcher and handlers with malformed input, on ONE real broker.
 
-DESIGN principle 11: "A client never sees a Python traceback; the broker never dies on bad input."
+docs/architecture.md ("Kafka error codes for bad input, assertions for invariants"): "A client never sees a
+Python traceback; the broker never dies on bad input."
 Kafka's rule for what it cannot parse is to close the connection (``SocketServer``: a size outside
 ``0..socket.request.max.bytes`` closes it; ``RequestContext.parseRequest``: an undecodable request
 closes it), except ApiVersions, which answers an unsupported version with UNSUPPORTED_VERSION and a
@@ -436,7 +437,7 @@ def corrupt_records(draw: Callable[..., Any], valid: bytes) -> tuple[str, bytes]
 def test_corrupt_record_batches_are_refused_and_not_stored(
     fuzzed: Fuzzed, data: st.DataObject, version: int, acks: int
 ) -> None:
-    """Seed 002 §5.4: the broker checks each batch's CRC-32C before it stores it. A produce
+    """Kafka documentation §5.4 "Log": the broker checks each batch's CRC-32C before it stores it. A produce
     whose records are not whole valid batches is answered CORRUPT_MESSAGE (or closed; acks=0:
     not answered), and the log end offset does not move."""
     valid = _batch(b"x" * data.draw(st.integers(0, 40), label="value size"), data.draw(st.integers(1, 3), label="n"))

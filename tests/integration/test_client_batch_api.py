@@ -2,7 +2,8 @@
 queued from Arrow columns are read back by confluent-kafka (librdkafka) and kafka-python with
 the keys, values, headers, partitions and timestamps they were given, in order, once.
 
-Seed 003 (producer internals): records of one partition go in batches of ``batch.size``; the
+Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs" (producer internals): records of one
+partition go in batches of ``batch.size``; the
 idempotent producer's sequence numbers and the transaction's partition registration apply to
 the batches the batch API makes exactly as to ``send()``'s.
 """

@@ -1,6 +1,7 @@
 """pylog's idempotent producer against a real broker: connections broken while Produce requests
 are in flight make the producer retry, and the broker's producer state drops the duplicates
-(seed 003 "중복 없는 전송": a retried message B is acknowledged, not stored twice)."""
+(Kafka documentation §3.3 "Producer Configs", `enable.idempotence`: a retried message B is acknowledged, not
+stored twice)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """pylog's own client against a real broker process: produce with every acks setting and codec,
-consume back byte-identical and in order (seed 004 acks; seed 003 batching and compression)."""
+consume back byte-identical and in order (Kafka documentation §3.3 "Producer Configs" (`acks`) acks; Kafka
+documentation §4.4 "The Producer" and §3.3 "Producer Configs" batching and compression)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""pylog's transactional producer against a real broker (KIP-98; seed 003 "정확히 한 번 전송"):
+"""pylog's transactional producer against a real broker (KIP-98; Kafka documentation §4.6 "Message Delivery
+Semantics", transactions):
 committed transactions are visible to read_committed consumers (ours and confluent-kafka's),
 aborted ones never are; offsets sent to a transaction commit with it; a second producer with the
 same transactional.id fences the first; a prepared transaction is completed from another process."""

@@ -1,7 +1,8 @@
-"""Log compaction against a real broker process with confluent-kafka (seed 000 §4.8; issue 13).
+"""Log compaction against a real broker process with confluent-kafka (Kafka documentation §4.8 "Log
+Compaction"; issue 13).
 
-"로그를 맨 앞에서부터 읽어가는 모든 컨슈머는 적어도 모든 레코드의 최종 상태를 기록한 순서대로
-조회할 수 있다 ... 메세지의 오프셋은 절대 변경되지 않는다." Keyed overwrites and tombstones go to a
+a consumer reading from the start sees at least the final state of every record, in write order, and offsets
+never change. Keyed overwrites and tombstones go to a
 compacted topic with small segments; once the cleaner reports the log clean (its
 ``cleaner-offset-checkpoint`` reaches the active segment), a consumer from offset 0 gets exactly
 the latest record of every key, in offset order, at the offsets the producer was given. A

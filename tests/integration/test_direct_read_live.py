@@ -3,7 +3,7 @@ a task reads them (``pyspark_log.spark.direct_read``, no Spark needed: the drive
 and the task's read are called as the Spark source calls them).
 
 * Retention deletes segments the reader has not opened yet: the segment it holds open stays
-  readable (seed 002 §5.4.3: deletion does not block readers), and the rest of the range comes
+  readable (Kafka documentation §5.4.3 "Deletes": deletion does not block readers), and the rest of the range comes
   through the broker, which reports the deleted offsets as data loss (failOnDataLoss=false:
   skipped, exactly as the broker path skips them).
 * The cleaner swaps segments (``.cleaned`` → ``.swap`` → live, old ones renamed ``.deleted``)

@@ -1,6 +1,7 @@
 """Failover on a real cluster of three ``broker,controller`` nodes, SIGKILLed for real.
 
-Seed 000 §4.7: "the guarantee that Kafka offers is that a committed message will not be lost, as
+Kafka documentation §4.7 "Replication": "the guarantee that Kafka offers is that a committed message will not
+be lost, as
 long as there is at least one in sync replica alive, at all times", and "Replica Management": the
 controller "detects broker-level failures and is responsible for changing the leader of all
 affected partitions in a failed broker". A partition leader is SIGKILLed while an idempotent
@@ -175,8 +176,8 @@ def test_with_every_isr_member_down_a_partition_waits_unless_unclean_election_is
     the ISR, then broker 4 (the last ISR member) dies too; broker 5 comes back first. With
     ``unclean.leader.election.enable=false`` the partition stays offline until broker 4 returns,
     and nothing acknowledged is lost; with ``true`` broker 5 leads at once and the records only
-    broker 4 had are gone — also from broker 4, which truncates them when it returns (seed 002
-    §5.4.4: no "data that appears")."""
+    broker 4 had are gone — also from broker 4, which truncates them when it returns (Kafka documentation
+    §5.4.4 "Guarantees": no "data that appears")."""
     cluster = EmbeddedCluster(tmp_path / "unclean", brokers=(4, 5), overrides=OVERRIDES)
     try:
         cluster.start()
@@ -276,7 +277,8 @@ def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(c
 
 
 def test_seed_002_5_4_4_a_deposed_leader_ends_with_the_new_leaders_record_at_its_offset(tmp_path):
-    """Seed 002 §5.4.4, both failure scenarios. (1) A record acknowledged with acks=1 by a leader
+    """Kafka documentation §5.4.4 "Guarantees", both failure scenarios. (1) A record acknowledged with acks=1
+    by a leader
     that dies before its followers have it may be lost — allowed, and the reason acks=all exists.
     Whether it is depends on a race the test cannot steer: a follower's fetch parked at the leader
     when the follower was paused carries the record into that follower's socket, and it lands when

@@ -1,6 +1,7 @@
 """The failover soak: faults injected for real while idempotent acks=all producers write.
 
-Seed 000 §4.7: "the guarantee that Kafka offers is that a committed message will not be lost, as
+Kafka documentation §4.7 "Replication": "the guarantee that Kafka offers is that a committed message will not
+be lost, as
 long as there is at least one in sync replica alive, at all times." Three ``broker,controller``
 nodes, a topic of replication factor 3 with min.insync.replicas 2, and an idempotent
 confluent-kafka producer with acks=all writing sequence-numbered records to every partition,

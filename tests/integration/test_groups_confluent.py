@@ -1,6 +1,7 @@
 """Consumer groups with confluent-kafka (librdkafka) against a real broker: partitions split among
 members, move when a member leaves or dies, and stay put when a static member restarts
-(seed 000 §4.5 "Static Membership": the member id survives a restart, "no rebalance is triggered")."""
+(Kafka documentation §4.5 "The Consumer" "Static Membership": the member id survives a restart, "no rebalance
+is triggered")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """pylog's own consumer in consumer groups against a real broker: splitting, rebalance callbacks,
 auto-commit, a mixed group with confluent-kafka, static membership and fencing (KIP-345,
-FencedInstanceIdException in seed 000 §4.5), cooperative-sticky, pattern subscription and
+FencedInstanceIdException in Kafka documentation §4.5 "The Consumer"), cooperative-sticky, pattern subscription and
 ``max.poll.interval.ms``."""
 
 from __future__ import annotations

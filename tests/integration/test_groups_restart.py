@@ -1,4 +1,5 @@
-"""Committed offsets live in ``__consumer_offsets`` (seed 002 §5.5) and survive a broker restart: the
+"""Committed offsets live in ``__consumer_offsets`` (Kafka documentation §5.5 "Distribution") and survive a
+broker restart: the
 coordinator replays the partition into its cache when it starts, and a group resumes where it
 committed — with our consumer, confluent-kafka and kafka-python alike."""
 

@@ -1,7 +1,8 @@
 """kill -9 of the broker under an idempotent producer: after restarts, no duplicates and no gaps.
 
 Issue #5 "Done when": "Kill -9 of the broker during an idempotent produce with retries: after
-restart, no duplicates and no gaps in what was acknowledged." Seed 003 "중복 없는 전송": the producer
+restart, no duplicates and no gaps in what was acknowledged." Kafka documentation §3.3 "Producer Configs",
+`enable.idempotence`: the producer
 resends a message whose ACK it did not get, and the broker, comparing the producer id and
 sequence number, stores it only once. The producer state must survive the crash: it is rebuilt
 from the last producer snapshot and the batch headers after it (``broker.log.producer_state``).

@@ -1,7 +1,7 @@
 """A KRaft cluster of real processes on loopback: three controllers (``process.roles=controller``,
 the KIP-595 voters) and two brokers (``process.roles=broker``, observers of the metadata log).
 
-Seed 001 (KIP-595) and the issue's "Done when": topics created on one broker are visible on the
+KIP-595 and the issue's "Done when": topics created on one broker are visible on the
 other with the same partitions and leaders; clients produce and consume across both brokers; a
 SIGKILLed quorum leader is replaced and the metadata stays identical on both brokers; a graceful
 leader shutdown hands over at once and nothing is lost; a broker of another cluster is refused.

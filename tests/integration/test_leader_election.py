@@ -1,5 +1,5 @@
 """Leadership back to the preferred replicas after a restart, and unclean elections on demand,
-on real clusters (seed 000 §4.7).
+on real clusters (Kafka documentation §4.7 "Replication").
 
 §4.7 "Replica Management": "we also try to balance leadership so that each node is the leader
 for a proportional share of its partitions". A SIGKILLed broker's leaderships move to other ISR

@@ -1,6 +1,6 @@
 """Crash test of the log: SIGKILL a writer at a random moment, recover, check nothing acked is lost.
 
-Seed 002 §5.4.1/§5.4.4: with ``flush.messages=1`` every acknowledged batch was fsynced before
+Kafka documentation §5.4.1 "Writes"/§5.4.4: with ``flush.messages=1`` every acknowledged batch was fsynced before
 the acknowledgement, and recovery "truncates the log to the last valid offset" — so after any
 crash the log must hold a prefix of what was written that includes every acknowledged batch,
 with no torn batch. Each iteration kills a child writer (``log_crash_child.py``) and recovers

@@ -1,6 +1,7 @@
 """``__consumer_offsets`` after many offset commits is compacted, so a coordinator's load after a
-restart depends on the live offsets, not on history (issue 13; seed 000 §4.8 — the offsets topic
-is "a special compacted Kafka topic", seed 002 §5.5).
+restart depends on the live offsets, not on history (issue 13; Kafka documentation §4.8 "Log Compaction" — the
+offsets topic
+is "a special compacted Kafka topic", Kafka documentation §5.5 "Distribution").
 
 One group commits 5 partitions' offsets ``COMMITS`` times (raw OffsetCommit v7 requests pipelined
 on one connection: 5 keys, ``5 × COMMITS`` records), with the cleaner off. The broker restarts

@@ -1,4 +1,4 @@
-"""Issue 16's measured rates (seed 000 §4.9): a confluent-kafka producer and consumer under a
+"""Issue 16's measured rates (Kafka documentation §4.9 "Quotas"): a confluent-kafka producer and consumer under a
 1 MB/s byte-rate quota measure 1 MB/s ±15 % over 20 s after a warm-up of ``quota.window.num``
 windows, each beside an unthrottled client measured at the same time (about 25 s per test).
 """
@@ -97,8 +97,8 @@ def consume_measured(bootstrap: str, topic: str, client_id: str) -> tuple[float,
 def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
     rate_broker, topic_name
 ):
-    """ "각 클라이언트 그룹은 클라이언트 속도를 제한하기 전까지, 브로커 당 최대 X bytes/sec만큼 발행/페치할
-    수 있다": a confluent-kafka producer under producer_byte_rate=1 MB/s delivers 1 MB/s ±15 % over
+    """each client group may produce/fetch up to X bytes/sec per broker before it is throttled: a
+    confluent-kafka producer under producer_byte_rate=1 MB/s delivers 1 MB/s ±15 % over
     20 s, while an unthrottled client id on the same broker, producing at the same time at 4 MB/s,
     keeps its own throughput, and librdkafka's statistics show the throttle time of the first only.
 
@@ -127,7 +127,7 @@ def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_a
 def test_seed_4_9_consumer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
     rate_broker, topic_name
 ):
-    """The same for consumers: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled
+    """The same for consumers: a throttled fetch answer carries no data — a throttled
     Fetch is answered at once without data. A consumer under consumer_byte_rate=1 MB/s reads
     1 MB/s ±15 % over 20 s after the warm-up of ``quota.window.num`` windows (as the producer
     test), while another client id reading the same topic at the same time gets all of it at

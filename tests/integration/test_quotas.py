@@ -1,4 +1,4 @@
-"""Client quotas on a real broker (seed 000 §4.9), driven by confluent-kafka and pylog's client.
+"""Client quotas on a real broker (Kafka documentation §4.9 "Quotas"), driven by confluent-kafka and pylog's client.
 
 The broker runs with ``quota.window.num=3`` (3 windows of 1 s) so that a test of a few seconds
 sees steady throttling: with Kafka's 11 windows a fresh client may burst ten seconds' worth of its
@@ -94,7 +94,7 @@ def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
 
 def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_restart(quota_broker, topic_name):
     """Our producer reads ``throttle_time_ms`` and holds back its requests; removing the quota
-    takes effect at once ("재시작하지 않고도 할당량을 변경할 수 있다"); the group's metrics appear on
+    takes effect at once (quotas change without a restart); the group's metrics appear on
     /metrics under Kafka's names."""
     broker, metrics_port = quota_broker
     bootstrap = broker.bootstrap_servers
@@ -127,7 +127,7 @@ def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_res
 
 
 def test_seed_4_9_request_percentage_throttles_a_busy_client(quota_broker):
-    """ "요청 속도 할당량은 클라이언트가 quota 윈도우 시간 내에서 … 이용할 수 있는 시간 백분율로 정의한다":
+    """a request-rate quota is the percentage of time within a quota window that a client may use:
     request_percentage is the share of the event loop a group may use (pylog has one loop; see
     docs/compatibility.md). A client allowed 0.001 % is throttled after a few requests."""
     broker, metrics_port = quota_broker
@@ -256,7 +256,7 @@ def wait_closed(sockets: list[socket.socket], *, expected_closed: int, deadline_
 
 
 def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
-    """ "모든 브로커는 이 재정의 정보를 읽어가 즉시 시행한다": an AlterClientQuotas sent to broker 4 is
+    """every broker reads quota overrides and applies them at once: an AlterClientQuotas sent to broker 4 is
     forwarded to the active controller as ClientQuotaRecords; broker 5 describes and enforces it."""
     with EmbeddedCluster(
         tmp_path / "kraft", controllers=(1,), brokers=(4, 5), overrides={"quota.window.num": "3"}

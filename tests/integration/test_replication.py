@@ -1,6 +1,6 @@
 """Replication on a real cluster: 3 controllers + 3 brokers (``process.roles`` split), loopback.
 
-Seed 000 §4.7 and seed 004, as users meet them:
+Kafka documentation §4.7 "Replication" and Kafka documentation §3.3 "Producer Configs" (`acks`), as users meet them:
 * "followers consume messages from the leader just as a normal Kafka consumer would and apply them
   to their own log": after acks=all produces from confluent-kafka and kafka-python, every
   replica's segment files hold the same bytes;
@@ -8,7 +8,8 @@ Seed 000 §4.7 and seed 004, as users meet them:
   sync replicas ... controlled by the replica.lag.time.max.ms configuration": a SIGSTOPped follower
   leaves the ISR, writes go on, and after SIGCONT it catches up and rejoins;
   ``pylog topics describe --under-replicated-partitions`` lists exactly the affected partitions;
-* seed 004's min.insync.replicas table: RF 3 with min.insync.replicas 2, one broker down → acks=all
+* the `acks` entry of Kafka documentation §3.3 "Producer Configs" and §4.7 "Replication"'s min.insync.replicas
+table: RF 3 with min.insync.replicas 2, one broker down → acks=all
   writes go on; two down → acks=all refused with NOT_ENOUGH_REPLICAS (seen by confluent-kafka),
   acks=1 accepted;
 * "A message is considered committed when all in sync replicas for that partition have applied
@@ -185,7 +186,8 @@ def test_a_paused_follower_leaves_the_isr_writes_go_on_and_it_rejoins_after_catc
 
 
 def test_min_insync_replicas_table_of_seed_004(cluster):
-    """Seed 004: RF 3, min.insync.replicas 2 — one broker down: acks=all goes on; two down:
+    """Kafka documentation §3.3 "Producer Configs" (`acks`): RF 3, min.insync.replicas 2 — one broker down:
+    acks=all goes on; two down:
     acks=all is refused with NOT_ENOUGH_REPLICAS, acks=1 is accepted."""
     topic = unique("minisr")
     create_topic(cluster, topic, num_partitions=1, replica_assignment=[[4, 5, 6]], config={"min.insync.replicas": "2"})

@@ -1,4 +1,5 @@
-"""Issue #15 fuzz: TLS garbage never stops the broker (DESIGN principle 11).
+"""Issue #15 fuzz: TLS garbage never stops the broker (docs/architecture.md ("Kafka error codes for bad input,
+assertions for invariants")).
 
 One broker with a PLAINTEXT and an SSL listener. Cases, each on its own connection:
 - bytes that are not a TLS ClientHello (random, plaintext Kafka, a TLS record header announcing

@@ -1,6 +1,7 @@
-"""Transactions with confluent-kafka (librdkafka) against a real broker process (seed 000 §4.6:
-"모든 메세지를 기록하는 데 성공하거나, 그게 아니면 아무것도 기록하지 않는다"; seed 003
-"정확히 한 번 전송"; KIP-98): a committed transaction is visible to read_committed consumers, an
+"""Transactions with confluent-kafka (librdkafka) against a real broker process (Kafka documentation §4.6
+"Message Delivery Semantics":
+either all of the messages are written or none is; Kafka documentation §4.6 "Message Delivery Semantics",
+transactions; KIP-98): a committed transaction is visible to read_committed consumers, an
 aborted one only to read_uncommitted ones, a second producer with the same transactional.id fences
 the first, consumed offsets commit inside the transaction, an abandoned transaction is aborted
 after its timeout, and the coordinator's state survives a broker restart."""

@@ -1,20 +1,23 @@
 """Safety invariants of partition replication, checked after every simulated event.
 
-Each is named after the seed sentence it checks:
+Each is named after the Kafka documentation sentence it checks:
 
-* ``hw_never_decreases_within_epoch`` — seed 000 §4.7 "A message is considered committed when all
+* ``hw_never_decreases_within_epoch`` — Kafka documentation §4.7 "Replication" "A message is considered
+committed when all
   in sync replicas for that partition have applied it to their log": what the leader once called
   committed stays committed, so the leader's high watermark never moves back while one leader
   epoch lasts (over restarts of the leader too: the epoch is the leadership).
 * ``hw_within_isr_end_offsets`` — the same sentence, on the leader's view: the high watermark is at
   most the log end offset of every ISR member the leader knows the end offset of (a member that
   lost its unflushed tail in a machine crash is exempt until it leaves the ISR; see below).
-* ``acks_all_on_isr_and_later_leaders`` — seed 000 §4.7 "the guarantee that Kafka offers is that a
+* ``acks_all_on_isr_and_later_leaders`` — Kafka documentation §4.7 "Replication" "the guarantee that Kafka
+offers is that a
   committed message will not be lost, as long as there is at least one in sync replica alive":
   every offset acknowledged to an ``acks=all`` producer is held, with the same record (so the same
   leader epoch), by every member of the controller's ISR and by the leader of its epoch and of
   every later epoch.
-* ``replicas_agree_below_hw`` — seed 002 §5.4.4 (no "data that appears" on one replica only): below
+* ``replicas_agree_below_hw`` — Kafka documentation §5.4.4 "Guarantees" (no "data that appears" on one replica
+only): below
   its high watermark every replica holds the same record at every offset as every other replica
   (checked against the prefix that any replica's high watermark has covered).
 
@@ -23,12 +26,12 @@ link, with FIFO order per connection (TCP); heartbeats and registrations deliver
 of pauses and process crashes (a process crash keeps the page cache);
 ``unclean.leader.election.enable=false`` (the controller's rules). Machine crashes lose the
 unflushed tail of a log: a broker that lost records that way is exempt from the ISR checks until it
-leaves the ISR (the seed's guarantee is about replicas that still have the data; the exemption also
+leaves the ISR (the documented guarantee is about replicas that still have the data; the exemption also
 covers a crashed broker the leader adds to the ISR on a fetch sent before the crash, until the
 broker runs again). A committed or acknowledged record is an allowed loss, dropped from the checks
 and counted in ``allowed_losses``, when every replica holding it lost it in machine crashes or when
 every member of the controller's ISR lost it that way ("at least one in sync replica alive" is the
-seed's condition). The leader checks have no exemption: electing, or resuming leadership on, a
+documented condition). The leader checks have no exemption: electing, or resuming leadership on, a
 replica that lost an acknowledged record while an ISR member still holds it is a violation.
 """
 
@@ -208,7 +211,8 @@ class ReplicationInvariants:
                 if offset < len(committed):
                     if committed[offset] != record_id:
                         self._fail(
-                            f"replicas_agree_below_hw (seed 002 §5.4.4): broker {broker.node_id} p{partition} holds "
+                            f"replicas_agree_below_hw (Kafka documentation §5.4.4 'Guarantees'): "
+                            f"broker {broker.node_id} p{partition} holds "
                             f"record {record_id} (epoch {entries[offset][0]}) at offset {offset} below its HW {hw}, "
                             f"another replica committed record {committed[offset]} there"
                         )
@@ -222,7 +226,8 @@ class ReplicationInvariants:
                 highest = self.max_hw.get(epoch_key, -1)
                 if hw < highest:
                     self._fail(
-                        f"hw_never_decreases_within_epoch (seed 000 §4.7): leader {broker.node_id} of p{partition} "
+                        f"hw_never_decreases_within_epoch (Kafka documentation §4.7 'Replication'): "
+                        f"leader {broker.node_id} of p{partition} "
                         f"at epoch {hosted.leader_epoch} has HW {hw}, it was {highest} in this epoch"
                     )
                     return
@@ -241,7 +246,8 @@ class ReplicationInvariants:
                         continue  # it already left the controller's ISR; the leader's view lags
                     if state.log_end_offset < hw:
                         self._fail(
-                            f"hw_within_isr_end_offsets (seed 000 §4.7): leader {broker.node_id} of p{partition} "
+                            f"hw_within_isr_end_offsets (Kafka documentation §4.7 'Replication'): "
+                            f"leader {broker.node_id} of p{partition} "
                             f"has HW {hw} but ISR member {member} ends at {state.log_end_offset} in its view "
                             f"(ISR {list(hosted.isr)}, pending {hosted.pending_isr})"
                         )
@@ -293,7 +299,8 @@ class ReplicationInvariants:
             if held != record_id:
                 role = "ISR member" if epoch < 0 else f"leader at epoch {epoch}"
                 self._fail(
-                    f"acks_all_on_isr_and_later_leaders (seed 000 §4.7): offset {offset} of p{partition} "
+                    f"acks_all_on_isr_and_later_leaders (Kafka documentation §4.7 'Replication'): "
+                    f"offset {offset} of p{partition} "
                     f"(record {record_id}, acknowledged acks=all at epoch {ack_epoch}) is not on {role} "
                     f"broker {broker_id} ({when}); it holds {held}, its log ends at {target.end}"
                 )
@@ -309,7 +316,7 @@ class ReplicationInvariants:
 
     # -- figures --------------------------------------------------------------------------------------
     def acks_one_lost(self) -> int:
-        """acks=1 records no replica holds at the end (allowed: seed 002 §5.4.4 scenario 1)."""
+        """acks=1 records no replica holds at the end (allowed: Kafka documentation §5.4.4 "Guarantees" scenario 1)."""
         lost = 0
         for partition, records in self.acks_one.items():
             for offset, record_id in records.items():

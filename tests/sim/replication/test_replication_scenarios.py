@@ -1,8 +1,10 @@
 """Seeded simulation of partition replication (issue 11 "Done when", issue 12 sim item).
 
-Seed 000 §4.7: "A message is considered committed when all in sync replicas for that partition have
+Kafka documentation §4.7 "Replication": "A message is considered committed when all in sync replicas for that
+partition have
 applied it to their log", and "the guarantee that Kafka offers is that a committed message will not
-be lost, as long as there is at least one in sync replica alive"; seed 002 §5.4.4: a replica never
+be lost, as long as there is at least one in sync replica alive"; Kafka documentation §5.4.4 "Guarantees": a
+replica never
 keeps data that appears on no other. Every scenario runs 2-5 brokers holding 1-3 partitions
 (replication factor up to 3) on a lossy, delaying network, with producers appending with acks=1
 and acks=all, and checks ``tests.sim.replication.invariants`` after every event; after the faults

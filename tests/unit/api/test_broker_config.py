@@ -10,7 +10,7 @@ from broker.controller.topics import validate_topic_config
 
 
 def test_kafka_names_of_the_quorum_timeouts_are_accepted() -> None:
-    """Kafka 3.x spells the KIP-595 timeouts ``controller.quorum.*``; the seed spells them ``quorum.*``."""
+    """Kafka 3.x spells the KIP-595 timeouts ``controller.quorum.*``; KIP-595 spells them ``quorum.*``."""
     config = BrokerConfig.from_mapping({"controller.quorum.election.timeout.ms": "1234"}, warn_unknown=False)
     assert config["quorum.election.timeout.ms"] == 1234
     both = {"controller.quorum.fetch.timeout.ms": "5000", "quorum.fetch.timeout.ms": "3000"}

@@ -1,5 +1,6 @@
-"""``Dispatcher``: header decode, version checks, handler call, response encode (DESIGN principle
-11: a client never sees a traceback, the broker never dies on bad input)."""
+"""``Dispatcher``: header decode, version checks, handler call, response encode (docs/architecture.md ("Kafka
+error codes for bad input, assertions for invariants"): a client never sees a traceback, the broker never dies
+on bad input)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Fetch long-poll (``broker.api.fetch``): an append between the handler's first read and the
 start of its wait must end the wait.
 
-Seed 000 §4.3 / Kafka ``DelayedFetch``: a fetch with fewer than ``min_bytes`` available "waits
+Kafka documentation §4.3 "Efficiency" / Kafka ``DelayedFetch``: a fetch with fewer than ``min_bytes`` available "waits
 until enough data arrives or max_wait_ms passes". ``handle_fetch`` reads once synchronously and
 returns a coroutine for the wait, which the transport starts on a later event-loop iteration;
 an append in between wakes nobody (no waiter is registered yet), so the coroutine must read

@@ -1,5 +1,6 @@
 """``handle_produce`` over a real ``ReplicaManager`` and logs: acks, min.insync.replicas, errors
-per partition (seed 004's acks table; KIP-467's record errors travel on the same path)."""
+per partition (the `acks` entry of Kafka documentation §3.3 "Producer Configs" and §4.7 "Replication"'s acks
+table; KIP-467's record errors travel on the same path)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def test_acks_0_appends_and_sends_no_answer(harness: Harness):
 
 
 def test_acks_all_below_min_insync_replicas_is_refused_before_the_append(harness: Harness):
-    """Seed 004: min.insync.replicas=2 with an ISR of one: acks=all refused, nothing written."""
+    """Kafka documentation §3.3 "Producer Configs" (`acks`): min.insync.replicas=2 with an ISR of one:
+    acks=all refused, nothing written."""
     part = produce(harness, -1, batch(1))
     assert part["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
     assert harness.replicas.get_partition(TOPIC, 0).log.log_end_offset == 0  # type: ignore[union-attr]

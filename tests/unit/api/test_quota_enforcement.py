@@ -1,4 +1,4 @@
-"""``QuotaEnforcer`` in the ``Dispatcher`` (seed 000 §4.9 Enforcement, KIP-219): usage recorded per
+"""``QuotaEnforcer`` in the ``Dispatcher`` (Kafka documentation §4.9 "Quotas" Enforcement, KIP-219): usage recorded per
 group, ``throttle_time_ms`` in the response sent at once, a throttled Fetch without data, the
 channel muted, replicas exempt."""
 
@@ -58,7 +58,7 @@ FETCH = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 10_000
 
 
 def test_seed_4_9_a_throttled_fetch_is_answered_at_once_without_data_and_the_channel_is_muted():
-    """ "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다"."""
+    """a throttled fetch answer carries no data."""
     d, quotas = setup({(("client-id", "c"),): {"consumer_byte_rate": 1000.0}})
     body, ctx = call(d, ApiKey.FETCH, 12, FETCH)
     assert body.throttle_time_ms > 0

@@ -1,6 +1,7 @@
 """The partition side of idempotence and transactions through ``ReplicaManager`` and the request
 handlers: Produce (duplicates, transactional records), Fetch read_committed (LSO, aborted list),
-ListOffsets latest for read_committed, WriteTxnMarkers (KIP-98; seed 003 "정확히 한 번 전송").
+ListOffsets latest for read_committed, WriteTxnMarkers (KIP-98; Kafka documentation §4.6 "Message Delivery
+Semantics", transactions).
 """
 
 from __future__ import annotations

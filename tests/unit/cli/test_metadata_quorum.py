@@ -1,4 +1,4 @@
-"""``pylog metadata-quorum``: the seed's fields computed from a DescribeQuorum answer (KIP-595
+"""``pylog metadata-quorum``: KIP-595's fields computed from a DescribeQuorum answer (KIP-595
 "Tooling Support"; v2 directory ids and voter endpoints, KIP-853, printed as Kafka 4.1's
 kafka-metadata-quorum prints them), add-controller's reading of a controller's properties, and the
 command line."""

@@ -1,4 +1,5 @@
-"""The record accumulator (seed 003 "프로듀서의 배치": batch.size, linger.ms, buffer.memory),
+"""The record accumulator (Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs":
+batch.size, linger.ms, buffer.memory),
 driven by a manual clock: no sleeping, no sockets."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The batch API's loop-free part (``columnar_send.py``) and columnar batches in the accumulator:
 Kafka's default partitioner over whole columns (explicit partition, murmur2 of the key, sticky
-null keys — seed 003, KIP-480), batches cut at ``batch.size``, byte-identical encoding, and
+null keys — Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs", KIP-480), batches cut at
+``batch.size``, byte-identical encoding, and
 completion, linger, split and memory release as for ``send()``'s batches."""
 
 from __future__ import annotations

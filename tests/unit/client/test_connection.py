@@ -168,8 +168,8 @@ def test_acks0_style_request_returns_without_response(run: Run) -> None:
 
 
 def test_kip219_a_throttled_response_holds_back_the_next_request(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 000 §4.9: "카프카 클라이언트가 응답으로 받은 지연 시간이 0이 아니라면, 클라이언트는 지연 시간
-    동안 브로커에 추가 요청을 보내지 않는다" — the next request leaves no earlier than the end of
+    """Kafka documentation §4.9 "Quotas": a client that gets a non-zero throttle time sends the broker no more
+    requests for that long — the next request leaves no earlier than the end of
     the throttle time the broker gave."""
     fake = FakeCluster()
     arrivals: list[float] = []

@@ -263,7 +263,7 @@ def test_fetch_raw_returns_whole_batches_and_offsets(run: Run) -> None:
 
 
 def test_fetch_raw_asks_again_after_a_throttled_fetch_without_data(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 000 §4.9: "페치 요청이었다면, 응답에 어떤 데이터도 담지 않는다" — a throttled Fetch carries no
+    """Kafka documentation §4.9 "Quotas": a throttled fetch answer carries no data — a throttled Fetch carries no
     partitions (as Kafka's throttled response); fetch_raw waits out the throttle and asks again."""
     fake = FakeCluster(1, topics={"t": 1})
     fill(fake, TP0, 3)

@@ -1,5 +1,5 @@
-"""Parsing fetched batches the way Kafka's consumer does (seed 003 control messages; the
-reference's "a fetch that starts mid-batch must return the whole batch; the client skips")."""
+"""Parsing fetched batches the way Kafka's consumer does (Kafka documentation §5.3.1 "Record Batch",
+control batches; the reference's "a fetch that starts mid-batch must return the whole batch; the client skips")."""
 
 from __future__ import annotations
 

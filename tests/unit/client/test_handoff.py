@@ -1,7 +1,8 @@
 """The sync ``send`` path hands records to the producer's loop a chunk at a time
 (``client/handoff.py``): keyed and explicit-partition runs are partitioned and appended in bulk,
 null keys one by one, the batch API's batches as they are. Kafka's contract is unchanged:
-records of a partition keep the order of the ``send`` calls (seed 003 "파티션 안의 순서"),
+records of a partition keep the order of the ``send`` calls (Kafka documentation §4.4 "The Producer": order
+within a partition),
 keyed records land on ``toPositive(murmur2(key)) % partitions``, every record gets its own
 delivery report."""
 

@@ -1,6 +1,6 @@
-"""The idempotent producer against the fake cluster's producer-state model (KIP-98; seed 003
-"중복 없는 전송": "프로듀서가 보낸 메시지 시퀀스 번호가 브로커가 갖고 있는 시퀀스 번호보다 정확하게
-하나 큰 경우가 아니라면 브로커는 프로듀서의 메시지를 저장하지 않는다")."""
+"""The idempotent producer against the fake cluster's producer-state model (KIP-98; Kafka documentation §3.3
+"Producer Configs", `enable.idempotence`: the broker stores a message only if its sequence number is exactly
+one more than the last one it has)."""
 
 from __future__ import annotations
 

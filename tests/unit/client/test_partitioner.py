@@ -1,4 +1,5 @@
-"""Kafka's default partitioner (seed 003 "Partitioner", "스티키 파티셔닝 전략").
+"""Kafka's default partitioner (Kafka documentation §4.4 "The Producer" and §3.3 "Producer Configs"
+(`partitioner.class`): the sticky partitioner, KIP-480).
 
 Golden values: ``Utils.murmur2`` results asserted by Kafka's own ``UtilsTest.testMurmur2``, and
 partitions librdkafka 2.16's ``murmur2_random`` partitioner chose for keys on a 4-partition

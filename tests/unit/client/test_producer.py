@@ -1,5 +1,6 @@
 """AsyncProducer against the in-memory fake cluster: partitioning, acks, retries, timeouts,
-back-pressure, flush/close and the sender's failure path (seed 003, seed 004)."""
+back-pressure, flush/close and the sender's failure path (Kafka documentation §4.4 "The Producer" and §3.3
+"Producer Configs", Kafka documentation §3.3 "Producer Configs" (`acks`))."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Transactional producer and read_committed consumer against the fake coordinator (KIP-98; seed 003
-"정확히 한 번 전송": "프로듀서가 보내는 메시지들은 원자적으로 처리되어 전송에 성공하거나 실패하게 된다")."""
+"""Transactional producer and read_committed consumer against the fake coordinator (KIP-98; Kafka
+documentation §4.6 "Message Delivery Semantics", transactions: a transaction's messages succeed or fail
+together)."""
 
 from __future__ import annotations
 

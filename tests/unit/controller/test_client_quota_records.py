@@ -1,5 +1,5 @@
-"""Client quotas in the metadata (seed 000 §4.9 Quota Configuration): "모든 브로커는 이 재정의 정보를
-읽어가 즉시 시행한다. 덕분에 클러스터 전체를 순차적으로(rolling) 재시작하지 않고도 할당량을 변경할 수 있다"
+"""Client quotas in the metadata (Kafka documentation §4.9 "Quotas" Quota Configuration): every broker reads
+quota overrides and applies them at once, so quotas change without a rolling restart
 — ClientQuotaRecords in the KRaft metadata log (forwarded to the active controller, applied by
 every node) and in the single-node metadata file."""
 

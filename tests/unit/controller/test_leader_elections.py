@@ -1,7 +1,7 @@
 """Preferred and unclean elections an admin asks for, and automatic leader rebalancing
 (``partition_changes.elect_leaders`` / ``rebalance_leaders``).
 
-Seed 000 §4.7 "Replica Management": "we also try to balance leadership so that each node is the
+Kafka documentation §4.7 "Replication" "Replica Management": "we also try to balance leadership so that each node is the
 leader for a proportional share of its partitions" — the "balance of leadership" a restarted
 broker loses until leadership moves back to the preferred (first) replicas.
 """
@@ -127,7 +127,8 @@ def test_unclean_election_prefers_a_live_isr_member():
 
 
 def test_rebalancing_waits_until_a_broker_has_more_than_the_allowed_share_led_elsewhere():
-    """Seed 000 §4.7: "balance leadership so that each node is the leader for a proportional share
+    """Kafka documentation §4.7 "Replication": "balance leadership so that each node is the leader for a
+    proportional share
     of its partitions"; ``leader.imbalance.per.broker.percentage`` is how much drift is tolerated."""
     state, _ = with_topic(cluster(1, 2, 3), [[1, 2, 3]] * 10 + [[2, 3, 1]] * 10)
     assert rebalance_leaders(state, 10) == []

@@ -59,7 +59,7 @@ def test_no_live_broker_means_invalid_replication_factor():
 
 
 def test_replication_factor_places_rotating_replica_lists_led_by_their_first_broker():
-    """Seed 000 §4.7: "each partition has a single leader and zero or more followers"."""
+    """Kafka documentation §4.7 "Replication": "each partition has a single leader and zero or more followers"."""
     state = cluster(1, 2, 3)
     records, topic = operations.create_topic(state, "a", 3, 3, {}, topic_id=uuid.uuid4())
     assert [topic.partitions[p].replicas for p in range(3)] == [(1, 2, 3), (2, 3, 1), (3, 1, 2)]

@@ -1,6 +1,6 @@
 """ISR changes and leader elections on the active controller (``broker.controller.partition_changes``).
 
-Seed 000 §4.7 "Replica Management": the controller "detects broker-level failures and is
+Kafka documentation §4.7 "Replication" "Replica Management": the controller "detects broker-level failures and is
 responsible for changing the leader of all affected partitions in a failed broker"; KIP-497: the
 leader asks for ISR changes, the controller validates and writes them.
 """

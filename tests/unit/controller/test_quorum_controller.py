@@ -231,7 +231,7 @@ def test_silent_broker_is_fenced_and_unfenced_by_its_next_heartbeat(monkeypatch)
 
 
 def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_on_its_interval(monkeypatch):
-    """Seed 000 §4.7 "balance of leadership": ElectLeaders from any node, and the active
+    """Kafka documentation §4.7 "Replication" "balance of leadership": ElectLeaders from any node, and the active
     controller's periodic check (``leader.imbalance.check.interval.seconds``)."""
     from broker.controller.partition_changes import ElectionType
     from broker.controller.records import PartitionChangeRecord, encode_records

@@ -150,7 +150,7 @@ def test_a_static_member_rejoining_a_stable_group_gets_its_assignment_without_a_
     assert again[0].leader_id != again[0].member_id  # it computes no assignment
     assert h.group.state is S.STABLE
     assert h.sync(again[0].member_id, 1, instance_id="inst-1")[0].assignment == b"S"
-    # the old member id is fenced (seed 000 §4.5: FencedInstanceIdException)
+    # the old member id is fenced (Kafka documentation §4.5 "The Consumer": FencedInstanceIdException)
     assert h.heartbeat(s[0].member_id, 1, "inst-1") == ErrorCode.FENCED_INSTANCE_ID
     assert h.heartbeat(d[0].member_id, 1) == ErrorCode.NONE
 

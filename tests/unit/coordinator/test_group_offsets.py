@@ -1,4 +1,5 @@
-"""Committed offsets in the coordinator (seed 002 §5.5): appended to ``__consumer_offsets`` before the
+"""Committed offsets in the coordinator (Kafka documentation §5.5 "Distribution"): appended to
+``__consumer_offsets`` before the
 answer, served from the cache, replayed into the cache on start-up, expired per
 ``offsets.retention.minutes``, deleted with the group or by OffsetDelete."""
 

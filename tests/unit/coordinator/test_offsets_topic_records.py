@@ -1,5 +1,5 @@
 """``__consumer_offsets`` records (Kafka's OffsetCommitKey/Value, GroupMetadataKey/Value) and the
-coordinator partition (``abs(String.hashCode(group)) % partitions``, seed 002 §5.5)."""
+coordinator partition (``abs(String.hashCode(group)) % partitions``, Kafka documentation §5.5 "Distribution")."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ T0_MS = 1_700_000_000_000
 
 
 class FakeClock:
-    """A ``Clock`` that tests move by hand (DESIGN principle 7: tests never sleep for time)."""
+    """A ``Clock`` that tests move by hand (docs/architecture.md ("inject the clock and randomness; units last
+    in names"): tests never sleep for time)."""
 
     def __init__(self, now_ms: int = T0_MS) -> None:
         self.now_ms = now_ms

@@ -1,4 +1,4 @@
-"""Flushes off the event loop (``broker/log/flush.py``; seed 002 §5.4.1 ``flush.messages`` /
+"""Flushes off the event loop (``broker/log/flush.py``; Kafka documentation §5.4.1 "Writes" ``flush.messages`` /
 ``flush.ms``; Kafka's roll schedules "flush-log" with ``flushUptoOffsetExclusive(newSegment.
 baseOffset)`` and advances the recovery point when it completes).
 

@@ -1,6 +1,6 @@
 """The logs' batch-boundary caches share one budget, so memory does not grow with partitions.
 
-Seed 002 §5.4.2: a read finds the segment holding the offset, then the position in that file. The
+Kafka documentation §5.4.2 "Reads": a read finds the segment holding the offset, then the position in that file. The
 cache remembers those positions for the offsets reads start and stop at; a fixed 4,096 entries per
 log (about 800 KB) made 10,000 busy partitions cost 8 GB. Now every open cache holds at most
 ``TOTAL_ENTRIES // open caches`` entries (between ``MIN_ENTRIES`` and ``MAX_ENTRIES``), and a

@@ -1,6 +1,6 @@
 """Offset and time index files: Kafka's binary layouts, sparse lookups, truncation, sanity checks.
 
-Seed 002 §5.4.2: "the search is done as a simple binary search variation against an in-memory
+Kafka documentation §5.4.2 "Reads": "the search is done as a simple binary search variation against an in-memory
 range maintained for each file" — first over segment base offsets, then over index entries.
 """
 

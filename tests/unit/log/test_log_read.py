@@ -1,4 +1,4 @@
-"""Appends and reads at every boundary (seed 002 §5.4.2).
+"""Appends and reads at every boundary (Kafka documentation §5.4.2 "Reads").
 
 "Reads are done by giving the 64-bit logical offset of a message and an S-byte max chunk size":
 a read returns whole batches starting with the batch that contains the offset; at least one

@@ -1,8 +1,9 @@
 """Idempotent producers on one partition log (KIP-98; ``broker.log.producer_state``).
 
-Seed 003 "중복 없는 전송": "unless a message's sequence number is exactly one more than the one the
+Kafka documentation §3.3 "Producer Configs", `enable.idempotence`: "unless a message's sequence number is
+exactly one more than the one the
 broker has, the broker does not store it", and a retried message the broker already stored is
-only acknowledged ("이미 저장되어 있는 경우 ACK만 전송한다"). The rules are Kafka 3.7's
+only acknowledged (if it is already stored, only acknowledge it). The rules are Kafka 3.7's
 ``ProducerAppendInfo``; each test names the rule it checks.
 """
 

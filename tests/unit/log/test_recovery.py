@@ -1,4 +1,4 @@
-"""Recovery at start-up (seed 002 §5.4.4).
+"""Recovery at start-up (Kafka documentation §5.4.4 "Guarantees").
 
 "The log maintains a CRC32 checksum for every record batch flushed to disk. On log recovery each
 record batch is validated. ... If the log is found to be corrupted (length negative, offsets not

@@ -1,4 +1,4 @@
-"""Retention by time and size, the log start offset, and non-blocking deletion (seed 002 §5.4.3).
+"""Retention by time and size, the log start offset, and non-blocking deletion (Kafka documentation §5.4.3 "Deletes").
 
 "Data is deleted one log segment at a time ... A segment is deleted when the retention time is
 greater than the largest timestamp recorded in the segment file" and "segments are deleted,

@@ -1,4 +1,4 @@
-"""Rolling segments and the flush policy (seed 002 §5.4.1).
+"""Rolling segments and the flush policy (Kafka documentation §5.4.1 "Writes").
 
 "The log rolls over to a fresh file when it reaches a configurable size (say 1GB)"; Kafka also
 rolls by ``segment.ms`` (from the first batch's timestamp, or the segment's creation when it has

@@ -1,4 +1,4 @@
-"""A consumer reading a partition front to back (seed 002 §5.4.2: "Reads are done by giving the
+"""A consumer reading a partition front to back (Kafka documentation §5.4.2 "Reads": "Reads are done by giving the
 64-bit logical offset of a message and an S-byte max chunk size"): each read starts where the
 last one stopped. The segment remembers the header of the batch a read stopped before, so the
 next read does not read it from the file again; truncation forgets it.

@@ -1,6 +1,7 @@
 """Transactions on one partition log: ongoing transactions, markers, the LSO and ``.txnindex`` (KIP-98).
 
-Seed 003 "정확히 한 번 전송": "Kafka uses a special type of message called a control message" so
+Kafka documentation §4.6 "Message Delivery Semantics", transactions: "Kafka uses a special type of message
+called a control message" so
 that readers can tell committed from aborted transactional messages. On the partition (Kafka
 3.7 ``ProducerStateManager`` / ``TransactionIndex``): a producer's first transactional batch
 starts its ongoing transaction; a COMMIT/ABORT marker ends it; the last stable offset is the

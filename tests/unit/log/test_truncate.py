@@ -1,6 +1,6 @@
 """Truncation for replication and Raft: ``truncate_to`` and ``truncate_fully_and_start_at``.
 
-Seed 002 §5.4.4: a replica must not let data "reappear": a follower truncates to the leader's
+Kafka documentation §5.4.4 "Guarantees": a replica must not let data "reappear": a follower truncates to the leader's
 log before fetching, so that offsets and data agree on every replica.
 """
 

@@ -1,6 +1,7 @@
 """``validate.py``: Kafka LogValidator rules on batch headers, offsets assigned by rewriting.
 
-Seed 002 §5.4: "records are always written in batches"; seed 000 §4.3: the broker keeps the
+Kafka documentation §5.4 "Log": "records are always written in batches"; Kafka documentation §4.3
+"Efficiency": the broker keeps the
 producer's binary format, so validation reads headers only and rewrites baseOffset in place.
 """
 

@@ -1,7 +1,7 @@
 """Records without a key are refused on a compacted topic (KIP-467; Kafka ``LogValidator.validateKey``).
 
-Seed 000 §4.8: "카프카는 로그 컴팩션에선, 토픽 파티션 로그 내의 있는 각 메세지 키마다, 적어도
-마지막으로 알려진 값은 무조건 보존한다" — compaction works per key, so a keyless record has no
+Kafka documentation §4.8 "Log Compaction": compaction keeps at least the last known value of every message key
+in a partition — compaction works per key, so a keyless record has no
 place in a compacted log: INVALID_RECORD, each such record named in ``record_errors``.
 """
 

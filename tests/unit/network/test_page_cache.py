@@ -1,7 +1,8 @@
-"""File regions the page cache does not hold are read off the event loop (DESIGN: nothing that
+"""File regions the page cache does not hold are read off the event loop (docs/architecture.md, "slow work off
+the event loop": nothing that
 can take >1 ms on the broker's event loop; ``broker/network/response.py``, ``connection.py``).
 
-Seed 000 §4.3: the broker sends log chunks "from pagecache to the network directly" with
+Kafka documentation §4.3 "Efficiency": the broker sends log chunks "from pagecache to the network directly" with
 sendfile — which is only non-blocking when the chunk is in the page cache. A region that is not
 (an old segment a lagging consumer or a new follower reads) is read into the cache by an
 executor thread first; a small one is read there whole.

@@ -36,8 +36,8 @@ class MutingHandler:
 
 
 def test_seed_4_9_a_muted_channel_answers_at_once_and_reads_nothing_until_the_delay_ends() -> None:
-    """ "이 지연 시간을 담은 응답을 즉시 반환한다 … 그런 다음 브로커는 지연이 끝날 때까지 더 이상 클라이언트의
-    요청을 처리하지 않으며, 이 클라이언트에 대한 채널을 mute시킨다"."""
+    """the answer with the delay goes out at once, then the broker mutes the client's channel until the delay
+    is over."""
 
     async def scenario() -> tuple[MutingHandler, list[bytes]]:
         handler = MutingHandler(0.3)

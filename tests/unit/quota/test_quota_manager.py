@@ -1,4 +1,4 @@
-"""Quota managers (seed 000 §4.9 Enforcement): usage per group, throttle decisions, no restart."""
+"""Quota managers (Kafka documentation §4.9 "Quotas" Enforcement): usage per group, throttle decisions, no restart."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ SLOW = ((CLIENT_ID, "slow"),)
 
 
 def test_seed_4_9_a_violator_is_throttled_and_others_are_not():
-    """ "각 클라이언트 그룹은 클라이언트 속도를 제한하기 전까지, 브로커 당 최대 X bytes/sec만큼 발행/페치할 수 있다"."""
+    """each client group may produce/fetch up to X bytes/sec per broker before it is throttled."""
     m = ClientQuotaManager(QuotaType.PRODUCE, QuotaConfig(11, 1000))
     table = {SLOW: {"producer_byte_rate": 1000.0}}
     slow, fast = m.match(table, "ANONYMOUS", "slow"), m.match(table, "ANONYMOUS", "fast")
@@ -22,7 +22,7 @@ def test_seed_4_9_a_violator_is_throttled_and_others_are_not():
 
 
 def test_a_changed_quota_applies_at_once():
-    """ "덕분에 클러스터 전체를 순차적으로(rolling) 재시작하지 않고도 할당량을 변경할 수 있다"."""
+    """quotas change without a rolling restart of the cluster."""
     m = ClientQuotaManager(QuotaType.PRODUCE)
     table = {SLOW: {"producer_byte_rate": 1000.0}}
     assert m.record(m.match(table, "ANONYMOUS", "slow"), 50_000, 0) > 0

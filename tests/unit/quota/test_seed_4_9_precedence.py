@@ -1,4 +1,4 @@
-"""Seed 000 §4.9 Client groups / Quota Configuration: entities, the 8-level precedence list, and
+"""Kafka documentation §4.9 "Quotas" Client groups / Quota Configuration: entities, the 8-level precedence list, and
 how groups share a quota."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_precedence_is_the_seeds_eight_line_list():
 
 @pytest.mark.parametrize("level", range(8))
 def test_seed_4_9_most_specific_quota_wins(level: int):
-    """ "이 커넥션과 가장 구체적으로 매칭되는 할당량이 적용된다": with quotas at this level and every
+    """the most specific matching quota applies: with quotas at this level and every
     less specific one, this level's applies."""
     table = {entity: {K: float(i + 1)} for i, entity in enumerate(ALL_LEVELS) if i >= level}
     match = resolve(table, K, "u", "c")
@@ -62,7 +62,7 @@ def test_precedence_is_per_quota_key():
 
 
 def test_seed_4_9_default_quota_is_per_client_not_shared():
-    """ "기본적으로 각 고유한 클라이언트 그룹은 … 고정된 bytes/sec를 할당량으로 부여받는다": a default
+    """by default each distinct client group gets a fixed bytes/sec quota: a default
     quota gives each client id its own group."""
     table = {e(client=None): {K: 10.0}}
     a, b = resolve(table, K, "ANONYMOUS", "a"), resolve(table, K, "ANONYMOUS", "b")
@@ -71,7 +71,7 @@ def test_seed_4_9_default_quota_is_per_client_not_shared():
 
 
 def test_seed_4_9_connections_of_a_group_share_its_quota():
-    """ "quota 그룹에선 모든 커넥션이 그룹에 설정한 할당량을 공유한다": a user quota groups every
+    """all connections of a quota group share its quota: a user quota groups every
     client id of the user."""
     table = {e("test-user"): {K: 10.0}}
     assert (

@@ -1,5 +1,5 @@
-"""Seed 000 §4.9 Enforcement: "할당량 위반을 신속하게 감지하고 바로잡기 위해, 바이트 전송량과 스레드
-사용률은 작은 윈도우를 여러 개 사용해서 측정한다" — rates over several small windows (Kafka's
+"""Kafka documentation §4.9 "Quotas" Enforcement: byte rates and thread usage are measured over several small
+windows so that violations are caught and corrected quickly — rates over several small windows (Kafka's
 SampledStat + Rate), and the delay that brings a violator back under its quota (QuotaUtils)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_avg_is_the_mean_of_recorded_values():
 
 
 def test_seed_4_9_delay_brings_the_client_back_under_its_quota():
-    """ "브로커는 먼저 위반한 클라이언트를 할당량 미만으로 떨어트리는 데 필요한 지연 시간을 계산하고": the
+    """the broker first computes the delay that brings the client back under its quota: the
     delay after which the rate, measured over a window grown by that delay, equals the bound:
     ``(rate - bound) / bound × window`` (Kafka's test: observed 100, quota 50, 3 samples -> 2000 ms)."""
     assert throttle_time_ms(100.0, 50.0, 2000) == 2000

@@ -1,4 +1,4 @@
-"""Whole batches: encode, decode, and every way a batch can be malformed (seed 002 §5.3)."""
+"""Whole batches: encode, decode, and every way a batch can be malformed (Kafka documentation §5.3 "Message Format")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Columnar decoding of fetch responses (``columnar.py``, ``columnar_numpy.py``).
 
 Checked against ``decode_records`` (the reference) and between the Python and numpy paths, with
-Kafka's consumer rules: control records are not delivered (seed 002 §5.3.1: "제어 레코드는
-애플리케이션에 전달되어서는 안 됩니다"), a partial trailing batch is ignored, and read_committed
+Kafka's consumer rules: control records are not delivered (Kafka documentation §5.3.1 "Record Batch": control
+records are never handed to the application), a partial trailing batch is ignored, and read_committed
 drops aborted transactions as ``CompletedFetch`` does.
 """
 

@@ -1,7 +1,7 @@
 """Vectorised encoding from Arrow columns (``columnar_encode.py``) against ``encode_batch``.
 
 The contract is byte identity: the same records, as Arrow columns or as ``ProducerRecord`` s,
-give the same RecordBatch v2 bytes (seed 002 §5.3.2 record layout), for every codec the client
+give the same RecordBatch v2 bytes (Kafka documentation §5.3.2 "Record" record layout), for every codec the client
 supports, with null keys/values, empty values, headers with null values, negative and large
 timestamp deltas; and the column murmur2 equals Kafka's ``Utils.murmur2`` per key.
 """

@@ -1,4 +1,4 @@
-"""Compression codecs (seed 002 §5.3.1 attributes bits 0-2) as Kafka clients frame them, and
+"""Compression codecs (Kafka documentation §5.3.1 "Record Batch" attributes bits 0-2) as Kafka clients frame them, and
 bounded decompression: a batch inflating past the limit is rejected, not allocated."""
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def test_round_trip(codec: int, name: str) -> None:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_concatenated_streams(codec: int) -> None:
-    """The seed: codecs "support concatenation of multiple" streams; members decode in order."""
+    """Kafka documentation §5.3.1 "Record Batch": codecs "support concatenation of multiple" streams; members
+    decode in order."""
     a, b = PAYLOADS["text"], PAYLOADS["short"]
     assert decompress(codec, compress(codec, a) + compress(codec, b), BIG) == a + b
 

@@ -1,4 +1,5 @@
-"""Control batches (seed 002 §5.3.1 "제어 배치"): "a single record called a control record",
+"""Control batches (Kafka documentation §5.3.1 "Record Batch" "Control Batches"): "a single record called a
+control record",
 key "version: int16 (0), type: int16 (0 abort, 1 commit)", plus the KRaft control records of
 KIP-595 (LeaderChangeMessage) and KIP-853 whose value layouts follow Kafka's message JSON."""
 

@@ -1,7 +1,8 @@
-"""A one-record batch written out byte by byte from the seed's layout (002 §5.3.1, §5.3.2).
+"""A one-record batch written out byte by byte from Kafka documentation's layout (§5.3.1 "Record Batch",
+§5.3.2 "Record").
 
-"CRC-32C (Castagnoli) 다항식이 계산에 사용됩니다" and the CRC covers "magic 바이트에서 배치
-끝까지" after the crc field itself, i.e. attributes to the end: checked here with a bitwise
+the CRC is computed with the CRC-32C (Castagnoli) polynomial and the CRC covers "from the magic byte to the
+end of the batch" after the crc field itself, i.e. attributes to the end: checked here with a bitwise
 reference CRC written from the polynomial, independent of the ``crc32c`` package.
 """
 

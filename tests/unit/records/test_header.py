@@ -1,4 +1,5 @@
-"""The 61-byte header fast path (seed 002 §5.3.1): reading, checking, walking and rewriting."""
+"""The 61-byte header fast path (Kafka documentation §5.3.1 "Record Batch"): reading, checking, walking and
+rewriting."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Records sections straight from row tuples (``row_encode.py``) against ``encode_batch``.
 
-The contract is byte identity with ``encode_batch`` (seed 002 §5.3.2 record layout) and with the
+The contract is byte identity with ``encode_batch`` (Kafka documentation §5.3.2 "Record" record layout) and with the
 Arrow encoder (``columnar_encode.encode_rows``): the same sections, byte starts and timestamps,
 for rows of bytes values, bytes keys or no keys, without headers (the plain path) and, through
 the fallback, for rows with some null keys, null values or headers. Every test runs twice: with

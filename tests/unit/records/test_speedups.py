@@ -3,7 +3,7 @@
 ``partition_keys`` and ``group_by_partition`` must give Kafka's default partitioner's
 ``toPositive(murmur2(key)) % partitions`` (``partitioner.partition_for_key``) and a stable
 grouping of the keys by partition; ``encode_records`` the records sections ``encode_batch``
-writes (seed 002 §5.3.2), or None for what it leaves to the Python encoders.
+writes (Kafka documentation §5.3.2 "Record"), or None for what it leaves to the Python encoders.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Zig-zag varints of RecordBatch v2 records (seed 002 §5.3.2: "length: varint", "timestampDelta:
+"""Zig-zag varints of RecordBatch v2 records (Kafka documentation §5.3.2 "Record": "length: varint", "timestampDelta:
 varlong"), checked against hand-written encodings and by round trip."""
 
 from __future__ import annotations

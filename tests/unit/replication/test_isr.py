@@ -1,4 +1,4 @@
-"""The leader's pure replication decisions (``broker.replication.isr``), one seed sentence each."""
+"""The leader's pure replication decisions (``broker.replication.isr``), one Kafka documentation sentence each."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def test_a_follower_rejoins_once_it_reaches_the_high_watermark_and_the_leaders_e
 
 
 def test_seed_004_min_insync_replicas_errors_before_and_after_the_append():
-    """Seed 004: acks=all with fewer in-sync replicas than min.insync.replicas is refused."""
+    """Kafka documentation §3.3 "Producer Configs" (`acks`): acks=all with fewer in-sync replicas than
+    min.insync.replicas is refused."""
     assert acks_all_error(2, 2, after_append=False) == ErrorCode.NONE
     assert acks_all_error(1, 2, after_append=False) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert acks_all_error(1, 2, after_append=True) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -53,7 +53,7 @@ def test_truncation_follows_the_log():
 
 
 def test_a_fetch_is_diverging_when_the_leader_has_no_such_epoch_past_the_fetch_offset():
-    """Seed 002 §5.4.4: a replica that accepted message 6 before failing, and came back after
+    """Kafka documentation §5.4.4 "Guarantees": a replica that accepted message 6 before failing, and came back after
     another message 6 was written, must end with the leader's message 6."""
     leader = cache((1, 0), (3, 6))  # epoch 1 wrote offsets 0-5 here; epoch 3 starts at 6
     assert diverging_epoch(leader, 10, last_fetched_epoch=3, fetch_offset=10) is None

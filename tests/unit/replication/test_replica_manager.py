@@ -1,7 +1,8 @@
 """``ReplicaManager`` and ``Partition`` over real logs, with hand-built metadata images and an
 injected clock: roles, acks=all, min.insync.replicas, follower fetches, divergence, checkpoints.
 
-Seed 000 §4.7 and seed 004 through the same calls the request handlers make.
+Kafka documentation §4.7 "Replication" and Kafka documentation §3.3 "Producer Configs" (`acks`) through the
+same calls the request handlers make.
 """
 
 from __future__ import annotations
@@ -244,7 +245,7 @@ def test_a_follower_appends_the_leaders_bytes_and_learns_its_epochs(tmp_path: Pa
 
 
 def test_a_follower_with_records_the_leader_never_had_is_told_where_to_truncate(tmp_path: Path, clock: FakeClock):
-    """Seed 002 §5.4.4: a replica that accepted message 6, failed, and came back after another
+    """Kafka documentation §5.4.4 "Guarantees": a replica that accepted message 6, failed, and came back after another
     message 6 was written must end with the leader's message 6."""
     old = Node(tmp_path, 1, clock)
     new = Node(tmp_path, 2, clock)

@@ -1,4 +1,4 @@
-"""The pure modules of the source must not import pyspark (DESIGN: importing pyspark_log never does)."""
+"""The pure modules of the source must not import pyspark (docs/architecture.md: importing pyspark_log never does)."""
 
 from __future__ import annotations
 

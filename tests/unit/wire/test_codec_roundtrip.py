@@ -1,5 +1,5 @@
 """Every declared API, request and response, at every declared version: generated encoders and
-decoders agree with each other and with the declaration (DESIGN principle 4)."""
+decoders agree with each other and with the declaration (docs/architecture.md ("declare wire schemas once"))."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Transactional offset commits in the group coordinator (KIP-98 TxnOffsetCommit, KIP-447
-require_stable; seed 000 §4.6: the consumer's position is written "in the same transaction" as
+require_stable; Kafka documentation §4.6 "Message Delivery Semantics": the consumer's position is written "in
+the same transaction" as
 the output, so an aborted transaction rolls the position back)."""
 
 from __future__ import annotations

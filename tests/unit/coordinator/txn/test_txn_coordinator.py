@@ -1,5 +1,6 @@
 """Transaction coordinator logic with an injected clock (Kafka 3.7 ``TransactionCoordinator`` rules;
-seed 003 "정확히 한 번 전송": the coordinator writes the transaction log and marks every partition
+Kafka documentation §4.6 "Message Delivery Semantics", transactions: the coordinator writes the transaction
+log and marks every partition
 committed or aborted with control messages)."""
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def test_not_coordinator_and_loading() -> None:
 
 
 def test_restart_keeps_state_and_finishes_a_prepared_commit() -> None:
-    """Seed 003: the state lives in __transaction_state; a coordinator that loads a transaction in
+    """Kafka documentation §4.6 "Message Delivery Semantics": the state lives in
+    __transaction_state; a coordinator that loads a transaction in
     PrepareCommit writes its markers (again) and completes it, as Kafka's loader does."""
     h = Harness()
     first = h.init()

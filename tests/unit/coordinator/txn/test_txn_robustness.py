@@ -1,7 +1,8 @@
 """The transaction coordinator under failures (review findings 4-8, 19, 20): marker errors and their
 backoff, persistence errors, a coordinator epoch change while markers are in flight, and a
 coordinator task that dies (Kafka 3.7 ``TransactionMarkerRequestCompletionHandler`` and
-``TransactionCoordinator``; DESIGN principle 10: a dead task fails its waiters)."""
+``TransactionCoordinator``; docs/architecture.md ("one owner per file and per background loop"): a dead task fails
+its waiters)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Choosing the log to clean (seed 000 §4.8 "Log Compaction Details" step 1 and the lag configs).
+"""Choosing the log to clean (Kafka documentation §4.8 "Log Compaction" "Log Compaction Details" step 1 and
+the lag configs).
 
-"로그 테일 대비 로그 헤드 비율이 가장 높은 로그를 고른다."
+pick the log whose head is largest relative to its tail.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def facts(
 
 
 def test_section_4_8_highest_dirty_ratio_wins() -> None:
-    """ "로그 테일 대비 로그 헤드 비율이 가장 높은 로그를 고른다."""
+    """pick the log whose head is largest relative to its tail."""
     a = facts([seg(0, 10), seg(10, 20), seg(20, 30), seg(30, 31)], key="a", first_dirty=10)  # 2/3 dirty
     b = facts([seg(0, 10), seg(10, 20), seg(20, 21)], key="b", first_dirty=0)  # all dirty
     chosen = choose_log([a, b], NOW)
@@ -50,7 +51,7 @@ def test_min_cleanable_dirty_ratio_keeps_a_mostly_clean_log_waiting() -> None:
 
 
 def test_section_4_8_active_segment_is_never_cleaned() -> None:
-    """ "활성 세그먼트는 가지고 있는 모든 메세지가 최소 압축 지연 시간보다 오래됐다고 해도 압축되지 않는다."""
+    """the active segment is never compacted, however old its messages."""
     only_active = facts([seg(0, 100, 10_000)])
     assert choose_log([only_active], NOW) is None
     two = cleanable_range(facts([seg(0, 50), seg(50, 100, 10_000)]), NOW)
@@ -59,8 +60,8 @@ def test_section_4_8_active_segment_is_never_cleaned() -> None:
 
 
 def test_section_4_8_min_compaction_lag_keeps_young_segments_in_the_head() -> None:
-    """ "min.compaction.lag.ms를 사용해 메세지를 작성한 후 압축하기 전까지 경과해야 하는 최소 시간을
-    보장할 수 있다": a segment holding a record younger than the lag ends the cleanable range."""
+    """``min.compaction.lag.ms`` bounds how soon after it is written a message may be compacted: a segment
+    holding a record younger than the lag ends the cleanable range."""
     log = facts([seg(0, 10, ts=NOW - 60_000), seg(10, 20, ts=NOW - 1_000), seg(20, 21)], min_lag=30_000)
     found = cleanable_range(log, NOW)
     assert found.end_offset == 10
@@ -68,8 +69,8 @@ def test_section_4_8_min_compaction_lag_keeps_young_segments_in_the_head() -> No
 
 
 def test_section_4_8_max_compaction_lag_makes_a_log_cleanable_below_the_ratio() -> None:
-    """ "max.compaction.lag.ms로는 메세지를 작성하고 압축 대상에 오르기까지의 최대 지연 시간을 보장할 수
-    있다": an overdue dirty segment is cleaned even under min.cleanable.dirty.ratio."""
+    """``max.compaction.lag.ms`` bounds how long a written message may wait before it becomes eligible for
+    compaction: an overdue dirty segment is cleaned even under min.cleanable.dirty.ratio."""
     segments = [seg(0, 10, 900), seg(10, 20, 100, ts=NOW - 120_000), seg(20, 21)]
     assert choose_log([facts(segments, first_dirty=10, ratio=0.5)], NOW) is None
     chosen = choose_log([facts(segments, first_dirty=10, ratio=0.5, max_lag=60_000)], NOW)

@@ -1,4 +1,5 @@
-"""A whole clean of a real log: recopy and swap (seed 000 §4.8 "What guarantees does log compaction
+"""A whole clean of a real log: recopy and swap (Kafka documentation §4.8 "Log Compaction" "What guarantees
+does log compaction
 provide" and "Log Compaction Details")."""
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def overwrite(log: Log, rounds: int, keys: int = 4) -> dict[str, tuple[int, str]
 
 
 def test_section_4_8_reader_from_the_start_sees_the_final_value_of_every_key(tmp_path: Path) -> None:
-    """ "로그를 맨 앞에서부터 읽어가는 모든 컨슈머는 적어도 모든 레코드의 최종 상태를 기록한 순서대로
-    조회할 수 있다" and "메세지의 오프셋은 절대 변경되지 않는다"."""
+    """a consumer reading from the start sees at least the final state of every record, in write order and
+    offsets never change."""
     clock = FakeClock()
     log = compacted(tmp_path, clock)
     overwrite(log, 10)
@@ -59,8 +60,7 @@ def test_section_4_8_reader_from_the_start_sees_the_final_value_of_every_key(tmp
 
 
 def test_section_4_8_a_read_inside_a_removed_range_starts_at_the_next_kept_record(tmp_path: Path) -> None:
-    """ "오프셋 36, 37, 38은 모두 동일한 위치로 간주하며, 이 오프셋 중 하나에서 읽기 시작하면 38부터
-    시작하는 메세지 셋을 반환한다.\""""
+    """offsets 36, 37 and 38 are one position: a read from any of them returns the messages from 38 on."""
     clock = FakeClock()
     log = compacted(tmp_path, clock)
     overwrite(log, 10)
@@ -75,8 +75,8 @@ def test_section_4_8_a_read_inside_a_removed_range_starts_at_the_next_kept_recor
 
 
 def test_section_4_8_tombstone_kept_first_then_removed_after_delete_retention(tmp_path: Path) -> None:
-    """ "메세지로 키와 null 페이로드를 보내면 로그에서 삭제한다는 명령으로 처리한다 ... 삭제 마커는 공간
-    확보를 위해 일정 시간이 지나면 로그에서 자체적으로 정리된다.\""""
+    """a key with a null payload means delete that key; the delete marker itself is removed after a
+    while to free space."""
     clock = FakeClock()
     log = compacted(tmp_path, clock, delete_retention_ms=DAY_MS)
     overwrite(log, 3)

@@ -1,4 +1,4 @@
-"""Cleaner settings under Kafka's names (seed 000 §4.8 "Configuring The Log Cleaner")."""
+"""Cleaner settings under Kafka's names (Kafka documentation §4.8 "Log Compaction" "Configuring The Log Cleaner")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from broker.log.config import LogConfig
 
 
 def test_section_4_8_the_cleaner_is_enabled_by_default() -> None:
-    """ "로그 클리너는 기본적으로 활성화된다.\""""
+    """the log cleaner is enabled by default."""
     config = CleanerConfig.from_properties({})
     assert config.enable
     assert (config.threads, config.dedupe_buffer_size, config.backoff_ms) == (1, 128 * 1024 * 1024, 15_000)
@@ -62,7 +62,7 @@ def test_section_4_8_topic_settings_and_their_broker_synonyms() -> None:
 
 
 def test_section_4_8_max_compaction_lag_rolls_the_active_segment_of_a_compacted_topic() -> None:
-    """ "활성 세그먼트는 ... 압축되지 않는다": for ``max.compaction.lag.ms`` to hold, the active segment
+    """ "the active segment" is never compacted: for ``max.compaction.lag.ms`` to hold, the active segment
     of a compacted topic rolls at ``min(segment.ms, max.compaction.lag.ms)`` (Kafka ``maxSegmentMs``)."""
     assert LogConfig(segment_ms=10_000, max_compaction_lag_ms=3_000).max_segment_ms == 10_000  # delete policy
     compacted = LogConfig(segment_ms=10_000, max_compaction_lag_ms=3_000, cleanup_policy=("compact",))

@@ -1,7 +1,6 @@
-"""The offset map (seed 000 §4.8 "Log Compaction Details", steps 2 and 4).
+"""The offset map (Kafka documentation §4.8 "Log Compaction" "Log Compaction Details", steps 2 and 4).
 
-"로그 헤드의 요약본은 본질적으로 공간이 밀집돼있는 해시 테이블이다. 엔트리 당 정확히 24바이트를
-사용한다."
+that summary is a dense hash table with exactly 24 bytes per entry.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from broker.log.cleaner.offset_map import BYTES_PER_ENTRY, OffsetMap, key_digest
 
 
 def test_section_4_8_exactly_24_bytes_per_entry() -> None:
-    """ "엔트리 당 정확히 24바이트를 사용한다": the table is slots × 24 bytes, nothing else per key."""
+    """exactly 24 bytes per entry: the table is slots × 24 bytes, nothing else per key."""
     offsets = OffsetMap(24 * 1000, load_factor=0.9)
     assert BYTES_PER_ENTRY == 24
     assert offsets.slots == 1000
@@ -24,7 +23,7 @@ def test_section_4_8_exactly_24_bytes_per_entry() -> None:
 
 
 def test_section_4_8_summary_of_last_offset_per_key() -> None:
-    """ "로그 헤드에 있는 각 키마다 마지막 오프셋의 간결한 요약본": a later put of a key wins."""
+    """a compact summary of the last offset of each key in the head: a later put of a key wins."""
     offsets = OffsetMap(24 * 64)
     offsets.put(b"123", 5)
     offsets.put(b"456", 6)

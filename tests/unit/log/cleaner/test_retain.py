@@ -1,4 +1,5 @@
-"""Which records and batches a clean keeps (seed 000 §4.8 guarantees; Kafka's transaction rules)."""
+"""Which records and batches a clean keeps (Kafka documentation §4.8 "Log Compaction" guarantees; Kafka's
+transaction rules)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ DAY_MS = 86_400_000
 
 
 def test_section_4_8_at_least_the_last_known_value_of_each_key_is_kept() -> None:
-    """ "토픽 파티션 로그 내의 있는 각 메세지 키마다, 적어도 마지막으로 알려진 값은 무조건 보존한다."""
+    """compaction keeps at least the last known value of every key of the partition."""
     assert keep_record(7, True, True, 7, retain_deletes=False)
     assert not keep_record(3, True, True, 7, retain_deletes=False)
     assert keep_record(9, True, True, 7, retain_deletes=False)  # after the map's range: kept
@@ -25,14 +26,14 @@ def test_section_4_8_at_least_the_last_known_value_of_each_key_is_kept() -> None
 
 
 def test_section_4_8_tombstones_are_themselves_removed_after_delete_retention() -> None:
-    """ "삭제 마커는 공간 확보를 위해 일정 시간이 지나면 로그에서 자체적으로 정리된다."""
+    """delete markers are themselves removed after a while to free space."""
     assert keep_record(7, True, False, 7, retain_deletes=True)
     assert not keep_record(7, True, False, 7, retain_deletes=False)
 
 
 def test_section_4_8_tombstones_visible_within_delete_retention_ms() -> None:
-    """ "컨슈머가 토픽의 delete.retention.ms 설정 ... 보다 짧은 시한 내에 로그 헤드에 도달하면 삭제한
-    레코드에 대한 삭제 마커도 전부 볼 수 있다": KIP-534 — a tombstone survives the clean that first
+    """a consumer that reaches the head within the topic's ``delete.retention.ms`` sees every delete marker:
+    KIP-534 — a tombstone survives the clean that first
     sees it (its batch has no delete horizon yet), which stamps the horizon now + delete.retention.ms,
     and every clean before that horizon."""
     now = 10 * DAY_MS

@@ -1,4 +1,4 @@
-"""Re-encoding a cleaned batch (seed 000 §4.8: "메세지의 오프셋은 절대 변경되지 않는다")."""
+"""Re-encoding a cleaned batch (Kafka documentation §4.8 "Log Compaction": offsets never change)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def stored(codec: int = compression.NONE, **kwargs: object) -> bytes:
 
 @pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
 def test_section_4_8_offsets_never_change_and_the_header_keeps_its_meaning(codec: int) -> None:
-    """ "메세지의 오프셋은 절대 변경되지 않는다": kept records keep offsets and timestamps; the
+    """offsets never change: kept records keep offsets and timestamps; the
     batch keeps base offset, last offset delta, leader epoch, producer fields and flags."""
     data = stored(codec, producer_id=42, producer_epoch=2, base_sequence=10, transactional=True)
     header, records = decode_records(data)

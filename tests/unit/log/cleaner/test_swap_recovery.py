@@ -1,6 +1,7 @@
 """Crash safety of the swap: a start-up after a crash at every step of ``.cleaned`` → ``.swap`` →
 live leaves either the old segments or the cleaned ones for each range, and every key's latest
-value (seed 000 §4.8: "적어도 마지막으로 알려진 값은 무조건 보존한다"; Kafka's ``LogLoader``)."""
+value (Kafka documentation §4.8 "Log Compaction": the last known value of each key is always kept; Kafka's
+``LogLoader``)."""
 
 from __future__ import annotations
 

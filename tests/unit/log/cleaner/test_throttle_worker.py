@@ -1,5 +1,5 @@
-"""The cleaner's throttle and worker job (seed 000 §4.8: "지정한 I/O 처리량을 넘어가지 않도록 제한하는
-설정을 넣을 수 있다" — ``log.cleaner.io.max.bytes.per.second``)."""
+"""The cleaner's throttle and worker job (Kafka documentation §4.8 "Log Compaction": cleaning can be throttled
+to a configured I/O rate — ``log.cleaner.io.max.bytes.per.second``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.unit.log.helpers import FakeClock, make_log
 
 
 def test_section_4_8_io_is_capped_at_the_configured_rate() -> None:
-    """ "지정한 I/O 처리량을 넘어가지 않도록 제한하는 설정": bytes over a window take at least their
+    """the setting that caps the cleaner's I/O rate: bytes over a window take at least their
     time at the rate."""
     assert throttle_delay_s(1000, 0.0, 1000.0) == 1.0
     assert throttle_delay_s(1000, 0.4, 1000.0) == pytest.approx(0.6)
