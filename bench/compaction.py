@@ -10,7 +10,7 @@ classes (``Log``, ``broker.log.cleaner``):
   ``--value-bytes`` values, 100 records per batch, 8 MiB segments) is cleaned once in this
   thread (plan, offset map, recopy, swap); MB/s is of the dirty log read (1 MB = 10^6 B); the
   swap's own time (the part that runs on the broker's event loop) is printed too.
-* **bytes per map entry**: the offset map's memory over its slots (the seed's 24), and over the
+* **bytes per map entry**: the offset map's memory over its slots (Kafka documentation §4.8 says 24), and over the
   keys it held at ``log.cleaner.io.buffer.load.factor`` 0.9.
 * **event-loop latency**: an asyncio loop appends one 1-record batch to another log every
   ``--interval-ms`` (``--appends`` times) and records, per append, the time from when it was due

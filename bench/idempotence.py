@@ -1,5 +1,6 @@
-"""Producer throughput with and without idempotence, measured in the same run (issue 5; seed 003
-"중복 없는 전송": Confluent reports up to ~20 % overhead for Kafka; our target is <= 5 %).
+"""Producer throughput with and without idempotence, measured in the same run (issue 5; Kafka documentation
+§3.3 "Producer Configs", `enable.idempotence`: Confluent reports up to ~20 % overhead for Kafka; our target is
+<= 5 %).
 
     .venv/bin/python bench/idempotence.py [--mb 64] [--rounds 4] [--value-bytes 1000]
         [--partitions 3] [--no-confluent]

@@ -13,7 +13,7 @@ state):
   pair (a forked process drains it), and read into memory with ``FileSlice.read_bytes``, against the same
   transfers done on the plain file in 1 MiB steps.
 
-Seed 000 §4.3 is the reason for the read side: the broker hands segment bytes to the socket with
+Kafka documentation §4.3 "Efficiency" is the reason for the read side: the broker hands segment bytes to the socket with
 sendfile, so the log should add only its lookups on top of the plain transfer. Figures are noisy
 on a shared machine: run it a couple of times.
 """

@@ -12,7 +12,7 @@ its own thread (``fetch.wait.max.ms`` 50), consume until every one received reco
 second; then the 11th starts. Printed per protocol: **join** — seconds from the 11th's start to its first record; and
 **pause** — the longest gap without records that any of the ten saw between the 11th's start and
 5 s after its first record (their baseline gap before the join beside it, for scale). Figures are
-what this machine gave; nothing is asserted (DESIGN.md, ``bench/``).
+what this machine gave; nothing is asserted (docs/architecture.md, ``bench/``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Changelogs into Delta (issue 13): upsert mode mirrors a keyed topic, exactly once; compacted
 topics read by Spark.
 
-Seed 000 §4.8: "메세지로 키와 null 페이로드를 보내면 로그에서 삭제한다는 명령으로 처리한다" — a
+Kafka documentation §4.8 "Log Compaction": a message with a key and a null payload is treated as a delete of
+that key — a
 tombstone deletes its key's row; every other record replaces it. The expected table is computed
 here by applying the produced records in offset order, key by key.
 """
@@ -211,7 +212,7 @@ def test_bad_upsert_options_name_the_fix(spark, tmp_path: Path) -> None:
 def test_batch_read_of_a_compacted_topic_counts_the_surviving_records(
     spark, broker: EmbeddedBroker, kafka: Kafka, topic: str
 ) -> None:
-    """§4.8 "메세지의 오프셋은 절대 변경되지 않는다": after the cleaner ran, a batch read sees the
+    """§4.8 offsets never change: after the cleaner ran, a batch read sees the
     latest record of every key at its original offset and timestamp — a tombstone too, whose
     batch the clean stamped with a delete horizon (KIP-534); the gaps the cleaner left are not
     data loss (failOnDataLoss stays true)."""

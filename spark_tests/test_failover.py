@@ -1,6 +1,6 @@
 """A streaming query reading a replicated topic survives the SIGKILL of a partition leader.
 
-Seed 000 §4.7: "a committed message will not be lost, as long as there is at least one in sync
+Kafka documentation §4.7 "Replication": "a committed message will not be lost, as long as there is at least one in sync
 replica alive". Three ``broker,controller`` nodes, a topic of replication factor 3 written with
 acks=all; a ``readStream.format("pylog")`` query loads it into Delta through ``delta_sink``; the
 leader of a partition is SIGKILLed mid-stream and later restarted. The query goes on (or fails

@@ -1,4 +1,4 @@
-"""A streaming read under a consumer quota (seed 000 §4.9): throttled Fetches are answered at once
+"""A streaming read under a consumer quota (Kafka documentation §4.9 "Quotas"): throttled Fetches are answered at once
 without data and the channel is muted, yet every micro-batch completes, only more slowly."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ writes the same records as the row sink for the same input (issue #14): keys, va
 partitions and timestamps, with null keys and values, empty values, headers with null values,
 explicit partitions and a timestamp column; for batch writes and for streaming micro-batches.
 
-Null-key rows without a partition go to sticky partitions, which are random by design (seed
-003, KIP-480); their records are compared without the partition.
+Null-key rows without a partition go to sticky partitions, which are random by design (Kafka documentation
+§4.4 "The Producer" and §3.3 "Producer Configs", KIP-480); their records are compared without the partition.
 """
 
 from __future__ import annotations
