@@ -510,8 +510,7 @@ class BrokerServer:
             schedule.append(("flush", mc.flush_scheduler_interval_ms, logs.run_flush_once))
         for name, interval_ms, work in schedule:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
-        self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # Kafka documentation §4.8
-        "Log Compaction"
+        self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # Kafka docs §4.8 "Log Compaction"
 
     def _raft_metrics(self) -> dict[str, float | int | str] | None:
         return self.raft.metrics() if self.raft is not None and self.raft.running else None
