@@ -7,7 +7,7 @@ producers sent them (offsets assigned); the indexes are described in ``offset_in
 ``time_index.py`` and ``txn_index.py`` (aborted transactions; the file exists only once the
 segment holds an ABORT marker).
 
-``LogSegment`` alone touches these files (docs/architecture.md ("pure decisions, I/O at the edges")).
+``LogSegment`` alone touches these files (docs/architecture.md, "one owner per file and per background loop").
 It takes no lock: the
 broker calls it from one asyncio loop. Writes are ``pwrite`` at the in-memory size and reads are
 ``pread``; nothing depends on mmap, so a log dir on NFS works. ``flush()`` is the only fsync;

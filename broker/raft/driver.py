@@ -1,5 +1,5 @@
 """``RaftDriver``: runs one ``RaftCore`` against sockets, timers, the metadata log and the
-``quorum-state`` file (KIP-595; the core's I/O edge, docs/architecture.md ("pure decisions, I/O at the edges")).
+``quorum-state`` file (KIP-595; the core's I/O edge; docs/architecture.md, "The house style").
 
 One owning task (``raft-driver``) is the only caller of the core. Everything else puts events in
 its inbox: inbound requests from the network handlers (``broker.api.raft``), responses and failures
