@@ -174,6 +174,7 @@ BROKER_CONFIG_TYPES = {
         (
             "process.roles",
             "controller.quorum.voters",
+            "controller.quorum.bootstrap.servers",
             "quorum.voters",
             "log.cleanup.policy",
             "metric.reporters",

@@ -3,6 +3,8 @@
 While a test under ``tests/unit`` runs (its setup, call and teardown, so module-scoped fixtures
 too), connecting or binding a network socket and starting a process raise ``UnitTierViolation``,
 and the test fails naming what it tried, even where the code under test swallowed the error.
+Only the test's own (main) thread is refused: a thread an earlier integration test of the same
+xdist worker left behind (a client reconnecting) goes on as before.
 ``socket.socketpair`` stays allowed (asyncio's event loop wakes itself through one; nothing leaves
 the process). A test that needs a listener or a child process belongs in ``tests/integration``.
 """
@@ -13,6 +15,7 @@ import multiprocessing.process
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +31,11 @@ class UnitTierViolation(RuntimeError):
     """A unit test reached for a socket or a process; not an ``OSError``, so no retry hides it."""
 
 
-def _refuse(record: list[str], what: str) -> Callable[..., Any]:
+def _refuse(record: list[str], what: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def refused(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            # a thread an earlier (integration) test of this worker left behind, not this test
+            return original(*args, **kwargs)
         message = f"unit tests open no sockets and start no processes: {what} called"
         record.append(message)
         raise UnitTierViolation(message)
@@ -55,7 +61,8 @@ def _guard(record: list[str]) -> Iterator[None]:
     # (owner, name, the owner's own attribute or _INHERITED when it came from a base class)
     saved = [(owner, name, vars(owner).get(name, _INHERITED)) for owner, name in targets if hasattr(owner, name)]
     for owner, name, _ in saved:
-        setattr(owner, name, _refuse(record, f"{label.get(owner, getattr(owner, '__name__', owner))}.{name}"))
+        what = f"{label.get(owner, getattr(owner, '__name__', owner))}.{name}"
+        setattr(owner, name, _refuse(record, what, getattr(owner, name)))
     try:
         yield
     finally:
