@@ -206,6 +206,7 @@ _KEYS: list[ConfigKey] = [
     ),
     ConfigKey("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state"),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms"),
+    ConfigKey("request.timeout.ms", int, 30000, "longest the transaction coordinator waits for its state record's ISR"),
     ConfigKey("transactional.id.expiration.ms", int, 604800000, "expiry of idle transactional ids"),
     ConfigKey(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, "how often timed-out txns abort"

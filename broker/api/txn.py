@@ -19,6 +19,7 @@ Each handler turns the request into a call of the ``TransactionCoordinator``
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,13 +49,13 @@ def _coordinator(broker: Broker) -> TransactionCoordinator | None:
 # -- InitProducerId ----------------------------------------------------------------------------
 
 
-def handle_init_producer_id(broker: Broker, request: Request) -> Any:
+async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
     coordinator = _coordinator(broker)
     if coordinator is None:
         error, pid, epoch = int(ErrorCode.COORDINATOR_NOT_AVAILABLE), -1, -1
     else:
-        result = coordinator.init_producer_id(
+        result = await coordinator.init_producer_id(
             body.transactional_id, body.transaction_timeout_ms, body.producer_id, body.producer_epoch
         )
         error, pid, epoch = result.error, result.producer_id, result.producer_epoch
@@ -82,7 +83,7 @@ def _requested(topics: Iterable[Any]) -> list[TopicPartition]:
     return list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
 
 
-def _add_one(
+async def _add_one(
     broker: Broker,
     transactional_id: str,
     producer_id: int,
@@ -107,15 +108,15 @@ def _add_one(
         return {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-    code = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    code = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
     return dict.fromkeys(partitions, _fenced_for(code, version, ADD_PARTITIONS_FENCED_VERSION))
 
 
-def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
+async def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
     if version < BATCHED_ADD_PARTITIONS_VERSION:
         partitions = _requested(body.v3_and_below_topics)
-        results = _add_one(
+        results = await _add_one(
             broker,
             body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id,
@@ -124,25 +125,31 @@ def handle_add_partitions_to_txn(broker: Broker, request: Request) -> Any:
             version=version,
         )
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(results)}
-    by_txn = []
-    for txn in body.transactions:
-        results = _add_one(
-            broker,
-            txn.transactional_id,
-            txn.producer_id,
-            txn.producer_epoch,
-            _requested(txn.topics),
-            version=version,
-            verify_only=txn.verify_only,
+    each = await asyncio.gather(
+        *(
+            _add_one(
+                broker,
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                _requested(txn.topics),
+                version=version,
+                verify_only=txn.verify_only,
+            )
+            for txn in body.transactions
         )
-        by_txn.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(results)})
+    )
+    by_txn = [
+        {"transactional_id": txn.transactional_id, "topic_results": _topic_results(results)}
+        for txn, results in zip(body.transactions, each, strict=True)
+    ]
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": by_txn}
 
 
 # -- AddOffsetsToTxn ---------------------------------------------------------------------------
 
 
-def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
+async def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
     coordinator = _coordinator(broker)
     if coordinator is None:
@@ -155,7 +162,9 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
             else int(broker.config.get("offsets.topic.num.partitions", 50))
         )
         partition = (OFFSETS_TOPIC, offsets_partition_for(body.group_id, count))
-        code = coordinator.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch, [partition])
+        code = await coordinator.add_partitions(
+            body.transactional_id, body.producer_id, body.producer_epoch, [partition]
+        )
     return {
         "throttle_time_ms": 0,
         "error_code": _fenced_for(code, version, FENCED_CODE_VERSION[ApiKey.ADD_OFFSETS_TO_TXN]),
@@ -165,13 +174,15 @@ def handle_add_offsets_to_txn(broker: Broker, request: Request) -> Any:
 # -- EndTxn ------------------------------------------------------------------------------------
 
 
-def handle_end_txn(broker: Broker, request: Request) -> Any:
+async def handle_end_txn(broker: Broker, request: Request) -> Any:
     body, version = request.body, request.version
     coordinator = _coordinator(broker)
     if coordinator is None:
         code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        code = coordinator.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed)
+        code = await coordinator.end_txn(
+            body.transactional_id, body.producer_id, body.producer_epoch, commit=body.committed
+        )
     return {"throttle_time_ms": 0, "error_code": _fenced_for(code, version, FENCED_CODE_VERSION[ApiKey.END_TXN])}
 
 

@@ -42,8 +42,8 @@ class StoreError(Exception):
 class StateLog(Protocol):
     """What a coordinator needs of its state topic (``StateTopicLog``, or a test double)."""
 
-    def append(self, partition: int, records: bytes) -> int | None:
-        """Append whole batches to ``partition``; their first offset (None: unknown). Raises StoreError."""
+    def append(self, partition: int, records: bytes) -> int:
+        """Append whole batches to ``partition``; their first offset. Raises StoreError."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Whole batches from ``offset``: ``(bytes, next offset)``; empty at the end."""
@@ -60,7 +60,7 @@ class StateTopicLog:
         self._replicas = replicas
         self.topic = topic
 
-    def append(self, partition: int, records: bytes) -> int | None:
+    def append(self, partition: int, records: bytes) -> int:
         try:
             return self._replicas.append_internal(self.topic, partition, records).first_offset
         except PartitionError as exc:

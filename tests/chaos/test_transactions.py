@@ -48,14 +48,6 @@ FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
 SEED = int(os.environ.get("PYLOG_CHAOS_SEED", "31"))
 pytestmark = [
     pytest.mark.timeout(600 + 30 * FAULTS),
-    # The open transaction-coordinator anomaly (docs/operations.md "Fault injection"): EndTxn is
-    # answered before its __transaction_state record is replicated, so a run can leave a
-    # transaction unresolved (its offsets stay UNSTABLE_OFFSET_COMMIT). Until that is fixed this
-    # test runs on demand, not in CI: PYLOG_CHAOS_TXN=1 (or any PYLOG_CHAOS_FAULTS run).
-    pytest.mark.skipif(
-        not (os.environ.get("PYLOG_CHAOS_TXN") or os.environ.get("PYLOG_CHAOS_FAULTS")),
-        reason="open transaction-coordinator anomaly (issue 31): PYLOG_CHAOS_TXN=1 runs it",
-    ),
 ]
 OVERRIDES = {
     "broker.session.timeout.ms": "4000",

@@ -72,8 +72,17 @@ def attach(
         retry_backoff_ms=config.marker_retry_backoff_ms,
         retry_backoff_max_ms=config.marker_retry_backoff_max_ms,
     )
+
+    async def wait_committed(partition: int, offset: int, timeout_ms: int) -> int:
+        return await replicas.wait_for_acks(TRANSACTION_STATE_TOPIC, partition, offset, timeout_ms)
+
     coordinator = TransactionCoordinator(
-        config, StateTopicLog(replicas, TRANSACTION_STATE_TOPIC), clock_ms, ids.generate, channel
+        config,
+        StateTopicLog(replicas, TRANSACTION_STATE_TOPIC),
+        clock_ms,
+        ids.generate,
+        channel,
+        wait_committed=wait_committed,
     )
     coordinator.startup(*led_txn_partitions(image(), node_id))
 

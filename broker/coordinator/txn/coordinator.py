@@ -21,6 +21,8 @@ Rules, as Kafka 3.7:
   PrepareAbort is persisted, then markers go to every partition, then CompleteCommit/
   CompleteAbort is persisted. A retry of an outcome that already completed succeeds; the other
   outcome is INVALID_TXN_STATE; while the same outcome completes, CONCURRENT_TRANSACTIONS.
+* Every state change is answered only once its ``__transaction_state`` record is committed (acks=all,
+  ``TxnStateManager.persist``); meanwhile the id answers CONCURRENT_TRANSACTIONS.
 * Every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` Ongoing transactions older
   than their timeout are aborted with a bumped epoch (the zombie is fenced); every
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` ids idle (Empty or Complete*) for
@@ -34,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.coordinator.txn.listing import TxnFilter, select
-from broker.coordinator.txn.manager import TxnConfig, TxnStateManager
+from broker.coordinator.txn.manager import TxnConfig, TxnStateManager, WaitCommitted
 from broker.coordinator.txn.markers import MarkerJob, TxnMarkerChannel
 from broker.coordinator.txn.metadata import (
     NO_PRODUCER_EPOCH,
@@ -69,10 +71,12 @@ class TransactionCoordinator:
         clock_ms: Callable[[], int],
         generate_producer_id: Callable[[], int],
         markers: TxnMarkerChannel,
+        *,
+        wait_committed: WaitCommitted,
     ) -> None:
         self.config = config
         self.clock_ms = clock_ms
-        self.manager = TxnStateManager(config, store, clock_ms)
+        self.manager = TxnStateManager(config, store, clock_ms, wait_committed)
         self.timed_out_aborts = 0  # transactions aborted by the coordinator for their timeout
         self.markers = markers
         self._generate = generate_producer_id
@@ -85,7 +89,11 @@ class TransactionCoordinator:
     def startup(self, num_partitions: int | None, led: Mapping[int, int]) -> None:
         self.manager.start()
         self.manager.every("abort-timed-out", self.config.abort_timed_out_interval_ms, self.abort_timed_out)
-        self.manager.every("expire-ids", self.config.remove_expired_interval_ms, self.expire_transactional_ids)
+        self.manager.every(
+            "expire-ids",
+            self.config.remove_expired_interval_ms,
+            lambda: self.manager.spawn(self.expire_transactional_ids(), "expiring transactional ids"),
+        )
         self.manager.set_partitions(num_partitions, led)
 
     def shutdown(self) -> None:
@@ -114,7 +122,7 @@ class TransactionCoordinator:
 
     # -- InitProducerId ------------------------------------------------------------------------
 
-    def init_producer_id(
+    async def init_producer_id(
         self,
         transactional_id: str | None,
         timeout_ms: int,
@@ -122,11 +130,11 @@ class TransactionCoordinator:
         producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> InitProducerIdResult:
         try:
-            return self._init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
+            return await self._init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch)
         except TxnError as exc:
             return InitProducerIdResult(exc.code)
 
-    def _init_producer_id(
+    async def _init_producer_id(
         self, transactional_id: str | None, timeout_ms: int, producer_id: int, producer_epoch: int
     ) -> InitProducerIdResult:
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -156,7 +164,7 @@ class TransactionCoordinator:
             return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if txn.state is S.ONGOING:
             # Abort with a bumped epoch (never handed out); the client retries and gets the next one.
-            return InitProducerIdResult(self._fence(txn) or ErrorCode.CONCURRENT_TRANSACTIONS)
+            return InitProducerIdResult(await self._fence(txn) or ErrorCode.CONCURRENT_TRANSACTIONS)
         if txn.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             raise AssertionError(f"{transactional_id} in state {txn.state.kafka_name} at InitProducerId")
         if txn.epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
@@ -165,7 +173,7 @@ class TransactionCoordinator:
             )
         else:
             transit = txn.prepare_increment_epoch(timeout_ms, None if expected is None else expected[1], now)
-        error = self.manager.persist(txn, transit)
+        error = await self.manager.persist(txn, transit)
         if error:
             return InitProducerIdResult(error)
         log.info("transactional id %s: producer id %d epoch %d", transactional_id, txn.producer_id, txn.producer_epoch)
@@ -197,7 +205,7 @@ class TransactionCoordinator:
             raise TxnError(ErrorCode.PRODUCER_FENCED)
         return txn
 
-    def add_partitions(
+    async def add_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> int:
         """Add ``partitions`` to the transaction (starting it); the error code for all of them."""
@@ -210,7 +218,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if txn.state is S.ONGOING and added <= txn.partitions:
             return ErrorCode.NONE
-        return self.manager.persist(txn, txn.prepare_add_partitions(added, self.clock_ms()))
+        return await self.manager.persist(txn, txn.prepare_add_partitions(added, self.clock_ms()))
 
     def verify_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
@@ -228,7 +236,7 @@ class TransactionCoordinator:
 
     # -- EndTxn --------------------------------------------------------------------------------
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, *, commit: bool) -> int:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, *, commit: bool) -> int:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         error = self.manager.status(transactional_id)
@@ -237,9 +245,9 @@ class TransactionCoordinator:
         txn = self.manager.txns.get(transactional_id)
         if txn is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        return self._end(txn, producer_id, producer_epoch, commit=commit, from_client=True)
+        return await self._end(txn, producer_id, producer_epoch, commit=commit, from_client=True)
 
-    def _end(
+    async def _end(
         self,
         txn: TransactionMetadata,
         producer_id: int,
@@ -258,7 +266,7 @@ class TransactionCoordinator:
         state = txn.state
         if state is S.ONGOING:
             transit = txn.prepare_end(commit=commit, now_ms=self.clock_ms(), fence_epoch=fence_epoch)
-            error = self.manager.persist(txn, transit)
+            error = await self.manager.persist(txn, transit)
             if error:
                 return error
             self._send_markers(txn, commit=commit)
@@ -272,12 +280,15 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TXN_STATE
         raise AssertionError(f"{txn.transactional_id} in state {state.kafka_name} at EndTxn")
 
-    def _fence(self, txn: TransactionMetadata) -> int:
-        """Abort an Ongoing transaction under a bumped epoch (zombie fencing); the error code.
-        A failure is logged and leaves no transition pending."""
+    async def _fence(self, txn: TransactionMetadata) -> int:
+        """Abort an Ongoing transaction under a bumped epoch (zombie fencing); the error code
+        (CONCURRENT_TRANSACTIONS if it is no longer Ongoing or another change is pending). A
+        failure is logged and leaves no transition pending."""
+        if txn.state is not S.ONGOING or txn.pending_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         try:
             fence = txn.prepare_fence_epoch()
-            return self._end(
+            return await self._end(
                 txn, fence.producer_id, fence.producer_epoch, commit=False, fence_epoch=fence.producer_epoch
             )
         except Exception:
@@ -344,12 +355,18 @@ class TransactionCoordinator:
     def _complete(self, transactional_id: str, producer_id: int, producer_epoch: int, attempt: int = 0) -> None:
         """Every marker is written: persist CompleteCommit/CompleteAbort (retried with a capped
         exponential backoff on failure)."""
+        self.manager.spawn(
+            self._write_complete(transactional_id, producer_id, producer_epoch, attempt),
+            f"completing the transaction of {transactional_id}",
+        )
+
+    async def _write_complete(self, transactional_id: str, producer_id: int, producer_epoch: int, attempt: int) -> None:
         txn = self.manager.txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id or txn.producer_epoch != producer_epoch:
             return
         if txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or txn.pending_in_progress:
             return
-        error = self.manager.persist(txn, txn.prepare_complete(self.clock_ms()))
+        error = await self.manager.persist(txn, txn.prepare_complete(self.clock_ms()))
         if error and error != ErrorCode.NOT_COORDINATOR and self.manager.active:
             config = self.config
             delay = min(config.marker_retry_backoff_ms << min(attempt, 30), config.marker_retry_backoff_max_ms)
@@ -389,7 +406,8 @@ class TransactionCoordinator:
     # -- timeouts and expiry -------------------------------------------------------------------
 
     def abort_timed_out(self, now_ms: int | None = None) -> int:
-        """Abort (with a bumped epoch) every Ongoing transaction older than its timeout."""
+        """Start aborting (with a bumped epoch) every Ongoing transaction older than its timeout;
+        how many. The aborts' writes run on the event loop (``manager.spawn``)."""
         now = self.clock_ms() if now_ms is None else now_ms
         timed_out = [
             txn
@@ -399,26 +417,36 @@ class TransactionCoordinator:
         self.timed_out_aborts += len(timed_out)  # on /metrics (broker.metrics.collectors)
         for txn in timed_out:
             log.info("aborting transaction of %s: open longer than %d ms", txn.transactional_id, txn.timeout_ms)
-            self._fence(txn)  # a failure is logged there; the other transactions are still aborted
+            # a failure is logged there; the other transactions are still aborted
+            self.manager.spawn(self._fence(txn), f"aborting the timed-out transaction of {txn.transactional_id}")
         return len(timed_out)
 
-    def expire_transactional_ids(self, now_ms: int | None = None) -> int:
-        """Remove ids idle for ``transactional.id.expiration.ms`` (Empty, CompleteCommit, CompleteAbort)."""
+    async def expire_transactional_ids(self, now_ms: int | None = None) -> int:
+        """Remove ids idle for ``transactional.id.expiration.ms`` (Empty, CompleteCommit,
+        CompleteAbort): one batch of tombstones per ``__transaction_state`` partition, as Kafka's
+        ``TransactionStateManager`` writes them; how many were removed."""
         now = self.clock_ms() if now_ms is None else now_ms
         horizon = now - self.config.id_expiration_ms
-        expired = 0
-        for txn in list(self.manager.txns.values()):
+        by_partition: dict[int, list[TransactionMetadata]] = {}
+        for txn in self.manager.txns.values():
             if txn.pending_in_progress or txn.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
                 continue
-            if txn.last_update_ms > horizon or self.manager.status(txn.transactional_id) is not None:
+            partition = self.manager.partition_of(txn.transactional_id)
+            if txn.last_update_ms > horizon or partition is None or self.manager.status(txn.transactional_id):
                 continue
-            txn.prepare_dead()
-            if self.manager.write_tombstone(txn.transactional_id) == ErrorCode.NONE:
-                self.manager.txns.pop(txn.transactional_id, None)
-                txn.complete_dead()
-                expired += 1
-            else:
-                txn.abort_transition()
+            by_partition.setdefault(partition, []).append(txn)
+        expired = 0
+        for partition, idle in by_partition.items():
+            for txn in idle:
+                txn.prepare_dead()
+            code = await self.manager.write_tombstones(partition, [txn.transactional_id for txn in idle])
+            for txn in idle:
+                if code == ErrorCode.NONE and self.manager.txns.get(txn.transactional_id) is txn:
+                    self.manager.txns.pop(txn.transactional_id)
+                    txn.complete_dead()
+                    expired += 1
+                else:
+                    txn.abort_transition()
         if expired:
             log.info("expired %d transactional id(s)", expired)
         return expired

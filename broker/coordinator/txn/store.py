@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 LOAD_STEP_BYTES = 1 << 20
 
-__all__ = ["PartitionLoad", "StoreError", "TxnLog", "encode_record"]
+__all__ = ["PartitionLoad", "StoreError", "TxnLog", "encode_record", "encode_records"]
 
 
 TxnLog = StateLog  # what the transaction coordinator needs of __transaction_state
@@ -35,6 +35,11 @@ TxnLog = StateLog  # what the transaction coordinator needs of __transaction_sta
 def encode_record(key: bytes, value: bytes | None, now_ms: int) -> bytes:
     """One uncompressed batch with one record (Kafka writes the transaction log uncompressed)."""
     return encode_batch([ProducerRecord(key, value, now_ms)])
+
+
+def encode_records(entries: list[tuple[bytes, bytes | None]], now_ms: int) -> bytes:
+    """One uncompressed batch of ``(key, value)`` records (expiry writes its tombstones together)."""
+    return encode_batch([ProducerRecord(key, value, now_ms) for key, value in entries])
 
 
 class PartitionLoad:

@@ -1,10 +1,17 @@
 """A transaction coordinator on an in-memory ``__transaction_state``, a manual clock and a recording
-marker appender: tests drive time with ``advance`` (which fires due timers) and never sleep."""
+marker appender: tests drive time with ``advance`` (which fires due timers) and never sleep.
+
+An append to the in-memory log is committed at once (``commit_code`` says what the wait for its
+replication answers), so the coordinator's coroutines finish without suspending: ``complete``
+runs one to its end outside or inside an event loop, and the writes the coordinator spawns from
+timers and marker callbacks run the same way, at once."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.coordinator.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
@@ -18,6 +25,19 @@ NODE = 1
 TXN_PARTITIONS = 3
 TXN_ID = "txn-a"
 TIMEOUT_MS = 10_000
+
+T = TypeVar("T")
+
+
+def complete(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end; it must not suspend (nothing in this harness waits)."""
+    try:
+        work.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    work.close()
+    raise AssertionError("the coordinator suspended where this harness commits at once")
+
 
 CONFIG = TxnConfig(
     num_partitions=TXN_PARTITIONS,
@@ -90,6 +110,7 @@ class Harness:
     appender: RecordingAppender = field(default_factory=RecordingAppender)
     config: TxnConfig = CONFIG
     next_pid: int = 1000
+    commit_code: int = int(ErrorCode.NONE)  # what waiting for a __transaction_state append answers
 
     def __post_init__(self) -> None:
         self.image = MetadataImage.empty("cluster", NODE)
@@ -116,9 +137,15 @@ class Harness:
             retry_backoff_ms=self.config.marker_retry_backoff_ms,
             retry_backoff_max_ms=self.config.marker_retry_backoff_max_ms,
         )
-        coordinator = TransactionCoordinator(self.config, self.log, self.clock, self.generate, channel)
+        coordinator = TransactionCoordinator(
+            self.config, self.log, self.clock, self.generate, channel, wait_committed=self.wait_committed
+        )
+        coordinator.manager.spawn = lambda work, name: complete(work)  # type: ignore[method-assign]
         coordinator.startup(TXN_PARTITIONS, dict.fromkeys(range(TXN_PARTITIONS), 0))
         return coordinator
+
+    async def wait_committed(self, partition: int, offset: int, timeout_ms: int) -> int:
+        return self.commit_code
 
     @property
     def txn(self):
@@ -132,13 +159,15 @@ class Harness:
             self.coordinator.manager.run_due()
 
     def init(self, txn_id: str | None = TXN_ID, timeout_ms: int = TIMEOUT_MS, pid: int = -1, epoch: int = -1):
-        return self.coordinator.init_producer_id(txn_id, timeout_ms, pid, epoch)
+        return complete(self.coordinator.init_producer_id(txn_id, timeout_ms, pid, epoch))
 
     def begin(self, *partitions: tuple[str, int], txn_id: str = TXN_ID) -> int:
         """AddPartitionsToTxn with the current ids of ``txn_id``."""
         txn = self.coordinator.manager.txns[txn_id]
-        return self.coordinator.add_partitions(txn_id, txn.producer_id, txn.producer_epoch, partitions or [("t", 0)])
+        return complete(
+            self.coordinator.add_partitions(txn_id, txn.producer_id, txn.producer_epoch, partitions or [("t", 0)])
+        )
 
     def end(self, *, commit: bool, txn_id: str = TXN_ID) -> int:
         txn = self.coordinator.manager.txns[txn_id]
-        return self.coordinator.end_txn(txn_id, txn.producer_id, txn.producer_epoch, commit=commit)
+        return complete(self.coordinator.end_txn(txn_id, txn.producer_id, txn.producer_epoch, commit=commit))

@@ -17,7 +17,7 @@ from broker.coordinator.txn.records import TxnState, partition_for
 from pyspark_log.wire.errors import ErrorCode
 from tests.waiting import wait_until_async
 
-from .helpers import TXN_ID, TXN_PARTITIONS, FakeSender, Harness, topic_image
+from .helpers import TXN_ID, TXN_PARTITIONS, FakeSender, Harness, complete, topic_image
 
 S = TxnState
 
@@ -47,7 +47,7 @@ def test_invalid_requests() -> None:
     h = Harness()
     assert h.init("").error == ErrorCode.INVALID_REQUEST
     assert h.init(pid=5).error == ErrorCode.INVALID_REQUEST  # id without epoch
-    assert h.coordinator.end_txn("", 1, 0, commit=True) == ErrorCode.INVALID_REQUEST
+    assert complete(h.coordinator.end_txn("", 1, 0, commit=True)) == ErrorCode.INVALID_REQUEST
 
 
 def test_commit_writes_markers_to_every_partition_then_completes() -> None:
@@ -83,12 +83,13 @@ def test_end_txn_needs_the_current_ids() -> None:
     result = h.init()
     h.begin()
     assert (
-        h.coordinator.end_txn(TXN_ID, result.producer_id + 1, 0, commit=True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        complete(h.coordinator.end_txn(TXN_ID, result.producer_id + 1, 0, commit=True))
+        == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     )
-    assert h.coordinator.end_txn(TXN_ID, result.producer_id, 1, commit=True) == ErrorCode.PRODUCER_FENCED
-    assert h.coordinator.end_txn("unknown", 1, 0, commit=True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert complete(h.coordinator.end_txn(TXN_ID, result.producer_id, 1, commit=True)) == ErrorCode.PRODUCER_FENCED
+    assert complete(h.coordinator.end_txn("unknown", 1, 0, commit=True)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     # any connection that names the ids may end it (a Spark driver committing an executor's txn)
-    assert h.coordinator.end_txn(TXN_ID, result.producer_id, 0, commit=True) == ErrorCode.NONE
+    assert complete(h.coordinator.end_txn(TXN_ID, result.producer_id, 0, commit=True)) == ErrorCode.NONE
 
 
 def test_while_markers_are_pending_the_transaction_is_busy() -> None:
@@ -130,8 +131,8 @@ def test_init_on_an_ongoing_transaction_aborts_and_fences() -> None:
     assert (h.txn.state, h.txn.producer_epoch) == (S.COMPLETE_ABORT, 1)
     new = h.init()
     assert (new.error, new.producer_id, new.producer_epoch) == (ErrorCode.NONE, old.producer_id, 2)
-    assert h.coordinator.add_partitions(TXN_ID, old.producer_id, 0, [("t", 1)]) == ErrorCode.PRODUCER_FENCED
-    assert h.coordinator.end_txn(TXN_ID, old.producer_id, 0, commit=True) == ErrorCode.PRODUCER_FENCED
+    assert complete(h.coordinator.add_partitions(TXN_ID, old.producer_id, 0, [("t", 1)])) == ErrorCode.PRODUCER_FENCED
+    assert complete(h.coordinator.end_txn(TXN_ID, old.producer_id, 0, commit=True)) == ErrorCode.PRODUCER_FENCED
 
 
 def test_kip360_epoch_bump_of_the_current_producer() -> None:
@@ -158,8 +159,10 @@ def test_exhausted_epoch_gets_a_new_producer_id() -> None:
 def test_add_partitions_rules() -> None:
     h = Harness()
     result = h.init()
-    assert h.coordinator.add_partitions("nope", 1, 0, [("t", 0)]) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    assert h.coordinator.add_partitions(TXN_ID, result.producer_id, 1, [("t", 0)]) == ErrorCode.PRODUCER_FENCED
+    assert complete(h.coordinator.add_partitions("nope", 1, 0, [("t", 0)])) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert (
+        complete(h.coordinator.add_partitions(TXN_ID, result.producer_id, 1, [("t", 0)])) == ErrorCode.PRODUCER_FENCED
+    )
     assert h.begin(("t", 0)) == ErrorCode.NONE
     records = len(h.log.batches[partition_for(TXN_ID, TXN_PARTITIONS)])
     assert h.begin(("t", 0)) == ErrorCode.NONE  # already in: answered without a write
@@ -224,16 +227,16 @@ def test_timed_out_transaction_is_aborted_with_a_bumped_epoch() -> None:
     h.advance(1_600)  # past the timeout, and the next abort check has run
     assert (h.txn.state, h.txn.producer_epoch) == (S.COMPLETE_ABORT, 1)
     assert [(m.producer_epoch, m.commit) for m in h.appender.markers] == [(1, False)]
-    assert h.coordinator.end_txn(TXN_ID, old.producer_id, 0, commit=True) == ErrorCode.PRODUCER_FENCED
+    assert complete(h.coordinator.end_txn(TXN_ID, old.producer_id, 0, commit=True)) == ErrorCode.PRODUCER_FENCED
 
 
 def test_idle_transactional_ids_expire() -> None:
     h = Harness()
     h.init()
     h.init("other")
-    h.coordinator.add_partitions("other", h.coordinator.manager.txns["other"].producer_id, 0, [("t", 0)])
+    complete(h.coordinator.add_partitions("other", h.coordinator.manager.txns["other"].producer_id, 0, [("t", 0)]))
     h.clock.now += 100_001
-    assert h.coordinator.expire_transactional_ids() == 1  # the Ongoing one stays
+    assert complete(h.coordinator.expire_transactional_ids()) == 1  # the Ongoing one stays
     assert TXN_ID not in h.coordinator.manager.txns
     restarted = Harness(log=h.log, clock=h.clock)
     restarted.coordinator.manager.load_all()

@@ -5,7 +5,9 @@ transaction with offsets (InitProducerId → AddPartitionsToTxn → AddOffsetsTo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import inspect
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import pytest
@@ -57,8 +59,14 @@ def call(broker: FakeBroker, api_key: int, version: int, body: Mapping[str, Any]
     header = RequestHeader(api_key, version, 1, "client", 2 if get_api(api_key).is_flexible(version) else 1)
     request = Request(header, decoded, ConnectionContext("127.0.0.1:5000", "PLAINTEXT", 1))
     result = HANDLERS[api_key](broker, request)  # type: ignore[arg-type]
+    if inspect.isawaitable(result):  # the coordinator's writes wait for replication
+        result = asyncio.run(_answer(result))
     assert isinstance(result, dict)
     return decode_response_body(api_key, version, encode_response_body(api_key, version, result))
+
+
+async def _answer(result: Awaitable[Any]) -> Any:
+    return await result
 
 
 def versions(api_key: int) -> list[int]:
@@ -111,7 +119,7 @@ def test_init_producer_id_at_each_version(version: int) -> None:
 @pytest.mark.parametrize("version", versions(ApiKey.ADD_PARTITIONS_TO_TXN))
 def test_add_partitions_at_each_version(version: int) -> None:
     broker = FakeBroker()
-    result = broker.txn.init_producer_id(TXN_ID, 10_000)
+    result = broker.h.init(TXN_ID, 10_000)
     pid = result.producer_id
     assert add_partitions(broker, version, pid, 0, [("t", 0), ("u", 1)]) == [("t", 0, 0), ("u", 1, 0)]
     unknown = add_partitions(broker, version, pid, 0, [("t", 1), ("nope", 0)])
@@ -125,7 +133,7 @@ def test_add_partitions_at_each_version(version: int) -> None:
 
 def test_add_partitions_v4_verify_only() -> None:
     broker = FakeBroker()
-    pid = broker.txn.init_producer_id(TXN_ID, 10_000).producer_id
+    pid = broker.h.init(TXN_ID, 10_000).producer_id
     add_partitions(broker, 3, pid, 0, [("t", 0)])
     txn = {
         "transactional_id": TXN_ID,
@@ -143,7 +151,7 @@ def test_add_partitions_v4_verify_only() -> None:
 def test_transaction_with_offsets_at_each_end_txn_version(version: int) -> None:
     """EndTxn at ``version`` (and AddOffsetsToTxn/TxnOffsetCommit at the nearest version they have)."""
     broker = FakeBroker()
-    pid = broker.txn.init_producer_id(TXN_ID, 10_000).producer_id
+    pid = broker.h.init(TXN_ID, 10_000).producer_id
     add_partitions(broker, min(version, 3), pid, 0, [("t", 0)])
     ids = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": 0}
     added = call(broker, ApiKey.ADD_OFFSETS_TO_TXN, min(version, 3), {**ids, "group_id": GROUP})
@@ -169,7 +177,7 @@ def test_transaction_with_offsets_at_each_end_txn_version(version: int) -> None:
 @pytest.mark.parametrize("version", versions(ApiKey.ADD_OFFSETS_TO_TXN))
 def test_add_offsets_at_each_version(version: int) -> None:
     broker = FakeBroker()
-    pid = broker.txn.init_producer_id(TXN_ID, 10_000).producer_id
+    pid = broker.h.init(TXN_ID, 10_000).producer_id
     ids = {"transactional_id": TXN_ID, "producer_id": pid, "group_id": GROUP}
     assert call(broker, ApiKey.ADD_OFFSETS_TO_TXN, version, {**ids, "producer_epoch": 0}).error_code == 0
     fenced = call(broker, ApiKey.ADD_OFFSETS_TO_TXN, version, {**ids, "producer_epoch": 2}).error_code
