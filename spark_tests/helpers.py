@@ -9,6 +9,7 @@ from typing import Any
 
 from pyspark_log.client import AdminClient, Consumer, NewTopic, Producer, RecordMetadata, TopicPartition
 from pyspark_log.embedded import EmbeddedBroker
+from tests import waiting
 
 Header = tuple[str, bytes | None]
 
@@ -89,14 +90,8 @@ def recent_ms() -> int:
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.1)
+    """``tests.waiting.wait_until`` with the spark tier's positional order (predicate, timeout, what)."""
+    return waiting.wait_until(predicate, what, timeout_s=timeout_s)
 
 
 def read(spark: Any, servers: str, **options: str) -> Any:

@@ -27,6 +27,7 @@ from pyspark_log.records.columnar import decode_arrow
 from pyspark_log.spark.segment_reader import FilesUnavailable, PartitionFiles, parse_properties
 from spark_tests.conftest import BROKER_OVERRIDES
 from spark_tests.helpers import Kafka, read, stream, to_memory, wait_until
+from tests.waiting import Deadline
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -252,8 +253,8 @@ def test_a_direct_read_completes_from_files_after_the_broker_is_killed(spark, tm
             for batch in batches:
                 if first:
                     started.touch()
-                    deadline = time.monotonic() + 120
-                    while not os.path.exists(killed) and time.monotonic() < deadline:
+                    deadline = Deadline(120)
+                    while not os.path.exists(killed) and not deadline.expired():
                         time.sleep(0.05)
                     first = False
                 yield batch

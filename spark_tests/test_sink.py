@@ -4,7 +4,6 @@ back by read_committed readers (our source and confluent-kafka), and errors at q
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from pyspark.sql.functions import udf
 from pyspark_log.client import TopicPartition
 from pyspark_log.spark.available_now import run_available_now
 from spark_tests.helpers import Kafka, read, stream, values_of, wait_until
+from tests.waiting import Deadline
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("stop_queries")]
 
@@ -66,12 +66,12 @@ def confluent_values(servers: str, topic: str, partitions: int, timeout_s: float
         empty = {p for p, (low, high) in marks.items() if high <= low}
         consumer.assign(tps)
         values: list[str] = []
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         while True:
             positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
             if all(p in empty or positions[p] >= ends[p] for p in range(partitions)):
                 return sorted(values)
-            assert time.monotonic() < deadline, f"confluent-kafka did not reach {ends} (at {positions})"
+            assert not deadline.expired(), f"confluent-kafka did not reach {ends} (at {positions})"
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 values.append(msg.value().decode())

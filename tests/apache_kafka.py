@@ -39,6 +39,7 @@ from types import TracebackType
 from pyspark_log.embedded_cluster import CLUSTER_ID, PartitionView, free_port, partitions, request
 from pyspark_log.wire import ApiKey
 from tests.refs_cache import REPO, RefsUnavailable, cached_jars
+from tests.waiting import Deadline
 
 CACHE = REPO / ".refs" / "kafka" / "libs"
 START_ATTEMPTS = 3
@@ -325,7 +326,7 @@ class ApacheKafkaCluster:
     def wait_ready(self, among: Sequence[int] | None = None) -> None:
         """Until every running node (or ``among``) answers Metadata with all running brokers."""
         ids = list(among) if among is not None else [n for n in self.broker_ids if self.nodes[n].running]
-        deadline = time.monotonic() + self.start_timeout_s
+        deadline = Deadline(self.start_timeout_s)
         pending = set(ids)
         while pending:
             for n in sorted(pending):
@@ -337,7 +338,7 @@ class ApacheKafkaCluster:
                     answer = request(self.address(n), ApiKey.METADATA, 12, body, timeout_s=5)
                     if {b.node_id for b in answer.brokers} >= set(ids):
                         pending.discard(n)
-            if pending and time.monotonic() > deadline:
+            if pending and deadline.expired():
                 waited = f"{self.start_timeout_s} s"
                 raise KafkaStartError(f"Kafka nodes {sorted(pending)} did not serve metadata in {waited}")
             if pending:
@@ -354,10 +355,10 @@ class ApacheKafkaCluster:
                 self.resume(n)
             with contextlib.suppress(Exception):
                 node.terminate()
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         for node in self.nodes.values():
             with contextlib.suppress(Exception):
-                node.stop(max(0.1, deadline - time.monotonic()))
+                node.stop(max(0.1, deadline.remaining_s()))
 
     # -- faults (real signals, as EmbeddedCluster's) -----------------------------------------------
     def kill(self, node_id: int) -> None:

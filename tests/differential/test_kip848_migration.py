@@ -9,7 +9,6 @@ observations must be equal on both brokers."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from confluent_kafka import Consumer
@@ -18,6 +17,7 @@ from pyspark_log.embedded_cluster import request
 from pyspark_log.wire import ApiKey
 from tests.differential.conftest import Brokers
 from tests.differential.scenarios import create_ready_topic, unique
+from tests.waiting import Deadline
 
 DEADLINE_S = 120.0
 
@@ -28,14 +28,14 @@ def group_type(address: str, group: str) -> str | None:
 
 
 def until(what: str, consumers: list[Any], check: Any) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while True:
         for c in consumers:
             c.poll(0.05)
         got = check()
         if got:
             return got
-        assert time.monotonic() < deadline, f"{what}: not reached"
+        assert not deadline.expired(), f"{what}: not reached"
 
 
 def owned(c: Any) -> int:

@@ -7,12 +7,12 @@ every record is read exactly once; the observations must be equal on both broker
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pyspark_log.client import AdminClient, Consumer, Producer
 from tests.differential.conftest import Brokers
 from tests.differential.scenarios import create_ready_topic, unique
+from tests.waiting import Deadline
 
 PARTITIONS = 4
 DEADLINE_S = 120.0
@@ -44,7 +44,7 @@ class Member:
 
 
 def drive(members: list[Member], until: Any, overlaps: list[frozenset[int]]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while not until():
         for m in members:
             m.poll()
@@ -52,7 +52,7 @@ def drive(members: list[Member], until: Any, overlaps: list[frozenset[int]]) -> 
         both = frozenset().union(*(a & b for i, a in enumerate(sets) for b in sets[i + 1 :]))
         if both:
             overlaps.append(both)
-        assert time.monotonic() < deadline, f"not reached; owned {[sorted(s) for s in sets]}"
+        assert not deadline.expired(), f"not reached; owned {[sorted(s) for s in sets]}"
 
 
 def scenario(address: str) -> dict[str, Any]:

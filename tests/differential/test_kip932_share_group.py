@@ -11,7 +11,6 @@ of the table "KIP-932 share groups" in docs/compatibility.md.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from tests.apache_kafka import kafka_tool
 from tests.differential.conftest import Brokers
 from tests.differential.documented import compare, table
 from tests.differential.scenarios import create_ready_topic, poll, unique
+from tests.waiting import Deadline
 
 HEADING = "KIP-932 share groups"
 GROUP_RESOURCE = 32
@@ -65,9 +65,9 @@ def views(address: str) -> dict[str, Any]:
     try:
         consumer.subscribe([topic])
         released: set[bytes] = set()
-        deadline = time.monotonic() + 90
+        deadline = Deadline(90)
         while sorted({v for v, _ in received}) != values or values[1] not in released or len(received) < 6:
-            assert time.monotonic() < deadline, (address, received)
+            assert not deadline.expired(), (address, received)
             messages = [m for m in consumer.poll(0.2) or [] if m.error() is None]
             for m in messages:
                 received.append((m.value(), m.delivery_count()))

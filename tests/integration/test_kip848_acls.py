@@ -38,6 +38,7 @@ from tests.integration.test_acls import (
     revoke,
     unique,
 )
+from tests.waiting import Deadline
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +84,7 @@ def join(broker: EmbeddedBroker, user: str, group: str, topics: list[str]) -> An
     first FindCoordinator creates ``__consumer_offsets``), as a client would."""
     body = {"group_id": group, "member_id": unique("m"), "member_epoch": 0, "rebalance_timeout_ms": 30_000,
             "subscribed_topic_names": topics, "topic_partitions": []}  # fmt: skip
-    deadline = time.monotonic() + 60
+    deadline = Deadline(60)
     while True:
         find = {"key_type": 0, "coordinator_keys": [group]}
         answer = as_user_request(broker, "root", ApiKey.FIND_COORDINATOR, 4, find)
@@ -91,7 +92,7 @@ def join(broker: EmbeddedBroker, user: str, group: str, topics: list[str]) -> An
             answer = as_user_request(broker, user, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
             if answer.error_code not in COORDINATOR_ERRORS:
                 return answer
-        assert time.monotonic() < deadline, answer
+        assert not deadline.expired(), answer
         time.sleep(0.2)  # a retry backoff, not a synchronisation
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 from .groups_helpers import Member, create_topic, drive, produce, unique
 
@@ -192,14 +193,14 @@ def test_scale_one_five_one_under_load_reads_each_record_once(bootstrap: str) ->
     try:
         open_member("m0")
         produce_batch(30)
-        deadline = time.monotonic() + 90
-        while owners() != [10] and time.monotonic() < deadline:
+        deadline = Deadline(90)
+        while owners() != [10] and not deadline.expired():
             pump()
         for name in ("m1", "m2", "m3", "m4"):
             open_member(name)
             produce_batch(30)
             pump(5)
-        while sorted(owners()) != [2, 2, 2, 2, 2] and time.monotonic() < deadline:
+        while sorted(owners()) != [2, 2, 2, 2, 2] and not deadline.expired():
             pump()
             if len(sent) < 300:
                 produce_batch(3)
@@ -208,7 +209,7 @@ def test_scale_one_five_one_under_load_reads_each_record_once(bootstrap: str) ->
             produce_batch(30)
             pump(5)
             consumers.pop(name).close()
-        while (owners() != [10] or len(received) < len(sent)) and time.monotonic() < deadline:
+        while (owners() != [10] or len(received) < len(sent)) and not deadline.expired():
             pump()
         assert owners() == [10]
         assert len(received) == len(set(received)), "a record was read twice"
@@ -311,9 +312,9 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
         found = request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
         return found.error_code == ErrorCode.NONE
 
-    deadline = time.monotonic() + 60
+    deadline = Deadline(60)
     while not coordinator_ready():
-        assert time.monotonic() < deadline, "no group coordinator"
+        assert not deadline.expired(), "no group coordinator"
         time.sleep(0.2)
 
     def heartbeat(member_id: str, epoch: int, **extra: Any) -> Any:
@@ -321,8 +322,8 @@ def test_epoch_errors_on_the_wire(bootstrap: str) -> None:
         return request(bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
 
     joined = heartbeat("member-1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[topic], topic_partitions=[])
-    deadline = time.monotonic() + 60
-    while joined.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+    deadline = Deadline(60)
+    while joined.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and not deadline.expired():
         joined = heartbeat("member-1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[topic],
                            topic_partitions=[])  # fmt: skip
     assert joined.error_code == ErrorCode.NONE, joined
@@ -438,8 +439,8 @@ def test_a_restarted_coordinator_resumes_the_same_epochs(tmp_path: Path) -> None
                 return found if found is not None and found.group_state == "Stable" else None
 
             before = None
-            deadline = time.monotonic() + 60
-            while before is None and time.monotonic() < deadline:
+            deadline = Deadline(60)
+            while before is None and not deadline.expired():
                 m1.poll()
                 m2.poll()
                 before = stable()
@@ -448,8 +449,8 @@ def test_a_restarted_coordinator_resumes_the_same_epochs(tmp_path: Path) -> None
             owned = (m1.assignment(), m2.assignment())
             broker.restart()
             after = None
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
+            deadline = Deadline(90)
+            while not deadline.expired():
                 m1.poll()
                 m2.poll()
                 after = stable()

@@ -5,7 +5,6 @@ member epochs and assignments after the old one is killed (SIGKILL); the librdka
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from tests.waiting import Deadline
 
 from .groups_helpers import create_topic, drive, produce, unique
 from .test_kip848_confluent import exact_split, member
@@ -80,9 +80,9 @@ def test_a_new_coordinator_resumes_the_group_epochs(cluster: EmbeddedCluster) ->
         owned = (m1.assignment(), m2.assignment())
         cluster.kill(old)
         survivor = cluster.address(next(n for n in NODES if n != old))
-        deadline = time.monotonic() + 90
+        deadline = Deadline(90)
         after = None
-        while time.monotonic() < deadline:
+        while not deadline.expired():
             m1.poll()
             m2.poll()
             new = coordinator_of(survivor, group)

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 from .groups_helpers import create_topic, produce, unique
 
@@ -63,7 +64,7 @@ class Run:
         self.sent: list[bytes] = []
         self.received: list[bytes] = []
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.deadline = time.monotonic() + 240
+        self.deadline = Deadline(240)
 
     def open(self, name: str, protocol: str) -> None:
         from confluent_kafka import Consumer
@@ -120,7 +121,7 @@ class Run:
                 if check():
                     return
                 next_check = now + 0.5
-            assert now < self.deadline, f"{what}: not reached; owners {self.owners()}"
+            assert not self.deadline.expired(), f"{what}: not reached; owners {self.owners()}"
 
     def owners(self) -> dict[str, int]:
         return {name: len(c.assignment()) for name, c in self.consumers.items()}
@@ -235,14 +236,14 @@ def test_the_java_consumer_migrates_both_ways(broker: EmbeddedBroker) -> None:
     everything = frozenset(range(4))
 
     def wait(what: str, check: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 120
+        deadline = Deadline(120)
         while True:
             for c in (classic, modern):
                 if c is not None:
                     c.drain()
             if check():
                 return
-            assert time.monotonic() < deadline, f"{what}: not reached"
+            assert not deadline.expired(), f"{what}: not reached"
             run.produce(4)
             time.sleep(0.2)  # a pace for the producer, not a synchronisation: the check above polls
 

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from pyspark_log.embedded import EmbeddedBroker
+from tests.waiting import Deadline
 
 from .groups_helpers import create_topic, produce, unique
 
@@ -82,9 +82,9 @@ class Member:
 
 
 def until(members: list[Member], done: Callable[[], bool], decide: Callable[[Any], Any] | None = None) -> None:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while not done():
-        assert time.monotonic() < deadline, {m.name: m.received for m in members}
+        assert not deadline.expired(), {m.name: m.received for m in members}
         for m in members:
             m.poll(decide)
 
@@ -92,10 +92,10 @@ def until(members: list[Member], done: Callable[[], bool], decide: Callable[[Any
 def warm_up(bootstrap: str, topic: str, members: list[Member]) -> None:
     """The share-partition starts at the high watermark when first fetched (share.auto.offset.reset
     = latest): send one record at a time until a member gets one, so what follows is delivered."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     n = 0
     while not any(m.received for m in members):
-        assert time.monotonic() < deadline, "no member ever received a record"
+        assert not deadline.expired(), "no member ever received a record"
         produce(bootstrap, topic, 1, start=10_000 + n)
         n += 1
         for m in members:
@@ -208,19 +208,19 @@ def test_a_consumer_killed_mid_batch_has_its_records_redelivered_after_the_lock(
         assert child.stdout is not None
         os.set_blocking(child.stdout.fileno(), False)
         text = ""  # the child's output so far; a non-blocking read may end inside a line
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = Deadline(DEADLINE_S)
         n = 0
 
         def got_line() -> str | None:
             return next((line for line in text.split("\n")[:-1] if line.startswith("GOT")), None)
 
         while got_line() is None:
-            assert time.monotonic() < deadline, "the child never received a record"
+            assert not deadline.expired(), "the child never received a record"
             assert child.poll() is None, "the child died"
             produce(bootstrap, topic, 1, start=n)  # until its share-partition is initialised
             n += 1
-            end = time.monotonic() + 0.5
-            while time.monotonic() < end and got_line() is None:
+            window = Deadline(0.5)
+            while not window.expired() and got_line() is None:
                 text += "".join(iter(child.stdout.readline, ""))
         line = got_line()
         assert line is not None
@@ -280,12 +280,12 @@ def pylog(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def poll_output(run: Callable[[], subprocess.CompletedProcess[str]], wanted: Callable[[str], bool]) -> str:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while True:
         done = run()
         if done.returncode == 0 and wanted(done.stdout):
             return done.stdout
-        assert time.monotonic() < deadline, done.stdout + done.stderr
+        assert not deadline.expired(), done.stdout + done.stderr
 
 
 def test_pylog_share_groups_reset_describe_list_delete(bootstrap: str) -> None:

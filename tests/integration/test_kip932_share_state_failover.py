@@ -22,7 +22,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import pytest
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
 from tests.integration.cluster_harness import wait_for
+from tests.waiting import Deadline
 
 from .groups_helpers import produce, unique
 
@@ -187,9 +187,9 @@ def kill_and_restart(cluster: EmbeddedCluster, victim: int, topics: list[tuple[s
 
 
 def until(consumer: Any, received: list[tuple[int, bytes, int]], done: Callable[[], bool], decide: Any) -> None:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = Deadline(DEADLINE_S)
     while not done():
-        assert time.monotonic() < deadline, received
+        assert not deadline.expired(), received
         messages = [m for m in consumer.poll(0.5) or [] if m.error() is None]
         for m in messages:
             received.append((m.offset(), m.value(), m.delivery_count()))
@@ -222,9 +222,9 @@ def test_state_survives_share_coordinator_and_leader_failures(cluster: EmbeddedC
     try:
         assert child.stdout is not None
         lines: dict[str, list[tuple[int, bytes]]] = {}
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = Deadline(DEADLINE_S)
         while "DONE" not in lines:
-            assert time.monotonic() < deadline, lines
+            assert not deadline.expired(), lines
             line = child.stdout.readline()
             assert line, f"the child ended: {(tmp_path / 'child.err').read_text()}"
             word, *pairs = line.split()
