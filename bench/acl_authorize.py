@@ -6,7 +6,7 @@ For 10, 1000, 10000 and 100000 ACLs (LITERAL and PREFIXED topic ACLs of 50 princ
 the mean time of ``Authorizer.authorize`` for a principal holding an ACL on the topic, the time
 to build the ``Authorizer`` (its index) from scratch, which the broker does after a bulk change,
 and the time to update it by one added ACL (``Authorizer.updated``), which the broker does on
-the first request after an ACL changes (``broker.security.acl_authority``). Pure CPU, no
+the first request after an ACL changes (``broker.security.acl.authority``). Pure CPU, no
 broker: stable figures.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.security.authorizer import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.authorizer import Authorizer
+from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
 
 
 def acls(count: int) -> tuple[AclBinding, ...]:

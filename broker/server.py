@@ -116,8 +116,8 @@ from broker.runtime.gc_freeze import CONFIG_KEY as GC_FREEZE_KEY
 from broker.runtime.gc_freeze import freeze_start_up_heap, thaw
 from broker.runtime.gc_pauses import GcPauses
 from broker.runtime.metrics import GcPauseCollector
-from broker.security import authorizer_config
-from broker.security.acl_authority import AclAuthority
+from broker.security.acl import config as authorizer_config
+from broker.security.acl.authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
 from broker.security.outbound import (
     CONTROLLER_MECHANISM_KEY,

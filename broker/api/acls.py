@@ -3,7 +3,7 @@
 Create and Delete run on the active controller (``MetadataController.create_acls`` /
 ``delete_acls``; a quorum broker forwards them, so ``quorum_handlers`` wraps these handlers) and
 answer one result per creation / filter, in request order. Describe reads this node's image.
-Validation and matching are Kafka's (``broker.security.acl_filter``): an invalid creation or an
+Validation and matching are Kafka's (``broker.security.acl.binding``, ``filters``): an invalid creation or an
 UNKNOWN filter part is INVALID_REQUEST. DescribeAcls v0 and DeleteAcls v0 cannot carry a pattern
 type: they see LITERAL ACLs only, as Kafka's v0 responses.
 Without an authorizer (``authorizer.class.name`` unset) the three answer SECURITY_DISABLED, as Kafka.
@@ -16,8 +16,8 @@ from typing import Any
 
 from broker.api.context import Broker, Request
 from broker.controller.errors import MetadataError
-from broker.security.acl_filter import AclFilter
-from broker.security.authorizer import AclBinding, PatternType
+from broker.security.acl.binding import AclBinding, PatternType
+from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"

@@ -472,7 +472,7 @@ def handle_describe_cluster(broker: Broker, request: Request) -> Any:
             for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
             if (endpoint := b.endpoint(listener)) is not None
         ],
-        # KIP-430: no authorizer allows every operation (with one, authz_special replaces this)
+        # KIP-430: no authorizer allows every operation (with one, acl.cluster_rules replaces this)
         **(
             {"cluster_authorized_operations": ALL_CLUSTER_OPERATIONS}
             if request.body.include_cluster_authorized_operations

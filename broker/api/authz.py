@@ -1,30 +1,65 @@
-"""Applies the ACL checks of ``broker.security.acl_checks`` around the request handlers
-(see ``broker.api.authz_base`` for how a check denies a request or part of it)."""
+"""Applies the ACL checks of ``broker.security.acl`` around the request handlers.
+
+``authorized_handlers(handlers, authority)`` wraps every handler whose API has checks
+(``broker.security.acl.checks.CHECKS``). A wrapped handler computes, before the real one runs,
+who asks (``RequestAuth``: the connection's principal — ``User:<name>`` after SASL, the
+certificate's ``User:CN=…`` with mTLS, ``User:ANONYMOUS`` otherwise, as Kafka — and its host)
+and applies the API's checks (``broker.security.acl.rules.apply``): a refused request is answered
+without running the handler; otherwise the handler runs on what the checks left of the request
+and the denied items are put back into its response (waited for or not).
+
+Forwarded requests (a broker relays an admin request to the active controller, on the
+controller listener) need CLUSTER_ACTION instead: the forwarding broker authorized the client.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from broker.api.authz_base import (
-    Amend,
-    Body,
-    Denied,
-    Pending,
-    RequestAuth,
-    error_body,
-    filter_topics,
-    host_of,
-    principal_of,
-)
-from broker.api.authz_special import SPECIAL
 from broker.api.broker_registration import FORWARDABLE
 from broker.api.context import Broker, Handler, HandlerResult, Request
+from broker.api.fetch import follower_id
+from broker.api.produce import has_transactional_batch
+from broker.api.topics import auto_create_enabled
 from broker.controller.forwarding import FORWARD_CLIENT_ID
-from broker.security.acl_authority import AclAuthority
-from broker.security.acl_checks import CHECKS, Check, Cluster, Named, Special, Topics
-from broker.security.authorizer import Operation
-from pyspark_log.wire.errors import ErrorCode
+from broker.network.connection import ConnectionContext
+from broker.security.acl import rules
+from broker.security.acl.authority import AclAuthority
+from broker.security.acl.binding import Operation
+from broker.security.acl.checks import CHECKS, Check, Cluster
+from broker.security.acl.request import Amend, Body, Denied, Pending, RequestAuth
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+def principal_of(ctx: ConnectionContext) -> str:
+    principal = ctx.attributes.get("principal")
+    return principal if isinstance(principal, str) and principal else ANONYMOUS
+
+
+def host_of(ctx: ConnectionContext) -> str:
+    return ctx.peer.rsplit(":", 1)[0].strip("[]")
+
+
+@dataclass(frozen=True)
+class _BrokerFacts:
+    """``broker.security.acl.request.BrokerFacts`` answered by this broker and its API handlers."""
+
+    broker: Broker
+
+    def serves_metadata_quorum(self) -> bool:
+        return self.broker.raft is not None
+
+    def auto_creates_topics(self) -> bool:
+        return auto_create_enabled(self.broker)
+
+    def fetching_replica(self, version: int, body: Any) -> int:
+        return follower_id(version, body)
+
+    def has_transactional_batch(self, body: Any) -> bool:
+        return has_transactional_batch(body)
 
 
 def authorized_handlers(handlers: Mapping[int, Handler], authority: AclAuthority) -> dict[int, Handler]:
@@ -40,7 +75,7 @@ def _wrap(api_key: int, handler: Handler, authority: AclAuthority) -> Handler:
         image = broker.image()
         ctx = request.connection
         auth = RequestAuth(principal_of(ctx), host_of(ctx), authority.authorizer(image), image)
-        pending = Pending(request, [])
+        pending = Pending(request.header, request.body, [])
         applied: Sequence[Check] = checks
         if (
             api_key in FORWARDABLE
@@ -49,11 +84,12 @@ def _wrap(api_key: int, handler: Handler, authority: AclAuthority) -> Handler:
         ):
             applied = (Cluster(Operation.CLUSTER_ACTION),)  # the forwarding broker authorized the client
         try:
-            for check in applied:
-                _apply(check, auth, pending, broker)
+            rules.apply(applied, auth, pending, _BrokerFacts(broker))
         except Denied as denied:
             return denied.body
-        result = handler(broker, pending.request)
+        if pending.body is not request.body:
+            request = Request(request.header, pending.body, request.connection)
+        result = handler(broker, request)
         if not pending.amends or result is None:
             return result
         if isinstance(result, Mapping):
@@ -73,21 +109,3 @@ def _amend(body: Mapping[str, Any], amends: list[Amend]) -> Body:
 async def _amend_later(result: Awaitable[Mapping[str, Any] | None], amends: list[Amend]) -> Body | None:
     body = await result
     return None if body is None else _amend(body, amends)
-
-
-def _apply(check: Check, auth: RequestAuth, pending: Pending, broker: Broker) -> None:
-    header = pending.request.header
-    if isinstance(check, Cluster):
-        if not auth.cluster(check.operation):
-            raise Denied(error_body(header.api_key, header.api_version, pending.body,
-                                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED))  # fmt: skip
-    elif isinstance(check, Named):
-        name = pending.body.get(check.field)
-        if name is not None and not auth.allowed(check.operation, check.resource_type, name):
-            raise Denied(error_body(header.api_key, header.api_version, pending.body, check.code))
-    elif isinstance(check, Topics):
-        filter_topics(pending, auth, check.shape, check.code, lambda name: auth.topic(check.operation, name))
-    elif isinstance(check, Special):
-        SPECIAL[check.name](auth, pending, broker)
-    else:  # pragma: no cover - the table holds only these kinds
-        raise TypeError(check)

@@ -15,7 +15,7 @@ from broker.quota.mutation import ControllerMutationQuotas
 from broker.quota.replication import ReplicationThrottles
 from broker.replication.log_dir_mover import LogDirMover
 from broker.replication.replica_manager import ReplicaManager
-from broker.security.acl_authority import AclAuthority
+from broker.security.acl.authority import AclAuthority
 from broker.security.listeners import ListenerPolicy
 from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message

@@ -28,7 +28,7 @@ from pyspark_log.wire.errors import ErrorCode
 Body = Mapping[str, Any]
 # The group operations a principal may perform, as DescribeGroups v3+ reports them when asked
 # (READ=3, DELETE=6, DESCRIBE=8 of Kafka's AclOperation) without an authorizer; with one,
-# broker.api.authz_special.describe_groups replaces them with what the ACLs allow.
+# broker.security.acl.group_rules.describe_groups replaces them with what the ACLs allow.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED_OPERATIONS = -(2**31)
 

@@ -17,7 +17,7 @@ As Kafka 3.7's ``ReplicaManager.describeLogDirs``:
 
 The filesystem figures come from ``statvfs`` in a worker thread (slow on a network filesystem).
 
-AlterReplicaLogDirs needs ALTER on the CLUSTER (``broker.security.acl_checks``: every partition
+AlterReplicaLogDirs needs ALTER on the CLUSTER (``broker.security.acl.checks``: every partition
 CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka's ``handleAlterReplicaLogDirsRequest``); each
 partition's answer is ``broker.replication.log_dir_mover.LogDirMover.alter``'s.
 """

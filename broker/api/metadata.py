@@ -11,7 +11,7 @@ the request allows it (v4+ ``allow_auto_topic_creation``, always before) and the
 
 v8+ ``include_topic_authorized_operations`` (and v8-v10 ``include_cluster_authorized_operations``,
 KIP-430): without an authorizer every supported operation is allowed, so the fields carry all of
-them, as Kafka's do; with one, ``broker.api.authz_special`` replaces them with what the ACLs allow.
+them, as Kafka's do; with one, ``broker.security.acl.topic_rules`` replaces them with what the ACLs allow.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
 from broker.controller.image import TopicImage
-from broker.security.authorizer import SUPPORTED_OPERATIONS, ResourceType
+from broker.security.acl.authorizer import SUPPORTED_OPERATIONS
+from broker.security.acl.binding import ResourceType
 from pyspark_log.wire.errors import ErrorCode
 
 # KIP-430 bit fields of every operation Kafka reports per resource type (no authorizer: all allowed)

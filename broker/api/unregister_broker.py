@@ -5,7 +5,7 @@ controller, forwarded there from other nodes (``broker.api.broker_registration.F
 see ``QuorumController.unregister_broker`` for what changes. Errors as Kafka 4.1 answers them:
 BROKER_ID_NOT_REGISTERED for an id that is not registered, NOT_CONTROLLER / REQUEST_TIMED_OUT
 when no active controller completed it, CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster
-(``broker.security.acl_checks``). A single node without the quorum has no registrations to remove:
+(``broker.security.acl.checks``). A single node without the quorum has no registrations to remove:
 UNSUPPORTED_VERSION, as a Kafka broker that does not serve the API (docs/compatibility.md).
 """
 

@@ -1,6 +1,6 @@
 """CreateAcls and DeleteAcls as metadata records (pure), with Kafka's ``AclControlManager`` rules.
 
-``create_acls(state, creations, new_id)`` validates each creation (``acl_filter.new_binding``:
+``create_acls(state, creations, new_id)`` validates each creation (``broker.security.acl.binding.new_binding``:
 INVALID_REQUEST with Kafka's message) and returns one ``AccessControlEntryRecord`` per new ACL
 and one ``(error_code, error_message)`` per creation, in order. An ACL equal to one that exists
 (or to an earlier creation of the same request) succeeds without a record.
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 
 from broker.controller.image_builder import ClusterState
 from broker.controller.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
-from broker.security.acl_filter import AclFilter, InvalidAcl, new_binding
-from broker.security.authorizer import AclBinding
+from broker.security.acl.binding import AclBinding, InvalidAcl, new_binding
+from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode
 
 # (resource_type, resource_name, pattern_type, principal, host, operation, permission_type)

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from broker.security.authorizer import AclBinding
+from broker.security.acl.binding import AclBinding
 from broker.security.sasl.scram import ScramCredential
 
 Endpoint = tuple[str, str, int]  # (listener name, host, port), as BrokerRegistration lists them

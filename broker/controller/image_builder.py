@@ -46,7 +46,7 @@ from broker.controller.records import (
     UserScramCredentialRecord,
     decode_records,
 )
-from broker.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)

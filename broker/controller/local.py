@@ -28,7 +28,7 @@ from broker.controller.partition_changes import ElectionResult, ElectionType, To
 from broker.controller.records import AccessControlEntryRecord, MetadataRecord
 from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
-from broker.security.acl_filter import AclFilter
+from broker.security.acl.filters import AclFilter
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode
 

@@ -15,8 +15,8 @@ from broker.controller.forwarding import ControllerChannel, forward_create_acls,
 from broker.controller.image import MetadataImage
 from broker.controller.image_builder import ClusterState
 from broker.controller.records import MetadataRecord
-from broker.security.acl_filter import AclFilter, InvalidAcl, new_binding
-from broker.security.authorizer import AclBinding
+from broker.security.acl.binding import AclBinding, InvalidAcl, new_binding
+from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode
 
 T = TypeVar("T")

@@ -176,7 +176,7 @@ class ClientQuotaRecord:
 
 @dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
-    """One ACL (Kafka's AccessControlEntryRecord; codes as ``broker.security.authorizer``)."""
+    """One ACL (Kafka's AccessControlEntryRecord; codes as ``broker.security.acl.binding``)."""
 
     id: uuid.UUID
     resource_type: int

@@ -29,7 +29,7 @@ from typing import Any
 
 from broker.controller.image import PartitionImage, TopicImage
 from broker.controller.image_builder import BrokerRegistration, ClusterState
-from broker.security.authorizer import AclBinding, Operation, Permission
+from broker.security.acl.binding import AclBinding, Operation, Permission
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.acl_codes import PatternType, ResourceType
 

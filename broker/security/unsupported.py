@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.security import authorizer_config
+from broker.security.acl import config as authorizer_config
 from broker.security.sasl.config import is_sasl_key_read_here
 from broker.security.tls import check_keys
 

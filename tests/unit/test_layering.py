@@ -11,6 +11,11 @@ alike), and every ``importlib.import_module("...")`` / ``__import__("...")`` of 
   part pure says which (``DRIVERS_OF_PURE_MODULES``: the pure modules a driver runs, which must
   be I/O-free themselves; ``PURE_FUNCTIONS_BESIDE_IO``: functions that use none of the module's
   I/O imports);
+* ACLs have one home, ``broker.security.acl`` (``ACL_PACKAGE``): its modules are pure and import
+  nothing of the layers above them (``ACL_PACKAGE_MAY_NOT_IMPORT``: the API handlers, the network,
+  the server); no other broker module is named for ACLs or authorization except the thin callers
+  listed in ``ACL_MODULES_ELSEWHERE``, and the controller takes only the model (bindings and
+  filters) from the package;
 * the package modules import each other one way: no import cycles, counting the imports a
   function-level import or ``if TYPE_CHECKING`` would hide (a shared piece moves to a lower
   module, or the lower module states what it needs as a ``Protocol``).
@@ -84,6 +89,18 @@ PURE_FUNCTIONS_BESIDE_IO: dict[str, tuple[str, ...]] = {
         "parse_properties",
     ),
 }
+# ACLs (issue #28): the model, the authorizer and the per-request rules live in one package; the
+# modules elsewhere named for ACLs only call into it, each listed with what it keeps.
+ACL_PACKAGE = "broker.security.acl"
+ACL_PACKAGE_MAY_NOT_IMPORT = ("broker.api", "broker.network", "broker.server")
+ACL_MODULES_ELSEWHERE: dict[str, str] = {
+    "broker.api.acls": "the DescribeAcls / CreateAcls / DeleteAcls handlers",
+    "broker.api.authz": "wraps the request handlers with the package's checks",
+    "broker.controller.acl_changes": "what the controller decides: ACL changes as metadata records",
+    "broker.controller.quorum_acls": "CreateAcls / DeleteAcls on the active controller (forwarding, waiting)",
+}
+ACL_NAMED = re.compile(r"acl|authz|authori[sz]")
+CONTROLLER_MAY_IMPORT_FROM_ACL = ("broker.security.acl.binding", "broker.security.acl.filters")
 # "pure" as a claim; "pure Python" names a language (the twin of a C extension), not a claim.
 PURE_CLAIM = re.compile(r"\bpure\b(?![ -]python)", re.IGNORECASE)
 
@@ -239,6 +256,50 @@ def test_pure_cores_import_no_io() -> None:
     assert not bad, f"a pure core takes time and I/O from its driver; it imports none of {IO_MODULES}:\n" + describe(
         bad
     )
+
+
+def acl_modules() -> list[str]:
+    return sorted(m for m in MODULES if within(m, ACL_PACKAGE))
+
+
+def test_the_acl_package_is_pure_and_below_the_api() -> None:
+    """``broker.security.acl`` decides with no clock, file, socket or event loop (``IO_MODULES``,
+    asyncio among them) and without the request handlers: ``broker.api`` calls into it, never the
+    other way."""
+    modules = set(acl_modules())
+    assert {f"{ACL_PACKAGE}.{m}" for m in ("binding", "authorizer", "checks", "rules")} <= modules
+    bad = [
+        i
+        for i in ALL_IMPORTS
+        if i.importer in modules and any(within(i.target, x) for x in (*IO_MODULES, *ACL_PACKAGE_MAY_NOT_IMPORT))
+    ]
+    assert not bad, (
+        f"{ACL_PACKAGE} is pure and below the API layer; it imports none of "
+        f"{(*IO_MODULES, *ACL_PACKAGE_MAY_NOT_IMPORT)}:\n" + describe(bad)
+    )
+
+
+def test_acls_have_one_home() -> None:
+    """A broker module named for ACLs or authorization lives in ``broker.security.acl`` unless it is
+    one of the listed callers (API handlers, the controller's records); the controller imports the
+    model only (bindings, filters), not the decisions."""
+    named = {
+        m
+        for m in MODULES
+        if within(m, "broker") and not within(m, ACL_PACKAGE) and ACL_NAMED.search(m.rpartition(".")[2])
+    }
+    assert named == set(ACL_MODULES_ELSEWHERE), (
+        f"ACL code belongs in {ACL_PACKAGE}; outside it only {sorted(ACL_MODULES_ELSEWHERE)} (update the list "
+        f"with a reason): found {sorted(named)}"
+    )
+    bad = [
+        i
+        for i in ALL_IMPORTS
+        if within(i.importer, "broker.controller")
+        and within(i.target, ACL_PACKAGE)
+        and not any(within(i.target, allowed) for allowed in CONTROLLER_MAY_IMPORT_FROM_ACL)
+    ]
+    assert not bad, f"the controller takes only {CONTROLLER_MAY_IMPORT_FROM_ACL} from {ACL_PACKAGE}:\n" + describe(bad)
 
 
 def docstring_of(module: str) -> str:

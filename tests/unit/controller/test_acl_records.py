@@ -22,8 +22,8 @@ from broker.controller.records import (
     decode_records,
     encode_records,
 )
-from broker.security.acl_filter import AclFilter
-from broker.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode
 
 pytestmark = pytest.mark.unit

@@ -1,51 +1,64 @@
-"""What the ACL checks share (``broker.api.authz`` applies them; ``authz_special`` has the
-special rules): who asks, the request as the checks leave it, and the refusals.
+"""A request under the ACL checks (pure): who asks (``RequestAuth``), what is left of the request
+(``Pending``), and the refusals (``Denied``, ``error_body``); what the rules share.
 
-How the checks are applied, from ``broker.api.authz``:
+A check or rule (``broker.security.acl.rules``) either denies the whole request — it raises
+``Denied`` with the response (every error field of the API carrying the check's code, Kafka's
+``getErrorResponse``) and the handler does not run — or takes denied items (topics, groups,
+transactional ids) out of the request and adds an ``Amend`` that puts them back into the handler's
+response with their error code (Kafka's ``KafkaApis`` answers unauthorized items this way).
 
-``authorized_handlers(handlers, authority)`` wraps every handler whose API has checks. A
-wrapped handler computes, before the real one runs, who asks (``RequestAuth``: the connection's
-principal — ``User:<name>`` after SASL, the certificate's ``User:CN=…`` with mTLS,
-``User:ANONYMOUS`` otherwise, as Kafka — and its host) and applies the API's checks in order:
-
-* a check may deny the whole request: the response is built here (every error field of the
-  API carries the check's code) and the handler does not run;
-* a check may take denied items (topics, groups, transactional ids) out of the request; the
-  handler runs on what is left and the denied items are put back into its response with their
-  error code (``Amend`` functions, applied to the handler's result, waited for or not).
-
-Decisions are the pure ``Authorizer``'s; the authorizer of an image is built once per image.
+The principal is ``User:<name>`` after SASL, the certificate's ``User:CN=…`` with mTLS,
+``User:ANONYMOUS`` otherwise, as Kafka (Kafka documentation §7.5 "Authorization and ACLs");
+decisions are the ``Authorizer``'s, built once per metadata image (``authority``). What a rule
+must know of the broker beyond the ACLs it asks through ``BrokerFacts``, which the API layer
+(``broker.api.authz``) answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from broker.api.context import Request
 from broker.controller.image import MetadataImage
-from broker.network.connection import ConnectionContext
-from broker.security.acl_checks import CHECKS, Topics, TopicShape
-from broker.security.authorizer import Authorizer, Operation, ResourceType
+from broker.security.acl.authorizer import SUPPORTED_OPERATIONS, Authorizer
+from broker.security.acl.binding import Operation, ResourceType
+from broker.security.acl.checks import CHECKS, Topics, TopicShape
 from pyspark_log.wire.acl_codes import CLUSTER_NAME
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
+from pyspark_log.wire.headers import RequestHeader
 from pyspark_log.wire.message import Message
 from pyspark_log.wire.registry import get_api
 
-ANONYMOUS = "User:ANONYMOUS"
 Body = dict[str, Any]
 Amend = Callable[[Body], Body]
 
+TOPIC_AUTH = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_AUTH = ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_AUTH = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN_AUTH = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+AUTH_FAILED_MESSAGE = "Authorization failed."
 
-def principal_of(ctx: ConnectionContext) -> str:
-    principal = ctx.attributes.get("principal")
-    return principal if isinstance(principal, str) and principal else ANONYMOUS
 
+class BrokerFacts(Protocol):
+    """What the rules ask of the broker and of request layouts the API handlers own."""
 
-def host_of(ctx: ConnectionContext) -> str:
-    return ctx.peer.rsplit(":", 1)[0].strip("[]")
+    def serves_metadata_quorum(self) -> bool:
+        """Whether this node runs the KIP-595 metadata quorum (``process.roles`` set)."""
+        ...
+
+    def auto_creates_topics(self) -> bool:
+        """``auto.create.topics.enable``."""
+        ...
+
+    def fetching_replica(self, version: int, body: Any) -> int:
+        """The broker id of a Fetch request's replica, -1 for a consumer."""
+        ...
+
+    def has_transactional_batch(self, body: Any) -> bool:
+        """Whether a Produce request carries transactional records."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -66,9 +79,15 @@ class RequestAuth:
     def topic(self, operation: Operation, name: str) -> bool:
         return self.allowed(operation, ResourceType.TOPIC, name)
 
+    def operations(self, resource_type: ResourceType, name: str) -> int:
+        """Kafka's authorized-operations bit field of the resource (KIP-430)."""
+        return self.authorizer.authorized_operations(
+            self.principal, self.host, resource_type, name, SUPPORTED_OPERATIONS[resource_type]
+        )
+
 
 class Denied(Exception):
-    """The whole request is refused; ``body`` is the response."""
+    """The whole request is refused; ``body`` is the response (None: no response, acks=0)."""
 
     def __init__(self, body: Mapping[str, Any] | None) -> None:
         super().__init__("denied")
@@ -80,17 +99,22 @@ class Pending:
     """A request as the checks leave it: its (possibly reduced) body and the amendments to make
     to the handler's response."""
 
-    request: Request
+    header: RequestHeader
+    body: Any
     amends: list[Amend]
 
     @property
-    def body(self) -> Any:
-        return self.request.body
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
 
     def replace(self, **fields: Any) -> Message:
-        body = Message(self.request.body)
+        body = Message(self.body)
         body.update(fields)
-        self.request = Request(self.request.header, body, self.request.connection)
+        self.body = body
         return body
 
 

@@ -1,4 +1,5 @@
-"""The authorizer's start-up keys, Kafka's names (pure):
+"""The authorizer's start-up keys, Kafka's names (Kafka documentation §7.5 "Authorization and ACLs")
+(pure):
 
 * ``authorizer.class.name``: unset or empty — no authorizer, every client may do everything
   (Kafka's default); ``org.apache.kafka.metadata.authorizer.StandardAuthorizer`` (KRaft) or

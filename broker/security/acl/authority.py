@@ -1,5 +1,6 @@
 """``AclAuthority``: the configured authorizer (``authorizer.class.name``, ``super.users``,
-``allow.everyone.if.no.acl.found``) over the ACLs of the latest metadata image."""
+``allow.everyone.if.no.acl.found``) over the ACLs of the latest metadata image (KIP-801: the
+KRaft authorizer reads its ACLs from the metadata log)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import uuid
 from collections.abc import Mapping
 
 from broker.controller.image import MetadataImage
-from broker.security.authorizer import AclBinding, Authorizer
-from broker.security.authorizer_config import AuthorizerSettings
+from broker.security.acl.authorizer import Authorizer
+from broker.security.acl.binding import AclBinding
+from broker.security.acl.config import AuthorizerSettings
 
 # More changes than this at once (a bulk create or delete): index everything afresh.
 INCREMENTAL_LIMIT = 256

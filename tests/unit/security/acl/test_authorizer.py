@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.security.authorizer import AclBinding, Authorizer, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.authorizer import Authorizer
+from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
 
 pytestmark = pytest.mark.unit
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from broker.security.acl_filter import AclFilter, InvalidAcl, new_binding
-from broker.security.authorizer import (
-    SUPPORTED_OPERATIONS,
+from broker.security.acl.authorizer import SUPPORTED_OPERATIONS, Authorizer
+from broker.security.acl.binding import (
     AclBinding,
-    Authorizer,
+    InvalidAcl,
     Operation,
     PatternType,
     Permission,
     ResourceType,
+    new_binding,
 )
+from broker.security.acl.filters import AclFilter
 
 pytestmark = pytest.mark.unit
 
@@ -190,8 +191,8 @@ def test_an_updated_index_decides_as_a_fresh_one(seed: int) -> None:
     from dataclasses import replace
 
     from broker.controller.image import MetadataImage
-    from broker.security.acl_authority import AclAuthority
-    from broker.security.authorizer_config import AuthorizerSettings
+    from broker.security.acl.authority import AclAuthority
+    from broker.security.acl.config import AuthorizerSettings
 
     rng = random.Random(seed)
     names = ["o", "or", "orders", "logs", "*"]

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from broker.api.authz import authorized_handlers
-from broker.api.authz_special import SPECIAL
 from broker.api.context import Request
 from broker.api.raft import raft_handlers
 from broker.controller.forwarding import FORWARD_CLIENT_ID
 from broker.controller.image import MetadataImage, TopicImage
 from broker.network.connection import ConnectionContext
-from broker.security.acl_authority import AclAuthority
-from broker.security.acl_checks import CHECKS, Special
-from broker.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
-from broker.security.authorizer_config import AuthorizerSettings
+from broker.security.acl.authority import AclAuthority
+from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
+from broker.security.acl.checks import CHECKS, Rule
+from broker.security.acl.config import AuthorizerSettings
+from broker.security.acl.rules import RULES
 from broker.security.listeners import ListenerPolicy
 from broker.server import HANDLERS
 from pyspark_log.wire.api_keys import ApiKey
@@ -42,9 +42,9 @@ def test_every_served_api_has_its_checks_declared() -> None:
     assert not UNCHECKED & set(CHECKS)
 
 
-def test_every_special_rule_exists() -> None:
-    names = {c.name for checks in CHECKS.values() for c in checks if isinstance(c, Special)}
-    assert names <= set(SPECIAL)
+def test_every_named_rule_exists() -> None:
+    names = {c.name for checks in CHECKS.values() for c in checks if isinstance(c, Rule)}
+    assert names <= set(RULES)
 
 
 @dataclass

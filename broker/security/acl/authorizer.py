@@ -1,14 +1,15 @@
 """Authorization decisions with Kafka's StandardAuthorizer semantics (pure).
 
-The ACLs come from the metadata image (``AccessControlEntryRecord``s, ``MetadataImage.acls``);
-``broker.security.acl_checks`` declares what each API checks and ``broker.api.authz`` applies it.
+The ACLs come from the metadata image (``AccessControlEntryRecord``s, ``MetadataImage.acls``,
+kept current by ``broker.security.acl.authority``); ``broker.security.acl.checks`` declares what
+each API checks and ``broker.security.acl.rules`` applies it.
 
-Rules (Kafka's ``StandardAuthorizer`` / ``AclAuthorizer``, ``AclOperation`` implications):
+Rules (Kafka documentation §7.5 "Authorization and ACLs"; Kafka's ``StandardAuthorizer`` /
+``AclAuthorizer``, ``AclOperation`` implications):
 
 * a super user (``super.users``) may do anything;
-* an ACL applies to a resource when its type matches and its pattern does: LITERAL with the same
-  name or the name ``*``, PREFIXED with a prefix of the name; to a request when its principal is
-  the request's or ``User:*`` and its host is the client's or ``*``;
+* an ACL applies to a resource and a request as ``AclBinding`` says (LITERAL, ``*``, PREFIXED;
+  the principal or ``User:*``, the host or ``*``);
 * DENY wins: any applying DENY ACL for the operation (or ALL) denies;
 * ALLOW for the operation or ALL allows; ALLOW of READ, WRITE, DELETE or ALTER implies DESCRIBE,
   and ALLOW of ALTER_CONFIGS implies DESCRIBE_CONFIGS;
@@ -21,39 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pyspark_log.wire.acl_codes import AclOperation as Operation
-from pyspark_log.wire.acl_codes import AclPermissionType as Permission
-from pyspark_log.wire.acl_codes import PatternType, ResourceType
-
-WILDCARD = "*"
-WILDCARD_PRINCIPAL = "User:*"
+from broker.security.acl.binding import WILDCARD, AclBinding, Operation, PatternType, Permission, ResourceType
 
 # ALLOW of any of these operations also allows the key (Kafka's implied operations)
 _IMPLIED_BY = {
     Operation.DESCRIBE: frozenset({Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER}),
     Operation.DESCRIBE_CONFIGS: frozenset({Operation.ALTER_CONFIGS}),
 }
-
-
-@dataclass(frozen=True)
-class AclBinding:
-    resource_type: ResourceType
-    name: str
-    pattern_type: PatternType
-    principal: str  # "User:alice" or "User:*"
-    host: str  # an IP address or "*"
-    operation: Operation
-    permission: Permission
-
-    def matches_resource(self, resource_type: ResourceType, name: str) -> bool:
-        if self.resource_type != resource_type:
-            return False
-        if self.pattern_type == PatternType.LITERAL:
-            return self.name in (name, WILDCARD)
-        return name.startswith(self.name)
-
-    def applies_to(self, principal: str, host: str) -> bool:
-        return self.principal in (principal, WILDCARD_PRINCIPAL) and self.host in (host, WILDCARD)
 
 
 @dataclass(frozen=True)
