@@ -107,7 +107,7 @@ async def run_mode(args: argparse.Namespace, *, background: bool, root: Path) ->
     # epochs: a failover making this broker the leader of --epochs partitions, one after another
     epoch_logs = [manager.get_or_create_log("epochs", p) for p in range(args.epochs)]
     caches = [
-        LeaderEpochFile(lg.directory, lg.sync_before if background else None).load(lg.log_end_offset, ())
+        LeaderEpochFile(lg.directory, lg.flusher.sync_before if background else None).load(lg.log_end_offset, ())
         for lg in epoch_logs
     ]
     epoch_ms: list[float] = []

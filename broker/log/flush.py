@@ -1,125 +1,44 @@
-"""Log flushes off the event loop (Kafka documentation §5.4.1 "Writes" ``flush.messages`` / ``flush.ms``; Kafka's
-"flush-log" task, which a roll schedules to flush up to the new segment's base offset).
+"""``LogFlusher``: one log's recovery point and the flushes that advance it, off the event loop
+(Kafka documentation §5.4.1 "Writes": ``flush.messages`` / ``flush.ms``; Kafka's "flush-log"
+task, which a roll schedules to flush up to the new segment's base offset).
 
-Project rule: nothing that can take more than a millisecond runs on the broker's event loop, and
-an fsync can take tens of milliseconds. A ``FlushJob`` splits one flush of a ``Log`` in two:
+The recovery point is the offset below which everything of the log is fsynced: a start-up after
+a crash trusts the segments below it and recovers the rest. A flush runs as a
+``flush_job.FlushJob``: built on the loop (``_build``: the segments from the one holding the
+recovery point up to the target hand over their unsynced files, then the files ``sync_before``
+named and the directory if entries changed), fsynced in a worker thread (the ``LogManager``'s
+pool, ``executor``; inline without one), finished on the loop (``_finish``). Only then does the
+recovery point move, to ``min(job.cap, log end offset)``: ``cap`` starts at the job's target
+and only goes down while the job is in flight — a truncation below it (bytes written after the
+cut were not in the job) and ``sync_before`` (a file written after the job was built that must
+be durable before the recovery point passes some offset) lower it. A job that failed fails the
+log (Kafka's log-dir failure): after a failed fsync the page cache may have dropped the data.
 
-1. **On the loop** (``Log._build_flush_job``): decide what must be synced, write pending index
-   entries into the page cache, and take one file descriptor per file — ``os.dup`` of a segment's
-   open descriptor, or a fresh ``open`` of a path (indexes, producer snapshots, the
-   leader-epoch checkpoint, the partition directory). The job owns these descriptors: a segment
-   that the loop truncates, closes, renames to ``*.deleted`` or removes meanwhile cannot break the
-   job (the duplicated descriptor still names the same inode; fsyncing a removed file is harmless).
-2. **In a worker thread** (``run``): fsync every file, then the directories, then close every
-   descriptor, whatever failed. The first ``OSError`` is kept in ``error``.
-
-Back on the loop the log advances its recovery point to ``min(cap, log end offset)``, never
-before the thread finished: ``cap`` starts at ``target`` and only goes down while the job is in
-flight — a truncation below it (bytes written after the cut were not in the job) and
-``Log.sync_before`` (a file written after the job was built that must be durable before the
-recovery point passes some offset) lower it. A job that failed fails the log (Kafka's log-dir
-failure): after a failed fsync the page cache may have dropped the data.
-
-A log has at most one job in flight; requests meanwhile are merged into one follow-up flush.
-Jobs run in the ``LogManager``'s small thread pool; a log without one (unit tests, tools) runs
-each job inline, synchronously, as before.
+A log has at most one job in flight; requests meanwhile merge into one follow-up flush.
+Produces that must answer only once durable (``flush.messages`` reached) wait in
+``DurableWaiters``; they complete when the recovery point passes them, or fail when the log
+fails or closes. ``flush`` is the blocking form (shutdown, tools, tests). Everything but a job's
+``run`` happens on the broker's one asyncio loop; no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from pathlib import Path
 
-from broker.log.files import fsync_dir_fd
+from broker.log.config import Clock, LogConfig
+from broker.log.errors import KafkaStorageError
+from broker.log.flush_job import FlushJob
+from broker.log.segments import LogSegments
 
 log = logging.getLogger(__name__)
 
 # Called on the loop with each finished job's fsync time in ms (the broker's LogFlushStats
 # histogram, ``broker.metrics``); None: not measured.
 flush_time_observer: Callable[[float], None] | None = None
-
-
-class FlushJob:
-    """The files one flush makes durable; built on the loop, run once in a thread (or inline)."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target  # the recovery point once done (unless capped)
-        self.cap = target
-        self._files: list[tuple[int, str]] = []  # (descriptor, what) fsynced first
-        self._dirs: list[tuple[int, str]] = []  # then these
-        self.error: tuple[str, OSError] | None = None  # the first failure: (what, error)
-        self.done = threading.Event()  # set when ``run`` finished (descriptors closed)
-        self.handled = False  # the log has applied the outcome
-        self.elapsed_ms = 0.0  # how long ``run`` took
-
-    def __repr__(self) -> str:
-        return f"FlushJob(target={self.target}, cap={self.cap}, files={len(self._files)}, dirs={len(self._dirs)})"
-
-    @property
-    def empty(self) -> bool:
-        return not self._files and not self._dirs
-
-    def add_dup(self, fd: int, what: str) -> None:
-        """Sync the file open as ``fd`` (duplicated here: the caller keeps and may close its own)."""
-        self._files.append((os.dup(fd), what))
-
-    def add_fd(self, fd: int, what: str) -> None:
-        """Sync the file open as ``fd``; the job takes ownership (closes it)."""
-        self._files.append((fd, what))
-
-    def add_path(self, path: os.PathLike[str], what: str) -> None:
-        """Sync the file at ``path``; nothing when it no longer exists (deleted: nothing to keep)."""
-        try:
-            fd = os.open(path, os.O_WRONLY)
-        except FileNotFoundError:
-            return
-        self._files.append((fd, what))
-
-    def add_dir(self, path: os.PathLike[str]) -> None:
-        """Sync the directory at ``path`` (after every file)."""
-        self._dirs.append((os.open(path, os.O_RDONLY | os.O_DIRECTORY), f"directory {path}"))
-
-    def discard(self) -> None:
-        """Close every descriptor without syncing (building the job failed half-way)."""
-        for fd, _ in (*self._files, *self._dirs):
-            os.close(fd)
-        self._files.clear()
-        self._dirs.clear()
-        self.done.set()
-
-    def run(self) -> None:
-        """fsync the files, then the directories; close every descriptor; set ``done``. Blocking:
-        a worker thread's job. Never raises (a failure is kept in ``error``)."""
-        started = time.perf_counter()
-        try:
-            for fd, what in self._files:
-                self._sync(fd, what, directory=False)
-            for fd, what in self._dirs:
-                self._sync(fd, what, directory=True)
-        finally:
-            for fd, _ in (*self._files, *self._dirs):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self.elapsed_ms = (time.perf_counter() - started) * 1000
-            self.done.set()
-
-    def _sync(self, fd: int, what: str, *, directory: bool) -> None:
-        if self.error is not None:
-            return  # the log fails anyway: do not wait for more fsyncs
-        try:
-            if directory:
-                fsync_dir_fd(fd)
-            else:
-                os.fsync(fd)
-        except OSError as exc:
-            self.error = (what, exc)
 
 
 class DurableWaiters:
@@ -164,27 +83,103 @@ class DurableWaiters:
         self._waiting = keep
 
 
-class FlushScheduler:
-    """One log's flush jobs: at most one in flight; requests meanwhile merge into one follow-up.
+class LogFlusher:
+    """The recovery point of the log ``name`` in ``directory`` over ``segments``, the files that
+    must be synced before it moves, the flush job in flight and the produces waiting for one.
 
-    ``build(target)`` (the log, on the loop) returns the job for a flush up to ``target`` or None
-    when nothing needs syncing; ``finish(job)`` applies a finished job's outcome on the loop and
-    returns the error to raise for a failed one. ``executor`` (set by the ``LogManager``) runs the
-    jobs; without one they run inline. ``request`` must be called on the running event loop when
-    there is an executor; ``run_now`` and ``wait`` block (close, tools, tests).
+    The owning ``Log`` passes ``failure`` (the reason the log is offline, or None: a failed log
+    starts no flush) and ``fail`` (takes the log offline after an I/O error; returns the error to
+    raise), closes it with the log (``close``) and keeps ``directory`` (``moved_to``) and
+    ``config`` (``flush.messages``, ``flush.ms``) current.
     """
 
-    def __init__(self, build: Callable[[int], FlushJob | None], finish: Callable[[FlushJob], Exception | None]) -> None:
-        self.executor: Executor | None = None
+    def __init__(  # noqa: PLR0917 - built by Log only
+        self,
+        name: str,
+        directory: Path,
+        segments: LogSegments,
+        config: LogConfig,
+        clock: Clock,
+        recovery_point: int,
+        *,
+        failure: Callable[[], str | None],
+        fail: Callable[[str, OSError], KafkaStorageError],
+    ) -> None:
+        self.name = name
+        self.directory = directory
+        self.config = config
+        self.recovery_point = recovery_point
+        self.executor: Executor | None = None  # the LogManager's threads; None: jobs run inline
         self.in_flight: FlushJob | None = None
         self.wanted: int | None = None  # the largest target asked for while a job was in flight
         self.waiters = DurableWaiters()  # produces waiting for a flush (``flush.messages``)
-        self._build = build
-        self._finish = finish
+        self.last_flush_ms = clock()
+        self._segments = segments
+        self._clock = clock
+        self.closed = False
+        self._failure = failure
+        self._fail = fail
+        self._dir_dirty = False  # entries of the directory changed since the last flush
+        self._unsynced_files: list[Path] = []  # replaced without fsync: the next flush syncs them
 
+    @property
+    def unflushed_messages(self) -> int:
+        return self._segments.next_offset - self.recovery_point
+
+    # -- what the log tells it -------------------------------------------------------------------
+    def directory_changed(self) -> None:
+        """A file of the directory was created, renamed or removed: the next flush syncs it."""
+        self._dir_dirty = True
+
+    def sync_before(self, path: Path, offset: int) -> None:
+        """``path``, a file of this log's directory replaced without fsync (``files.write_replace``),
+        must be durable before the recovery point exceeds ``offset``: the next flush fsyncs it and
+        the directory first; a flush already in flight (which does not hold it) and the recovery
+        point itself are capped at ``offset`` meanwhile (lowering it only costs recovery work)."""
+        if path not in self._unsynced_files:
+            self._unsynced_files.append(path)
+        self.recovery_point = min(self.recovery_point, max(offset, 0))
+        self._cap(max(offset, 0))
+
+    def truncated(self, end: int) -> None:
+        """The log was cut back to ``end``: the recovery point and a flush in flight stay at or
+        below it, and produces waiting above it are released (their batches are gone: answered as
+        acks=1 is)."""
+        self.recovery_point = min(self.recovery_point, end)
+        self._cap(end)
+        self.waiters.release_above(end)
+
+    def restarted_at(self, offset: int) -> None:
+        """The log was emptied and starts at ``offset``: nothing below needs a flush."""
+        self.recovery_point = offset
+        self._cap(offset)
+        self.waiters.release_above(offset)
+        self._dir_dirty = True
+
+    def moved_to(self, directory: Path) -> None:
+        """The log's directory was renamed to ``directory`` (no job in flight)."""
+        self.directory = directory
+        self._unsynced_files = [directory / path.name for path in self._unsynced_files]
+        self._dir_dirty = True
+
+    def close(self) -> None:
+        """The log closed: no flush starts any more; produces still waiting fail."""
+        self.closed = True
+        self.settle_waiters()
+
+    def settle_waiters(self) -> None:
+        """Complete the waiters the recovery point passed, or fail them all (log failed or closed)."""
+        if self.closed or self._failure() is not None:
+            error = KafkaStorageError(f"the log of {self.name} failed or closed before its flush completed")
+            self.waiters.fail_all(error)
+        else:
+            self.waiters.settle(min(self.recovery_point, self._segments.next_offset))
+
+    # -- flushing --------------------------------------------------------------------------------
     def request(self, target: int) -> None:
         """Flush up to ``target`` in the background (at once and inline without an executor).
-        Raises what ``build`` raises, and, inline, a failed job's error."""
+        Call on the running event loop when there is an executor. Raises KafkaStorageError when
+        building the job failed, and, inline, when its fsyncs failed."""
         if self.in_flight is not None:
             self.wanted = target if self.wanted is None else max(self.wanted, target)
             return
@@ -203,10 +198,105 @@ class FlushScheduler:
         job.run()
         self._apply(job, raise_error=True)
 
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Blocking flush (close, tools, tests): wait for the flush in flight, then fsync every
+        segment holding offsets below ``up_to_offset`` (default: all) that has unflushed bytes,
+        the files ``sync_before`` named, then the directory if entries changed; advance the
+        recovery point. Raises KafkaStorageError when an fsync failed (the log is failed then)."""
+        failed_before = self._failure() is not None
+        target = self._segments.next_offset if up_to_offset is None else up_to_offset
+        self._wait()
+        job = self._build(target)
+        if job is not None:
+            job.run()
+            self._apply(job, raise_error=True)
+        if self.wanted is not None and self.wanted <= target:
+            self.wanted = None
+        failure = self._failure()
+        if failure is not None and not failed_before:
+            raise KafkaStorageError(f"flush failed for {self.name}: {failure}")
+
+    def flush_async(self, offset: int) -> asyncio.Future[None]:
+        """Start a background flush up to ``offset`` (at most the log end) and return a future
+        done once the recovery point reaches it (failed with KafkaStorageError if the log fails
+        or closes first). Needs ``executor`` set (the broker's logs); call on the loop."""
+        target = min(offset, self._segments.next_offset)
+        if self.recovery_point >= target:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        waiter = self.waiters.add(target)
+        self.request(target)
+        return waiter
+
+    def wait_durable(self, offset: int) -> asyncio.Future[None] | None:
+        """``flush.messages``: a future done once the recovery point reaches ``offset`` (failed with
+        KafkaStorageError if the log fails or closes first), for a produce to answer only then, as
+        Kafka's append returns after its fsync; None when it is there already or no flush is
+        pending for it (``flush.messages`` not reached: a roll's or ``flush.ms``'s flush is not
+        waited for, as Kafka's append does not). Call on the event loop, after an append."""
+        if self.recovery_point >= offset or self.unflushed_messages < self.config.flush_messages:
+            return None
+        if self.in_flight is None and self.wanted is None:
+            return None
+        return self.waiters.add(offset)
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """``flush.ms``: request a flush when data is unflushed and the last flush started that
+        long ago; it completes asynchronously (with an executor)."""
+        due = self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms
+        if due and self._failure() is None and self.in_flight is None:
+            self.request(self._segments.next_offset)
+            return True
+        return False
+
+    # -- the job's two halves on the loop --------------------------------------------------------
+    def _build(self, up_to_offset: int) -> FlushJob | None:
+        """The loop's part of a flush up to ``up_to_offset``; None when the log is closed or
+        failed, or nothing needs syncing. Raises KafkaStorageError on I/O (the log fails)."""
+        if self.closed or self._failure() is not None:
+            return None
+        segments = self._segments
+        offset = min(up_to_offset, segments.next_offset)
+        if offset <= self.recovery_point and not self._dir_dirty and not self._unsynced_files:
+            return None
+        job = FlushJob(offset)
+        try:
+            active = segments.active
+            for segment in segments.from_offset(self.recovery_point):
+                if segment.base_offset >= offset:
+                    break
+                segment.add_to_flush(job, indexes=segment is not active)
+            for path in self._unsynced_files:
+                job.add_path(path, str(path))
+            if self._dir_dirty or self._unsynced_files:
+                job.add_dir(self.directory)
+        except OSError as exc:
+            job.discard()
+            raise self._fail("preparing a flush", exc) from exc
+        self._unsynced_files.clear()
+        self._dir_dirty = False
+        self.last_flush_ms = self._clock()
+        return job
+
+    def _finish(self, job: FlushJob) -> Exception | None:
+        """The loop's part after the fsyncs: advance the recovery point to the job's (capped)
+        target, never above the log end; or fail the log (returns the error to raise)."""
+        if job.error is not None:
+            what, exc = job.error
+            if self.closed or self._failure() is not None:
+                log.warning("%s: fsync of %s failed after the log closed or failed: %s", self.name, what, exc)
+                return None
+            return self._fail(f"fsync of {what}", exc)  # the page cache may have dropped the data
+        if not self.closed:
+            self.recovery_point = max(self.recovery_point, min(job.cap, self._segments.next_offset))
+        self.settle_waiters()
+        return None
+
     def _completed(self, job: FlushJob) -> None:
         """A background job finished (a done callback on the loop): apply it, start the follow-up."""
         if job.handled:
-            return  # ``wait`` applied it already
+            return  # ``_wait`` applied it already
         self._apply(job, raise_error=False)
         highest = self.waiters.highest()  # a capped job left produces waiting: flush for them too
         if highest is not None:
@@ -228,7 +318,7 @@ class FlushScheduler:
         if error is not None and raise_error:
             raise error
 
-    def wait(self) -> None:
+    def _wait(self) -> None:
         """Block until no job is in flight, applying its outcome (its error is not raised: the
         log is failed then). The follow-up is left to the caller's own flush."""
         job = self.in_flight
@@ -236,17 +326,7 @@ class FlushScheduler:
             job.done.wait()
             self._apply(job, raise_error=False)
 
-    def run_now(self, target: int) -> None:
-        """Flush up to ``target`` in the calling thread, after the job in flight. Blocking."""
-        self.wait()
-        job = self._build(target)
-        if job is not None:
-            job.run()
-            self._apply(job, raise_error=True)
-        if self.wanted is not None and self.wanted <= target:
-            self.wanted = None
-
-    def cap(self, offset: int) -> None:
+    def _cap(self, offset: int) -> None:
         """The job in flight may not take the recovery point above ``offset`` (a truncation, or a
         file it does not hold that must be durable first); a follow-up flush will."""
         job = self.in_flight

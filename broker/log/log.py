@@ -1,5 +1,14 @@
-"""``Log``: one topic-partition's segments — append, read, roll, flush (``log_flush``), producer
-state (``log_producers``), retention, truncation.
+"""``Log``: one topic-partition's log — append, read, roll, retention, truncation — composed of
+three collaborators it owns:
+
+* ``segments``: a ``segments.LogSegments``, the ordered segments and their base offsets (lookup
+  by offset, the active segment) and the aborted transactions their ``.txnindex`` files hold;
+* ``producer_state``: the partition's ``producer_state.ProducerStateManager`` (idempotence and
+  transactions, its snapshot files, its rebuild from the log);
+* ``flusher``: a ``flush.LogFlusher``, the recovery point and the flushes that advance it.
+
+The log decides when each is called (an append checks the producer state, writes the active
+segment, may request a flush); they hold the state, and nothing else holds it.
 
 Kafka documentation §5.4 "Log": "a log for a topic named my_topic with two partitions consists of two directories
 ... populated with data files"; writes go to the last segment, which rolls at ``segment.bytes``
@@ -12,11 +21,11 @@ appended: the bytes are in the page cache, and recovery keeps every whole, valid
 Threading: a ``Log`` is used from the broker's single asyncio loop (appends and reads of a
 partition never run concurrently); it takes no locks. Its writes and reads run on the loop; its
 fsyncs do not (project rule: nothing over a millisecond on the loop): a roll, ``flush.messages``
-and ``flush.ms`` *request* a flush, which runs as a ``flush.FlushJob`` in the ``LogManager``'s
+and ``flush.ms`` *request* a flush, which runs as a ``flush_job.FlushJob`` in the ``LogManager``'s
 worker threads, on duplicated descriptors, and completes asynchronously, as Kafka's "flush-log"
 task does. The recovery point advances on the loop only once the job's fsyncs succeeded, and
 never above the log end (a truncation meanwhile caps it). ``flush()`` is the blocking form
-(shutdown, tools, tests). Without a flush executor (``flush_executor`` None) every flush is
+(shutdown, tools, tests). Without a flush executor (``flusher.executor`` None) every flush is
 synchronous. Offsets are Kafka's: ``log_start_offset`` ≤ every readable offset <
 ``log_end_offset``; ``recovery_point`` is the offset below which everything is fsynced.
 
@@ -27,8 +36,10 @@ producer id are checked against it after validation: a duplicate is acknowledged
 original offsets and not written; the state changes only once the batches are written. A
 snapshot of it is written when a segment rolls (``<new base>.snapshot``) and on a clean close;
 snapshots below the first segment go when segments are deleted; the state is reloaded and
-replayed from batch headers at start-up and after truncation. COMMIT/ABORT markers end
-transactions; aborted ones are indexed in the segment's ``.txnindex``. Batches without a producer
+replayed from batch headers at start-up and after truncation (``ProducerStateManager.rebuild``).
+COMMIT/ABORT markers end transactions; aborted ones are indexed in the ``.txnindex`` of the
+segment holding the marker (``LogSegments.index_aborted``), which a read_committed fetch reads
+(``LogSegments.collect_aborted_transactions``). Batches without a producer
 id skip all of it. A client append is exactly one batch (Kafka's ``LogValidator`` rule for v2
 batches; INVALID_RECORD otherwise).
 
@@ -42,7 +53,6 @@ from __future__ import annotations
 
 import logging
 import os
-from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,9 +62,7 @@ from broker.log.dir_health import LogDirState
 from broker.log.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from broker.log.file_slice import FileSlice
 from broker.log.files import fsync_dir
-from broker.log.flush import FlushScheduler
-from broker.log.log_flush import LogFlushing
-from broker.log.log_producers import LogProducerState
+from broker.log.flush import LogFlusher
 from broker.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -65,6 +73,7 @@ from broker.log.producer_state import (
 )
 from broker.log.retention import SegmentFacts, segments_to_delete
 from broker.log.segment import LogSegment
+from broker.log.segments import LogSegments
 from broker.log.validate import (
     AppendOrigin,
     BatchInfo,
@@ -98,9 +107,10 @@ class LogAppendInfo(NamedTuple):
     batches: tuple[BatchInfo, ...]
 
 
-class Log(LogFlushing, LogProducerState):
+class Log:
     """A partition's log in ``directory``. Built by ``broker.log.recovery.load_log`` (existing
-    directory) or ``Log.create`` (new one); owned by the ``LogManager``."""
+    directory) or ``Log.create`` (new one); owned by the ``LogManager``. ``segments``,
+    ``producer_state`` and ``flusher`` are its collaborators (module doc)."""
 
     def __init__(  # noqa: PLR0917 - built by load_log and Log.create only
         self,
@@ -115,29 +125,25 @@ class Log(LogFlushing, LogProducerState):
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
-        assert segments, "a log has at least one segment"
         self.directory = directory
         self.topic = topic
         self.partition = partition
-        self.config = config
+        self._config = config
         self._clock = clock
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self.segments = LogSegments(segments)
+        self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.flusher = LogFlusher(
+            self.name, directory, self.segments, config, clock, recovery_point,
+            failure=lambda: self.failure, fail=self._fail,
+        )  # fmt: skip
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         # batch boundaries reads start or stop at (boundary_cache.py: a budget shared by all logs);
         # cleared whenever a segment goes
         self._boundaries = BoundaryCache()
-        self._dir_dirty = False
-        self._producers = ProducerStateManager(directory, producer_id_expiration_ms)
-        self._last_abort_offset = -1  # offset of the newest ABORT marker indexed (-1: none), or above
         self.failure: str | None = None  # set by ``_fail``: the log is offline
         self.dir_state: LogDirState | None = None  # its log dir's health (set by the LogManager)
         self.closed = False
-        self._flusher = FlushScheduler(self._build_flush_job, self._finish_flush_job)
-        self._unsynced_files: list[Path] = []  # replaced without fsync: the next flush syncs them
 
     @classmethod
     def create(
@@ -166,38 +172,33 @@ class Log(LogFlushing, LogProducerState):
         return self._log_start_offset
 
     @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change (the ``LogManager`` gives its segments the new config too)."""
+        self._config = config
+        self.flusher.config = config
+
+    @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self.segments.active.next_offset
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._segments[-1]
-
-    @property
-    def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        """Everything below it is fsynced (``flusher`` keeps it)."""
+        return self.flusher.recovery_point
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size_bytes for s in self._segments)
-
-    @property
-    def unflushed_messages(self) -> int:
-        return self.log_end_offset - self._recovery_point
-
-    @property
-    def producer_state(self) -> ProducerStateManager:
-        return self._producers
+        return self.segments.size_bytes
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the earliest ongoing transaction, at least the log start offset (a
         hanging transaction whose start was deleted; Kafka ``updateFirstUnstableOffset``); the LSO
         is the smaller of it and the high watermark (None: no transaction is ongoing)."""
-        first = self._producers.first_unstable_offset()
+        first = self.producer_state.first_unstable_offset()
         return first if first is None or first >= self._log_start_offset else self._log_start_offset
 
     # -- append --------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class Log(LogFlushing, LogProducerState):
         self._check_writable()
         now = self._clock()
         result = validate_and_assign_offsets(
-            data, self.log_end_offset, self.config, now, origin=origin, partition_leader_epoch=leader_epoch
+            data, self.log_end_offset, self._config, now, origin=origin, partition_leader_epoch=leader_epoch
         )
         batches = result.batches
         if len(batches) == 1:
@@ -260,10 +261,10 @@ class Log(LogFlushing, LogProducerState):
         data = encode_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now)
         origin = AppendOrigin.COORDINATOR
         result = validate_and_assign_offsets(
-            data, self.log_end_offset, self.config, now, origin=origin, partition_leader_epoch=leader_epoch
+            data, self.log_end_offset, self._config, now, origin=origin, partition_leader_epoch=leader_epoch
         )
         marker = TxnMarker(commit, coordinator_epoch)
-        pending = self._producers.prepare(result.batches, origin, lambda _: marker)
+        pending = self.producer_state.prepare(result.batches, origin, lambda _: marker)
         self._append_validated(result, now)
         self._complete(pending, result.next_offset)
         return result.first_offset
@@ -272,7 +273,7 @@ class Log(LogFlushing, LogProducerState):
         self, result: ValidationResult, now_ms: int, origin: AppendOrigin, data: Buffer
     ) -> LogAppendInfo:
         # ``BatchInfo.position`` is the batch's place in ``data`` too (headers keep their size)
-        pending = self._producers.prepare(result.batches, origin, lambda b: parse_txn_marker(data, b.position))
+        pending = self.producer_state.prepare(result.batches, origin, lambda b: parse_txn_marker(data, b.position))
         if pending.duplicate is not None:
             return self._duplicate_info(pending.duplicate)
         info = self._append_validated(result, now_ms)
@@ -283,21 +284,18 @@ class Log(LogFlushing, LogProducerState):
         """Install the producer-state changes of a written append; index its aborted transactions
         in the segment that holds their markers (the active one). A failed index write fails the
         log: the marker is in the log but not in the index a read_committed fetch relies on."""
-        aborted = self._producers.apply(pending, next_offset)
+        aborted = self.producer_state.apply(pending, next_offset)
         if aborted:
-            index = self._segments[-1].txn_index
             try:
-                for txn in aborted:
-                    index.append(txn)
+                self.segments.index_aborted(aborted)
             except OSError as exc:
                 raise self._fail("writing the transaction index", exc) from exc
-            self._last_abort_offset = max(self._last_abort_offset, aborted[-1].last_offset)
 
     def _duplicate_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
         return LogAppendInfo(
             first_offset=duplicate.first_offset,
             last_offset=duplicate.last_offset,
-            log_append_time_ms=duplicate.timestamp_ms if self.config.log_append_time else -1,
+            log_append_time_ms=duplicate.timestamp_ms if self._config.log_append_time else -1,
             log_start_offset=self._log_start_offset,
             max_timestamp_ms=duplicate.timestamp_ms,
             offset_of_max_timestamp=duplicate.last_offset,
@@ -307,7 +305,7 @@ class Log(LogFlushing, LogProducerState):
         )
 
     def _append_validated(self, result: ValidationResult, now_ms: int) -> LogAppendInfo:
-        segment = self._segments[-1]
+        segment = self.segments.active
         if segment.should_roll(result.size_bytes, result.max_timestamp_ms, result.last_offset, now_ms):
             segment = self.roll(result.first_offset)
         try:
@@ -317,8 +315,9 @@ class Log(LogFlushing, LogProducerState):
                 self._report_io_error(f"appending to {segment.log_path.name} of {self.name}", exc.__cause__)
             raise
         self._remember(result.next_offset, segment, position + result.size_bytes)
-        if self.unflushed_messages >= self.config.flush_messages:
-            self._flusher.request(self.log_end_offset)  # completes asynchronously (Kafka too)
+        flusher = self.flusher
+        if result.next_offset - flusher.recovery_point >= self._config.flush_messages:
+            flusher.request(result.next_offset)  # completes asynchronously (Kafka too)
         return LogAppendInfo(
             first_offset=result.first_offset,
             last_offset=result.last_offset,
@@ -346,23 +345,26 @@ class Log(LogFlushing, LogProducerState):
 
     def _roll(self, base: int) -> LogSegment:
         now = self._clock()
-        active = self._segments[-1]
+        active = self.segments.active
         if active.size_bytes == 0:
             if active.base_offset == base:
                 return active
-            self._segments.pop()
-            self._bases.pop()
-            active.delete_files()
-            self._producers.delete_snapshot(active.base_offset)
+            active.delete_files()  # replaced by the new segment, below
+            self.producer_state.delete_snapshot(active.base_offset)
         else:
             active.on_become_inactive()
-        self.sync_before(self._producers.take_snapshot(base, sync=False), base - 1)
-        segment = LogSegment.create(self.directory, base, self.config, now)
-        self._segments.append(segment)
-        self._bases.append(base)
-        self._dir_dirty = True
-        self._flusher.request(base)
+        self.flusher.sync_before(self.producer_state.take_snapshot(base, sync=False), base - 1)
+        segment = LogSegment.create(self.directory, base, self._config, now)
+        self.segments.add(segment)
+        self.flusher.directory_changed()
+        self.flusher.request(base)
         return segment
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """Blocking flush up to ``up_to_offset`` (default: the log end; Kafka ``UnifiedLog.flush``)
+        for close, tools and tests: ``LogFlusher.flush``. Raises KafkaStorageError when an fsync
+        failed (the log is failed then)."""
+        self.flusher.flush(up_to_offset)
 
     # -- read ----------------------------------------------------------------------------------
     def read(
@@ -386,8 +388,7 @@ class Log(LogFlushing, LogProducerState):
             return FileSlice.empty(offset)
         limit_segment, limit_position = self._boundary(upper)
         hint = self._boundaries.get(offset)
-        index = bisect_right(self._bases, offset) - 1
-        for segment in self._segments[max(index, 0) :]:
+        for segment in self.segments.from_offset(offset):
             if segment.base_offset > limit_segment.base_offset:
                 break
             result = segment.read(
@@ -405,15 +406,16 @@ class Log(LogFlushing, LogProducerState):
 
     def _boundary(self, offset: int) -> tuple[LogSegment, int]:
         """The segment and byte position where the batch holding ``offset`` starts."""
-        active = self._segments[-1]
+        segments = self.segments
+        active = segments.active
         if offset >= active.next_offset:
             return active, active.size_bytes
         cached = self._boundaries.get(offset)
         if cached is not None:
-            index = bisect_left(self._bases, cached[0])
-            if index < len(self._bases) and self._bases[index] == cached[0]:
-                return self._segments[index], cached[1]
-        segment = self._segments[max(bisect_right(self._bases, offset) - 1, 0)]
+            holder = segments.with_base(cached[0])
+            if holder is not None:
+                return holder, cached[1]
+        segment = segments.floor(offset)
         position, _ = segment.position_of(offset)
         return segment, position
 
@@ -431,7 +433,7 @@ class Log(LogFlushing, LogProducerState):
             return self._log_start_offset, -1
         if timestamp_ms == LATEST_TIMESTAMP:
             return self.log_end_offset, -1
-        live = [s for s in self._segments if s.next_offset > self._log_start_offset]
+        live = [s for s in self.segments if s.next_offset > self._log_start_offset]
         if timestamp_ms == MAX_TIMESTAMP:
             best = max(live, key=lambda s: s.max_timestamp_ms, default=None)
             if best is None or best.max_timestamp_ms < 0:
@@ -453,48 +455,33 @@ class Log(LogFlushing, LogProducerState):
             raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
         if offset >= self.log_end_offset:
             return False
-        if offset < self._bases[0]:
+        if offset < self.segments.first.base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
         now = self._clock()
-        keep = bisect_right(self._bases, offset)  # segments starting at or below ``offset``
-        # the segment holding ``offset`` stays (emptied if it starts there) and becomes active
-        holder = self._segments[keep - 1]
-        for segment in self._segments[keep:]:
+        for segment in self.segments.above(offset):
             self._schedule_delete(segment, now)
-        del self._segments[keep:]
-        del self._bases[keep:]
-        holder.truncate_to(offset, now)
-        self._after_truncation()
-        self._reload_producer_state()
+        # the segment holding ``offset`` stays (emptied if it starts there) and becomes active
+        self.segments.truncate_to(offset, now)
+        end = self.log_end_offset
+        self.flusher.truncated(end)  # bytes appended after the cut are not in a flush in flight
+        self._log_start_offset = min(self._log_start_offset, end)
+        self._boundaries.clear()
+        self.producer_state.rebuild(self.segments, end, now)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset`` (a follower far behind)."""
         now = self._clock()
-        for segment in self._segments:
+        for segment in self.segments:
             self._schedule_delete(segment, now)
-        self._producers.delete_snapshots(lambda _: True)
-        self._producers.reset(offset)
-        self._last_abort_offset = -1
-        segment = LogSegment.create(self.directory, offset, self.config, now)
-        self._segments = [segment]
-        self._bases = [offset]
+        self.producer_state.delete_snapshots(lambda _: True)
+        self.producer_state.reset(offset)
+        self.segments.reset(LogSegment.create(self.directory, offset, self._config, now))
         self._log_start_offset = offset
-        self._recovery_point = offset
-        self._flusher.cap(offset)
-        self._flusher.waiters.release_above(offset)
-        self._dir_dirty = True
+        self.flusher.restarted_at(offset)
         self._boundaries.clear()
         self.flush()  # blocking, but rare: a follower restarting below the leader's log start
-
-    def _after_truncation(self) -> None:
-        end = self.log_end_offset
-        self._recovery_point = min(self._recovery_point, end)
-        self._flusher.cap(end)  # bytes appended after the cut are not in a flush in flight
-        self._flusher.waiters.release_above(end)  # their batches are gone: answered as acks=1 is
-        self._log_start_offset = min(self._log_start_offset, end)
-        self._boundaries.clear()
 
     # -- retention and DeleteRecords ------------------------------------------------------------
     def delete_records_before(self, offset: int, high_watermark: int | None = None) -> int:
@@ -520,42 +507,37 @@ class Log(LogFlushing, LogProducerState):
             return 0
         now = self._clock() if now_ms is None else now_ms
         hw = self.log_end_offset if high_watermark is None else high_watermark
-        self._producers.remove_expired(now)
+        self.producer_state.remove_expired(now)
+        segments = self.segments
         total = 0
         while True:
             facts = [
                 SegmentFacts(s.base_offset, s.next_offset, s.size_bytes, s.max_timestamp_ms, s.last_modified_ms())
-                for s in self._segments
+                for s in segments
             ]
-            decision = segments_to_delete(facts, self.config, now, self._log_start_offset, hw)
+            decision = segments_to_delete(facts, self._config, now, self._log_start_offset, hw)
             if decision.count == 0:
                 return total
-            if decision.count == len(self._segments):
+            if decision.count == len(segments):
                 self.roll()
-            doomed = self._segments[: decision.count]
-            del self._segments[: decision.count]
-            del self._bases[: decision.count]
-            for segment in doomed:
+            for segment in segments.remove_first(decision.count):
                 self._schedule_delete(segment, now)
-            self._producers.delete_snapshots_before(self._bases[0])  # clean-shutdown ones in them too
-            self._log_start_offset = max(self._log_start_offset, self._bases[0])
+            first = segments.first.base_offset
+            self.producer_state.delete_snapshots_before(first)  # clean-shutdown ones in them too
+            self._log_start_offset = max(self._log_start_offset, first)
             self._boundaries.clear()
             total += decision.count
 
     def _schedule_delete(self, segment: LogSegment, now_ms: int) -> None:
         segment.rename_for_deletion()
-        self._dir_dirty = True
-        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
+        self.flusher.directory_changed()
+        self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment, now_ms: int) -> None:
         """Log compaction (``broker.log.cleaner.swap``): ``new`` takes the place of the consecutive,
         inactive ``old`` segments, whose files the caller renamed to ``*.deleted``."""
-        first = next(i for i, s in enumerate(self._segments) if s is old[0])
-        assert all(a is b for a, b in zip(self._segments[first : first + len(old)], old, strict=True))
-        assert first + len(old) < len(self._segments), "the active segment is never replaced"
-        self._segments[first : first + len(old)] = [new]
-        self._bases[first : first + len(old)] = [new.base_offset]
-        self._pending_deletes.extend((now_ms + self.config.file_delete_delay_ms, s) for s in old)
+        self.segments.replace(old, new)
+        self._pending_deletes.extend((now_ms + self._config.file_delete_delay_ms, s) for s in old)
         self._boundaries.clear()
 
     def delete_pending_files(self, now_ms: int) -> int:
@@ -576,16 +558,16 @@ class Log(LogFlushing, LogProducerState):
             return
         if flush and self.failure is None:
             self.flush()
-            active = self._segments[-1]
+            active = self.segments.active
             active.on_become_inactive()
             active.flush_indexes()
             self._snapshot_on_close()
-        for segment in self._segments:
+        for segment in self.segments:
             segment.close()
         self.delete_pending_files(2**63 - 1)
         self._boundaries.close()
         self.closed = True
-        self._settle_durable_waiters()
+        self.flusher.close()
 
     def rename_directory(self, directory: Path) -> None:
         """Rename the log's directory to ``directory`` (same filesystem) while it stays open, as
@@ -593,20 +575,19 @@ class Log(LogFlushing, LogProducerState):
         open descriptors stay valid, the paths of every segment, pending deletion and producer
         snapshot follow. Call with no flush in flight (its job names the old paths)."""
         self._check_open()
-        if self.flush_in_flight:
+        if self.flusher.in_flight is not None:
             raise KafkaStorageError(f"{self.name}: cannot rename its directory while a flush is in flight")
         os.replace(self.directory, directory)
         self.directory = directory
-        for segment in (*self._segments, *(s for _, s in self._pending_deletes)):
+        for segment in (*self.segments, *(s for _, s in self._pending_deletes)):
             segment.moved_to(directory)
-        self._producers.directory = directory
-        self._unsynced_files = [directory / path.name for path in self._unsynced_files]
-        self._dir_dirty = True
+        self.producer_state.directory = directory
+        self.flusher.moved_to(directory)
 
     def _snapshot_on_close(self) -> None:
         """Snapshot the producer state at the log end, so that the next start-up replays nothing;
         skipped when that snapshot exists unchanged, or for an empty log without producers."""
-        state = self._producers
+        state = self.producer_state
         end = self.log_end_offset
         if end == 0 and not state.producers:
             return
@@ -636,7 +617,7 @@ class Log(LogFlushing, LogProducerState):
     def _fail(self, what: str, exc: OSError) -> KafkaStorageError:
         """Mark the log failed after an I/O error during ``what``; returns the error to raise."""
         self.failure = f"{what}: {exc}"
-        self._settle_durable_waiters()
+        self.flusher.settle_waiters()
         self._report_io_error(f"{what} of {self.name}", exc)
         log.error("%s: %s failed; the log is offline until the broker restarts: %s", self.name, what, exc)
         return KafkaStorageError(f"{what} failed for {self.name}: {exc}")
@@ -644,5 +625,5 @@ class Log(LogFlushing, LogProducerState):
     def __repr__(self) -> str:
         return (
             f"Log({self.name}, start={self._log_start_offset}, end={self.log_end_offset}, "
-            f"segments={len(self._segments)})"
+            f"segments={len(self.segments)})"
         )

@@ -27,7 +27,8 @@ Threading: one asyncio loop calls every method. The ``run_*_once`` coroutines ar
 the background tasks; the broker schedules them (intervals in ``LogManagerConfig``) and passes
 its clock's ``now_ms``. They yield to the loop between partitions. With ``flush_in_background``
 (the broker) the logs' fsyncs (rolls, ``flush.messages``, ``flush.ms``, leader-epoch checkpoints)
-run in ``FLUSH_THREADS`` worker threads owned here (``flush.py``); ``shutdown`` waits for them.
+run in ``FLUSH_THREADS`` worker threads owned here (``flush.py``, ``flush_job.py``); ``shutdown``
+waits for them.
 """
 
 from __future__ import annotations
@@ -341,13 +342,13 @@ class LogManager:
 
     def _adopt(self, tp: TopicPartition, current: Log, directory: Path) -> None:
         current.dir_state = self.dir_states[directory]
-        current.flush_executor = self._flush_executor
+        current.flusher.executor = self._flush_executor
         self._logs[tp] = current
         self._dir_of[tp] = directory
 
     def _adopt_future(self, tp: TopicPartition, future: Log, directory: Path) -> None:
         future.dir_state = self.dir_states[directory]
-        future.flush_executor = self._flush_executor
+        future.flusher.executor = self._flush_executor
         self._futures[tp] = future
         self._future_dir_of[tp] = directory
 
@@ -496,7 +497,7 @@ class LogManager:
         now = self._clock() if now_ms is None else now_ms
         flushed = 0
         for current in self.logs():
-            if not current.closed and current.flush_if_due(now):
+            if not current.closed and current.flusher.flush_if_due(now):
                 flushed += 1
             await asyncio.sleep(0)
         return flushed
@@ -554,4 +555,4 @@ def _consistent_on_disk(current: Log) -> bool:
     """Whether the log's active segment file holds exactly what memory says (a failed append
     truncated it back; a longer file is cut back here). Blocking: the dir is offline meanwhile, so
     no append changes the log."""
-    return current.failure is None and not current.closed and current.active_segment.trim_to_size()
+    return current.failure is None and not current.closed and current.segments.active.trim_to_size()

@@ -38,8 +38,10 @@ duplicates", and transactions write all or nothing. Kafka 3.7's rules, per parti
 Checking is pure: ``prepare`` returns a ``ProducerAppend`` (the updated entries, the completed
 transactions, or the duplicate) without changing the manager; ``apply`` installs it after the
 batches were written. Snapshots (``<offset 20 digits>.snapshot``, the state of every offset below
-``offset``) are taken when a segment rolls and on clean shutdown; see ``encode_snapshot``. The
-manager alone touches the snapshot files. One asyncio loop calls it; it takes no lock.
+``offset``) are taken when a segment rolls and on clean shutdown; see ``encode_snapshot``.
+``rebuild`` loads the state from the log (start-up, truncation): the newest usable snapshot, then
+the batch headers after it. The manager alone touches the snapshot files. Its ``Log`` owns it;
+one asyncio loop calls it; it takes no lock.
 """
 
 from __future__ import annotations
@@ -56,11 +58,14 @@ import crc32c as _crc32c
 
 from broker.log.errors import LogError
 from broker.log.files import write_atomic, write_replace
+from broker.log.scan import iter_headers
+from broker.log.segment import LogSegment
+from broker.log.segments import LogSegments
 from broker.log.txn_index import AbortedTxn
-from broker.log.validate import AppendOrigin, BatchInfo
+from broker.log.validate import AppendOrigin, BatchInfo, batch_info
 from pyspark_log.records.control import ControlType, EndTxnMarker, decode_control_batch
 from pyspark_log.records.errors import RecordError
-from pyspark_log.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP
+from pyspark_log.records.header import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -385,6 +390,53 @@ class ProducerStateManager:
         if not in_order:
             self._ongoing = dict(sorted(ongoing.items()))
 
+    # -- rebuilding from the log -----------------------------------------------------------------
+    def rebuild(
+        self,
+        segments: LogSegments,
+        snapshot_limit: int,
+        now_ms: int,
+        rebuild_txn_indexes: Iterable[LogSegment] = (),
+    ) -> None:
+        """Load the state of the log made of ``segments`` (Kafka ``UnifiedLog.rebuildProducerState``,
+        at start-up and after a truncation): drop the snapshots past the log end, load the newest
+        one at or below ``snapshot_limit`` (the recovery loader passes the base of the first
+        segment it re-validated, or the log end after a clean shutdown; a truncation the new log
+        end) and replay the batch headers after it, unchecked (``AppendOrigin.REPLICATION``),
+        reading only the one record of each control batch. ``rebuild_txn_indexes`` are segments
+        whose ``.txnindex`` recovery emptied: the aborted transactions whose markers they hold
+        are indexed again during the replay. Raises OSError when that indexing fails."""
+        end = segments.next_offset
+        self.delete_snapshots(lambda offset: offset > end)
+        loaded = self.load_latest_snapshot(min(snapshot_limit, end), now_ms)
+        start = max(loaded if loaded is not None else 0, segments.first.base_offset)
+        rebuild = {id(segment) for segment in rebuild_txn_indexes}
+        for segment in segments.from_offset(start):
+            if segment.next_offset <= start:
+                continue
+            position = 0
+            if start > segment.base_offset:
+                found = segment.find_batch(start)
+                if found is None:
+                    continue
+                position = found[0]
+            for pos, header in iter_headers(segment.fd, position, segment.size_bytes):
+                if header.producer_id < 0:
+                    continue
+                aborted = self._replay_batch(segment, pos, header)
+                if aborted and id(segment) in rebuild:
+                    segments.index_aborted(aborted, segment)
+        self.map_end_offset = end
+
+    def _replay_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> list[AbortedTxn]:
+        marker_of = _fixed_marker(segment.read_batch(position, header)) if header.is_control else None
+        try:
+            pending = self.prepare([batch_info(position, header)], AppendOrigin.REPLICATION, marker_of)
+        except LogError as exc:  # the leader accepted the batch once; a start-up must not fail on it
+            log.warning("%s: producer state skips the batch at %d: %s", self.directory.name, header.base_offset, exc)
+            return []
+        return self.apply(pending, header.next_offset)
+
     # -- expiry and truncation -----------------------------------------------------------------
     def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         """Idle for ``producer.id.expiration.ms`` without an ongoing transaction (Kafka
@@ -488,6 +540,11 @@ class ProducerStateManager:
         for offset in doomed:
             self.snapshot_path(offset).unlink(missing_ok=True)
         return len(doomed)
+
+
+def _fixed_marker(control_batch: bytes) -> MarkerReader:
+    marker = parse_txn_marker(control_batch)
+    return lambda _: marker
 
 
 # -- snapshot file format -----------------------------------------------------------------------

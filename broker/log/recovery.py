@@ -119,7 +119,7 @@ def load_log(
         producer_id_expiration_ms=producer_id_expiration_ms,
     )  # fmt: skip
     snapshot_limit = min((s.base_offset for s in recovered), default=log_end)
-    loaded.load_producer_state(snapshot_limit, recovered)
+    loaded.producer_state.rebuild(loaded.segments, snapshot_limit, clock(), recovered)
     loaded.producer_state.remove_stray_snapshots([s.base_offset for s in kept])
     for segment in recovered:
         if segment is not kept[-1]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from broker.log.config import INT_MAX, LogConfig
 from broker.log.errors import CorruptMessageError, KafkaStorageError
 from broker.log.file_slice import FileSlice
-from broker.log.flush import FlushJob
+from broker.log.flush_job import FlushJob
 from broker.log.index_file import CorruptIndexError
 from broker.log.offset_index import OffsetIndex
 from broker.log.scan import ValidBatches, iter_headers, pread_exact

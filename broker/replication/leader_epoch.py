@@ -14,7 +14,7 @@ log's truncation and log-start moves.
 
 Persistence (``LeaderEpochFile``): Kafka's ``leader-epoch-checkpoint`` text file in the partition
 directory (version 0, count, then ``epoch start_offset`` lines), rewritten whenever the entries
-change. With a ``durable_before`` hook (the partition passes ``Log.sync_before``) the rewrite is
+change. With a ``durable_before`` hook (the partition passes ``LogFlusher.sync_before``) the rewrite is
 temp file + rename without fsync, on the event loop (a failover changes hundreds of partitions'
 epochs at once: no fsync per partition on the loop): it survives a process crash (page cache),
 and the log's next background flush fsyncs file and directory before its recovery point passes

@@ -181,12 +181,12 @@ class LogDirMover:
 
     async def _swap_when_caught_up(self, hosted: Partition, current: Log, future: Log) -> None:
         """Flush the future log, then swap it in if it still holds all of the current one."""
-        await future.flush_async(future.log_end_offset)
+        await future.flusher.flush_async(future.log_end_offset)
         if hosted.future_log is not future or future.closed or current.closed:
             return
         if future.log_end_offset != current.log_end_offset:
             return  # appends meanwhile: copy them first
-        if future.flush_in_flight or current.flush_in_flight:
+        if future.flusher.in_flight is not None or current.flusher.in_flight is not None:
             await asyncio.sleep(SWAP_RETRY_S)
             return
         if current.log_start_offset > future.log_start_offset:  # retention or DeleteRecords meanwhile

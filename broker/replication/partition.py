@@ -218,7 +218,7 @@ class Partition:
         are persisted in its directory from now on; role, ISR and high watermark are unchanged."""
         self.log = new_log
         self.future_log = None
-        self.state.epochs.persist_to(LeaderEpochFile(new_log.directory, new_log.sync_before).write)
+        self.state.epochs.persist_to(LeaderEpochFile(new_log.directory, new_log.flusher.sync_before).write)
         self._changed()
 
     def follower_learns(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
@@ -280,10 +280,10 @@ def _load_epochs(target: Log) -> LeaderEpochCache:
     """The partition's epoch cache from its checkpoint file, completed from the batches after the
     last listed epoch that the last clean flush may not cover (from the recovery point on). The
     file is rewritten without fsync; the log's next flush makes it durable before the recovery
-    point passes a changed entry (``Log.sync_before``), which is what makes scanning from the
+    point passes a changed entry (``LogFlusher.sync_before``), which is what makes scanning from the
     recovery point enough. A damaged file (a machine crash during a rewrite) is rebuilt from
     every batch from the log start."""
-    epoch_file = LeaderEpochFile(target.directory, target.sync_before)
+    epoch_file = LeaderEpochFile(target.directory, target.flusher.sync_before)
     stored = epoch_file.read_checked()
     if stored is None:
         scan_from = target.log_start_offset

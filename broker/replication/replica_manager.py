@@ -366,7 +366,7 @@ class ReplicaManager:
             if acks == 0:
                 continue
             if info.batches:
-                flushing = hosted.log.wait_durable(info.last_offset + 1)
+                flushing = hosted.log.flusher.wait_durable(info.last_offset + 1)
                 if flushing is not None:
                     durable.append((result, flushing))
             if acks == -1 and hosted.high_watermark <= info.last_offset:
@@ -444,7 +444,7 @@ class ReplicaManager:
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        durable = hosted.log.wait_durable(last_offset + 1)
+        durable = hosted.log.flusher.wait_durable(last_offset + 1)
         if durable is not None:
             try:
                 await durable
@@ -583,7 +583,7 @@ class ReplicaManager:
             records = target.read(offset, max_bytes, hw, min_one_batch=min_one_batch)
             return ReadResult(records, hw, lso, target.log_start_offset)
         records = target.read(offset, max_bytes, lso, min_one_batch=min_one_batch)
-        aborted = target.collect_aborted_transactions(offset, records.next_offset) if records.size else []
+        aborted = target.segments.collect_aborted_transactions(offset, records.next_offset) if records.size else []
         return ReadResult(records, hw, lso, target.log_start_offset, aborted)
 
     # -- follower reads ------------------------------------------------------------------------------

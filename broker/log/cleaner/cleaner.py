@@ -301,7 +301,7 @@ def make_plan(target: Log, cleanable: Cleanable, now_ms: int) -> CleaningPlan:
         sources=sources,
         first_dirty_offset=cleanable.first_dirty_offset,
         end_offset=cleanable.end_offset,
-        aborted=target.collect_aborted_transactions(sources[0].base_offset, cleanable.end_offset),
+        aborted=target.segments.collect_aborted_transactions(sources[0].base_offset, cleanable.end_offset),
         producer_last_batches=producers,
         now_ms=now_ms,
         delete_retention_ms=target.config.delete_retention_ms,

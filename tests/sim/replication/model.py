@@ -29,7 +29,7 @@ What is real and what is simulated:
   (a log is a list of ``(leader epoch, record id)``; ``flushed`` is what survives a machine crash;
   the leader-epoch checkpoint is rewritten without fsync, as ``LeaderEpochFile.write`` is, and
   becomes durable with the log's next flush, which also raises the recovery point; a rewrite
-  lowers the recovery point to the first changed entry, as ``Log.sync_before`` does; the
+  lowers the recovery point to the first changed entry, as ``LogFlusher.sync_before`` does; the
   high-watermark checkpoint is written every ``hw_checkpoint_interval_ms``), and the faults:
   pauses (SIGSTOP: timers and inbound messages wait), process crashes (the page cache survives:
   the whole log, the last checkpoint written) and machine crashes (only a random prefix of the

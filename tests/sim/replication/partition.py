@@ -31,7 +31,7 @@ def load_epochs(disk: SimDisk, partition: int) -> LeaderEpochCache:
         previous = disk.epoch_checkpoints.get(partition) or []
         disk.epoch_checkpoints[partition] = list(entries)
         changed = set(previous).symmetric_difference(entries)
-        if changed:  # Log.sync_before: durable before the recovery point passes the change
+        if changed:  # LogFlusher.sync_before: durable before the recovery point passes the change
             target.recovery_point = min(target.recovery_point, *(e.start_offset for e in changed))
 
     cache._on_change = write  # as LeaderEpochFile.load does

@@ -225,7 +225,7 @@ def test_write_txn_markers_writes_one_marker_per_partition(replicas: ReplicaMana
     }
     log = replicas.leader_log(TOPIC, 0)
     assert log.log_end_offset == 2
-    assert log.collect_aborted_transactions(0, 2)[0].producer_id == 5
+    assert log.segments.collect_aborted_transactions(0, 2)[0].producer_id == 5
     topics = [{"name": TOPIC, "partition_indexes": [0]}]
     stale = {"markers": [{**body["markers"][0], "coordinator_epoch": 1, "topics": topics}]}
     response = handle_write_txn_markers(broker, _request(ApiKey.WRITE_TXN_MARKERS, 1, stale))
@@ -274,7 +274,7 @@ def test_disk_error_writing_the_txn_index_is_kafka_storage_error(
     def disk_error(*_: object) -> None:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(log.active_segment.txn_index, "append", disk_error)
+    monkeypatch.setattr(log.segments.active.txn_index, "append", disk_error)
     with pytest.raises(PartitionError) as caught:
         replicas.append_control_marker(TOPIC, 0, producer_id=5, producer_epoch=0, coordinator_epoch=0, commit=False)
     assert caught.value.code == ErrorCode.KAFKA_STORAGE_ERROR

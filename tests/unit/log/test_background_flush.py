@@ -4,7 +4,7 @@ baseOffset)`` and advances the recovery point when it completes).
 
 The contract checked here: no fsync runs on the loop; the recovery point advances only after the
 worker's fsyncs, never above the log end, capped by a truncation meanwhile; a segment deleted
-while its flush is in flight does not break it; a file registered with ``Log.sync_before`` (the
+while its flush is in flight does not break it; a file registered with ``LogFlusher.sync_before`` (the
 leader-epoch checkpoint, a roll's producer snapshot) is durable before the recovery point passes
 its offset. ``ManualExecutor`` plays the worker thread so that each test decides when it runs.
 """
@@ -96,7 +96,7 @@ def run(body: Callable[[], Coroutine[Any, Any, None]]) -> None:
 def background_log(tmp_path: Path, clock: FakeClock, **config: object) -> tuple[Log, ManualExecutor]:
     log = make_log(tmp_path, clock, **config)
     executor = ManualExecutor()
-    log.flush_executor = executor
+    log.flusher.executor = executor
     return log, executor
 
 
@@ -111,7 +111,7 @@ def test_kafka_flush_log_a_roll_fsyncs_in_the_worker_and_only_then_advances_the_
         for _ in range(3):  # the third append rolls
             log.append(batch(1, value_bytes=100))
         assert len(log.segments) == 2
-        assert log.flush_in_flight
+        assert log.flusher.in_flight is not None
         assert recorder.on_loop == 0, "no fsync on the event loop"
         await settle()
         assert log.recovery_point == 0, "not before the worker's fsyncs"
@@ -119,7 +119,7 @@ def test_kafka_flush_log_a_roll_fsyncs_in_the_worker_and_only_then_advances_the_
         assert log.recovery_point == 0, "advanced on the loop, in the job's done callback"
         await settle()
         assert log.recovery_point == 2
-        assert not log.flush_in_flight
+        assert log.flusher.in_flight is None
         names = recorder.names()
         old = f"{0:020d}"
         assert {f"{old}.log", f"{old}.timeindex", f"{2:020d}.snapshot", "t-0"} <= set(names)
@@ -133,7 +133,7 @@ def test_seed_002_flush_messages_completes_asynchronously_and_requests_merge(tmp
     async def body() -> None:
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
         log.append(batch(1))
-        assert log.flush_in_flight
+        assert log.flusher.in_flight is not None
         assert log.recovery_point == 0
         log.append(batch(1))
         log.append(batch(1))
@@ -145,7 +145,7 @@ def test_seed_002_flush_messages_completes_asynchronously_and_requests_merge(tmp
         executor.run_all()
         await settle()
         assert log.recovery_point == 3 == log.log_end_offset
-        assert not log.flush_in_flight
+        assert log.flusher.in_flight is None
 
     run(body)
 
@@ -155,10 +155,10 @@ def test_seed_002_flush_ms_starts_a_background_flush(tmp_path: Path) -> None:
         clock = FakeClock()
         log, executor = background_log(tmp_path, clock, flush_ms=1000)
         log.append(batch(2))
-        assert not log.flush_if_due(clock())
+        assert not log.flusher.flush_if_due(clock())
         clock.advance(1000)
-        assert log.flush_if_due(clock())
-        assert not log.flush_if_due(clock()), "not again while it is in flight"
+        assert log.flusher.flush_if_due(clock())
+        assert not log.flusher.flush_if_due(clock()), "not again while it is in flight"
         assert log.recovery_point == 0
         executor.run_all()
         await settle()
@@ -175,7 +175,7 @@ def test_truncation_during_an_in_flight_flush_caps_the_recovery_point(tmp_path: 
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=4)
         for _ in range(4):
             log.append(batch(1))
-        assert log.flush_in_flight  # target 4
+        assert log.flusher.in_flight is not None  # target 4
         assert log.truncate_to(2)
         for _ in range(3):
             log.append(batch(1, tag=7))  # offsets 2..4: new bytes, not in the job
@@ -199,7 +199,7 @@ def test_segments_truncated_and_deleted_while_their_flush_is_in_flight(tmp_path:
         log, executor = background_log(tmp_path, clock, segment_bytes=2 * ONE, file_delete_delay_ms=0)
         for _ in range(3):
             log.append(batch(1, value_bytes=100))
-        assert log.flush_in_flight  # the roll's flush up to 2
+        assert log.flusher.in_flight is not None  # the roll's flush up to 2
         doomed = log.segments[1]
         assert log.truncate_to(1)
         assert doomed.fd == -1
@@ -221,7 +221,7 @@ def test_a_segment_removed_by_retention_while_its_flush_is_in_flight(tmp_path: P
         )
         for _ in range(3):
             log.append(batch(1, value_bytes=100))
-        assert log.flush_in_flight
+        assert log.flusher.in_flight is not None
         assert log.delete_old_segments(clock()) >= 1
         assert log.delete_pending_files(clock() + 1) >= 1
         executor.run_all()
@@ -259,15 +259,15 @@ def test_a_blocking_flush_and_close_wait_for_the_flush_in_flight(tmp_path: Path)
 
     async def body() -> None:
         log.append(batch(1))
-        assert log.flush_in_flight
+        assert log.flusher.in_flight is not None
 
     run(body)
-    job = log._flusher.in_flight
+    job = log.flusher.in_flight
     assert job is not None
     executor.run_all()  # the worker finishes; the loop that would apply it is gone
     log.flush()
     assert log.recovery_point == 1
-    assert not log.flush_in_flight
+    assert log.flusher.in_flight is None
     log.close()
     assert reopen(log, clock, clean=True, recovery_point=1).log_end_offset == 1
 
@@ -283,13 +283,13 @@ def test_epoch_checkpoint_is_written_without_fsync_and_made_durable_before_the_r
     async def body() -> None:
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=4)
         recorder.on_loop = 0  # Log.create fsyncs its directory
-        epochs = LeaderEpochFile(log.directory, log.sync_before).load(log.log_end_offset, ())
+        epochs = LeaderEpochFile(log.directory, log.flusher.sync_before).load(log.log_end_offset, ())
         epochs.assign(1, 0)
         for _ in range(3):
             log.append(batch(1), leader_epoch=1)
         assert recorder.on_loop == 0, "the epoch checkpoint was written without an fsync"
         log.append(batch(1))  # offset 3; flush.messages starts a flush up to 4
-        assert log.flush_in_flight
+        assert log.flusher.in_flight is not None
         epochs.assign(2, 3)  # Partition.append_as_follower learns the epoch after the append
         assert recorder.on_loop == 0
         assert LeaderEpochFile(log.directory).read() == [EpochEntry(1, 0), EpochEntry(2, 3)]
@@ -342,7 +342,7 @@ def test_log_manager_runs_flushes_in_its_threads_and_waits_for_them_on_shutdown(
         finally:
             manager.shutdown()
         assert log.closed
-        assert not log.flush_in_flight
+        assert log.flusher.in_flight is None
 
     run(body)
 
@@ -356,10 +356,10 @@ def test_seed_002_flush_messages_a_produce_waits_for_its_flush_as_kafkas_append_
     async def body() -> None:
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
         info = log.append(batch(2))
-        durable = log.wait_durable(info.last_offset + 1)
+        durable = log.flusher.wait_durable(info.last_offset + 1)
         assert durable is not None
         log.append(batch(1))  # merged into the follow-up flush
-        second = log.wait_durable(3)
+        second = log.flusher.wait_durable(3)
         assert second is not None
         await settle()
         assert not durable.done()
@@ -371,10 +371,10 @@ def test_seed_002_flush_messages_a_produce_waits_for_its_flush_as_kafkas_append_
         executor.run_all()
         await settle()
         assert second.done()
-        assert log.wait_durable(3) is None, "already durable"
+        assert log.flusher.wait_durable(3) is None, "already durable"
 
         log.append(batch(1))
-        failing = log.wait_durable(4)
+        failing = log.flusher.wait_durable(4)
         assert failing is not None
 
         def broken(_: int) -> None:
@@ -394,7 +394,7 @@ def test_a_produce_waiting_for_a_flush_is_answered_when_a_truncation_cuts_its_ba
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
         log.append(batch(1))
         log.append(batch(1))
-        cut = log.wait_durable(2)
+        cut = log.flusher.wait_durable(2)
         assert cut is not None
         log.truncate_to(1)
         assert cut.done()
@@ -429,8 +429,8 @@ def test_a_produce_does_not_wait_for_a_rolls_flush_without_flush_messages(tmp_pa
         log, executor = background_log(tmp_path, FakeClock(), segment_bytes=2 * ONE)
         for _ in range(4):
             info = log.append(batch(1, value_bytes=100))
-        assert log.flush_in_flight
-        assert log.wait_durable(info.last_offset + 1) is None
+        assert log.flusher.in_flight is not None
+        assert log.flusher.wait_durable(info.last_offset + 1) is None
         executor.run_all()
         await settle()
 

@@ -41,7 +41,7 @@ def test_failed_txn_index_write_after_an_abort_marker_fails_the_log(
     clock = FakeClock()
     log = make_log(tmp_path, clock)
     log.append(tx(1, 0))  # 0
-    monkeypatch.setattr(log.active_segment.txn_index, "append", disk_error)
+    monkeypatch.setattr(log.segments.active.txn_index, "append", disk_error)
     with pytest.raises(KafkaStorageError) as caught:
         log.append_control_marker(1, 0, 0, commit=False)  # 1: in the log, not in the index
     assert caught.value.code == 56
@@ -49,12 +49,12 @@ def test_failed_txn_index_write_after_an_abort_marker_fails_the_log(
     with pytest.raises(KafkaStorageError):
         log.append_control_marker(1, 0, 0, commit=False)
     assert log.delete_old_segments() == 0
-    assert not log.flush_if_due(clock.now_ms + 10**9)
+    assert not log.flusher.flush_if_due(clock.now_ms + 10**9)
     log.close()
     assert not list(log.directory.glob("*.snapshot")), "a failed log is closed without a snapshot"
     log = reopen(log, clock)  # not clean: recovery rebuilds the index from the marker
     assert log.failure is None
-    assert log.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 1, 2)]
+    assert log.segments.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 1, 2)]
     assert log.first_unstable_offset() is None
 
 
@@ -71,7 +71,7 @@ def test_failed_snapshot_when_a_segment_rolls_fails_the_append(tmp_path: Path, m
 
 def test_failed_fsync_fails_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = make_log(tmp_path, FakeClock(), flush_messages=1)
-    monkeypatch.setattr("broker.log.flush.os.fsync", disk_error)  # the flush job's fsync
+    monkeypatch.setattr("broker.log.flush_job.os.fsync", disk_error)  # the flush job's fsync
     with pytest.raises(KafkaStorageError):
         log.append(batch(1))
     assert_offline(log)
@@ -100,7 +100,7 @@ def test_log_manager_does_not_mark_a_dir_with_a_failed_log_clean(
     failing = manager.get_or_create_log("t", 1)  # the dir with the fewest partitions
     assert failing.directory.parent == bad_dir
     failing.append(tx(1, 0))
-    monkeypatch.setattr(failing.active_segment.txn_index, "append", disk_error)
+    monkeypatch.setattr(failing.segments.active.txn_index, "append", disk_error)
     with pytest.raises(KafkaStorageError):
         failing.append_control_marker(1, 0, 0, commit=False)
     assert asyncio.run(manager.run_retention_once(clock.now_ms + 10**12)) == 0
@@ -112,5 +112,5 @@ def test_log_manager_does_not_mark_a_dir_with_a_failed_log_clean(
     manager.startup()
     recovered = manager.get_log("t", failing.partition)
     assert recovered is not None
-    assert recovered.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 1, 2)]
+    assert recovered.segments.collect_aborted_transactions(0, 2) == [AbortedTxn(1, 0, 1, 2)]
     manager.shutdown()

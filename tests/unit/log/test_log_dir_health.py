@@ -109,7 +109,7 @@ def test_a_log_left_longer_than_memory_is_cut_back_before_the_dir_comes_back(
     logs = manager([tmp_path / "d"], clock)
     log = logs.get_or_create_log("t", 0)
     log.append(batch(1))
-    path = log.active_segment.log_path
+    path = log.segments.active.log_path
     size = path.stat().st_size
 
     def partial_then_enospc(fd: int, buffers: object, position: int) -> int:

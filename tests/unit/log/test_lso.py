@@ -54,7 +54,7 @@ def test_transaction_ended_and_restarted_in_one_follower_append_stays_ongoing(tm
     log.append_as_follower(tx(1, 0, 0) + marker(1, 1, commit=False) + tx(1, 1, 2))
     assert log.producer_state.ongoing_transactions() == {1: 2}
     assert log.first_unstable_offset() == 2
-    assert log.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 1, 2)]
+    assert log.segments.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 1, 2)]
 
 
 def test_each_aborted_transaction_of_one_append_counts_the_later_ones_as_ongoing(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_each_aborted_transaction_of_one_append_counts_the_later_ones_as_ongoing
     log.append_as_follower(tx(1, 0, 0) + tx(2, 0, 1) + batch(2, base_offset=2))
     log.append_as_follower(marker(1, 4, commit=False) + marker(2, 5, commit=False))
     assert log.segments[-1].txn_index.entries == [AbortedTxn(1, 0, 4, 1), AbortedTxn(2, 1, 5, 6)]
-    assert log.collect_aborted_transactions(0, 4) == [AbortedTxn(1, 0, 4, 1), AbortedTxn(2, 1, 5, 6)]
+    assert log.segments.collect_aborted_transactions(0, 4) == [AbortedTxn(1, 0, 4, 1), AbortedTxn(2, 1, 5, 6)]
     assert log.first_unstable_offset() is None
 
 
@@ -109,7 +109,7 @@ def test_collect_aborted_transactions_skips_the_indexes_after_the_newest_abort(
     for i in range(3):
         log.append(batch(1, tag=i))
         log.roll()
-    assert log.collect_aborted_transactions(0, 3) == []
+    assert log.segments.collect_aborted_transactions(0, 3) == []
     log.append(tx(1, 0))  # 3
     log.append_control_marker(1, 0, 0, commit=False)  # 4
     log.roll()
@@ -118,15 +118,15 @@ def test_collect_aborted_transactions_skips_the_indexes_after_the_newest_abort(
     if restart:
         log.close()
         log = reopen(log, clock, clean=True)
-    assert log.collect_aborted_transactions(0, 7) == [AbortedTxn(1, 3, 4, 5)]
-    assert log.collect_aborted_transactions(4, 7) == [AbortedTxn(1, 3, 4, 5)]
+    assert log.segments.collect_aborted_transactions(0, 7) == [AbortedTxn(1, 3, 4, 5)]
+    assert log.segments.collect_aborted_transactions(4, 7) == [AbortedTxn(1, 3, 4, 5)]
 
     def no_reads(*_: object) -> object:
         raise AssertionError("a .txnindex was read")
 
     for segment in log.segments:
         monkeypatch.setattr(segment.txn_index, "collect", no_reads)
-    assert log.collect_aborted_transactions(5, 7) == []
+    assert log.segments.collect_aborted_transactions(5, 7) == []
 
 
 def test_truncating_away_the_newest_abort_keeps_older_ones_found(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_truncating_away_the_newest_abort_keeps_older_ones_found(tmp_path: Path)
     log.append(tx(2, 0))  # 2
     log.append_control_marker(2, 0, 0, commit=False)  # 3
     log.truncate_to(3)
-    assert log.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 1, 2)]
+    assert log.segments.collect_aborted_transactions(0, 3) == [AbortedTxn(1, 0, 1, 2)]
     assert log.first_unstable_offset() == 2
     log.append_control_marker(2, 0, 0, commit=False)  # 3 again
-    assert log.collect_aborted_transactions(2, 4) == [AbortedTxn(2, 2, 3, 4)]
+    assert log.segments.collect_aborted_transactions(2, 4) == [AbortedTxn(2, 2, 3, 4)]

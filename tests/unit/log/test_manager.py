@@ -71,7 +71,7 @@ def test_unclean_restart_recovers_from_the_checkpoint(tmp_path: Path, clock: Fak
     log.flush()
     manager.write_checkpoints()
     log.append(batch(2))
-    segment = log.active_segment
+    segment = log.segments.active
     with segment.log_path.open("r+b") as f:  # crash: the last batch is torn
         f.truncate(segment.size_bytes - 1)
     for lock in manager._locks:  # the process "died": its locks are gone

@@ -29,7 +29,7 @@ def _ends(log: Log) -> list[tuple[int, int]]:
     """``(byte end, next offset)`` of every batch of the active segment."""
     from broker.log.scan import iter_headers
 
-    segment = log.active_segment
+    segment = log.segments.active
     return [(pos + h.size, h.next_offset) for pos, h in iter_headers(segment.fd, 0, segment.size_bytes)]
 
 
@@ -40,7 +40,7 @@ def test_truncating_the_active_segment_at_every_byte_keeps_the_whole_batches(tmp
         original.append(batch(1 + i % 3, tag=i, value_bytes=1))
     ends = _ends(original)
     original.close()
-    data = original.active_segment.log_path.read_bytes()
+    data = original.segments.active.log_path.read_bytes()
     work = tmp_path / "work"
     work.mkdir()
     log_path = work / "00000000000000000000.log"
@@ -51,7 +51,7 @@ def test_truncating_the_active_segment_at_every_byte_keeps_the_whole_batches(tmp
         recovered = load_log(work, "t", 0, original.config, clock)
         whole = [(end, nxt) for end, nxt in ends if end <= cut]
         expected_size, expected_end = whole[-1] if whole else (0, 0)
-        assert (recovered.active_segment.size_bytes, recovered.log_end_offset) == (expected_size, expected_end)
+        assert (recovered.segments.active.size_bytes, recovered.log_end_offset) == (expected_size, expected_end)
         assert read_all(recovered) == list(range(expected_end))
         assert recovered.append(batch(1)).first_offset == expected_end
         recovered.close(flush=False)
@@ -103,9 +103,9 @@ def test_invalid_batch_headers_cut_the_log(tmp_path: Path, clock: FakeClock, dam
         log.append(batch(3, tag=i))
     ends = [e for e, _ in _ends(log)]
     log.flush()
-    data = bytearray(log.active_segment.log_path.read_bytes())
+    data = bytearray(log.segments.active.log_path.read_bytes())
     damage(data, ends[1])  # type: ignore[operator]
-    log.active_segment.log_path.write_bytes(bytes(data))
+    log.segments.active.log_path.write_bytes(bytes(data))
     recovered = reopen(log, clock)
     assert recovered.log_end_offset == 6
     assert read_all(recovered) == list(range(6))
@@ -119,7 +119,7 @@ def test_flushed_batches_survive_a_torn_unflushed_tail(tmp_path: Path, clock: Fa
     flushed_end = log.log_end_offset
     for i in range(3):
         log.append(batch(2, tag=50 + i, value_bytes=40))
-    segment = log.active_segment
+    segment = log.segments.active
     os.truncate(segment.log_path, segment.size_bytes - 3)  # the last unflushed batch is torn
     recovered = reopen(log, clock, recovery_point=flushed_end)
     assert recovered.log_end_offset >= flushed_end
@@ -230,7 +230,7 @@ def test_any_torn_tail_recovers_to_a_prefix(
     for i, count in enumerate(counts):
         log.append(batch(count, tag=i, value_bytes=20))
     log.flush()
-    segment = log.active_segment
+    segment = log.segments.active
     ends = [0, *(e for e, _ in _ends(log))]
     nexts = [segment.base_offset, *(n for _, n in _ends(log))]
     cut = int(segment.size_bytes * cut_fraction)

@@ -101,16 +101,16 @@ def test_flush_messages(tmp_path: Path, clock: FakeClock) -> None:
     assert log.recovery_point == 0
     log.append(batch(3))
     assert log.recovery_point == 6
-    assert not log.active_segment.dirty
+    assert not log.segments.active.dirty
 
 
 def test_flush_ms_is_driven_by_the_clock(tmp_path: Path, clock: FakeClock) -> None:
     log = make_log(tmp_path, clock, flush_ms=1000)
     log.append(batch(2))
-    assert not log.flush_if_due(clock.now_ms + 999)
-    assert log.flush_if_due(clock.now_ms + 1000)
+    assert not log.flusher.flush_if_due(clock.now_ms + 999)
+    assert log.flusher.flush_if_due(clock.now_ms + 1000)
     assert log.recovery_point == 2
-    assert not log.flush_if_due(clock.now_ms + 5000)  # nothing unflushed
+    assert not log.flusher.flush_if_due(clock.now_ms + 5000)  # nothing unflushed
 
 
 def test_index_entries_reach_disk_when_the_segment_stops_being_active(tmp_path: Path, clock: FakeClock) -> None:
@@ -119,7 +119,7 @@ def test_index_entries_reach_disk_when_the_segment_stops_being_active(tmp_path: 
     log = make_log(tmp_path, clock, index_interval_bytes=0)
     for _ in range(4):
         log.append(batch(1))
-    index_path = log.active_segment.offset_index.path
+    index_path = log.segments.active.offset_index.path
     log.flush()
     assert index_path.stat().st_size == 0  # entries of the active segment stay in memory
     log.roll()

@@ -71,7 +71,7 @@ def test_abort_marker_is_indexed_with_the_lso_after_it(tmp_path: Path) -> None:
     marker2 = log.append_control_marker(2, 0, 0, commit=False)  # 4
     assert log.first_unstable_offset() is None
     assert txn_index_entries(log) == [AbortedTxn(1, 0, marker1, 2), AbortedTxn(2, 2, marker2, marker2 + 1)]
-    data = log.active_segment.txn_index.path.read_bytes()
+    data = log.segments.active.txn_index.path.read_bytes()
     assert len(data) == 2 * ENTRY_SIZE == 68
     assert ENTRY.unpack_from(data, 0) == (0, 1, 0, 3, 2)
 
@@ -122,10 +122,10 @@ def test_collect_aborted_transactions_overlapping_a_range(tmp_path: Path) -> Non
     log.append_control_marker(2, 0, 0, commit=True)  # 6
     log.append(tx(3, 0))  # 7
     log.append_control_marker(3, 0, 0, commit=False)  # 8
-    assert log.collect_aborted_transactions(0, 9) == [AbortedTxn(1, 0, 2, 3), AbortedTxn(3, 7, 8, 9)]
-    assert log.collect_aborted_transactions(3, 7) == []
-    assert log.collect_aborted_transactions(2, 3) == [AbortedTxn(1, 0, 2, 3)]
-    assert log.collect_aborted_transactions(7, 8) == [AbortedTxn(3, 7, 8, 9)]
+    assert log.segments.collect_aborted_transactions(0, 9) == [AbortedTxn(1, 0, 2, 3), AbortedTxn(3, 7, 8, 9)]
+    assert log.segments.collect_aborted_transactions(3, 7) == []
+    assert log.segments.collect_aborted_transactions(2, 3) == [AbortedTxn(1, 0, 2, 3)]
+    assert log.segments.collect_aborted_transactions(7, 8) == [AbortedTxn(3, 7, 8, 9)]
 
 
 def test_collect_finds_markers_in_later_segments(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_collect_finds_markers_in_later_segments(tmp_path: Path) -> None:
     log.append(batch(1))  # 1
     log.roll()
     log.append_control_marker(1, 0, 0, commit=False)  # 2
-    assert log.collect_aborted_transactions(0, 1) == [AbortedTxn(1, 0, 2, 3)]
+    assert log.segments.collect_aborted_transactions(0, 1) == [AbortedTxn(1, 0, 2, 3)]
     assert log.segments[0].txn_index.entries == []
     assert log.segments[2].txn_index.entries == [AbortedTxn(1, 0, 2, 3)]
 
@@ -204,7 +204,7 @@ def test_txn_index_files_go_with_deleted_segments(tmp_path: Path) -> None:
     log = make_log(tmp_path, FakeClock(), file_delete_delay_ms=0)
     log.append(tx(1, 0))
     log.append_control_marker(1, 0, 0, commit=False)
-    path = log.active_segment.txn_index.path
+    path = log.segments.active.txn_index.path
     log.roll()
     log.delete_records_before(2)
     assert not path.exists()

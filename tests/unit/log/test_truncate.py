@@ -56,7 +56,7 @@ def test_truncate_lowers_the_recovery_point_and_the_max_timestamp(log: Log) -> N
     assert log.recovery_point == 40
     log.truncate_to(10)
     assert log.recovery_point == 10
-    assert log.active_segment.max_timestamp_ms == T0_MS + 4
+    assert log.segments.active.max_timestamp_ms == T0_MS + 4
 
 
 def test_truncated_segments_become_deleted_files(log: Log, clock: FakeClock) -> None:

@@ -41,7 +41,7 @@ def test_section_4_8_reader_from_the_start_sees_the_final_value_of_every_key(tmp
     overwrite(log, 10)
     before = as_pairs(read_all(log))
     segments_before = len(log.segments)
-    active_base = log.active_segment.base_offset
+    active_base = log.segments.active.base_offset
     result = clean_log(log, clock)
     after = as_pairs(read_all(log))
     cleaned = [p for p in after if p[0] < active_base]
@@ -244,7 +244,7 @@ def test_log_cleaner_task_cleans_the_dirtiest_log_and_checkpoints(tmp_path: Path
     assert len({k for _, k, _ in as_pairs(read_all(log))}) == 4
     assert as_pairs(read_all(plain)) == plain_before  # cleanup.policy=delete: never cleaned
     checkpoint = (tmp_path / "d" / CLEANER_OFFSET_CHECKPOINT).read_text().split()
-    assert checkpoint[-1] == str(log.active_segment.base_offset)
+    assert checkpoint[-1] == str(log.segments.active.base_offset)
     metrics = cleaner.metrics()
     assert metrics["cleaned-logs-total"] == 1
     assert metrics["uncleanable-partitions-count"] == 0
