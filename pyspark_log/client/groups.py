@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.errors import KafkaTimeoutError, error_for
+from pyspark_log.client.offset_commit import offset_commit_body
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError
 
@@ -85,25 +86,7 @@ class GroupOffsets:
         self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float
     ) -> None:
         """Store ``offsets`` for ``group_id`` (generation -1: no membership needed)."""
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, value in offsets.items():
-            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-            topics.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "committed_offset": om.offset,
-                    "committed_leader_epoch": -1 if om.leader_epoch is None else om.leader_epoch,
-                    "committed_metadata": om.metadata or "",
-                }
-            )
-        body = {
-            "group_id": group_id,
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "group_instance_id": None,
-            "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
+        body = offset_commit_body(group_id, -1, "", None, offsets)
 
         async def attempt(node: int) -> None:
             resp = await self._cluster.send(node, ApiKey.OFFSET_COMMIT, body)

@@ -1,7 +1,11 @@
-"""The ``topics`` of an OffsetCommit request (and of TxnOffsetCommit, which has the same
+"""The body of an OffsetCommit request and its ``topics`` (which TxnOffsetCommit shares: the same
 partition fields), built in one place: Kafka protocol guide, OffsetCommit v2+ and TxnOffsetCommit
 ``topics[].partitions[]`` = ``partition_index``, ``committed_offset``,
 ``committed_leader_epoch`` (-1: unknown, KIP-320) and ``committed_metadata``.
+
+Every OffsetCommit the client sends is built by ``offset_commit_body``: the standalone commit of
+``groups.GroupOffsets`` (generation -1, no member), the classic member's (its generation) and the
+KIP-848 member's (its member epoch, OffsetCommit v9).
 
 Offsets come as a plain offset or as anything with ``offset``, ``leader_epoch`` and ``metadata``
 (``groups.OffsetAndMetadata``; this module imports none of the modules that send these requests,
@@ -49,3 +53,23 @@ def offset_commit_topics(offsets: Mapping[TopicPartition, SupportsInt | Committe
             }
         )
     return [{"name": topic, "partitions": partitions} for topic, partitions in topics.items()]
+
+
+def offset_commit_body(
+    group_id: str,
+    generation_id_or_member_epoch: int,
+    member_id: str,
+    group_instance_id: str | None,
+    offsets: Mapping[TopicPartition, SupportsInt | CommittedOffset],
+) -> dict[str, Any]:
+    """An OffsetCommit body: ``generation_id_or_member_epoch`` is -1 with an empty ``member_id``
+    for a commit without membership (Kafka protocol guide, OffsetCommit; KIP-848 "Offset Commit
+    and Fetch" for the member epoch); the retention is the broker's (-1, ``offsets.retention.minutes``)."""
+    return {
+        "group_id": group_id,
+        "generation_id_or_member_epoch": generation_id_or_member_epoch,
+        "member_id": member_id,
+        "group_instance_id": group_instance_id,
+        "retention_time_ms": -1,
+        "topics": offset_commit_topics(offsets),
+    }

@@ -3,7 +3,8 @@
 Modules: ``assignors`` (range, roundrobin, cooperative-sticky), ``state`` (the member's state
 machine), ``link`` (finding and talking to the group coordinator), ``requests`` (request bodies
 and answer handling), ``subscription`` (topics or pattern, the rebalance listener),
-``membership`` (``ConsumerGroup``: the rebalance flow driven by ``poll``, heartbeats, auto-commit),
+``member`` (``GroupMemberBase``: the settings, offset commits/fetches, auto-commit, revocation and
+shutdown both memberships share), ``membership`` (``ConsumerGroup``: the rebalance flow driven by ``poll``, heartbeats, auto-commit),
 ``consumer_member`` (``ConsumerProtocolGroup``: ``group.protocol=consumer``, KIP-848).
 """
 

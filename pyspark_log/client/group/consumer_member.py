@@ -45,16 +45,11 @@ from pyspark_log.client.connection import Connector
 from pyspark_log.client.errors import CommitFailedError, KafkaTimeoutError, error_for
 from pyspark_log.client.fetcher import Fetcher
 from pyspark_log.client.group import requests as rq
-from pyspark_log.client.group.link import CoordinatorLink
-from pyspark_log.client.group.state import Membership, MemberState
-from pyspark_log.client.group.subscription import (
-    CallbackRunner,
-    ConsumerRebalanceListener,
-    PartitionSet,
-    Subscription,
-    run_inline,
-)
+from pyspark_log.client.group.member import GroupMemberBase
+from pyspark_log.client.group.state import MemberState
+from pyspark_log.client.group.subscription import ConsumerRebalanceListener, Subscription
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.offset_commit import offset_commit_body
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
 
@@ -74,7 +69,7 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class ConsumerProtocolGroup:
+class ConsumerProtocolGroup(GroupMemberBase):
     """The KIP-848 membership of one consumer in ``group.id``; lives on the consumer's loop."""
 
     def __init__(  # noqa: PLR0917 - the consumer's parts it shares
@@ -86,50 +81,24 @@ class ConsumerProtocolGroup:
         clock: Clock,
         connector: Connector,
     ) -> None:
-        self.group_id: str = config["group.id"]
-        self.instance_id: str | None = config["group.instance.id"] or None
+        super().__init__(config, cluster, fetcher, backoff, clock, connector)
         self.rack_id: str | None = config.get("client.rack") or None
         self.server_assignor: str | None = config.get("group.remote.assignor") or None
-        self.rebalance_timeout_ms: int = config["max.poll.interval.ms"]
-        self.heartbeat_interval_ms: int = 5000  # until the broker says otherwise
-        self.auto_commit: bool = config["enable.auto.commit"]
-        self.auto_commit_interval_ms: int = config["auto.commit.interval.ms"]
-        self.exclude_internal: bool = config["exclude.internal.topics"]
-        self.default_timeout_ms: float = config["default.api.timeout.ms"]
-        self.cluster, self.fetcher, self._backoff, self._clock = cluster, fetcher, backoff, clock
-        self.link = CoordinatorLink(cluster, self.group_id, config, connector)
-        self.membership = Membership()  # generation_id: the member epoch (group metadata, commits)
+        self.heartbeat_interval_ms = 5000  # until the broker says otherwise
+        # membership.generation_id: the member epoch (group metadata, commits)
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
-        self.subscription: Subscription | None = None
-        self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
-        self.callback_runner: CallbackRunner = run_inline
         self._target: dict[str, frozenset[int]] | None = None  # the broker's latest assignment (by name)
         self._pending_ids: list[Any] = []  # an assignment naming topic ids the metadata does not know yet
-        self._lost = False
-        self._fatal: KafkaError | None = None
-        self._last_poll_ms = clock.monotonic_ms()
-        self._next_commit_ms = 0.0
-        self._commit_task: asyncio.Task[None] | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._heartbeat_wake = asyncio.Event()
         self._heartbeat_done = asyncio.Event()  # set after every answered heartbeat
-        self._closing = False
         self._left = False
-        self.on_wakeup = lambda: None  # wakes a waiting poll (set by the consumer)
+
+    @property
+    def may_commit(self) -> bool:
+        """A KIP-848 member commits with its member epoch, once it has one (> 0)."""
+        return self.member_epoch > 0
 
     # -- subscription --------------------------------------------------------------------------
-
-    @property
-    def active(self) -> bool:
-        return self.subscription is not None
-
-    @property
-    def poll_interval_s(self) -> float:
-        interval = min(self.heartbeat_interval_ms, self.rebalance_timeout_ms // 2)
-        if self.auto_commit:
-            interval = min(interval, self.auto_commit_interval_ms)
-        return max(interval, 10) / 1000.0
 
     def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
         self.subscription = subscription
@@ -143,43 +112,10 @@ class ConsumerProtocolGroup:
             )
         self._heartbeat_wake.set()
 
-    def subscribed_topics(self) -> set[str]:
-        sub = self.subscription
-        return (
-            set() if sub is None else set(sub.matching(self.cluster.metadata, exclude_internal=self.exclude_internal))
-        )
-
     def request_rejoin(self, reason: str) -> None:
         """Heartbeat now (a changed subscription is sent with the next full heartbeat)."""
         log.debug("group %s: heartbeat now: %s", self.group_id, reason)
         self._heartbeat_wake.set()
-
-    async def unsubscribe(self) -> None:
-        if self.subscription is None:
-            return
-        await self._revoke_all(commit=True)
-        await self._leave()
-        self.subscription = None
-
-    async def close(self, timeout_ms: float) -> None:
-        """Commit (auto-commit), revoke, leave with epoch -1 (-2: a static member)."""
-        if self._closing:
-            return
-        self._closing = True
-        try:
-            if self.subscription is not None and self._fatal is None:
-                async with asyncio.timeout(timeout_ms / 1000.0):
-                    await self._revoke_all(commit=True)
-                    await self._leave()
-        except (KafkaError, TimeoutError) as exc:
-            log.warning("group %s: closing without a clean leave: %s", self.group_id, exc)
-        finally:
-            for task in (self._heartbeat_task, self._commit_task):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
-            self.link.close()
 
     # -- poll: reconciliation ------------------------------------------------------------------
 
@@ -230,27 +166,9 @@ class ConsumerProtocolGroup:
             await self._callback(self.listener.on_partitions_assigned, added)
         self._heartbeat_wake.set()  # acknowledge what it owns now
 
-    async def _revoke_all(self, *, commit: bool) -> None:
-        owned = set(self.fetcher.assignment)
-        if commit and self.auto_commit and self.member_epoch > 0:
-            await self._commit_positions_quietly()
-        if owned:
-            await self._callback(self.listener.on_partitions_revoked, owned)
-        self.fetcher.assign([])
-
     async def _lose_all(self) -> None:
-        self._lost = False
-        owned = set(self.fetcher.assignment)
-        self.fetcher.assign([])
-        if owned:
-            await self._callback(self.listener.on_partitions_lost, owned)
+        await super()._lose_all()
         self._heartbeat_wake.set()
-
-    async def _callback(self, fn: Any, partitions: PartitionSet) -> None:
-        try:
-            await self.callback_runner(fn, set(partitions))
-        except Exception:
-            log.exception("group %s: rebalance listener %s failed", self.group_id, getattr(fn, "__name__", fn))
 
     # -- heartbeats ----------------------------------------------------------------------------
 
@@ -293,7 +211,7 @@ class ConsumerProtocolGroup:
                 continue
             if self._clock.monotonic_ms() - self._last_poll_ms > self.rebalance_timeout_ms:
                 log.warning("group %s: poll was not called for max.poll.interval.ms; leaving the group", self.group_id)
-                await self._leave()
+                await self._leave("consumer poll timeout has expired")
                 self._left = True
                 self._lost = True
                 self.on_wakeup()
@@ -374,7 +292,10 @@ class ConsumerProtocolGroup:
             m.transition_to(MemberState.STABLE)
         m.generation_id, m.member_id = epoch, self.member_id
 
-    async def _leave(self) -> None:
+    async def _leave(self, reason: str) -> None:
+        """Leave with epoch -1 (-2: a static member, which keeps its assignment for its session
+        timeout); ``reason`` is only logged (ConsumerGroupHeartbeat carries none)."""
+        log.debug("group %s: leaving: %s", self.group_id, reason)
         epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         if self.member_epoch > 0 or self.fetcher.assignment:
             try:
@@ -387,30 +308,6 @@ class ConsumerProtocolGroup:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def _maybe_auto_commit(self) -> None:
-        now = self._clock.monotonic_ms()
-        if not self.auto_commit or self.member_epoch <= 0 or now < self._next_commit_ms:
-            return
-        self._next_commit_ms = now + self.auto_commit_interval_ms
-        if self._commit_task is None or self._commit_task.done():
-            self._commit_task = asyncio.get_running_loop().create_task(self._commit_positions_quietly())
-
-    def positions(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, int]:
-        return {
-            tp: st.position
-            for tp, st in self.fetcher.assignment.items()
-            if st.position is not None and (partitions is None or tp in partitions)
-        }
-
-    async def _commit_positions_quietly(self, partitions: set[TopicPartition] | None = None) -> None:
-        offsets = self.positions(partitions)
-        if not offsets:
-            return
-        try:
-            await self.commit(offsets, self.default_timeout_ms)
-        except KafkaError as exc:
-            log.warning("group %s: committing %d offset(s) failed: %s", self.group_id, len(offsets), exc)
-
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:
         """OffsetCommit v9 with this member's id and epoch (KIP-848 "Offset Commit and Fetch")."""
         if self.member_epoch <= 0:
@@ -418,9 +315,7 @@ class ConsumerProtocolGroup:
         deadline = self._clock.monotonic_ms() + timeout_ms
         attempt = 0
         while True:
-            body = rq.commit_body(self, offsets)  # type: ignore[arg-type]
-            body["generation_id_or_member_epoch"] = self.member_epoch
-            body["member_id"] = self.member_id
+            body = offset_commit_body(self.group_id, self.member_epoch, self.member_id, self.instance_id, offsets)
             try:
                 resp = await self.link.request(rq.OFFSET_COMMIT, body)
                 code = rq.first_commit_error(resp)
@@ -446,23 +341,3 @@ class ConsumerProtocolGroup:
             if self._clock.monotonic_ms() + wait_ms >= deadline:
                 raise KafkaTimeoutError(f"group {self.group_id!r}: commit not done in {timeout_ms:.0f} ms")
             await asyncio.sleep(wait_ms / 1000.0)
-
-    async def fetch_committed(
-        self, partitions: set[TopicPartition], timeout_ms: float
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        if not partitions:
-            return {}
-        deadline = self._clock.monotonic_ms() + timeout_ms
-        attempt = 0
-        while True:
-            try:
-                resp = await self.link.request(rq.OFFSET_FETCH, rq.fetch_body(self, partitions))  # type: ignore[arg-type]
-                return rq.parse_fetch(self, resp)  # type: ignore[arg-type]
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                wait_ms = self._backoff.backoff_ms(attempt)
-                attempt += 1
-                if self._clock.monotonic_ms() + wait_ms >= deadline:
-                    raise KafkaTimeoutError(f"group {self.group_id!r}: committed offsets not read: {exc}") from exc
-                await asyncio.sleep(wait_ms / 1000.0)

@@ -33,19 +33,13 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.clock import Clock
 from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.connection import Connector
-from pyspark_log.client.errors import ClientClosedError, CommitFailedError, KafkaTimeoutError, error_for
+from pyspark_log.client.errors import ClientClosedError, CommitFailedError, error_for
 from pyspark_log.client.fetcher import Fetcher
 from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.assignors import COOPERATIVE, assignors_from_config, rebalance_protocol
-from pyspark_log.client.group.link import CoordinatorLink
-from pyspark_log.client.group.state import Membership, MemberState
-from pyspark_log.client.group.subscription import (
-    CallbackRunner,
-    ConsumerRebalanceListener,
-    PartitionSet,
-    Subscription,
-    run_inline,
-)
+from pyspark_log.client.group.member import GroupMemberBase
+from pyspark_log.client.group.state import MemberState
+from pyspark_log.client.group.subscription import ConsumerRebalanceListener, Subscription
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.metrics import metrics_of
 from pyspark_log.client.types import TopicPartition
@@ -55,7 +49,7 @@ from pyspark_log.wire.consumer_protocol import Assignment
 log = logging.getLogger(__name__)
 
 
-class ConsumerGroup:
+class ConsumerGroup(GroupMemberBase):
     """The membership of one consumer in ``group.id``; lives on the consumer's loop."""
 
     def __init__(  # noqa: PLR0917 - the consumer's parts it shares
@@ -67,55 +61,29 @@ class ConsumerGroup:
         clock: Clock,
         connector: Connector,
     ) -> None:
-        self.group_id: str = config["group.id"]
-        self.instance_id: str | None = config["group.instance.id"] or None
+        super().__init__(config, cluster, fetcher, backoff, clock, connector)
         self.session_timeout_ms: int = config["session.timeout.ms"]
-        self.rebalance_timeout_ms: int = config["max.poll.interval.ms"]
-        self.heartbeat_interval_ms: int = config["heartbeat.interval.ms"]
-        self.auto_commit: bool = config["enable.auto.commit"]
-        self.auto_commit_interval_ms: int = config["auto.commit.interval.ms"]
-        self.exclude_internal: bool = config["exclude.internal.topics"]
-        self.default_timeout_ms: float = config["default.api.timeout.ms"]
+        self.heartbeat_interval_ms = config["heartbeat.interval.ms"]
         self.metadata_max_age_ms: float = config["metadata.max.age.ms"]
         self.assignors = assignors_from_config(config["partition.assignment.strategy"].split(","))
         self.protocol = rebalance_protocol(self.assignors)
-        self.cluster, self.fetcher, self._backoff, self._clock = cluster, fetcher, backoff, clock
-        self.link = CoordinatorLink(cluster, self.group_id, config, connector)
-        self.membership = Membership()
-        self.subscription: Subscription | None = None
-        self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
-        self.callback_runner: CallbackRunner = run_inline
         self._rejoin_needed = True
-        self._lost = False  # the generation ended without revoking: on_partitions_lost next poll
         self._joined_topics: frozenset[str] = frozenset()
         self._leader_snapshot: dict[str, int] | None = None
         self._join_task: asyncio.Task[Assignment] | None = None
         self._join_started_ms = 0.0
         self._synced: Assignment | None = None
-        self._fatal: KafkaError | None = None
-        self._last_poll_ms = clock.monotonic_ms()
-        self._next_commit_ms = 0.0
         self._next_pattern_refresh_ms = 0.0
-        self._commit_task: asyncio.Task[None] | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._heartbeat_wake = asyncio.Event()
-        self._closing = False
-        self.on_wakeup = lambda: None  # wakes a waiting poll (set by the consumer)
+
+    @property
+    def may_commit(self) -> bool:
+        """A classic member commits with its generation, once the generation is stable."""
+        return self.membership.is_stable
+
+    def _background_tasks(self) -> tuple[asyncio.Task[Any] | None, ...]:
+        return (self._heartbeat_task, self._join_task, self._commit_task)
 
     # -- subscription --------------------------------------------------------------------------
-
-    @property
-    def active(self) -> bool:
-        return self.subscription is not None
-
-    @property
-    def poll_interval_s(self) -> float:
-        """How long a waiting ``poll`` may go without calling ``poll`` here (auto-commit, the
-        max.poll.interval.ms clock and rejoins are driven from it)."""
-        interval = min(self.heartbeat_interval_ms, self.rebalance_timeout_ms // 2)
-        if self.auto_commit:
-            interval = min(interval, self.auto_commit_interval_ms)
-        return max(interval, 10) / 1000.0
 
     def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
         self.subscription = subscription
@@ -128,40 +96,6 @@ class ConsumerGroup:
             self._heartbeat_task = asyncio.get_running_loop().create_task(
                 self._heartbeat_loop(), name="pylog-heartbeat"
             )
-
-    def subscribed_topics(self) -> set[str]:
-        sub = self.subscription
-        return (
-            set() if sub is None else set(sub.matching(self.cluster.metadata, exclude_internal=self.exclude_internal))
-        )
-
-    async def unsubscribe(self) -> None:
-        """Revoke everything (``on_partitions_revoked``), leave the group, forget the subscription."""
-        if self.subscription is None:
-            return
-        await self._revoke_all(commit=True)
-        await self._leave("the consumer unsubscribed")
-        self.subscription = None
-
-    async def close(self, timeout_ms: float) -> None:
-        """Commit (auto-commit), revoke, leave (a dynamic member), stop the heartbeat task."""
-        if self._closing:
-            return
-        self._closing = True
-        try:
-            if self.subscription is not None and self._fatal is None:
-                async with asyncio.timeout(timeout_ms / 1000.0):
-                    await self._revoke_all(commit=True)
-                    await self._leave("the consumer is closing")
-        except (KafkaError, TimeoutError) as exc:
-            log.warning("group %s: closing without a clean leave: %s", self.group_id, exc)
-        finally:
-            for task in (self._heartbeat_task, self._join_task, self._commit_task):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
-            self.link.close()
 
     # -- poll ----------------------------------------------------------------------------------
 
@@ -231,27 +165,6 @@ class ConsumerGroup:
             await self._revoke_all(commit=True)
         elif self.membership.is_stable:
             await self._commit_positions_quietly()
-
-    async def _revoke_all(self, *, commit: bool) -> None:
-        owned = set(self.fetcher.assignment)
-        if commit and self.auto_commit and self.membership.is_stable:
-            await self._commit_positions_quietly()
-        if owned:
-            await self._callback(self.listener.on_partitions_revoked, owned)
-        self.fetcher.assign([])
-
-    async def _lose_all(self) -> None:
-        self._lost = False
-        owned = set(self.fetcher.assignment)
-        self.fetcher.assign([])
-        if owned:
-            await self._callback(self.listener.on_partitions_lost, owned)
-
-    async def _callback(self, fn: Any, partitions: PartitionSet) -> None:
-        try:
-            await self.callback_runner(fn, set(partitions))
-        except Exception:
-            log.exception("group %s: rebalance listener %s failed", self.group_id, getattr(fn, "__name__", fn))
 
     async def _install(self, synced: Assignment, timeout_ms: float) -> None:
         """Position and hand over a new assignment; retried by the next poll if the committed
@@ -384,30 +297,6 @@ class ConsumerGroup:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def _maybe_auto_commit(self) -> None:
-        now = self._clock.monotonic_ms()
-        if not self.auto_commit or not self.membership.is_stable or now < self._next_commit_ms:
-            return
-        self._next_commit_ms = now + self.auto_commit_interval_ms
-        if self._commit_task is None or self._commit_task.done():
-            self._commit_task = asyncio.get_running_loop().create_task(self._commit_positions_quietly())
-
-    def positions(self, partitions: set[TopicPartition] | None = None) -> dict[TopicPartition, int]:
-        return {
-            tp: st.position
-            for tp, st in self.fetcher.assignment.items()
-            if st.position is not None and (partitions is None or tp in partitions)
-        }
-
-    async def _commit_positions_quietly(self, partitions: set[TopicPartition] | None = None) -> None:
-        offsets = self.positions(partitions)
-        if not offsets:
-            return
-        try:
-            await self.commit(offsets, self.default_timeout_ms)
-        except KafkaError as exc:
-            log.warning("group %s: committing %d offset(s) failed: %s", self.group_id, len(offsets), exc)
-
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:
         """OffsetCommit with this member's generation; retried on coordinator moves."""
         m = self.membership
@@ -435,32 +324,3 @@ class ConsumerGroup:
         if code == ErrorCode.FENCED_INSTANCE_ID:
             self._fatal = error_for(code, context=f"group.instance.id {self.instance_id!r} was fenced")
         raise error_for(code, context=f"commit offsets of group {self.group_id!r}")
-
-    async def fetch_committed(
-        self, partitions: set[TopicPartition], timeout_ms: float
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        if not partitions:
-            return {}
-
-        async def once() -> dict[TopicPartition, OffsetAndMetadata]:
-            resp = await self.link.request(rq.OFFSET_FETCH, rq.fetch_body(self, partitions))
-            return rq.parse_fetch(self, resp)
-
-        return await self._with_retries(timeout_ms, once)
-
-    async def _with_retries(self, timeout_ms: float, attempt_fn: Any) -> Any:
-        deadline = self._clock.monotonic_ms() + timeout_ms
-        attempt = 0
-        while True:
-            try:
-                return await attempt_fn()
-            except KafkaError as exc:
-                if not exc.retriable or isinstance(exc, CommitFailedError):
-                    raise
-                wait_ms = self._backoff.backoff_ms(attempt)
-                attempt += 1
-                if self._clock.monotonic_ms() + wait_ms >= deadline:
-                    raise KafkaTimeoutError(
-                        f"group {self.group_id!r}: no success in {timeout_ms:.0f} ms: {exc}"
-                    ) from exc
-                await asyncio.sleep(wait_ms / 1000.0)

@@ -19,6 +19,7 @@ from pyspark_log.client.group.assignors import Assignor, MemberSubscription
 from pyspark_log.client.group.link import CoordinatorLink
 from pyspark_log.client.group.state import Membership
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.offset_commit import offset_commit_body
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, Message
 from pyspark_log.wire.consumer_protocol import (
@@ -42,12 +43,19 @@ OFFSET_COMMIT, OFFSET_FETCH = ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH
 _REJOIN_RESET = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION})
 
 
-class GroupMember(Protocol):
-    """What these requests read of the member (``membership.ConsumerGroup``, which imports this
-    module; so this one names no type of it)."""
+class OffsetsMember(Protocol):
+    """What the OffsetFetch requests read of a member (either membership: ``member.GroupMemberBase``,
+    which imports this module; so this one names no type of it)."""
 
     @property
     def group_id(self) -> str: ...
+
+    @property
+    def link(self) -> CoordinatorLink: ...
+
+
+class GroupMember(OffsetsMember, Protocol):
+    """What the classic-protocol requests read of the member (``membership.ConsumerGroup``)."""
 
     @property
     def instance_id(self) -> str | None: ...
@@ -63,9 +71,6 @@ class GroupMember(Protocol):
 
     @property
     def membership(self) -> Membership: ...
-
-    @property
-    def link(self) -> CoordinatorLink: ...
 
     @property
     def cluster(self) -> Cluster: ...
@@ -194,26 +199,9 @@ def leave_body(group: GroupMember, reason: str) -> dict[str, Any]:
 
 
 def commit_body(group: GroupMember, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> dict[str, Any]:
+    """OffsetCommit with the member's generation (``offset_commit.offset_commit_body``)."""
     m = group.membership
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for tp, value in offsets.items():
-        om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-        topics.setdefault(tp.topic, []).append(
-            {
-                "partition_index": tp.partition,
-                "committed_offset": om.offset,
-                "committed_leader_epoch": -1 if om.leader_epoch is None else om.leader_epoch,
-                "committed_metadata": om.metadata or "",
-            }
-        )
-    return {
-        "group_id": group.group_id,
-        "generation_id_or_member_epoch": m.generation_id,
-        "member_id": m.member_id,
-        "group_instance_id": group.instance_id,
-        "retention_time_ms": -1,
-        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-    }
+    return offset_commit_body(group.group_id, m.generation_id, m.member_id, group.instance_id, offsets)
 
 
 def first_commit_error(resp: Message) -> int:
@@ -225,7 +213,7 @@ def first_commit_error(resp: Message) -> int:
     return codes[0] if codes else ErrorCode.NONE
 
 
-def fetch_body(group: GroupMember, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+def fetch_body(group: OffsetsMember, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
@@ -236,7 +224,7 @@ def fetch_body(group: GroupMember, partitions: Iterable[TopicPartition]) -> dict
     }
 
 
-def parse_fetch(group: GroupMember, resp: Message) -> dict[TopicPartition, OffsetAndMetadata]:
+def parse_fetch(group: OffsetsMember, resp: Message) -> dict[TopicPartition, OffsetAndMetadata]:
     if resp.error_code != ErrorCode.NONE:
         group.link.on_error(resp.error_code)
         raise error_for(resp.error_code, context=f"fetch offsets of group {group.group_id!r}")
