@@ -25,8 +25,8 @@ from broker.coordinator.group.records import (
     CommittedOffset,
     group_key,
     group_value,
+    offset_entries,
     offset_key,
-    offset_value,
     partition_for,
 )
 from broker.coordinator.group.store import (
@@ -217,19 +217,28 @@ class GroupManager(CoordinatorTask):
         """Persist the group's metadata with ``assignment``; raises StoreError."""
         self._append(group.group_id, [(group_key(group.group_id), group_value(group.to_stored(assignment)))])
 
-    def store_offsets(self, group: Group, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, int]:
-        """Append the commits, then cache them; per partition the error code (0: stored)."""
+    def _check_metadata_size(
+        self, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
+        """Split a commit (OffsetCommit or TxnOffsetCommit) by ``offset.metadata.max.bytes``:
+        the partitions whose metadata is longer answer OFFSET_METADATA_TOO_LARGE and are not
+        stored (Kafka documentation, broker config ``offset.metadata.max.bytes``: "the maximum size
+        for a metadata entry associated with an offset commit"); returns (those errors, the rest)."""
+        limit = self.config.offset_metadata_max_bytes
         results: dict[TopicPartition, int] = {}
         valid: dict[TopicPartition, CommittedOffset] = {}
         for tp, value in offsets.items():
-            if len(value.metadata) > self.config.offset_metadata_max_bytes:
+            if len(value.metadata) > limit:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = value
+        return results, valid
+
+    def store_offsets(self, group: Group, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, int]:
+        """Append the commits, then cache them; per partition the error code (0: stored)."""
+        results, valid = self._check_metadata_size(offsets)
         if valid:
-            entries: list[tuple[bytes, bytes | None]] = [
-                (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in valid.items()
-            ]
+            entries = offset_entries(group.group_id, valid)
             try:
                 position = self._append(group.group_id, entries)
             except StoreError as exc:
@@ -255,18 +264,10 @@ class GroupManager(CoordinatorTask):
     ) -> dict[TopicPartition, int]:
         """Append a TxnOffsetCommit as the producer's transactional batch and stage it until the
         transaction's marker (``complete_txn``); per partition the error code."""
-        results: dict[TopicPartition, int] = {}
-        valid: dict[TopicPartition, CommittedOffset] = {}
-        for tp, value in offsets.items():
-            if len(value.metadata) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = value
+        results, valid = self._check_metadata_size(offsets)
         if not valid:
             return results
-        entries: list[tuple[bytes, bytes | None]] = [
-            (offset_key(group.group_id, t, p), offset_value(v)) for (t, p), v in valid.items()
-        ]
+        entries = offset_entries(group.group_id, valid)
         pending = group.pending_txn_offsets
         previous = pending.stage(producer_id, valid)
         self._producer_groups.setdefault(producer_id, set()).add(group.group_id)

@@ -28,6 +28,7 @@ the topic, with Java's ``String.hashCode`` over UTF-16 code units and Kafka's ``
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyspark_log.wire.dsl import parse_fields
@@ -192,6 +193,12 @@ def offset_value(value: CommittedOffset) -> bytes:
         "expire_timestamp": value.expire_timestamp_ms,
     }
     return _versioned(version, OFFSET_COMMIT_VALUE.encode(body, version))
+
+
+def offset_entries(group: str, offsets: Mapping[tuple[str, int], CommittedOffset]) -> list[tuple[bytes, bytes | None]]:
+    """The (key, value) records of a commit of ``offsets`` by ``group``: one OffsetCommit record
+    per partition, in the order given (OffsetCommit and TxnOffsetCommit write the same records)."""
+    return [(offset_key(group, t, p), offset_value(v)) for (t, p), v in offsets.items()]
 
 
 def group_value(group: StoredGroup) -> bytes:
