@@ -11,6 +11,11 @@ defaults, so handlers build responses as literals::
     {"throttle_time_ms": 0, "responses": [{"name": "t", "partition_responses": [...]}]}
 
 No declared field name may shadow a ``dict`` method; ``schema.py`` checks this at import time.
+
+Pickling (Spark ships messages to executors) is the ``dict`` subclass's own: no ``__dict__``
+(``__slots__ = ()``), the items are the state, and ``__getattr__`` answers a missing name with
+``AttributeError`` as pickle and copy expect. The one custom pickling in ``wire`` is
+``KafkaError.__reduce__`` (errors.py), which rebuilds errors whose ``__init__`` signatures differ.
 """
 
 from __future__ import annotations
@@ -40,9 +45,6 @@ class Message(dict[str, Any]):
 
     def __repr__(self) -> str:
         return f"Message({dict.__repr__(self)})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Message, (dict(self),))
 
 
 def to_plain(value: Any) -> Any:

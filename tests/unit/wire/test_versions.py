@@ -171,3 +171,20 @@ def test_errors_pickle_with_their_code_and_attributes():
         assert back.code == err.code
         assert str(back) == str(err)
     assert pickle.loads(pickle.dumps(UnsupportedVersionError(18, 4))).api_version == 4
+
+
+def test_messages_pickle_and_copy_as_the_dicts_they_are():
+    """A decoded Message crosses to Spark executors: every pickle protocol and ``copy`` keep the
+    type (nested ones too) and the items; attribute access works on what comes back."""
+    import copy
+    import pickle
+
+    from pyspark_log.wire import Message
+
+    msg = Message(name="t", partitions=[Message(partition_index=0, records=b"\x00")], error_code=0)
+    copies = [pickle.loads(pickle.dumps(msg, proto)) for proto in range(pickle.HIGHEST_PROTOCOL + 1)]
+    for back in [*copies, copy.copy(msg), copy.deepcopy(msg)]:
+        assert type(back) is Message
+        assert back == msg
+        assert type(back.partitions[0]) is Message
+        assert back.partitions[0].records == b"\x00"
