@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos import faultfs, netns
+from tests.chaos import faultfs
 from tests.chaos import report as chaos_report
 from tests.chaos.checker import check
 from tests.chaos.cluster import NamespacedCluster
-from tests.chaos.nemesis import Scheduler, heal_all
-from tests.chaos.netns import Network
-from tests.chaos.test_queue import NODES, OVERRIDES, PARTITIONS, SEED, _full_isr, _leader_of_0, _wait
+from tests.chaos.harness import create_topic, namespaced_cluster, run_schedule, wait_for
+from tests.chaos.nemesis import Scheduler
+from tests.chaos.test_queue import NODES, OVERRIDES, PARTITIONS, SEED, _full_isr, _leader_of_0
 from tests.chaos.workload import ConfluentWriter, History, PylogWriter, Writer, read_all
 
 FAULTS_CI = 3
@@ -44,28 +42,16 @@ pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedCluster]:
-    why = netns.available() or faultfs.available()
-    if why:
-        pytest.skip(why)
-    netns.sweep_stale()
-    network = Network(NODES)
-    network.create()
-    try:
-        c = NamespacedCluster(tmp_path_factory.mktemp("chaos-power"), network, overrides=OVERRIDES, faultfs=True)
-        try:
-            c.start()
-            yield c
-        finally:
-            c.close()
-    finally:
-        network.close()
+    with namespaced_cluster(
+        tmp_path_factory, "chaos-power", NODES, OVERRIDES, unavailable=faultfs.available, faultfs=True
+    ) as c:
+        yield c
 
 
 def test_power_loss_loses_no_acknowledged_write(cluster: NamespacedCluster, tmp_path: Path) -> None:
     topic = f"chaos-power-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
-    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    create_topic(cluster, topic, PARTITIONS)
+    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
     history = History()
     writers: list[Writer] = [
         ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
@@ -74,21 +60,9 @@ def test_power_loss_loses_no_acknowledged_write(cluster: NamespacedCluster, tmp_
     scheduler = Scheduler(cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
                           leader_of=lambda: _leader_of_0(cluster, topic), nemeses=("power-loss",))  # fmt: skip
     started = time.monotonic()
-    try:
-        for w in writers:
-            w.start()
-        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
-        thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
-        thread.start()
-        thread.join(30 * FAULTS + 300)
-        assert not thread.is_alive(), "the scheduler did not finish"
-        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
-    finally:
-        scheduler.stop.set()
-        heal_all(cluster)
-        for w in writers:
-            w.join()
-    _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    run_schedule(cluster, scheduler, writers, lambda: all(w.acked >= 50 for w in writers),
+                 "the first acknowledgements of every writer")  # fmt: skip
+    wait_for(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
     final = read_all(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     verdict = check(ops, final)

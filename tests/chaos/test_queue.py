@@ -30,14 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos import netns
 from tests.chaos import report as chaos_report
 from tests.chaos.checker import GROUP_ANOMALIES, check, check_group
 from tests.chaos.cluster import NamespacedCluster
+from tests.chaos.harness import create_topic, full_isr, leader_of_0, namespaced_cluster, run_schedule, wait_for
 from tests.chaos.nemesis import DISK_NEMESES, Scheduler, heal_all
-from tests.chaos.netns import Network
 from tests.chaos.workload import (
     ConfluentWriter,
     GroupReader,
@@ -67,54 +65,18 @@ OVERRIDES = {
 }
 
 
-def _wait(condition, what: str, timeout_s: float = 120):
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-        except (OSError, ValueError, KeyError, ConnectionError) as exc:
-            last, result = exc, None
-        if result:
-            return result
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what} (last error: {last!r})")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedCluster]:
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    netns.sweep_stale()
-    network = Network(NODES)
-    network.create()
-    try:
-        c = NamespacedCluster(tmp_path_factory.mktemp("chaos"), network, overrides=OVERRIDES, disk_mb=DISK_MB)
-        try:
-            c.start()
-            yield c
-        finally:
-            c.close()
-    finally:
-        network.close()
+    with namespaced_cluster(tmp_path_factory, "chaos", NODES, OVERRIDES, disk_mb=DISK_MB) as c:
+        yield c
 
 
 def _full_isr(cluster: NamespacedCluster, topic: str) -> bool:
-    for via in NODES:
-        if not cluster.nodes[via].running:
-            continue
-        view = cluster.partitions(topic, via)
-        return len(view) == PARTITIONS and all(v.leader in NODES and set(v.isr) == set(NODES) for v in view.values())
-    return False
+    return full_isr(cluster, topic, PARTITIONS, NODES)
 
 
 def _leader_of_0(cluster: NamespacedCluster, topic: str) -> int | None:
-    try:
-        leader = cluster.partitions(topic, NODES[0]).get(0)
-    except (OSError, ConnectionError):
-        return None
-    return leader.leader if leader is not None and leader.leader in NODES else None
+    return leader_of_0(cluster, topic, NODES, via=NODES[:1])
 
 
 def _observe(cluster: NamespacedCluster, topic: str, target: int) -> dict[str, list[int]]:
@@ -131,9 +93,8 @@ def _bit(fault: dict) -> bool:
 
 def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path: Path) -> None:
     topic = f"chaos-queue-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
-    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    create_topic(cluster, topic, PARTITIONS)
+    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
 
     history = History()
     writers: list[Writer] = [
@@ -149,30 +110,16 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
     )  # fmt: skip
     started = time.monotonic()
     report: dict = {"seed": SEED, "faults_planned": FAULTS, "topic": topic}
-    try:
-        for w in writers:
-            w.start()
-        for r in readers:
-            r.start()
-        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
-        thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
-        thread.start()
-        thread.join(30 * FAULTS + 300)
-        assert not thread.is_alive(), "the scheduler did not finish"
-        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
-    finally:
-        scheduler.stop.set()
-        heal_all(cluster)
-        for w in writers:
-            w.join()
-        for r in readers:
-            r.join()
+    run_schedule(cluster, scheduler, [*writers, *readers], lambda: all(w.acked >= 50 for w in writers),
+                 "the first acknowledgements of every writer")  # fmt: skip
     report["schedule_s"] = round(time.monotonic() - started, 1)
-    _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    wait_for(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
     final = read_all(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     verdict = check(ops, final)
-    committed = _wait(lambda: committed_offsets(cluster.bootstrap(), topic, PARTITIONS, group), "the group's offsets")
+    committed = wait_for(
+        lambda: committed_offsets(cluster.bootstrap(), topic, PARTITIONS, group), "the group's offsets"
+    )
     group_anomalies = check_group(
         [x for r in readers for x in r.reads], [x for r in readers for x in r.commits],
         [x for r in readers for x in r.observations], ops, final, committed,
@@ -223,9 +170,8 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
     acknowledged (Kafka documentation §4.7: acks=all needs ``min.insync.replicas`` in-sync
     replicas, else NOT_ENOUGH_REPLICAS); once healed, nothing acknowledged before is lost."""
     topic = f"chaos-over-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(60)
-    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    create_topic(cluster, topic, PARTITIONS)
+    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
     history = History()
     writers: list[Writer] = [
         ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
@@ -236,7 +182,7 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
     try:
         for w in writers:
             w.start()
-        _wait(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
+        wait_for(lambda: all(w.acked >= 50 for w in writers), "the first acknowledgements of every writer")
         for nemesis in ("kill-two", "partition-all"):
             start = time.monotonic() - history.origin
             if nemesis == "kill-two":
@@ -252,7 +198,7 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
             heal_all(cluster)
             windows.append({"nemesis": "over-budget", "target": 0, "start": round(start, 3), "heal": round(end, 3),
                             "what": nemesis, "acked_during": acked})  # fmt: skip
-            _wait(lambda: _full_isr(cluster, topic), "a full ISR after the double fault", timeout_s=180)
+            wait_for(lambda: _full_isr(cluster, topic), "a full ISR after the double fault", timeout_s=180)
             windows[-1]["recovered"] = round(time.monotonic() - history.origin, 3)
     finally:
         heal_all(cluster)

@@ -22,21 +22,18 @@ report (JSON + timeline PNG) is written to the test's tmp dir and its paths prin
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos import netns
 from tests.chaos import report as chaos_report
 from tests.chaos.cluster import NamespacedCluster
+from tests.chaos.harness import create_topic, full_isr, leader_of_0, namespaced_cluster, run_schedule, wait_for
 from tests.chaos.metadata import METADATA_ANOMALIES, MetadataWriter, check_metadata, converged_views
-from tests.chaos.nemesis import Scheduler, heal_all
-from tests.chaos.netns import Network
+from tests.chaos.nemesis import Scheduler
 from tests.chaos.txn import TXN_ANOMALIES, TxnWriter, check_txn, probe, read_committed
 from tests.chaos.workload import GroupReader, History, committed_offsets
 
@@ -65,68 +62,28 @@ OVERRIDES = {
 }
 
 
-def _wait(condition, what: str, timeout_s: float = 120):
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-        except (OSError, ValueError, KeyError, ConnectionError) as exc:
-            last, result = exc, None
-        if result:
-            return result
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what} (last error: {last!r})")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedCluster]:
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    netns.sweep_stale()
-    network = Network((*CONTROLLERS, *BROKERS))
-    network.create()
-    try:
-        c = NamespacedCluster(tmp_path_factory.mktemp("chaos-txn"), network, overrides=OVERRIDES,
-                              controllers=CONTROLLERS)  # fmt: skip
-        try:
-            c.start()
-            yield c
-        finally:
-            c.close()
-    finally:
-        network.close()
+    with namespaced_cluster(
+        tmp_path_factory, "chaos-txn", (*CONTROLLERS, *BROKERS), OVERRIDES, controllers=CONTROLLERS
+    ) as c:
+        yield c
 
 
 def _full_isr(cluster: NamespacedCluster, topic: str) -> bool:
-    for via in BROKERS:
-        if not cluster.nodes[via].running:
-            continue
-        view = cluster.partitions(topic, via)
-        return len(view) == PARTITIONS and all(
-            v.leader in BROKERS and set(v.isr) == set(BROKERS) for v in view.values()
-        )
-    return False
+    return full_isr(cluster, topic, PARTITIONS, BROKERS)
 
 
 def _leader_of_0(cluster: NamespacedCluster, topic: str) -> int | None:
-    for via in BROKERS:
-        try:
-            leader = cluster.partitions(topic, via).get(0)
-        except (OSError, ConnectionError):
-            continue
-        return leader.leader if leader is not None and leader.leader in BROKERS else None
-    return None
+    return leader_of_0(cluster, topic, BROKERS, via=BROKERS)
 
 
 def test_transactions_and_metadata_under_nemeses(cluster: NamespacedCluster, tmp_path: Path) -> None:
     run = uuid.uuid4().hex[:6]
     topic, input_topic, prefix = f"chaos-txn-{run}", f"chaos-txn-in-{run}", f"chaos-meta-{run}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     for name, count in ((topic, PARTITIONS), (input_topic, 1)):
-        admin.create_topics([NewTopic(name, count, 3, config={"min.insync.replicas": "2"})])[name].result(60)
-    _wait(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+        create_topic(cluster, name, count)
+    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
 
     history = History()
     meta_history = History()
@@ -142,28 +99,16 @@ def test_transactions_and_metadata_under_nemeses(cluster: NamespacedCluster, tmp
                           leader_of=lambda: _leader_of_0(cluster, topic))  # fmt: skip
     started = time.monotonic()
     report: dict = {"seed": SEED, "faults_planned": FAULTS, "topic": topic, "shape": "3 controllers + 3 brokers"}
-    try:
-        for w in (*writers, reader, meta):
-            w.start()
-        _wait(lambda: all(w.committed >= 3 for w in writers), "the first commits of every transactional writer")
-        thread = threading.Thread(target=scheduler.run, name="chaos-scheduler", daemon=True)
-        thread.start()
-        thread.join(30 * FAULTS + 300)
-        assert not thread.is_alive(), "the scheduler did not finish"
-        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
-    finally:
-        scheduler.stop.set()
-        heal_all(cluster)
-        for w in (*writers, reader, meta):
-            w.join()
+    run_schedule(cluster, scheduler, [*writers, reader, meta], lambda: all(w.committed >= 3 for w in writers),
+                 "the first commits of every transactional writer")  # fmt: skip
     report["schedule_s"] = round(time.monotonic() - started, 1)
-    _wait(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
+    wait_for(lambda: _full_isr(cluster, topic), "a full ISR after healing everything", timeout_s=180)
     # liveness after heal: a fresh transactional producer commits (on the input topic, not read)
     report["probe_errors"] = probe(cluster.bootstrap(), input_topic, f"chaos-probe-{run}")
     final = read_committed(cluster.bootstrap(), topic, PARTITIONS)
     ops = history.snapshot()
     committed = {
-        w.name: _wait(lambda w=w: committed_offsets(cluster.bootstrap(), input_topic, 1, w.group), "offsets", 180)[0]
+        w.name: wait_for(lambda w=w: committed_offsets(cluster.bootstrap(), input_topic, 1, w.group), "offsets", 180)[0]
         for w in writers
     }
     txn_anomalies = check_txn(ops, final, reader.reads, PARTITIONS, committed)
