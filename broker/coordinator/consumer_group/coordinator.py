@@ -45,6 +45,7 @@ from broker.coordinator.group.group import Group, GroupState, JoinCallback, Join
 from broker.coordinator.group.manager import GroupManager
 from broker.coordinator.group.records import CommittedOffset, group_key, group_value
 from broker.coordinator.group.store import StoreError
+from broker.coordinator.group.written import WrittenRecords
 from pyspark_log.wire.consumer_protocol import PROTOCOL_TYPE, decode_subscription
 from pyspark_log.wire.errors import DecodeError, ErrorCode
 
@@ -80,7 +81,7 @@ class ConsumerGroups:
         self.rng = rng or random.Random()
         self.groups: dict[str, ConsumerGroup] = {}
         self.topics: TopicsView = {}  # the metadata image's topics (``attach`` keeps it current)
-        self._written: dict[str, dict[bytes, bytes]] = {}  # group -> its records as last written
+        self._written = WrittenRecords(manager._append, "consumer group")  # each group's records as last written
         self.rebalancer: Rebalancer | None = None  # the classic rebalances (a downgraded group's)
         manager.on_records_loaded = self.load
         manager.live_subscriptions = self.live_subscriptions
@@ -208,7 +209,7 @@ class ConsumerGroups:
         gid = group.group_id
         classic = to_classic(group, leaving_id, self.clock_ms())
         stored = classic.to_stored({m.member_id: m.assignment for m in classic.members.values()})
-        keys = set(self._written.get(gid, {})) | set(group_records(group, self.topics))
+        keys = self._written.keys(gid) | set(group_records(group, self.topics))
         entries: list[tuple[bytes, bytes | None]] = [(k, None) for k in sorted(keys)]
         entries.append((group_key(gid), group_value(stored)))
         try:
@@ -223,7 +224,7 @@ class ConsumerGroups:
         for mid in group.members:
             self._cancel_timers(gid, mid)
         del self.groups[gid]
-        self._written.pop(gid, None)
+        self._written.forget(gid)
         self.manager.groups[gid] = classic
         for m in classic.members.values():
             self.rebalancer.schedule_heartbeat(classic, m, m.session_timeout_ms)
@@ -470,20 +471,8 @@ class ConsumerGroups:
         """Append what changed in the group's records (tombstones for what is gone), with
         ``extra`` records first, before the member hears back; None, or the error code of a
         failed append (the state stays in memory and is written with the next change)."""
-        written = self._written.get(group.group_id, {})
         current = {} if group.deleted else group_records(group, self.topics)
-        entries: list[tuple[bytes, bytes | None]] = list(extra or [])
-        entries += [(k, v) for k, v in current.items() if written.get(k) != v]
-        entries += [(k, None) for k in written if k not in current]
-        if not entries:
-            return None
-        try:
-            self.manager._append(group.group_id, entries)
-        except StoreError as exc:
-            log.warning("writing consumer group %s failed: %s", group.group_id, exc)
-            return exc.code
-        self._written[group.group_id] = current
-        return None
+        return self._written.write(group.group_id, current, extra or [])
 
     def load(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Rebuild the groups of a loaded ``__consumer_offsets`` partition with the epochs and
@@ -499,7 +488,7 @@ class ConsumerGroups:
                 continue
             group.assignor_name = group.choose_assignor(self.config)
             self.groups[group_id] = group
-            self._written[group_id] = group_records(group, self.topics)
+            self._written.remember(group_id, group_records(group, self.topics))
             for member_id, member in group.members.items():
                 session = member.classic.session_timeout_ms if member.classic is not None else None
                 deadline = now + (session or self.config.session_timeout_ms)
@@ -583,7 +572,7 @@ class ConsumerGroups:
         group.deleted = True
         del self.groups[group_id]
         self._persist(group)  # tombstones
-        self._written.pop(group_id, None)
+        self._written.forget(group_id)
         return ErrorCode.NONE
 
     def forget_empty(self, group_id: str) -> None:
@@ -594,7 +583,7 @@ class ConsumerGroups:
             del self.groups[group_id]
             group.deleted = True
             self._persist(group)
-            self._written.pop(group_id, None)
+            self._written.forget(group_id)
 
     def is_active(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -607,7 +596,7 @@ class ConsumerGroups:
                 self.unload_one(group_id)
 
     def unload_one(self, group_id: str) -> None:
-        self._written.pop(group_id, None)
+        self._written.forget(group_id)
         group = self.groups.pop(group_id, None)
         if group is not None:
             for member_id in group.members:

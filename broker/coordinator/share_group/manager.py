@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.coordinator.group.written import WrittenRecords
 from broker.coordinator.share_group.config import ShareGroupConfig, check_group_config, group_config_defaults
 from broker.coordinator.share_group.coordinator import ShareCoordinator, StateResult
 from broker.coordinator.share_group.group import HeartbeatError, HeartbeatOutcome, ShareGroup, TopicsView
@@ -55,7 +56,6 @@ from broker.coordinator.share_group.group_records import replay as replay_groups
 from broker.coordinator.share_group.partition import AckError, Acquired, SharePartition
 from broker.coordinator.share_group.persister import Persister
 from broker.coordinator.share_group.records import PersistedState
-from broker.coordinator.state_log import StoreError
 from broker.log.errors import LogError
 from broker.replication.replica_manager import PartitionError, ReplicaManager
 from pyspark_log.records.batch import decode_batches
@@ -135,7 +135,7 @@ class ShareGroups:
         self.persister: Persister | None = None  # None: share-partition state kept in memory only
         self.coordinator: ShareCoordinator | None = None  # the share coordinator on this broker
         self.group_configs: dict[str, dict[str, str]] = {}  # group -> its set configs (in memory)
-        self._written: dict[str, dict[bytes, bytes]] = {}  # group -> records last written
+        self._written = WrittenRecords(manager._append, "share group")  # group -> records last written
         self._key_locks: dict[SharePartitionKey, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -289,7 +289,7 @@ class ShareGroups:
             return code
         del self.groups[group_id]
         self.initialized.pop(group_id, None)
-        self._written.pop(group_id, None)
+        self._written.forget(group_id)
         return ErrorCode.NONE
 
     def drop_unowned(self) -> None:
@@ -297,7 +297,7 @@ class ShareGroups:
             if self.manager.status(group_id, allow_empty_id=True) == ErrorCode.NOT_COORDINATOR:
                 group = self.groups.pop(group_id)
                 self.initialized.pop(group_id, None)
-                self._written.pop(group_id, None)
+                self._written.forget(group_id)
                 for member_id in group.members:
                     self.manager.timers.cancel(("sg-session", group_id, member_id))
 
@@ -306,19 +306,8 @@ class ShareGroups:
     def _persist_group(self, group: ShareGroup) -> int | None:
         """Append what changed in the group's records (tombstones for what is gone) before the
         member hears back; None, or the error code of a failed append."""
-        written = self._written.get(group.group_id, {})
         current = {} if group.deleted else group_records(group, self.initialized.get(group.group_id, {}), self.topics)
-        entries: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in current.items() if written.get(k) != v]
-        entries += [(k, None) for k in written if k not in current]
-        if not entries:
-            return None
-        try:
-            self.manager._append(group.group_id, entries)
-        except StoreError as exc:
-            log.warning("writing share group %s failed: %s", group.group_id, exc)
-            return exc.code
-        self._written[group.group_id] = current
-        return None
+        return self._written.write(group.group_id, current)
 
     def load_groups(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Rebuild the share groups of a loaded ``__consumer_offsets`` partition with the epochs
@@ -334,7 +323,7 @@ class ShareGroups:
                 continue
             self.groups[group_id] = group
             self.initialized[group_id] = loaded.initialized.get(group_id, {})
-            self._written[group_id] = group_records(group, self.initialized[group_id], self.topics)
+            self._written.remember(group_id, group_records(group, self.initialized[group_id], self.topics))
             timeout_ms = int(self.group_config(group_id, "share.session.timeout.ms"))
             for member_id in group.members:
                 self.manager.timers.schedule(
