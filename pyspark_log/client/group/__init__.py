@@ -4,8 +4,9 @@ Modules: ``assignors`` (range, roundrobin, cooperative-sticky), ``state`` (the m
 machine), ``link`` (finding and talking to the group coordinator), ``requests`` (request bodies
 and answer handling), ``subscription`` (topics or pattern, the rebalance listener),
 ``member`` (``GroupMemberBase``: the settings, offset commits/fetches, auto-commit, revocation and
-shutdown both memberships share), ``membership`` (``ConsumerGroup``: the rebalance flow driven by ``poll``, heartbeats, auto-commit),
-``consumer_member`` (``ConsumerProtocolGroup``: ``group.protocol=consumer``, KIP-848).
+shutdown both memberships share), ``membership`` (``ConsumerGroup``: the rebalance flow driven by
+``poll``, heartbeats, auto-commit), ``consumer_member`` (``ConsumerProtocolGroup``:
+``group.protocol=consumer``, KIP-848).
 """
 
 from pyspark_log.client.group.assignors import (

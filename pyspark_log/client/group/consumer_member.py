@@ -38,12 +38,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark_log.client.backoff import ExponentialBackoff
-from pyspark_log.client.clock import Clock
-from pyspark_log.client.cluster import Cluster
-from pyspark_log.client.connection import Connector
 from pyspark_log.client.errors import CommitFailedError, KafkaTimeoutError, error_for
-from pyspark_log.client.fetcher import Fetcher
 from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.member import GroupMemberBase
 from pyspark_log.client.group.state import MemberState
@@ -72,16 +67,7 @@ def new_member_id() -> str:
 class ConsumerProtocolGroup(GroupMemberBase):
     """The KIP-848 membership of one consumer in ``group.id``; lives on the consumer's loop."""
 
-    def __init__(  # noqa: PLR0917 - the consumer's parts it shares
-        self,
-        config: Mapping[str, Any],
-        cluster: Cluster,
-        fetcher: Fetcher,
-        backoff: ExponentialBackoff,
-        clock: Clock,
-        connector: Connector,
-    ) -> None:
-        super().__init__(config, cluster, fetcher, backoff, clock, connector)
+    def _configure(self, config: Mapping[str, Any]) -> None:
         self.rack_id: str | None = config.get("client.rack") or None
         self.server_assignor: str | None = config.get("group.remote.assignor") or None
         self.heartbeat_interval_ms = 5000  # until the broker says otherwise

@@ -16,8 +16,9 @@ request manager):
 * ``close`` commits, revokes and leaves within its timeout, then stops the background tasks and
   closes the coordinator link; ``unsubscribe`` revokes and leaves.
 
-A subclass says how it commits (``commit``), leaves (``_leave``), which tasks it runs
-(``_background_tasks``) and when it may commit (``may_commit``).
+A subclass sets up its own settings and state (``_configure``) and says how it commits
+(``commit``), leaves (``_leave``), which tasks it runs (``_background_tasks``) and when it may
+commit (``may_commit``).
 """
 
 from __future__ import annotations
@@ -90,8 +91,13 @@ class GroupMemberBase:
         self._heartbeat_wake = asyncio.Event()
         self._closing = False
         self.on_wakeup: Callable[[], None] = lambda: None  # wakes a waiting poll (set by the consumer)
+        self._configure(config)
 
     # -- what a subclass says ------------------------------------------------------------------
+
+    def _configure(self, config: Mapping[str, Any]) -> None:
+        """The protocol's own settings and state (called last by ``__init__``)."""
+        raise NotImplementedError
 
     @property
     def may_commit(self) -> bool:

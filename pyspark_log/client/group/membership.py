@@ -29,12 +29,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark_log.client.backoff import ExponentialBackoff
-from pyspark_log.client.clock import Clock
-from pyspark_log.client.cluster import Cluster
-from pyspark_log.client.connection import Connector
 from pyspark_log.client.errors import ClientClosedError, CommitFailedError, error_for
-from pyspark_log.client.fetcher import Fetcher
 from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.assignors import COOPERATIVE, assignors_from_config, rebalance_protocol
 from pyspark_log.client.group.member import GroupMemberBase
@@ -52,16 +47,7 @@ log = logging.getLogger(__name__)
 class ConsumerGroup(GroupMemberBase):
     """The membership of one consumer in ``group.id``; lives on the consumer's loop."""
 
-    def __init__(  # noqa: PLR0917 - the consumer's parts it shares
-        self,
-        config: Mapping[str, Any],
-        cluster: Cluster,
-        fetcher: Fetcher,
-        backoff: ExponentialBackoff,
-        clock: Clock,
-        connector: Connector,
-    ) -> None:
-        super().__init__(config, cluster, fetcher, backoff, clock, connector)
+    def _configure(self, config: Mapping[str, Any]) -> None:
         self.session_timeout_ms: int = config["session.timeout.ms"]
         self.heartbeat_interval_ms = config["heartbeat.interval.ms"]
         self.metadata_max_age_ms: float = config["metadata.max.age.ms"]
