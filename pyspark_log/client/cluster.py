@@ -11,6 +11,8 @@ without a lock (the sync facade does, to avoid a round trip per ``send``).
   ``reconnect.backoff.max.ms``) has passed;
 * the bootstrap: ``bootstrap.servers`` are tried in order until one answers Metadata; their
   connections use ids -1, -2, ... and are closed once real broker ids are known;
+* ``find_coordinator``: FindCoordinator for a group or a transactional id (every coordinator
+  lookup of the client goes through it);
 * one metadata task that refreshes when asked (``request_update``: after NOT_LEADER_OR_FOLLOWER,
   UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, a broken connection, a failed connect) and
   at the latest every ``metadata.max.age.ms``, never twice within ``retry.backoff.ms``. Failed refreshes back off
@@ -521,6 +523,21 @@ class Cluster:
             last = BrokerConnectionError("no broker to send to")
         where = ", ".join(f"{h}:{p}" for h, p in self._bootstrap)
         raise BrokerConnectionError(f"no broker reachable (bootstrap.servers={where}): {last}")
+
+    async def find_coordinator(self, key_type: int, key: str, *, context: str) -> int:
+        """The node id of the coordinator of ``key`` (key type 0: a group, 1: a transactional id),
+        by FindCoordinator to any broker (Kafka protocol guide, FindCoordinator; v4+ answers in
+        ``coordinators``, KIP-699). An error answer raises its KafkaError with ``context``; a
+        node the metadata does not know yet refreshes the metadata once before returning."""
+        body = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
+        resp = await self.send_any(ApiKey.FIND_COORDINATOR, body)
+        entry = resp.coordinators[0] if resp.coordinators else resp
+        if entry.error_code != ErrorCode.NONE:
+            raise error_for(entry.error_code, entry.error_message, context=context)
+        node = int(entry.node_id)
+        if node not in self.metadata.brokers:
+            await self.refresh()
+        return node
 
     async def any_connection(self) -> BrokerConnection:
         """A ready connection to some broker (for version checks)."""

@@ -51,17 +51,7 @@ class GroupOffsets:
         node = self._coordinators.get(group_id)
         if node is not None:
             return node
-        body = {"key": group_id, "key_type": 0, "coordinator_keys": [group_id]}
-        resp = await self._cluster.send_any(ApiKey.FIND_COORDINATOR, body)
-        if resp.coordinators:
-            entry = resp.coordinators[0]
-            code, message, node = entry.error_code, entry.error_message, entry.node_id
-        else:
-            code, message, node = resp.error_code, resp.error_message, resp.node_id
-        if code != ErrorCode.NONE:
-            raise error_for(code, message, context=f"find coordinator of group {group_id!r}")
-        if node not in self._cluster.metadata.brokers:
-            await self._cluster.refresh()
+        node = await self._cluster.find_coordinator(0, group_id, context=f"find coordinator of group {group_id!r}")
         self._coordinators[group_id] = node
         return node
 

@@ -270,14 +270,9 @@ async def list_transactions(
 
 
 async def _txn_coordinator(admin: AsyncAdmin, transactional_id: str) -> int:
-    body = {"key": transactional_id, "key_type": 1, "coordinator_keys": [transactional_id]}
-    resp = await admin.cluster.send_any(ApiKey.FIND_COORDINATOR, body)
-    entry = resp.coordinators[0] if resp.coordinators else resp
-    if entry.error_code != ErrorCode.NONE:
-        raise error_for(entry.error_code, entry.error_message, context=f"find coordinator of {transactional_id!r}")
-    if entry.node_id not in admin.cluster.metadata.brokers:
-        await admin.cluster.refresh()
-    return int(entry.node_id)
+    return await admin.cluster.find_coordinator(
+        1, transactional_id, context=f"find coordinator of {transactional_id!r}"
+    )
 
 
 async def describe_transactions(

@@ -110,18 +110,8 @@ class TxnRequests:
         node = self._coordinators.get((key_type, key))
         if node is not None:
             return node
-        body = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
-        resp = await self._cluster.send_any(ApiKey.FIND_COORDINATOR, body)
-        if resp.coordinators:
-            entry = resp.coordinators[0]
-            code, message, node = entry.error_code, entry.error_message, entry.node_id
-        else:
-            code, message, node = resp.error_code, resp.error_message, resp.node_id
-        if code != ErrorCode.NONE:
-            kind = "transaction" if key_type == KEY_TRANSACTION else "group"
-            raise error_for(code, message, context=f"find the {kind} coordinator of {key!r}")
-        if node not in self._cluster.metadata.brokers:
-            await self._cluster.refresh()
+        kind = "transaction" if key_type == KEY_TRANSACTION else "group"
+        node = await self._cluster.find_coordinator(key_type, key, context=f"find the {kind} coordinator of {key!r}")
         self._coordinators[(key_type, key)] = node
         return node
 

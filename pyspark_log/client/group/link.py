@@ -20,7 +20,7 @@ from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.config import client_software
 from pyspark_log.client.connection import BrokerConnection, Connector
 from pyspark_log.client.errors import BrokerConnectionError, error_for
-from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
+from pyspark_log.wire import ErrorCode, KafkaError, Message
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,10 @@ class CoordinatorLink:
                 return self._conn
             if self._conn is not None:
                 self.mark_unknown("reconnecting")
-            node = await self._find()
+            node = await self._cluster.find_coordinator(
+                0, self.group_id, context=f"find coordinator of group {self.group_id!r}"
+            )
             broker = self._cluster.metadata.brokers.get(node)
-            if broker is None:
-                await self._cluster.refresh()
-                broker = self._cluster.metadata.brokers.get(node)
             if broker is None:
                 raise error_for(ErrorCode.COORDINATOR_NOT_AVAILABLE, context=f"coordinator {node} has no address")
             c = self._config
@@ -84,18 +83,6 @@ class CoordinatorLink:
             self._conn, self.node_id = conn, node
             log.debug("group %s: coordinator is node %s", self.group_id, node)
             return conn
-
-    async def _find(self) -> int:
-        body = {"key": self.group_id, "key_type": 0, "coordinator_keys": [self.group_id]}
-        resp = await self._cluster.send_any(ApiKey.FIND_COORDINATOR, body)
-        if resp.coordinators:
-            entry = resp.coordinators[0]
-            code, message, node = entry.error_code, entry.error_message, entry.node_id
-        else:
-            code, message, node = resp.error_code, resp.error_message, resp.node_id
-        if code != ErrorCode.NONE:
-            raise error_for(code, message, context=f"find coordinator of group {self.group_id!r}")
-        return int(node)
 
     async def request(self, api_key: int, body: Mapping[str, Any], *, timeout_ms: float | None = None) -> Message:
         """Send to the coordinator; a broken connection forgets it (and raises)."""
