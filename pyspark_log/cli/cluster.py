@@ -14,10 +14,9 @@ import argparse
 import asyncio
 from typing import Any
 
-from pyspark_log.cli.context import Context
-from pyspark_log.cli.errors import CliError, UsageError, unreachable
-from pyspark_log.client.connection import BrokerConnection
-from pyspark_log.client.errors import BrokerConnectionError, KafkaError
+from pyspark_log.cli.context import Context, connect_first
+from pyspark_log.cli.errors import CliError
+from pyspark_log.client.errors import KafkaError
 from pyspark_log.wire import ApiKey, ErrorCode
 
 CLIENT_ID = "pylog-cluster"
@@ -67,35 +66,17 @@ def unregister(args: argparse.Namespace, ctx: Context) -> int:
 async def _unregister(bootstrap: str, broker_id: int, timeout_ms: float) -> None:
     """UnregisterBroker v0 to the first bootstrap server that answers (it forwards it to the
     active controller); a refusal raises ``CliError`` with the broker's message and code name."""
-    last: BrokerConnectionError | None = None
-    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
-        host, _, port = server.rpartition(":")
-        if not port.isdigit():
-            raise UsageError(f"--bootstrap-server {server!r} is not HOST:PORT")
-        conn = BrokerConnection(
-            host.strip("[]"), int(port), node_id=-1, client_id=CLIENT_ID, request_timeout_ms=timeout_ms
-        )
-        try:
-            await conn.connect(timeout_ms)
-        except BrokerConnectionError as exc:
-            last = exc
-            continue
-        try:
-            if ApiKey.UNREGISTER_BROKER not in conn.api_versions:
-                raise CliError(
-                    f"{server} does not serve UnregisterBroker (a KRaft cluster serves it; set process.roles)"
-                )
-            body = await conn.request(ApiKey.UNREGISTER_BROKER, {"broker_id": broker_id}, version=0)
-        except KafkaError as exc:
-            raise CliError(f"UnregisterBroker to {server} failed: {exc} ({exc.code.name})") from exc
-        finally:
-            conn.close()
-        assert body is not None
-        code = int(body.get("error_code", 0))
-        if code != ErrorCode.NONE:
-            name = ErrorCode(code).name
-            raise CliError(f"{body.get('error_message') or name.lower().replace('_', ' ')} ({name})")
-        return
-    if last is None:
-        raise CliError("--bootstrap-server names no HOST:PORT")
-    raise unreachable(bootstrap, last)
+    server, conn = await connect_first(bootstrap, timeout_ms, CLIENT_ID)
+    try:
+        if ApiKey.UNREGISTER_BROKER not in conn.api_versions:
+            raise CliError(f"{server} does not serve UnregisterBroker (a KRaft cluster serves it; set process.roles)")
+        body = await conn.request(ApiKey.UNREGISTER_BROKER, {"broker_id": broker_id}, version=0)
+    except KafkaError as exc:
+        raise CliError(f"UnregisterBroker to {server} failed: {exc} ({exc.code.name})") from exc
+    finally:
+        conn.close()
+    assert body is not None
+    code = int(body.get("error_code", 0))
+    if code != ErrorCode.NONE:
+        name = ErrorCode(code).name
+        raise CliError(f"{body.get('error_message') or name.lower().replace('_', ' ')} ({name})")

@@ -19,6 +19,7 @@ from pyspark_log.cli.errors import CliError, UsageError, config_error, unreachab
 from pyspark_log.cli.output import Output
 from pyspark_log.cli.parsing import parse_properties
 from pyspark_log.client import AdminClient, Consumer, Producer
+from pyspark_log.client.connection import BrokerConnection
 from pyspark_log.client.errors import BrokerConnectionError, ConfigError, KafkaTimeoutError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -34,6 +35,30 @@ def read_command_config(path: str) -> dict[str, str]:
     except OSError as exc:
         raise UsageError(f"cannot read command config {path!r}: {exc.strerror or exc}") from None
     return parse_properties(text)
+
+
+async def connect_first(bootstrap: str, timeout_ms: float, client_id: str) -> tuple[str, BrokerConnection]:
+    """A raw connection (ApiVersions done) to the first of the comma-separated ``bootstrap``
+    servers that answers, for a command that sends one request to any node (UnregisterBroker,
+    AddRaftVoter, DescribeQuorum ...); returns that server and the connection, which the caller
+    closes. A server that is not ``HOST:PORT`` is a ``UsageError``; none answering, one line."""
+    last: BrokerConnectionError | None = None
+    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
+        host, _, port = server.rpartition(":")
+        if not port.isdigit():
+            raise UsageError(f"--bootstrap-server {server!r} is not HOST:PORT")
+        conn = BrokerConnection(
+            host.strip("[]"), int(port), node_id=-1, client_id=client_id, request_timeout_ms=timeout_ms
+        )
+        try:
+            await conn.connect(timeout_ms)
+        except BrokerConnectionError as exc:
+            last = exc
+            continue
+        return server, conn
+    if last is None:
+        raise CliError("--bootstrap-server names no HOST:PORT")
+    raise unreachable(bootstrap, last)
 
 
 @dataclass

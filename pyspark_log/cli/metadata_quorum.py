@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark_log.cli.context import Context, read_command_config
-from pyspark_log.cli.errors import CliError, UsageError, unreachable
+from pyspark_log.cli.context import Context, connect_first, read_command_config
+from pyspark_log.cli.errors import CliError, UsageError
 from pyspark_log.client.connection import BrokerConnection
-from pyspark_log.client.errors import BrokerConnectionError, KafkaError
+from pyspark_log.client.errors import KafkaError
 from pyspark_log.wire import ApiKey, ErrorCode
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -402,23 +402,7 @@ def remove_controller(args: argparse.Namespace, ctx: Context) -> int:
 
 async def _connect(bootstrap: str, timeout_ms: float) -> tuple[str, BrokerConnection]:
     """A connection to the first bootstrap server that answers."""
-    last: BrokerConnectionError | None = None
-    for server in (s.strip() for s in bootstrap.split(",") if s.strip()):
-        host, _, port = server.rpartition(":")
-        if not port.isdigit():
-            raise UsageError(f"--bootstrap-server {server!r} is not HOST:PORT")
-        conn = BrokerConnection(
-            host.strip("[]"), int(port), node_id=-1, client_id=CLIENT_ID, request_timeout_ms=timeout_ms
-        )
-        try:
-            await conn.connect(timeout_ms)
-        except BrokerConnectionError as exc:
-            last = exc
-            continue
-        return server, conn
-    if last is None:
-        raise CliError("--bootstrap-server names no HOST:PORT")
-    raise unreachable(bootstrap, last)
+    return await connect_first(bootstrap, timeout_ms, CLIENT_ID)
 
 
 async def _change(bootstrap: str, api_key: ApiKey, body: Mapping[str, Any], timeout_ms: int) -> None:
