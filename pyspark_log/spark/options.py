@@ -260,7 +260,10 @@ def parse_partition_map(key: str, value: str, *, allowed_min: int, what: str) ->
 # Whole-option parsing
 
 
-def _lower_keys(raw: Mapping[str, str]) -> dict[str, str]:
+def lower_keys(raw: Mapping[str, str]) -> dict[str, str]:
+    """``raw`` with lower-case keys (Spark's options are case-insensitive, as its
+    ``CaseInsensitiveMap``); one option given twice with different values is an error. The
+    source's and the sink's options are read through it."""
     out: dict[str, str] = {}
     for key, value in raw.items():
         lowered = key.lower()
@@ -464,7 +467,7 @@ def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
 
 def parse_options(raw: Mapping[str, str], mode: Mode | None = None) -> SourceOptions:
     """Validate ``raw`` for a streaming or batch query (``mode=None``: only mode-independent checks)."""
-    opts = _lower_keys(raw)
+    opts = lower_keys(raw)
     _check_known(opts)
     servers = _alias(opts, "bootstrap.servers", "kafka.bootstrap.servers")
     if servers is None or not servers.strip():

@@ -254,9 +254,11 @@ def _bad_row(row_number: int, problem: str, fix: str) -> PylogSinkError:
     return PylogSinkError(f"row {row_number} of this task {problem}: {fix}")
 
 
-class _Sender:
-    """Sends rows as records; remembers the first delivery failure (callbacks run on the
-    producer's I/O thread) and the first row's topic (where the batch mark goes)."""
+class BaseSender:
+    """What the row sender and the Arrow sender (sink_arrow.py) share: the task's producer, the
+    columns and the fixed topic option; the first delivery failure (delivery callbacks run on
+    the producer's I/O thread, hence the lock), the first row's topic (where the batch mark
+    goes) and the number of rows sent."""
 
     def __init__(self, producer: TxnProducer, columns: Columns, topic: str | None) -> None:
         self._producer = producer
@@ -267,11 +269,15 @@ class _Sender:
         self.first_topic: str | None = None
         self.rows = 0
 
-    def _delivered(self, _meta: Any, exc: BaseException | None) -> None:
+    def _delivered(self, _result: Any, exc: BaseException | None) -> None:
         if exc is not None:
             with self._lock:
                 if self.failure is None:
                     self.failure = exc
+
+
+class _Sender(BaseSender):
+    """Sends rows as records."""
 
     def send_all(self, rows: Iterable[Sequence[Any]]) -> None:
         c = self._columns

@@ -16,7 +16,6 @@ header key raise ``PylogSinkError`` naming the task's row number and the fix.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,12 +25,12 @@ import pyarrow.compute as pc
 
 from pyspark_log.spark.sink import (
     DEFAULT_CLIENTS,
+    BaseSender,
     Clients,
     Columns,
     PylogSinkError,
     TaskInfo,
     TaskResult,
-    TxnProducer,
     run_task,
 )
 from pyspark_log.spark.sink_options import SinkOptions
@@ -50,24 +49,9 @@ def _first_true(mask: Any) -> int:
     return int(np.flatnonzero(np.asarray(mask, bool))[0])
 
 
-class _ArrowSender:
-    """Sends record batches through ``send_batch``; remembers the first delivery failure (set
-    on the producer's I/O thread) and the first row's topic (where the batch mark goes)."""
-
-    def __init__(self, producer: TxnProducer, columns: Columns, topic: str | None) -> None:
-        self._producer = producer
-        self._columns = columns
-        self._topic = topic
-        self._lock = threading.Lock()
-        self.failure: BaseException | None = None
-        self.first_topic: str | None = None
-        self.rows = 0
-
-    def _delivered(self, _count: int | None, exc: BaseException | None) -> None:
-        if exc is not None:
-            with self._lock:
-                if self.failure is None:
-                    self.failure = exc
+class _ArrowSender(BaseSender):
+    """Sends record batches through ``send_batch`` (``BaseSender`` keeps the first delivery
+    failure and the first row's topic)."""
 
     def send_all(self, items: Iterable[pa.RecordBatch]) -> None:
         pending: list[pa.RecordBatch] = []

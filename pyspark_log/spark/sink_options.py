@@ -43,7 +43,7 @@ from typing import Literal
 
 from pyspark_log.client.config import PRODUCER, parse
 from pyspark_log.client.errors import ConfigError
-from pyspark_log.spark.options import parse_bool, parse_positive_int
+from pyspark_log.spark.options import lower_keys, parse_bool, parse_positive_int
 from pyspark_log.spark.specs import PylogOptionError
 
 __all__ = [
@@ -149,16 +149,6 @@ class SinkOptions:
 
 def _fail(key: str, value: object, problem: str, fix: str) -> PylogOptionError:
     return PylogOptionError(f"{_NAMES.get(key, key)} ({value!r}) {problem}: {fix}")
-
-
-def _lower_keys(raw: Mapping[str, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in raw.items():
-        lowered = key.lower()
-        if lowered in out and out[lowered] != value:
-            raise PylogOptionError(f"option {key} is given twice with different values: give it once")
-        out[lowered] = str(value)
-    return out
 
 
 def _check_known(opts: Mapping[str, str]) -> None:
@@ -268,7 +258,7 @@ def _client_config(opts: Mapping[str, str]) -> tuple[dict[str, str], int]:
 
 def parse_sink_options(raw: Mapping[str, str], mode: SinkMode) -> SinkOptions:
     """Validate the options of a batch (``mode="batch"``) or streaming (``"stream"``) write."""
-    opts = _lower_keys(raw)
+    opts = lower_keys(raw)
     _check_known(opts)
     if "includeheaders" in opts:
         parse_bool("includeheaders", opts["includeheaders"])  # a bad value still fails, by name
