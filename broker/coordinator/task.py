@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import enum
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -20,6 +21,13 @@ from typing import Any, Protocol
 from broker.coordinator.group.timers import Timers
 
 log = logging.getLogger(__name__)
+
+
+class PartitionStatus(enum.Enum):
+    """Where a coordinator's partition of its state topic is: being replayed, or serving."""
+
+    LOADING = "loading"
+    ACTIVE = "active"
 
 
 class PartitionLoadStep(Protocol):

@@ -14,7 +14,6 @@ partition (``complete_txn``; ``txn_offsets``).
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -38,7 +37,7 @@ from broker.coordinator.group.store import (
 )
 from broker.coordinator.group.timers import Timers
 from broker.coordinator.group.txn_offsets import StagedOffset
-from broker.coordinator.task import CoordinatorTask
+from broker.coordinator.task import CoordinatorTask, PartitionStatus
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -73,11 +72,6 @@ class GroupConfig:
             offsets_retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
             offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
         )
-
-
-class PartitionStatus(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
 
 
 class GroupManager(CoordinatorTask):

@@ -16,14 +16,13 @@ pending, the transactional id answers CONCURRENT_TRANSACTIONS.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 
 from broker.coordinator.group.timers import Timers
-from broker.coordinator.task import CoordinatorTask
+from broker.coordinator.task import CoordinatorTask, PartitionStatus
 from broker.coordinator.txn.metadata import TransactionMetadata, TxnTransit
 from broker.coordinator.txn.records import partition_for, txn_key, txn_value
 from broker.coordinator.txn.store import PartitionLoad, StoreError, TxnLog, encode_record, encode_records
@@ -75,11 +74,6 @@ _APPEND_ERRORS: dict[int, int] = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
-
-
-class PartitionStatus(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
 
 
 class TxnStateManager(CoordinatorTask):
