@@ -37,6 +37,7 @@ from pyspark_log.client.connection import BrokerConnection, Connector, open_tcp
 from pyspark_log.client.errors import BrokerConnectionError, ClientClosedError, KafkaTimeoutError, error_for
 from pyspark_log.client.metrics import ClientMetrics
 from pyspark_log.client.security import connector_for
+from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
 
@@ -216,12 +217,7 @@ class Cluster:
             return
         self._closed = True
         self._fail_waiters(ClientClosedError())
-        tasks = [t for t in (self._task, *self._connecting.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait((self._task, *self._connecting.values()))
         for conn in list(self._conns.values()):
             conn.close(ClientClosedError())
         self._conns.clear()

@@ -30,6 +30,7 @@ from pyspark_log.client.errors import OffsetOutOfRangeError, ProtocolError, Reco
 from pyspark_log.client.fetch_parse import parse_fetched
 from pyspark_log.client.metrics import metrics_of, record_fetch, record_lag
 from pyspark_log.client.offsets import list_offsets
+from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.types import (
     AbortedTransaction,
     ConsumerRecord,
@@ -157,12 +158,7 @@ class Fetcher:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="pylog-fetcher")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._requests) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait((self._task, *self._requests))
 
     async def _run(self) -> None:
         try:

@@ -46,6 +46,7 @@ from pyspark_log.client.cluster import STALE_METADATA_ERRORS, Cluster
 from pyspark_log.client.errors import BrokerConnectionError, KafkaTimeoutError, error_for
 from pyspark_log.client.metrics import metrics_of, record_produce_request
 from pyspark_log.client.producer_batch import ProducerBatch, encode_sections
+from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.txn_manager import TransactionManager, fatal_error
 from pyspark_log.records.header import NO_SEQUENCE
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -107,12 +108,7 @@ class Sender:
     async def stop(self) -> None:
         """Stop the loop and cancel outstanding requests (their batches stay incomplete)."""
         self._stopping = True
-        tasks = [t for t in (self._task, *self._requests) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait((self._task, *self._requests))
 
     # -- the loop ----------------------------------------------------------------------------
 

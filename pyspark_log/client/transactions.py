@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from pyspark_log.client.errors import (
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _wait_s
 from pyspark_log.client.offset_commit import offset_commit_topics
+from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.txn_manager import FATAL_ERRORS, TransactionManager, TxnState, fatal_error
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -478,12 +478,7 @@ class ProducerTransactions:
                 log.warning("aborting the open transaction of %r on close failed: %s", self._tid, exc)
 
     async def cancel(self) -> None:
-        tasks = [t for t in (self._adder, self._pending[1] if self._pending else None) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait((self._adder, self._pending[1] if self._pending else None))
         self._pending = None
 
 

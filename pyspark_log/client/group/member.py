@@ -24,7 +24,6 @@ commit (``may_commit``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -46,6 +45,7 @@ from pyspark_log.client.group.subscription import (
     run_inline,
 )
 from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import KafkaError
 
@@ -156,11 +156,7 @@ class GroupMemberBase:
         except (KafkaError, TimeoutError) as exc:
             log.warning("group %s: closing without a clean leave: %s", self.group_id, exc)
         finally:
-            for task in self._background_tasks():
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
+            await cancel_and_wait(self._background_tasks())
             self.link.close()
 
     # -- revoking and losing partitions --------------------------------------------------------
