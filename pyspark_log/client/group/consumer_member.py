@@ -42,7 +42,6 @@ from pyspark_log.client.errors import CommitFailedError, KafkaTimeoutError, erro
 from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.member import GroupMemberBase
 from pyspark_log.client.group.state import MemberState
-from pyspark_log.client.group.subscription import ConsumerRebalanceListener, Subscription
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.offset_commit import offset_commit_body
 from pyspark_log.client.types import TopicPartition
@@ -67,6 +66,8 @@ def new_member_id() -> str:
 class ConsumerProtocolGroup(GroupMemberBase):
     """The KIP-848 membership of one consumer in ``group.id``; lives on the consumer's loop."""
 
+    heartbeat_task_name = "pylog-consumer-heartbeat"
+
     def _configure(self, config: Mapping[str, Any]) -> None:
         self.rack_id: str | None = config.get("client.rack") or None
         self.server_assignor: str | None = config.get("group.remote.assignor") or None
@@ -86,17 +87,9 @@ class ConsumerProtocolGroup(GroupMemberBase):
 
     # -- subscription --------------------------------------------------------------------------
 
-    def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
-        self.subscription = subscription
-        self.listener = listener or ConsumerRebalanceListener()
-        if subscription.topics is not None and self.cluster.add_topics(subscription.topics):
-            self.cluster.request_update()
+    def _subscribed(self) -> None:
         self._left = False
-        if self._heartbeat_task is None:
-            self._heartbeat_task = asyncio.get_running_loop().create_task(
-                self._heartbeat_loop(), name="pylog-consumer-heartbeat"
-            )
-        self._heartbeat_wake.set()
+        self._heartbeat_wake.set()  # a full heartbeat with the new subscription, now
 
     def request_rejoin(self, reason: str) -> None:
         """Heartbeat now (a changed subscription is sent with the next full heartbeat)."""

@@ -16,7 +16,8 @@ request manager):
 * ``close`` commits, revokes and leaves within its timeout, then stops the background tasks and
   closes the coordinator link; ``unsubscribe`` revokes and leaves.
 
-A subclass sets up its own settings and state (``_configure``) and says how it commits
+A subclass sets up its own settings and state (``_configure``, ``_subscribed``), runs its
+heartbeats (``_heartbeat_loop``) and says how it commits
 (``commit``), leaves (``_leave``), which tasks it runs (``_background_tasks``) and when it may
 commit (``may_commit``).
 """
@@ -59,6 +60,7 @@ class GroupMemberBase:
 
     heartbeat_interval_ms: int
     rebalance_timeout_ms: int
+    heartbeat_task_name: str
 
     def __init__(  # noqa: PLR0917 - the consumer's parts it shares
         self,
@@ -110,6 +112,13 @@ class GroupMemberBase:
     async def _leave(self, reason: str) -> None:
         raise NotImplementedError
 
+    async def _heartbeat_loop(self) -> None:
+        raise NotImplementedError
+
+    def _subscribed(self) -> None:
+        """What a new subscription resets of the protocol's state (called by ``subscribe``)."""
+        raise NotImplementedError
+
     def _background_tasks(self) -> tuple[asyncio.Task[Any] | None, ...]:
         """The tasks ``close`` cancels."""
         return (self._heartbeat_task, self._commit_task)
@@ -128,6 +137,19 @@ class GroupMemberBase:
         if self.auto_commit:
             interval = min(interval, self.auto_commit_interval_ms)
         return max(interval, 10) / 1000.0
+
+    def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
+        """Take ``subscription`` (its named topics join the metadata) and ``listener``, let the
+        protocol reset what it must (``_subscribed``), and start the heartbeat task once."""
+        self.subscription = subscription
+        self.listener = listener or ConsumerRebalanceListener()
+        if subscription.topics is not None and self.cluster.add_topics(subscription.topics):
+            self.cluster.request_update()
+        self._subscribed()
+        if self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.get_running_loop().create_task(
+                self._heartbeat_loop(), name=self.heartbeat_task_name
+            )
 
     def subscribed_topics(self) -> set[str]:
         sub = self.subscription

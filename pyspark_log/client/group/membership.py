@@ -34,7 +34,6 @@ from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.assignors import COOPERATIVE, assignors_from_config, rebalance_protocol
 from pyspark_log.client.group.member import GroupMemberBase
 from pyspark_log.client.group.state import MemberState
-from pyspark_log.client.group.subscription import ConsumerRebalanceListener, Subscription
 from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.metrics import metrics_of
 from pyspark_log.client.types import TopicPartition
@@ -46,6 +45,8 @@ log = logging.getLogger(__name__)
 
 class ConsumerGroup(GroupMemberBase):
     """The membership of one consumer in ``group.id``; lives on the consumer's loop."""
+
+    heartbeat_task_name = "pylog-heartbeat"
 
     def _configure(self, config: Mapping[str, Any]) -> None:
         self.session_timeout_ms: int = config["session.timeout.ms"]
@@ -71,17 +72,9 @@ class ConsumerGroup(GroupMemberBase):
 
     # -- subscription --------------------------------------------------------------------------
 
-    def subscribe(self, subscription: Subscription, listener: ConsumerRebalanceListener | None) -> None:
-        self.subscription = subscription
-        self.listener = listener or ConsumerRebalanceListener()
+    def _subscribed(self) -> None:
         self._next_pattern_refresh_ms = 0.0
-        if subscription.topics is not None and self.cluster.add_topics(subscription.topics):
-            self.cluster.request_update()
         self._rejoin_needed = True
-        if self._heartbeat_task is None:
-            self._heartbeat_task = asyncio.get_running_loop().create_task(
-                self._heartbeat_loop(), name="pylog-heartbeat"
-            )
 
     # -- poll ----------------------------------------------------------------------------------
 
