@@ -40,9 +40,9 @@ from broker.log.log import Log, LogAppendInfo
 from broker.log.scan import iter_headers
 from broker.log.validate import AppendOrigin
 from broker.replication.delete_records import low_watermark
-from broker.replication.isr import UNKNOWN_OFFSET, FollowerState
+from broker.replication.isr import UNKNOWN_OFFSET
 from broker.replication.leader_epoch import LeaderEpochCache, LeaderEpochFile
-from broker.replication.replica_state import ReplicaState
+from broker.replication.replica_state import ReplicaState, ReplicaStateFields
 from pyspark_log.records.header import PARTITION_LEADER_EPOCH_POS
 from pyspark_log.wire.errors import ErrorCode
 
@@ -59,7 +59,7 @@ class PartitionError(Exception):
         self.code = code
 
 
-class Partition:
+class Partition(ReplicaStateFields):
     """A replica of ``topic``-``partition`` on broker ``node_id`` (see the module docstring): the
     log I/O around the pure ``ReplicaState`` (``state``), whose fields it shows read-only."""
 
@@ -87,51 +87,6 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition}, role={self.role}, hw={self.high_watermark})"
-
-    # -- the core's fields -----------------------------------------------------------------------
-    @property
-    def epochs(self) -> LeaderEpochCache:
-        return self.state.epochs
-
-    @property
-    def high_watermark(self) -> int:
-        return self.state.high_watermark
-
-    @property
-    def role(self) -> PartitionImage | None:
-        return self.state.role
-
-    @property
-    def pending_isr(self) -> tuple[int, ...] | None:
-        return self.state.pending_isr
-
-    @property
-    def followers(self) -> dict[int, FollowerState]:
-        return self.state.followers
-
-    @property
-    def leader_epoch_start_offset(self) -> int:
-        return self.state.leader_epoch_start_offset
-
-    @property
-    def leader_high_watermark(self) -> int:
-        return self.state.leader_high_watermark
-
-    @property
-    def is_leader(self) -> bool:
-        return self.state.is_leader
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.state.leader_epoch
-
-    @property
-    def isr(self) -> tuple[int, ...]:
-        return self.state.isr
-
-    @property
-    def maximal_isr(self) -> set[int]:
-        return self.state.maximal_isr
 
     # -- role ----------------------------------------------------------------------------------
     def become_leader(self, image: PartitionImage, now_ms: int) -> bool:

@@ -271,3 +271,55 @@ class ReplicaState:
         else:
             self.isr_retry_at_ms = 0
         return self.maybe_advance_high_watermark(log_end)
+
+
+class ReplicaStateFields:
+    """The core's fields as read-only properties of its driver (``Partition`` on a real log, the
+    simulation's ``SimPartition``): a driver holds its ``ReplicaState`` in ``state`` and reads
+    through these, so the two drivers expose the same fields the same way."""
+
+    state: ReplicaState
+
+    @property
+    def epochs(self) -> LeaderEpochCache:
+        return self.state.epochs
+
+    @property
+    def high_watermark(self) -> int:
+        return self.state.high_watermark
+
+    @property
+    def role(self) -> PartitionImage | None:
+        return self.state.role
+
+    @property
+    def pending_isr(self) -> tuple[int, ...] | None:
+        return self.state.pending_isr
+
+    @property
+    def followers(self) -> dict[int, FollowerState]:
+        return self.state.followers
+
+    @property
+    def leader_epoch_start_offset(self) -> int:
+        return self.state.leader_epoch_start_offset
+
+    @property
+    def leader_high_watermark(self) -> int:
+        return self.state.leader_high_watermark
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        return self.state.maximal_isr

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.controller.image import PartitionImage
-from broker.replication.isr import FollowerState
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
-from broker.replication.replica_state import ReplicaState
+from broker.replication.replica_state import ReplicaState, ReplicaStateFields
 from tests.sim.replication.storage import SimDisk
 
 
@@ -40,7 +39,7 @@ def load_epochs(disk: SimDisk, partition: int) -> LeaderEpochCache:
     return cache
 
 
-class SimPartition:
+class SimPartition(ReplicaStateFields):
     """The log I/O around a real ``ReplicaState`` (``state``), as ``Partition`` does around it: the
     same events, over a ``SimLog``; ``listener`` is called after every move, as ``Partition``'s."""
 
@@ -52,39 +51,6 @@ class SimPartition:
             node_id, load_epochs(disk, partition), max(min(disk.hw_checkpoint.get(partition, 0), self.log.end), 0)
         )
         self.listener: Callable[[], None] | None = None
-
-    # -- the core's fields, read-only ----------------------------------------------------------------
-    @property
-    def epochs(self) -> LeaderEpochCache:
-        return self.state.epochs
-
-    @property
-    def high_watermark(self) -> int:
-        return self.state.high_watermark
-
-    @property
-    def role(self) -> PartitionImage | None:
-        return self.state.role
-
-    @property
-    def pending_isr(self) -> tuple[int, ...] | None:
-        return self.state.pending_isr
-
-    @property
-    def followers(self) -> dict[int, FollowerState]:
-        return self.state.followers
-
-    @property
-    def is_leader(self) -> bool:
-        return self.state.is_leader
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.state.leader_epoch
-
-    @property
-    def isr(self) -> tuple[int, ...]:
-        return self.state.isr
 
     # -- events --------------------------------------------------------------------------------------
     def become_leader(self, image: PartitionImage, now_ms: int) -> bool:
