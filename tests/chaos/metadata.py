@@ -29,7 +29,6 @@ topic later deleted) is judged by the last one whose outcome is known.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -50,7 +49,7 @@ from confluent_kafka.admin import (
 from pyspark_log.embedded_cluster import request
 from pyspark_log.wire import ApiKey
 from tests.chaos.checker import Op
-from tests.chaos.workload import History
+from tests.chaos.workload import History, Worker
 
 METADATA_ANOMALIES = ("missing", "failed_visible")
 KINDS = ("create", "create-invalid", "grow", "acl", "delete", "acl-delete")
@@ -67,35 +66,14 @@ def _acl(name: str) -> AclBinding:
                       AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
 
 
-class MetadataWriter:
+class MetadataWriter(Worker):
     """See the module docstring; ``interval_s`` paces the operations."""
 
+    kind = "metadata writer"
+
     def __init__(self, name: str, bootstrap: str, prefix: str, history: History, interval_s: float = 0.2) -> None:
-        self.name, self.bootstrap, self.prefix, self.history, self.interval_s = (
-            name,
-            bootstrap,
-            prefix,
-            history,
-            interval_s,
-        )
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def join(self, timeout_s: float = 120) -> None:
-        self.stop.set()
-        self.thread.join(timeout_s)
-        if self.thread.is_alive():
-            raise TimeoutError(f"metadata writer {self.name} did not finish")
-
-    def _main(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
+        super().__init__(name)
+        self.bootstrap, self.prefix, self.history, self.interval_s = bootstrap, prefix, history, interval_s
 
     def _run(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,10 +29,10 @@ from tests.chaos import faultfs
 from tests.chaos import report as chaos_report
 from tests.chaos.checker import check
 from tests.chaos.cluster import NamespacedCluster
-from tests.chaos.harness import create_topic, namespaced_cluster, run_schedule, wait_for
+from tests.chaos.harness import namespaced_cluster, run_schedule, wait_for
 from tests.chaos.nemesis import Scheduler
-from tests.chaos.test_queue import NODES, OVERRIDES, PARTITIONS, SEED, _full_isr, _leader_of_0
-from tests.chaos.workload import ConfluentWriter, History, PylogWriter, Writer, read_all
+from tests.chaos.test_queue import NODES, OVERRIDES, PARTITIONS, SEED, _full_isr, _leader_of_0, queue_writers
+from tests.chaos.workload import read_all
 
 FAULTS_CI = 3
 FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
@@ -49,14 +48,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamespacedClus
 
 
 def test_power_loss_loses_no_acknowledged_write(cluster: NamespacedCluster, tmp_path: Path) -> None:
-    topic = f"chaos-power-{uuid.uuid4().hex[:8]}"
-    create_topic(cluster, topic, PARTITIONS)
-    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
-    history = History()
-    writers: list[Writer] = [
-        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
-        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
-    ]
+    topic, history, writers = queue_writers(cluster, "chaos-power")
     scheduler = Scheduler(cluster, SEED, FAULTS, recovered=lambda: _full_isr(cluster, topic),
                           leader_of=lambda: _leader_of_0(cluster, topic), nemeses=("power-loss",))  # fmt: skip
     started = time.monotonic()

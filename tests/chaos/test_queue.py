@@ -79,6 +79,21 @@ def _leader_of_0(cluster: NamespacedCluster, topic: str) -> int | None:
     return leader_of_0(cluster, topic, NODES, via=NODES[:1])
 
 
+def queue_writers(cluster: NamespacedCluster, prefix: str) -> tuple[str, History, list[Writer]]:
+    """A new topic named from ``prefix`` (RF 3, ``min.insync.replicas`` 2) once its ISR is full,
+    a history, and the queue's two idempotent acks=all writers on it (confluent-kafka and
+    pylog's producer), not started yet."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, topic, PARTITIONS)
+    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
+    history = History()
+    writers: list[Writer] = [
+        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
+        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
+    ]
+    return topic, history, writers
+
+
 def _observe(cluster: NamespacedCluster, topic: str, target: int) -> dict[str, list[int]]:
     """Leader and ISR of each partition, as a node other than ``target`` sees them."""
     via = next(n for n in NODES if n != target)
@@ -92,15 +107,7 @@ def _bit(fault: dict) -> bool:
 
 
 def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path: Path) -> None:
-    topic = f"chaos-queue-{uuid.uuid4().hex[:8]}"
-    create_topic(cluster, topic, PARTITIONS)
-    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
-
-    history = History()
-    writers: list[Writer] = [
-        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
-        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
-    ]
+    topic, history, writers = queue_writers(cluster, "chaos-queue")
     group = f"chaos-group-{topic}"
     readers = [GroupReader(f"g{i}", cluster.bootstrap(), topic, PARTITIONS, group, history.origin) for i in (1, 2)]
     scheduler = Scheduler(
@@ -169,14 +176,7 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
     other (clients still reach each). While it lasts, after its first second, no write may be
     acknowledged (Kafka documentation §4.7: acks=all needs ``min.insync.replicas`` in-sync
     replicas, else NOT_ENOUGH_REPLICAS); once healed, nothing acknowledged before is lost."""
-    topic = f"chaos-over-{uuid.uuid4().hex[:8]}"
-    create_topic(cluster, topic, PARTITIONS)
-    wait_for(lambda: _full_isr(cluster, topic), "the topic with a full ISR")
-    history = History()
-    writers: list[Writer] = [
-        ConfluentWriter("ck", cluster.bootstrap(), topic, PARTITIONS, history),
-        PylogWriter("py", cluster.bootstrap(), topic, PARTITIONS, history),
-    ]
+    topic, history, writers = queue_writers(cluster, "chaos-over")
     windows: list[dict] = []
     net = cluster.network
     try:

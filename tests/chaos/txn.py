@@ -27,7 +27,6 @@ saw during the run, and each writer's group's final committed input offset:
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,43 +36,32 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from tests.chaos.checker import Op, Read
-from tests.chaos.workload import History
+from tests.chaos.workload import History, Worker
 
 TXN_ANOMALIES = ("partial", "aborted_visible", "uncommitted_read", "lost", "duplicated", "order", "offsets")
 TXN_TIMEOUT_S = 30
 
 
-class TxnWriter:
+class TxnWriter(Worker):
     """See the module docstring."""
+
+    kind = "transactional writer"
+    join_timeout_s = 300
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, input_topic: str, group: str,
                  history: History, abort_every: int = 5, interval_s: float = 0.05) -> None:  # fmt: skip
-        self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
+        super().__init__(name)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.input_topic, self.group, self.history = input_topic, group, history
         self.abort_every, self.interval_s = abort_every, interval_s
         self.committed = 0
         self.replaced = 0
         self.step = "starting"  # what it is doing now (for a writer that does not finish)
         self.init_errors: list[str] = []  # init_transactions failures (the last ones)
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def join(self, timeout_s: float = 300) -> None:
-        self.stop.set()
-        self.thread.join(timeout_s)
-        if self.thread.is_alive():
-            raise TimeoutError(f"transactional writer {self.name} did not finish: {self.step}; "
-                               f"last init_transactions errors {self.init_errors[-5:]}")  # fmt: skip
-
-    def _main(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
+    def _unfinished(self) -> str:
+        return (f"transactional writer {self.name} did not finish: {self.step}; "
+                f"last init_transactions errors {self.init_errors[-5:]}")  # fmt: skip
 
     def _producer(self) -> Producer | None:
         deadline = time.monotonic() + 300

@@ -50,34 +50,57 @@ class History:
             return list(self.ops)
 
 
-class Writer:
-    """A writer thread (see the module docstring); ``interval_s`` paces its sends."""
+class Worker:
+    """One workload thread (the writers and readers here, in txn.py and metadata.py): ``start``;
+    ``join`` sets ``stop``, waits up to ``join_timeout_s`` and raises ``TimeoutError`` (naming it,
+    ``_unfinished``) if the thread is still running; an exception that ends ``_run`` is kept in
+    ``error`` for the test to assert on."""
 
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: History,
-                 interval_s: float = 0.004) -> None:  # fmt: skip
-        self.name, self.bootstrap, self.topic, self.partitions = name, bootstrap, topic, partitions
-        self.history = history
-        self.interval_s = interval_s
+    kind = "worker"
+    join_timeout_s: float = 120
+
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.stop = threading.Event()
-        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
-        self.acked = 0
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
-    def join(self, timeout_s: float = DELIVERY_TIMEOUT_MS / 1000 + 60) -> None:
+    def join(self) -> None:
         self.stop.set()
-        self.thread.join(timeout_s)
+        self.thread.join(self.join_timeout_s)
         if self.thread.is_alive():
-            raise TimeoutError(f"writer {self.name} did not finish")
+            raise TimeoutError(self._unfinished())
+
+    def _unfinished(self) -> str:
+        return f"{self.kind} {self.name} did not finish"
 
     def _main(self) -> None:
         try:
             self._run()
         except BaseException as exc:
             self.error = exc
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class Writer(Worker):
+    """A writer thread (see the module docstring); ``interval_s`` paces its sends."""
+
+    kind = "writer"
+    join_timeout_s = DELIVERY_TIMEOUT_MS / 1000 + 60
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: History,
+                 interval_s: float = 0.004) -> None:  # fmt: skip
+        super().__init__(name)
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.history = history
+        self.interval_s = interval_s
+        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
+        self.acked = 0
 
     def _completed(self, value: str, partition: int, index: int, offset: int | None, error: str | None) -> None:
         if error is None:
@@ -101,9 +124,6 @@ class Writer:
             n += 1
             poll()
             self.stop.wait(self.interval_s)
-
-    def _run(self) -> None:
-        raise NotImplementedError
 
 
 class ConfluentWriter(Writer):
@@ -181,40 +201,25 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 120
     return out
 
 
-class GroupReader:
+class GroupReader(Worker):
     """A consumer of group ``group`` in its own thread (see the module docstring); commits the
     next offset of each partition it read from every ``commit_every_s``."""
 
+    kind = "group reader"
+
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, group: str, origin: float,
                  commit_every_s: float = 0.5, isolation: str = "read_uncommitted") -> None:  # fmt: skip
-        self.name, self.bootstrap, self.topic, self.partitions, self.group = name, bootstrap, topic, partitions, group
+        super().__init__(name)
+        self.bootstrap, self.topic, self.partitions, self.group = bootstrap, topic, partitions, group
         self.origin = origin
         self.commit_every_s = commit_every_s
         self.isolation = isolation
         self.reads: list[Read] = []
         self.commits: list[Commit] = []
         self.observations: list[Observation] = []
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"chaos-{name}", daemon=True)
 
     def _now(self) -> float:
         return round(time.monotonic() - self.origin, 4)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def join(self, timeout_s: float = 120) -> None:
-        self.stop.set()
-        self.thread.join(timeout_s)
-        if self.thread.is_alive():
-            raise TimeoutError(f"group reader {self.name} did not finish")
-
-    def _main(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.error = exc
 
     def _commit(self, consumer: Consumer, pending: dict[int, int]) -> None:
         if not pending:
