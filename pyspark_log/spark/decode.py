@@ -16,7 +16,7 @@ reading resumes at the log start offset (retention) or stops (log truncated or r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
@@ -29,6 +29,7 @@ from pyspark_log.spark.access import (
     UnknownPartitionError,
 )
 from pyspark_log.spark.planning import DataLoss, LossKind, OffsetRange, judge_read, report_data_loss
+from pyspark_log.spark.specs import SourceOptions
 
 
 def decode_chunk(
@@ -83,3 +84,23 @@ def read_range(
             if exc.log_start_offset <= position:
                 raise  # no progress possible: the broker contradicts itself
             position = exc.log_start_offset  # resume at the earliest available offset
+
+
+def read_through_broker(
+    factory: Callable[[SourceOptions], BrokerAccess], options: SourceOptions, r: OffsetRange
+) -> Iterator[pa.RecordBatch]:
+    """``read_range`` of ``r`` with the source's options, through a broker access the task opens
+    with ``factory`` and closes when the range is read (or the reader stops): the broker path of
+    the reader and the direct reader's fallback (direct_read.py)."""
+    access = factory(options)
+    try:
+        yield from read_range(
+            access,
+            r,
+            isolation_level=options.isolation_level,
+            max_bytes=options.max_partition_fetch_bytes,
+            include_headers=options.include_headers,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
+    finally:
+        access.close()

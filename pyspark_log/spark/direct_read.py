@@ -44,7 +44,7 @@ from pyspark_log.spark.access import (
     FetchedChunk,
     TopicPartition,
 )
-from pyspark_log.spark.decode import decode_chunk, read_range
+from pyspark_log.spark.decode import decode_chunk, read_through_broker
 from pyspark_log.spark.planning import OffsetRange
 from pyspark_log.spark.segment_reader import FilesUnavailable, PartitionFiles, read_meta_properties
 from pyspark_log.spark.specs import PylogOptionError, SourceOptions
@@ -198,15 +198,4 @@ def read_direct(
             log.warning("pylog direct read: %s from offset %d through the broker: %s", r.tp, position, exc)
     if position >= r.end:
         return
-    access = factory(options)
-    try:
-        yield from read_range(
-            access,
-            OffsetRange(r.tp, position, r.end),
-            isolation_level=options.isolation_level,
-            max_bytes=options.max_partition_fetch_bytes,
-            include_headers=options.include_headers,
-            fail_on_data_loss=options.fail_on_data_loss,
-        )
-    finally:
-        access.close()
+    yield from read_through_broker(factory, options, OffsetRange(r.tp, position, r.end))

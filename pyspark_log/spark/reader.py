@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark_log.spark import compat
 from pyspark_log.spark.access import BrokerAccess, BrokerAccessError, TopicPartition
 from pyspark_log.spark.client_access import open_access
-from pyspark_log.spark.decode import read_range
+from pyspark_log.spark.decode import read_through_broker
 from pyspark_log.spark.direct_read import DirectPlan, plan_direct, read_direct
 from pyspark_log.spark.offsets import (
     check_assigned_exist,
@@ -91,18 +91,7 @@ def _read(options: SourceOptions, factory: AccessFactory, partition: InputPartit
     if direct is not None:
         yield from read_direct(options, factory, r, direct)
         return
-    access = factory(options)
-    try:
-        yield from read_range(
-            access,
-            r,
-            isolation_level=options.isolation_level,
-            max_bytes=options.max_partition_fetch_bytes,
-            include_headers=options.include_headers,
-            fail_on_data_loss=options.fail_on_data_loss,
-        )
-    finally:
-        access.close()
+    yield from read_through_broker(factory, options, r)
 
 
 class PylogBatchReader(DataSourceReader):
