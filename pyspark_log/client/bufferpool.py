@@ -19,19 +19,23 @@ import time
 
 
 class BufferPool:
-    """A counting budget of bytes; all state under one lock."""
+    """A counting budget of bytes; all state under one lock.
+
+    ``lock`` and ``available`` are public for one other owner: the producer's lane
+    (``lane_writer.LaneWriter``) reserves a record's bytes and appends its row under ``lock`` in
+    one critical section, reading and writing ``available`` directly (``try_reserve`` inlined)."""
 
     def __init__(self, total_bytes: int) -> None:
         self.total_bytes = total_bytes
-        self._available = total_bytes
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self.available = total_bytes  # (under ``lock``)
+        self.lock = threading.Lock()
+        self._cond = threading.Condition(self.lock)
         self._thread_waiters = 0
         self._loop_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     @property
     def available_bytes(self) -> int:
-        return self._available
+        return self.available
 
     def has_waiters(self) -> bool:
         return self._thread_waiters > 0 or bool(self._loop_waiters)
@@ -39,11 +43,11 @@ class BufferPool:
     def try_reserve(self, n: int) -> bool:
         # once per send(): the condition's lock taken directly (no Condition wrapper, no
         # context manager; nothing in between can raise)
-        lock = self._lock
+        lock = self.lock
         lock.acquire()
-        available = self._available
+        available = self.available
         if available >= n:
-            self._available = available - n
+            self.available = available - n
             lock.release()
             return True
         lock.release()
@@ -55,12 +59,12 @@ class BufferPool:
         with self._cond:
             self._thread_waiters += 1
             try:
-                while self._available < n:
+                while self.available < n:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
                     self._cond.wait(remaining)
-                self._available -= n
+                self.available -= n
                 return True
             finally:
                 self._thread_waiters -= 1
@@ -73,8 +77,8 @@ class BufferPool:
         deadline = loop.time() + timeout_s
         while True:
             with self._cond:
-                if self._available >= n:
-                    self._available -= n
+                if self.available >= n:
+                    self.available -= n
                     return True
                 fut: asyncio.Future[None] = loop.create_future()
                 entry = (loop, fut)
@@ -96,7 +100,7 @@ class BufferPool:
         if n <= 0:
             return
         with self._cond:
-            self._available = min(self.total_bytes, self._available + n)
+            self.available = min(self.total_bytes, self.available + n)
             self._cond.notify_all()
             waiters, self._loop_waiters = self._loop_waiters, []
         for loop, fut in waiters:

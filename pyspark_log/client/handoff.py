@@ -6,10 +6,12 @@ wake-up. The common ``send`` (no partition, headers, timestamp or ``on_delivery`
 queue an entry: under the buffer pool's lock, which it takes anyway to reserve memory, it
 appends the record's row to the open *lane* of its topic (``futures.LaneChunk``; keyed rows and
 rows for the sticky partitioner have lanes of their own), and its future is the chunk and a
-position. Any other entry, a record of another topic or of the other kind, first seals the
-open lane into the deque (under the same lock), so the deque's order stays the order of the
-calls. The drain seals the open lane and takes every queued entry at once and appends them in
-bulk (``Handoff.drain``); a lane chunk columnar, with no per-record object (``lane.py``):
+position. The lane and whether a drain is pending belong to the hand-off's ``LaneWriter``
+(``lane_writer.py``), the one thing both fast paths of ``send`` (Python and compiled)
+touch. Any other entry, a record of another topic or of the other kind, first seals the open
+lane into the deque (under the same lock), so the deque's order stays the order of the calls.
+The drain seals the open lane and takes every queued entry at once and appends them in bulk
+(``Handoff.drain``); a lane chunk columnar, with no per-record object (``lane.py``):
 
 * runs of records whose partition needs no accumulator state (an explicit ``partition``, or a
   key, partitioned ``toPositive(murmur2(key)) % partitions``: vectorised over the run when it is
@@ -47,6 +49,7 @@ from pyspark_log.client.accumulator import RecordAccumulator
 from pyspark_log.client.errors import ClientClosedError
 from pyspark_log.client.futures import LaneChunk, RecordFuture, link_records
 from pyspark_log.client.lane import PlacementTarget, fail_chunk, place_chunk, sticky_runs
+from pyspark_log.client.lane_writer import LaneWriter
 from pyspark_log.client.partitioner import partition_for_key
 from pyspark_log.client.producer_batch import ProducerBatch
 from pyspark_log.client.types import TopicPartition
@@ -90,10 +93,10 @@ class Handoff:
     def __init__(self, target: HandoffTarget, lock: threading.Lock | None = None) -> None:
         self._target = target
         self._queue: deque[Entry] = deque()
-        # the open lane (``Producer.send`` appends to it under ``lock``, the buffer pool's)
-        self._lane: LaneChunk | None = None
         self._lock = lock if lock is not None else threading.Lock()
-        self._scheduled = False
+        # the open lane and whether a drain is pending (``Producer.send`` appends to the lane
+        # under ``lock``, the buffer pool's)
+        self.lanes = LaneWriter(self._queue, self.after_put, self._lock, LANE_CHUNK, HANDOFF_CHUNK)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drained = threading.Event()
         self._warm = False
@@ -104,45 +107,36 @@ class Handoff:
     def put(self, entry: Entry) -> None:
         """Queue ``entry`` (any thread) behind the open lane and make sure a drain will see it.
         The lock only orders the entry after the lane's records; scheduling is lock-free: the
-        drain clears ``_scheduled`` *before* it empties the queue, so an entry queued by a caller
-        that saw ``_scheduled`` set is always taken by that drain or a later one."""
+        drain clears ``lanes.scheduled`` *before* it empties the queue, so an entry queued by a
+        caller that saw it set is always taken by that drain or a later one."""
         with self._lock:
-            self._seal_locked()  # records sent before this one go first
+            self.lanes.seal_locked()  # records sent before this one go first
             self._queue.append(entry)
         self.after_put()
 
     def new_lane(self, topic: str, sticky: bool = False) -> LaneChunk:
-        """Under ``_lock``: seal the open lane (queued) and open one for ``topic``, keyed or
-        ``sticky`` (null keys, or ``partitioner.ignore.keys``)."""
-        self._seal_locked()
-        lane = self._lane = LaneChunk(topic, sticky)
-        return lane
-
-    def _seal_locked(self) -> None:
-        """Under ``_lock``: queue the open lane, if any (``Producer.send`` inlines this)."""
-        lane = self._lane
-        if lane is not None:
-            self._queue.append(lane)
-            self._lane = None
+        """Under ``_lock``: ``LaneWriter.open_lane``."""
+        return self.lanes.open_lane(topic, sticky)
 
     def _seal(self) -> None:
         with self._lock:
-            self._seal_locked()
+            self.lanes.seal_locked()
 
     def backlog(self) -> int:
         """Entries queued plus records in the open lane in ``HANDOFF_CHUNK`` units (see
         ``LANE_CHUNK``), not yet taken by a drain."""
-        lane = self._lane
+        lane = self.lanes.lane
         return len(self._queue) + (len(lane.rows) * HANDOFF_CHUNK // LANE_CHUNK if lane is not None else 0)
 
     def after_put(self) -> None:
         """What ``put`` does after queueing (``Producer.send`` queues inline, then calls this
         when no drain is scheduled or ``HANDOFF_CHUNK`` entries are queued)."""
-        if self._scheduled:
+        lanes = self.lanes
+        if lanes.scheduled:
             if self.backlog() >= HANDOFF_CHUNK:
                 self._wait_drained()
             return
-        self._scheduled = True
+        lanes.scheduled = True
         assert self._loop is not None
         try:
             self._loop.call_soon_threadsafe(self.drain)
@@ -168,7 +162,7 @@ class Handoff:
             import pyspark_log.records.columnar_encode  # noqa: F401 - pyarrow, numpy: ~0.3 s once
         drained = self._drained
         drained.clear()
-        if self.backlog() >= HANDOFF_CHUNK and self._scheduled:  # the drain has not run since
+        if self.backlog() >= HANDOFF_CHUNK and self.lanes.scheduled:  # the drain has not run since
             drained.wait(_DRAIN_WAIT_S)
 
     def __len__(self) -> int:
@@ -180,7 +174,7 @@ class Handoff:
 
     def drain(self) -> None:
         """Append everything queued (on the loop), in order."""
-        self._scheduled = False
+        self.lanes.scheduled = False
         self._seal()  # before a waiting caller goes on: it then fills a new lane, not this one
         self._drained.set()
         target = self._target

@@ -59,7 +59,13 @@ from pyspark_log.client.groups import OffsetAndMetadata
 from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.metrics import Metrics, producer_metrics
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
-from pyspark_log.client.producer_batch import BATCH_OVERHEAD_BYTES, ColumnarDelivery, ProducerBatch, Thunk
+from pyspark_log.client.producer_batch import (
+    BATCH_OVERHEAD_BYTES,
+    RECORD_OVERHEAD_BYTES,
+    ColumnarDelivery,
+    ProducerBatch,
+    Thunk,
+)
 from pyspark_log.client.send_prep import HeadersArg, check_record_size, prepare_record
 from pyspark_log.client.sender import Sender
 from pyspark_log.client.transactions import ProducerTransactions, TransactionHandle, TxnRequests
@@ -135,7 +141,14 @@ class AsyncProducer:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Records queued by other threads (the sync facade), drained on the loop in order.
-        self._handoff = Handoff(self, self.pool._lock)
+        self._handoff = Handoff(self, self.pool.lock)
+        # send()'s common case from those threads (lane_writer.py): shut until started
+        self.lane_writer = self._handoff.lanes
+        self.lane_writer.configure(
+            self.pool, self.cluster, RECORD_OVERHEAD_BYTES, self.record_size_limit, self._ignore_keys
+        )
+        if self.txn is not None:
+            self.txn.on_transition = self._update_lane_gate
         self._parked: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -172,6 +185,7 @@ class AsyncProducer:
         )
         self.sender.start()
         self._started = True
+        self._update_lane_gate()
         return self
 
     async def _check_idempotence(self) -> None:
@@ -249,6 +263,22 @@ class AsyncProducer:
         if not self._started:
             raise ClientClosedError("the producer is not started (await start() or use 'async with')")
 
+    def _update_lane_gate(self) -> None:
+        """Tell the lane whether a send may skip ``check_send`` (``LaneWriter.accepting``): on
+        start, close, a fatal error and each transaction-state change (KIP-98: an idempotent
+        producer in FATAL_ERROR or ABORTABLE_ERROR refuses sends; a transactional one always
+        looks, its sends need an open transaction)."""
+        txn = self.txn
+        self.lane_writer.set_healthy(
+            self._started
+            and not self._closed
+            and self._fatal is None
+            and (
+                txn is None
+                or not (txn.transactional or txn.state is TxnState.FATAL_ERROR or txn.state is TxnState.ABORTABLE_ERROR)
+            )
+        )
+
     def check_send(self) -> None:
         """``_check_open`` plus the transaction state (a transactional send needs a transaction)."""
         self._check_open()
@@ -260,6 +290,7 @@ class AsyncProducer:
     def _fail_all(self, exc: BaseException) -> None:
         """The sender died: fail every record waiting on it and refuse new ones."""
         self._fatal = exc
+        self._update_lane_gate()
         err = exc if isinstance(exc, KafkaError) else ClientClosedError(f"producer sender died: {exc!r}")
         self.accumulator.abort_all(err)
         self._handoff.abort(err)
@@ -588,6 +619,7 @@ class AsyncProducer:
             except KafkaTimeoutError:
                 log.warning("producer closed with undelivered records after %s ms", timeout_ms)
         self._closed = True
+        self._update_lane_gate()
         self.accumulator.closing = True
         if self._txns is not None:
             await self._txns.cancel()

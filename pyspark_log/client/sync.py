@@ -16,10 +16,11 @@ an ordered, lock-free queue (``handoff.py``: one loop wake-up per burst; the loo
 appends what queued meanwhile in bulk, and batches are encoded from columns at drain time). The
 record is a ``RecordFuture`` (``futures.py``): one object is the queued record and the returned
 future; once appended, its batch keeps only the record's row and the future reads the batch's
-outcome lazily. The common case (bytes key and value, no headers, partition or timestamp) is
-inlined in ``send``: no call for the clock, the ``buffer.memory`` reservation or the hand-off;
-where the compiled speedups are built, a producer's ``send`` is their ``LaneSender``, which takes
-that case in C and passes any other call to this class's ``send``.
+outcome lazily. The common case (bytes key and value, no headers, partition or timestamp) goes
+straight to the producer's ``LaneWriter`` (``lane_writer.py``: the ``buffer.memory`` reservation
+and the row's append to the open lane in one critical section); where the compiled speedups are
+built, a producer's ``send`` is their ``LaneSender``, which takes that case in C through the same
+writer and passes any other call to this class's ``send``.
 
 ``close()`` (or leaving the ``with`` block) shuts the core down and stops the thread; an instance
 that is garbage-collected unclosed stops its thread too.
@@ -45,10 +46,9 @@ from pyspark_log.client.admin import (
 from pyspark_log.client.clock import SystemClock
 from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
-from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, LaneFuture, RecordFuture
+from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing
 from pyspark_log.client.groups import OffsetAndMetadata
-from pyspark_log.client.handoff import HANDOFF_CHUNK, LANE_CHUNK
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
@@ -58,7 +58,6 @@ from pyspark_log.client.reassignment_admin import PartitionReassignment
 from pyspark_log.client.send_prep import HeadersArg
 from pyspark_log.client.sync_consumer import Consumer
 from pyspark_log.client.transactions import TransactionHandle
-from pyspark_log.client.txn_manager import TxnState
 from pyspark_log.client.types import (
     IsolationLevel,
     OffsetAndTimestamp,
@@ -69,9 +68,6 @@ from pyspark_log.records import speedups
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
 
 _new_record = object.__new__
-# what an idempotent (not transactional) producer's send checks (TransactionManager.check_send)
-_FATAL = TxnState.FATAL_ERROR
-_ABORTABLE = TxnState.ABORTABLE_ERROR
 
 
 class Producer(_SyncClient):
@@ -88,38 +84,22 @@ class Producer(_SyncClient):
             self._shutdown()
             raise
         core = self._core
-        # send()'s fast path, bound once: the wall clock (CreateTime), the hand-off, the pool
-        clock = core.clock
-        self._time_ns = time.time_ns if clock.__class__ is SystemClock else None
-        self._handoff = core._handoff
-        self._queue = core._handoff._queue
-        self._pool = core.pool
-        self._pool_lock = core.pool._lock
-        self._ignore_keys = core.ignore_keys()
-        # topics whose metadata send() has seen in ``_meta`` (the cluster replaces its
-        # ClusterMetadata on each refresh, so identity tells when to look again)
-        self._meta: object = None
-        self._meta_topics: set[str] = set()
+        # send()'s fast path: the lane's owner, and the wall clock (CreateTime) when it is
+        # the system's (another clock: always the general path)
+        self._writer = core.lane_writer
+        self._fast = core.clock.__class__ is SystemClock
         native = speedups.native
-        if native is not None and self._time_ns is not None:
-            # send()'s common case compiled (records/_speedups.c: the same steps as the inlined
-            # path below; anything else goes to this class's send, bound, before any change)
-            vars(self)["send"] = native.LaneSender(
-                producer=self,
-                core=core,
-                handoff=self._handoff,
-                pool=self._pool,
-                lock=self._pool_lock,
-                cluster=core.cluster,
-                fallback=Producer.send.__get__(self),
-                future_type=LaneFuture,
-                fatal=_FATAL,
-                abortable=_ABORTABLE,
-                overhead=RECORD_OVERHEAD_BYTES,
-                lane_chunk=LANE_CHUNK,
-                record_size_limit=core.record_size_limit,
-                ignore_keys=self._ignore_keys,
-            )
+        if native is not None and self._fast:
+            # send()'s common case compiled (records/_speedups.c: the same steps as the Python
+            # path below, through the same writer; anything else goes to this class's send,
+            # bound, before any change)
+            vars(self)["send"] = native.LaneSender(self._writer, Producer.send.__get__(self))
+
+    def _shutdown(self) -> None:
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.shut()
+        super()._shutdown()
 
     @property
     def core(self) -> AsyncProducer:
@@ -147,84 +127,39 @@ class Producer(_SyncClient):
             and topic.__class__ is str
             and not self._closed
         ):
-            # the common case, inlined (same checks and record as the general path below)
-            txn = core.txn
-            if (
-                core._fatal is not None
-                or core._closed
-                or not core._started
-                or (txn is not None and (txn.transactional or txn.state is _FATAL or txn.state is _ABORTABLE))
-            ):
+            # the common case (same checks and record as the general path below)
+            writer = self._writer
+            if not writer.accepting:
                 core.check_send()  # raises, or checks the transaction's state
             size = (
                 RECORD_OVERHEAD_BYTES + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
             )
-            time_ns = self._time_ns
             meta = core.cluster.metadata
             if (
-                time_ns is not None
-                and size <= core.record_size_limit
-                and ((meta is self._meta and topic in self._meta_topics) or self._topic_known(meta, topic))
+                self._fast
+                and size <= writer.size_limit
+                and ((meta is writer.meta and topic in writer.topics) or writer.known(meta, topic))
             ):
-                # buffer.memory (BufferPool.try_reserve, inlined)
-                pool = self._pool
-                lock = self._pool_lock
-                lock.acquire()
-                available = pool._available
-                if available >= size:
-                    pool._available = available - size
-                    handoff = self._handoff
-                    if on_delivery is None:
-                        # the row joins the open lane of the topic (handoff.py, lane.py), one of
-                        # keyed rows or of rows for the sticky partitioner
-                        sticky = key is None or self._ignore_keys
-                        lane = handoff._lane
-                        if lane is None or lane.topic != topic or lane.sticky is not sticky:
-                            lane = handoff.new_lane(topic, sticky)
-                        rows = lane.rows
-                        pos = len(rows)
-                        rows.append((key, value, time_ns() // 1_000_000, ()))
-                        lane.sizes.append(size)
-                        lock.release()
-                        future = _new_record(LaneFuture)
-                        future._chunk = lane
-                        future._pos = pos
-                        if not handoff._scheduled or pos >= LANE_CHUNK:
-                            handoff.after_put()  # if the loop is gone, its abort() gives the memory back
+                if on_delivery is None:
+                    # the row joins the open lane of the topic (one of keyed rows or of rows for
+                    # the sticky partitioner)
+                    future = writer.append(topic, key, value, size)
+                    if future is not None:
                         return future
+                else:
                     # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
                     # call: the class holds the other attributes' defaults
                     record = _new_record(RecordFuture)
-                    record._row = (key, value, time_ns() // 1_000_000, ())
+                    record._row = (key, value, time.time_ns() // 1_000_000, ())
                     record._topic = topic
                     record._size = size
                     record._batch = None  # set here, the drain's link_records only updates them
                     record._index = 0
-                    if on_delivery is not None:
-                        record._on_delivery = on_delivery
-                        record._hooked = True
-                    queue = self._queue
-                    lane = handoff._lane
-                    if lane is not None:  # Handoff.put, inlined: the lane's records go first
-                        queue.append(lane)
-                        handoff._lane = None
-                    queue.append(record)
-                    lock.release()
-                    if not handoff._scheduled or len(queue) >= HANDOFF_CHUNK:
-                        handoff.after_put()  # if the loop is gone, its abort() gives the memory back
-                    return record
-                lock.release()
+                    record._on_delivery = on_delivery
+                    record._hooked = True
+                    if writer.put_record(record):
+                        return record
         return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
-
-    def _topic_known(self, meta: Any, topic: str) -> bool:
-        """Is ``topic``'s metadata known (``partition_count``)? Remembered per ``meta``."""
-        if meta.partition_count(topic) is None:
-            return False
-        if meta is not self._meta:
-            self._meta_topics = set()
-            self._meta = meta
-        self._meta_topics.add(topic)
-        return True
 
     def _send(  # noqa: PLR0917
         self,

@@ -152,6 +152,8 @@ class TransactionManager:
         self.last_error: KafkaError | None = None
         self.epoch_bump_required = False
         self.on_error: Callable[[KafkaError], None] | None = None
+        # called after every change of ``state`` (the producer's lane gate listens)
+        self.on_transition: Callable[[], None] | None = None
         self._parts: dict[TopicPartition, PartitionSequences] = {}
         self._unresolved: dict[TopicPartition, int] = {}
         self._rewrite: set[TopicPartition] = set()
@@ -171,6 +173,7 @@ class TransactionManager:
             if self.state is not TxnState.FATAL_ERROR:
                 self.state = target
                 self.last_error = error
+                self._transitioned()
                 self._notify(error)
             return
         if target not in _MOVES[self.state]:
@@ -179,11 +182,16 @@ class TransactionManager:
                 f"{self.state.value} -> {target.value}"
             )
         self.state = target
+        self._transitioned()
         if target is TxnState.ABORTABLE_ERROR:
             self.last_error = error
             self._notify(error)
         elif target in (TxnState.READY, TxnState.IN_TRANSACTION):
             self.last_error = None
+
+    def _transitioned(self) -> None:
+        if self.on_transition is not None:
+            self.on_transition()
 
     def _notify(self, error: KafkaError | None) -> None:
         if self.on_error is not None and error is not None:

@@ -432,41 +432,44 @@ done:
  *
  * Installed as a producer's ``send`` attribute (so ``producer.send(...)`` calls it without a
  * Python frame). It takes ``send(topic, value, key)`` with a ``str`` topic, ``bytes`` or None
- * key and value and nothing else set, on a started, healthy, non-transactional producer whose
- * topic's metadata is known and whose ``buffer.memory`` has room: it reserves the record's size
- * under the pool's lock, appends the row ``(key, value, now_ms, ())`` and its size to the open
- * lane (a new one when the topic or the keyed/sticky kind changes) and returns a ``LaneFuture``
- * of (lane, position), scheduling the drain as ``send`` does. Anything else is handed, before
- * any side effect, to the Python method (``fallback``, ``Producer.send`` bound), which gives the
- * same result by the general path and raises what it raises. */
+ * key and value and nothing else set, when the producer's lane writer is ``accepting``, the
+ * topic's metadata is known and ``buffer.memory`` has room: it reserves the record's size under
+ * the pool's lock, appends the row ``(key, value, now_ms, ())`` and its size to the open lane (a
+ * new one when the topic or the keyed/sticky kind changes) and returns the future of (lane,
+ * position), kicking the drain as ``send`` does. Anything else is handed, before any side
+ * effect, to the Python method (``fallback``, ``Producer.send`` bound), which gives the same
+ * result by the general path and raises what it raises.
+ *
+ * It knows one object of the client: the ``LaneWriter`` (client/lane_writer.py), whose
+ * docstring is the contract: the names below (``writer_names``) and nothing else. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *producer, *core, *handoff, *pool, *acquire, *release, *cluster, *fallback, *future_type, *fatal,
-        *abortable;
-    PyObject *meta, *topics; /* the metadata object whose known topics ``topics`` holds */
-    /* the last lane appended to and its fields (a lane's topic, kind and lists are fixed while
-     * it is open; a sealed lane is never reopened, and holding it keeps its identity unique) */
+    PyObject *writer, *fallback;
+    /* fixed for the writer's life, read once */
+    PyObject *pool, *cluster, *acquire, *release, *future_type, *chunk_slot, *pos_slot;
+    PyObject *meta, *topics; /* the metadata object whose known topics ``topics`` holds (a memo) */
+    /* the writer's open lane when last seen and its fields (fixed while it is open; a sealed
+     * lane is never reopened, and holding it keeps its identity unique) */
     PyObject *lane, *lane_topic, *lane_sticky, *lane_rows, *lane_sizes;
-    Py_ssize_t overhead, lane_chunk, size_limit;
-    Py_ssize_t chunk_offset, pos_offset; /* the future's two slots (0: set them by name) */
+    Py_ssize_t overhead, chunk_limit, size_limit;
     int ignore_keys;
 } LaneSender;
 
-static PyObject *s_closed, *s_fatal, *s_started, *s_txn, *s_transactional, *s_state,
-    *s_metadata, *s_topic_known, *s_acquire, *s_release, *s_available, *s_lane, *s_topic,
-    *s_sticky, *s_new_lane, *s_rows, *s_sizes, *s_chunk, *s_pos, *s_scheduled, *s_after_put;
+/* the LaneWriter contract, then the pool's counter, the cluster's metadata, the lock's calls */
+static PyObject *s_accepting, *s_scheduled, *s_lane, *s_lane_topic, *s_lane_sticky, *s_rows, *s_sizes,
+    *s_known, *s_open_lane, *s_kick, *s_lock, *s_pool, *s_cluster, *s_overhead, *s_size_limit, *s_chunk_limit,
+    *s_ignore_keys, *s_future_type, *s_future_slots, *s_available, *s_metadata, *s_acquire, *s_release;
 static PyObject *names[7]; /* send's parameters, in order */
 
 static int intern_names(void)
 {
-    static const char *strs[] = {"_closed", "_fatal", "_started", "txn", "transactional", "state",
-        "metadata", "_topic_known", "acquire", "release", "_available",
-        "_lane", "topic", "sticky", "new_lane", "rows", "sizes", "_chunk", "_pos", "_scheduled", "after_put"};
-    PyObject **slots[] = {&s_closed, &s_fatal, &s_started, &s_txn, &s_transactional, &s_state,
-        &s_metadata, &s_topic_known, &s_acquire, &s_release, &s_available,
-        &s_lane, &s_topic, &s_sticky, &s_new_lane, &s_rows, &s_sizes, &s_chunk, &s_pos, &s_scheduled,
-        &s_after_put};
+    static const char *strs[] = {"accepting", "scheduled", "lane", "lane_topic", "lane_sticky", "rows", "sizes",
+        "known", "open_lane", "kick", "lock", "pool", "cluster", "overhead", "size_limit", "chunk_limit",
+        "ignore_keys", "future_type", "future_slots", "available", "metadata", "acquire", "release"};
+    PyObject **slots[] = {&s_accepting, &s_scheduled, &s_lane, &s_lane_topic, &s_lane_sticky, &s_rows, &s_sizes,
+        &s_known, &s_open_lane, &s_kick, &s_lock, &s_pool, &s_cluster, &s_overhead, &s_size_limit, &s_chunk_limit,
+        &s_ignore_keys, &s_future_type, &s_future_slots, &s_available, &s_metadata, &s_acquire, &s_release};
     static const char *params[] = {"topic", "value", "key", "headers", "partition", "timestamp_ms", "on_delivery"};
     size_t i;
     for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
@@ -489,45 +492,8 @@ static int attr_true(PyObject *obj, PyObject *name)
     return t;
 }
 
-/* 1: the producer may take the fast path; 0: the Python method must look; -1: an error. */
-static int sender_healthy(LaneSender *self)
-{
-    int t;
-    if ((t = attr_true(self->producer, s_closed)) != 0)
-        return t < 0 ? -1 : 0;
-    PyObject *fatal = PyObject_GetAttr(self->core, s_fatal);
-    if (fatal == NULL)
-        return -1;
-    Py_DECREF(fatal);
-    if (fatal != Py_None)
-        return 0;
-    if ((t = attr_true(self->core, s_closed)) != 0)
-        return t < 0 ? -1 : 0;
-    if ((t = attr_true(self->core, s_started)) != 1)
-        return t;
-    PyObject *txn = PyObject_GetAttr(self->core, s_txn);
-    if (txn == NULL)
-        return -1;
-    int ok = 1;
-    if (txn != Py_None) {
-        if ((t = attr_true(txn, s_transactional)) != 0)
-            ok = t < 0 ? -1 : 0;
-        else {
-            PyObject *state = PyObject_GetAttr(txn, s_state);
-            if (state == NULL)
-                ok = -1;
-            else {
-                ok = state != self->fatal && state != self->abortable;
-                Py_DECREF(state);
-            }
-        }
-    }
-    Py_DECREF(txn);
-    return ok;
-}
-
-/* 1 if ``topic``'s metadata is known (the producer's ``_topic_known`` asked when the metadata
- * object changed or the topic is new to it), 0 if not, -1 on an error. */
+/* 1 if ``topic``'s metadata is known (the writer's ``known`` asked when the metadata object
+ * changed or the topic is new to it), 0 if not, -1 on an error. */
 static int sender_topic_known(LaneSender *self, PyObject *topic)
 {
     PyObject *meta = PyObject_GetAttr(self->cluster, s_metadata);
@@ -535,7 +501,7 @@ static int sender_topic_known(LaneSender *self, PyObject *topic)
         return -1;
     int known = meta == self->meta ? PySet_Contains(self->topics, topic) : 0;
     if (known == 0) {
-        PyObject *r = PyObject_CallMethodObjArgs(self->producer, s_topic_known, meta, topic, NULL);
+        PyObject *r = PyObject_CallMethodObjArgs(self->writer, s_known, meta, topic, NULL);
         if (r == NULL)
             known = -1;
         else {
@@ -564,20 +530,16 @@ static PyObject *now_ms(void)
     return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
-static PyObject *call_method0(PyObject *obj, PyObject *name)
-{
-    return PyObject_CallMethodObjArgs(obj, name, NULL);
-}
-
-/* Remember ``lane`` and its topic, kind, rows and sizes (under the pool's lock). */
+/* Remember the writer's open ``lane`` and its topic, kind, rows and sizes (under the lock). */
 static int lane_fields(LaneSender *self, PyObject *lane)
 {
-    PyObject *topic = PyObject_GetAttr(lane, s_topic), *sticky = NULL, *rows = NULL, *sizes = NULL;
-    if (topic == NULL || (sticky = PyObject_GetAttr(lane, s_sticky)) == NULL
-        || (rows = PyObject_GetAttr(lane, s_rows)) == NULL || (sizes = PyObject_GetAttr(lane, s_sizes)) == NULL)
+    PyObject *topic = PyObject_GetAttr(self->writer, s_lane_topic), *sticky = NULL, *rows = NULL, *sizes = NULL;
+    if (topic == NULL || (sticky = PyObject_GetAttr(self->writer, s_lane_sticky)) == NULL
+        || (rows = PyObject_GetAttr(self->writer, s_rows)) == NULL
+        || (sizes = PyObject_GetAttr(self->writer, s_sizes)) == NULL)
         goto bad;
     if (!PyList_CheckExact(rows) || !PyList_CheckExact(sizes)) {
-        PyErr_SetString(PyExc_TypeError, "a lane's rows and sizes are lists");
+        PyErr_SetString(PyExc_TypeError, "a lane writer's rows and sizes are lists while a lane is open");
         goto bad;
     }
     Py_INCREF(lane);
@@ -595,34 +557,15 @@ bad:
     return -1;
 }
 
-/* ``obj.<slot> = value``: straight into the slot at ``offset`` when known (a fresh object's slot
- * is empty), else by name. */
-static int set_slot(PyObject *obj, Py_ssize_t offset, PyObject *name, PyObject *value)
+/* ``descr.__set__(obj, value)``: one of the writer's ``future_slots`` */
+static int set_slot(PyObject *descr, PyObject *obj, PyObject *value)
 {
-    if (offset == 0)
-        return PyObject_SetAttr(obj, name, value);
-    PyObject **slot = (PyObject **)((char *)obj + offset);
-    Py_INCREF(value);
-    Py_XSETREF(*slot, value);
-    return 0;
-}
-
-/* The offset of ``type``'s ``__slots__`` member ``name`` (an object slot), or 0. */
-static Py_ssize_t slot_offset(PyObject *type, const char *name)
-{
-    PyObject *descr = PyObject_GetAttrString(type, name);
-    Py_ssize_t offset = 0;
-    if (descr == NULL) {
-        PyErr_Clear();
-        return 0;
+    descrsetfunc set = Py_TYPE(descr)->tp_descr_set;
+    if (set == NULL) {
+        PyErr_SetString(PyExc_TypeError, "a lane writer's future_slots are data descriptors");
+        return -1;
     }
-    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
-            offset = member->offset;
-    }
-    Py_DECREF(descr);
-    return offset;
+    return set(descr, obj, value);
 }
 
 static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value, PyObject *key, int *taken);
@@ -670,7 +613,7 @@ static PyObject *sender_vectorcall(PyObject *callable, PyObject *const *args, si
  * set when the Python method must take the call (nothing was changed), or NULL and an error. */
 static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value, PyObject *key, int *taken)
 {
-    int t = sender_healthy(self);
+    int t = attr_true(self->writer, s_accepting);
     if (t <= 0)
         return NULL;
     Py_ssize_t size = self->overhead + (key != Py_None ? PyBytes_GET_SIZE(key) : 0)
@@ -706,11 +649,11 @@ static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value,
     Py_DECREF(rest);
     reserved = 1;
     PyObject *sticky = (key == Py_None || self->ignore_keys) ? Py_True : Py_False;
-    lane = PyObject_GetAttr(self->handoff, s_lane);
+    lane = PyObject_GetAttr(self->writer, s_lane);
     if (lane == NULL)
         goto unlock;
-    if (lane == Py_None || lane != self->lane) { /* a lane not seen yet: read its fields */
-        if (lane != Py_None && lane_fields(self, lane) < 0)
+    if (lane != Py_None && lane != self->lane) { /* a lane not seen yet: read its fields */
+        if (lane_fields(self, lane) < 0)
             goto unlock;
     }
     int same = lane != Py_None;
@@ -721,7 +664,7 @@ static PyObject *sender_fast(LaneSender *self, PyObject *topic, PyObject *value,
         same = same && self->lane_sticky == sticky;
     }
     if (!same) {
-        Py_SETREF(lane, PyObject_CallMethodObjArgs(self->handoff, s_new_lane, topic, sticky, NULL));
+        Py_SETREF(lane, PyObject_CallMethodObjArgs(self->writer, s_open_lane, topic, sticky, NULL));
         if (lane == NULL || lane_fields(self, lane) < 0)
             goto unlock;
     }
@@ -785,28 +728,21 @@ unlock:
         Py_DECREF(lane);
         return NULL;
     }
-    /* the future: LaneFuture(chunk=lane, pos=pos), as object.__new__ and two slots */
+    /* the future: the writer's future_type, made as object.__new__, its two slots set */
     PyTypeObject *type = (PyTypeObject *)self->future_type;
     PyObject *future = type->tp_alloc(type, 0);
     PyObject *pos_obj = NULL;
     if (future == NULL)
         goto out;
     pos_obj = PyLong_FromSsize_t(pos);
-    if (pos_obj == NULL || set_slot(future, self->chunk_offset, s_chunk, lane) < 0
-        || set_slot(future, self->pos_offset, s_pos, pos_obj) < 0) {
+    if (pos_obj == NULL || set_slot(self->chunk_slot, future, lane) < 0 || set_slot(self->pos_slot, future, pos_obj) < 0) {
         Py_CLEAR(future);
         goto out;
     }
     {
-        PyObject *scheduled = PyObject_GetAttr(self->handoff, s_scheduled);
-        if (scheduled == NULL) {
-            Py_CLEAR(future);
-            goto out;
-        }
-        int on = PyObject_IsTrue(scheduled);
-        Py_DECREF(scheduled);
-        if (on < 0 || !on || pos >= self->lane_chunk) {
-            PyObject *done = on < 0 ? NULL : call_method0(self->handoff, s_after_put);
+        int on = attr_true(self->writer, s_scheduled);
+        if (on < 0 || !on || pos >= self->chunk_limit) {
+            PyObject *done = on < 0 ? NULL : PyObject_CallMethodObjArgs(self->writer, s_kick, NULL);
             if (done == NULL)
                 Py_CLEAR(future);
             Py_XDECREF(done);
@@ -820,17 +756,15 @@ out:
 
 static int sender_traverse(LaneSender *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->producer);
-    Py_VISIT(self->core);
-    Py_VISIT(self->handoff);
+    Py_VISIT(self->writer);
+    Py_VISIT(self->fallback);
     Py_VISIT(self->pool);
+    Py_VISIT(self->cluster);
     Py_VISIT(self->acquire);
     Py_VISIT(self->release);
-    Py_VISIT(self->cluster);
-    Py_VISIT(self->fallback);
     Py_VISIT(self->future_type);
-    Py_VISIT(self->fatal);
-    Py_VISIT(self->abortable);
+    Py_VISIT(self->chunk_slot);
+    Py_VISIT(self->pos_slot);
     Py_VISIT(self->meta);
     Py_VISIT(self->topics);
     Py_VISIT(self->lane);
@@ -843,17 +777,15 @@ static int sender_traverse(LaneSender *self, visitproc visit, void *arg)
 
 static int sender_clear(LaneSender *self)
 {
-    Py_CLEAR(self->producer);
-    Py_CLEAR(self->core);
-    Py_CLEAR(self->handoff);
+    Py_CLEAR(self->writer);
+    Py_CLEAR(self->fallback);
     Py_CLEAR(self->pool);
+    Py_CLEAR(self->cluster);
     Py_CLEAR(self->acquire);
     Py_CLEAR(self->release);
-    Py_CLEAR(self->cluster);
-    Py_CLEAR(self->fallback);
     Py_CLEAR(self->future_type);
-    Py_CLEAR(self->fatal);
-    Py_CLEAR(self->abortable);
+    Py_CLEAR(self->chunk_slot);
+    Py_CLEAR(self->pos_slot);
     Py_CLEAR(self->meta);
     Py_CLEAR(self->topics);
     Py_CLEAR(self->lane);
@@ -871,44 +803,66 @@ static void sender_dealloc(LaneSender *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* ``writer.<name>`` as a Py_ssize_t (-1 and an error on failure) */
+static Py_ssize_t attr_ssize(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    return n;
+}
+
+/* LaneSender(writer, fallback): the fixed part of the writer's contract is read here, once. */
 static PyObject *sender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"producer", "core", "handoff", "pool", "lock", "cluster", "fallback", "future_type", "fatal",
-        "abortable", "overhead", "lane_chunk", "record_size_limit", "ignore_keys", NULL};
-    PyObject *producer, *core, *handoff, *pool, *lock, *cluster, *fallback, *future_type, *fatal, *abortable;
-    Py_ssize_t overhead, lane_chunk, size_limit;
-    int ignore_keys;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO!OOnnnp:LaneSender", kw, &producer, &core, &handoff,
-            &pool, &lock, &cluster, &fallback, &PyType_Type, &future_type, &fatal, &abortable, &overhead,
-            &lane_chunk, &size_limit, &ignore_keys))
+    static char *kw[] = {"writer", "fallback", NULL};
+    PyObject *writer, *fallback, *lock = NULL, *slots = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:LaneSender", kw, &writer, &fallback))
         return NULL;
     LaneSender *self = (LaneSender *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->vectorcall = sender_vectorcall;
-    PyObject **fields[] = {&self->producer, &self->core, &self->handoff, &self->pool, &self->cluster,
-        &self->fallback, &self->future_type, &self->fatal, &self->abortable};
-    PyObject *values[] = {producer, core, handoff, pool, cluster, fallback, future_type, fatal, abortable};
-    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
-        Py_INCREF(values[i]);
-        *fields[i] = values[i];
-    }
+    Py_INCREF(writer);
+    self->writer = writer;
+    Py_INCREF(fallback);
+    self->fallback = fallback;
     Py_INCREF(Py_None);
     self->meta = Py_None;
-    self->acquire = PyObject_GetAttr(lock, s_acquire);
-    self->release = PyObject_GetAttr(lock, s_release);
-    self->topics = PySet_New(NULL);
-    if (self->acquire == NULL || self->release == NULL || self->topics == NULL) {
-        Py_DECREF(self);
-        return NULL;
+    if ((self->topics = PySet_New(NULL)) == NULL || (lock = PyObject_GetAttr(writer, s_lock)) == NULL
+        || (self->acquire = PyObject_GetAttr(lock, s_acquire)) == NULL
+        || (self->release = PyObject_GetAttr(lock, s_release)) == NULL
+        || (self->pool = PyObject_GetAttr(writer, s_pool)) == NULL
+        || (self->cluster = PyObject_GetAttr(writer, s_cluster)) == NULL
+        || (self->future_type = PyObject_GetAttr(writer, s_future_type)) == NULL
+        || (slots = PyObject_GetAttr(writer, s_future_slots)) == NULL)
+        goto bad;
+    if (!PyType_Check(self->future_type) || !PyTuple_CheckExact(slots) || PyTuple_GET_SIZE(slots) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a lane writer's future_type is a type and its future_slots two descriptors");
+        goto bad;
     }
-    self->overhead = overhead;
-    self->lane_chunk = lane_chunk;
-    self->size_limit = size_limit;
-    self->ignore_keys = ignore_keys;
-    self->chunk_offset = slot_offset(future_type, "_chunk");
-    self->pos_offset = slot_offset(future_type, "_pos");
+    self->chunk_slot = PyTuple_GET_ITEM(slots, 0);
+    self->pos_slot = PyTuple_GET_ITEM(slots, 1);
+    Py_INCREF(self->chunk_slot);
+    Py_INCREF(self->pos_slot);
+    if ((self->overhead = attr_ssize(writer, s_overhead)) == -1 && PyErr_Occurred())
+        goto bad;
+    if ((self->chunk_limit = attr_ssize(writer, s_chunk_limit)) == -1 && PyErr_Occurred())
+        goto bad;
+    if ((self->size_limit = attr_ssize(writer, s_size_limit)) == -1 && PyErr_Occurred())
+        goto bad;
+    if ((self->ignore_keys = attr_true(writer, s_ignore_keys)) < 0)
+        goto bad;
+    Py_DECREF(lock);
+    Py_DECREF(slots);
     return (PyObject *)self;
+bad:
+    Py_XDECREF(lock);
+    Py_XDECREF(slots);
+    Py_DECREF(self);
+    return NULL;
 }
 
 /* ``__wrapped__`` (the Python method, so ``inspect.signature`` and ``help`` show its signature)

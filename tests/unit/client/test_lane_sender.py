@@ -44,19 +44,19 @@ def held_rows(
     """Send ``calls`` with the hand-off marked as scheduled (the loop is not asked to drain, so
     the rows stay in the open lane) and return the lane's rows with their sizes (timestamps
     left out) and the rows' timestamps."""
-    handoff = p._handoff
-    handoff._scheduled = True
+    writer = p.core.lane_writer
+    writer.scheduled = True
     try:
         futures = [p.send(*args, **kwargs) for args, kwargs in calls]
-        lane = handoff._lane
+        lane = writer.lane
         assert lane is not None
         assert all(f.__class__ is LaneFuture and f._chunk is lane for f in futures)
         assert [f._pos for f in futures] == list(range(len(calls)))
         rows = [(k, v, h, size) for (k, v, _ts, h), size in zip(lane.rows, lane.sizes, strict=True)]
         return rows, [row[2] for row in lane.rows]
     finally:
-        handoff._scheduled = False
-        handoff.after_put()
+        writer.scheduled = False
+        writer.kick()
 
 
 def test_the_compiled_send_queues_the_rows_the_python_send_queues() -> None:
@@ -78,7 +78,7 @@ def test_the_compiled_send_queues_the_rows_the_python_send_queues() -> None:
             after = time.time_ns() // 1_000_000
             assert all(before <= ts <= after for ts in stamps), (before, stamps, after)  # CreateTime, ms
             p.flush()
-            assert p._handoff._lane is None or not p._handoff._lane.rows
+            assert p.core.lane_writer.lane is None or not p.core.lane_writer.lane.rows
     assert got["compiled"] == got["python"]
     # what reached the broker: the warm-up and the five records, twice, in send order per key
     values = sorted(r.value for p in range(3) for r in fake.records("t", p))
@@ -156,13 +156,13 @@ def test_a_closed_producer_raises_and_memory_too_short_is_left_to_python() -> No
     fake = FakeCluster(1, topics={"t": 1})
     with Producer({**BASE, "buffer.memory": 400, "max.block.ms": 50}, connector=fake.connector) as p:
         assert compiled(p)
-        p._pool._available = 0  # (as if 400 bytes were in flight)
+        p.core.pool.available = 0  # (as if 400 bytes were in flight)
         with pytest.raises(BufferExhaustedError):  # no room: Python's send waits, then raises
             p.send("t", b"z" * 100)
-        p._pool._available = 400
-        assert p._handoff._lane is None or not p._handoff._lane.rows  # nothing was queued
+        p.core.pool.available = 400
+        assert p.core.lane_writer.lane is None or not p.core.lane_writer.lane.rows  # nothing was queued
         p.send("t", b"fits").result(timeout=5)
-        assert p._pool._available == 400
+        assert p.core.pool.available == 400
     with pytest.raises(ClientClosedError):
         p.send("t", b"x")
 
@@ -171,10 +171,10 @@ def test_a_topic_new_to_the_producer_is_waited_for_by_the_python_send_then_taken
     fake = FakeCluster(1, topics={"t": 1, "later": 2})
     with Producer(BASE, connector=fake.connector) as p:
         assert p.send("later", b"v", b"k").result(timeout=5).topic == "later"
-        p._handoff._scheduled = True
+        p.core.lane_writer.scheduled = True
         assert p.send("later", b"v", b"k").__class__ is LaneFuture  # now known: the lane
-        p._handoff._scheduled = False
-        p._handoff.after_put()
+        p.core.lane_writer.scheduled = False
+        p.core.lane_writer.kick()
         p.flush()
 
 
@@ -193,7 +193,7 @@ def test_threads_share_the_compiled_send_and_buffer_memory_adds_up() -> None:
         for t in threads:
             t.join()
         p.flush()
-        assert p._pool._available == p._pool.total_bytes
+        assert p.core.pool.available == p.core.pool.total_bytes
     values = [r.value for q in range(3) for r in fake.records("t", q)]
     assert len(values) == 8000
     for q in range(3):

@@ -158,7 +158,7 @@ def test_many_sends_hand_over_in_chunks_and_a_send_on_the_loop_never_waits() -> 
     try:
         handoff = Handoff(Target())  # type: ignore[arg-type]
         handoff.bind(loop)
-        handoff._scheduled = True  # a drain is pending that never runs here
+        handoff.lanes.scheduled = True  # a drain is pending that never runs here
         handoff._queue.extend(futures(HANDOFF_CHUNK))
 
         async def put_on_loop() -> None:
@@ -187,7 +187,7 @@ def test_send_looks_up_a_topic_again_once_the_metadata_is_replaced() -> None:
     with Producer(config, connector=fake.connector) as p:
         assert p.send("t", b"a", b"k").result(timeout=5).topic == "t"  # waits for the metadata
         assert p.send("t", b"a", b"k").result(timeout=5).topic == "t"  # the fast path: remembered
-        assert "t" in p._meta_topics
+        assert "t" in p.core.lane_writer.topics
         del fake.topics["t"]
         p._run(p.core.cluster.refresh(1000), 5)
         with pytest.raises((KafkaError, TimeoutError)):
