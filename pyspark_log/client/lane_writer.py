@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark_log.client.futures import LaneChunk, LaneFuture, RecordFuture
+from pyspark_log.client.futures import DeliveryCallback, LaneChunk, LaneFuture, RecordFuture
 
 if TYPE_CHECKING:
     from pyspark_log.client.bufferpool import BufferPool
@@ -211,11 +211,13 @@ class LaneWriter:
             self._kick()  # if the loop is gone, its abort() gives the memory back
         return future
 
-    def put_record(self, record: RecordFuture) -> bool:
-        """Reserve ``record._size`` bytes and queue ``record`` behind the open lane (sealed
-        first: the deque keeps the order of the calls); False, with nothing changed, when the
-        pool has no room."""
-        size = record._size
+    def put_record(
+        self, topic: str, key: bytes | None, value: bytes | None, size: int, on_delivery: DeliveryCallback
+    ) -> RecordFuture | None:
+        """Reserve ``size`` bytes and queue the record as a ``RecordFuture`` with its
+        ``on_delivery`` behind the open lane (sealed first: the deque keeps the order of the
+        calls); None, with nothing changed, when the pool has no room. The same checks as
+        ``append`` are the caller's."""
         pool = self.pool
         lock = self.lock
         queue = self._queue
@@ -223,12 +225,22 @@ class LaneWriter:
         available = pool.available  # type: ignore[union-attr]
         if available < size:
             lock.release()
-            return False
+            return None
         pool.available = available - size  # type: ignore[union-attr]
+        # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the call: the
+        # class holds the other attributes' defaults
+        record = _new_future(RecordFuture)
+        record._row = (key, value, self.clock_ns() // 1_000_000, ())
+        record._topic = topic
+        record._size = size
+        record._batch = None  # set here, the drain's link_records only updates them
+        record._index = 0
+        record._on_delivery = on_delivery
+        record._hooked = True
         if self.lane is not None:
             self.seal_locked()
         queue.append(record)
         lock.release()
         if not self.scheduled or len(queue) >= self._wide_chunk:
             self._kick()  # if the loop is gone, its abort() gives the memory back
-        return True
+        return record

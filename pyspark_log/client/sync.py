@@ -28,7 +28,6 @@ that is garbage-collected unclosed stops its thread too.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -66,8 +65,6 @@ from pyspark_log.client.types import (
 from pyspark_log.records import speedups
 
 __all__ = ["AdminClient", "Consumer", "LoopThread", "Producer"]
-
-_new_record = object.__new__
 
 
 class Producer(_SyncClient):
@@ -147,17 +144,8 @@ class Producer(_SyncClient):
                     if future is not None:
                         return future
                 else:
-                    # RecordFuture(topic, None, key, value, now, (), size, on_delivery) without the
-                    # call: the class holds the other attributes' defaults
-                    record = _new_record(RecordFuture)
-                    record._row = (key, value, time.time_ns() // 1_000_000, ())
-                    record._topic = topic
-                    record._size = size
-                    record._batch = None  # set here, the drain's link_records only updates them
-                    record._index = 0
-                    record._on_delivery = on_delivery
-                    record._hooked = True
-                    if writer.put_record(record):
+                    record = writer.put_record(topic, key, value, size, on_delivery)
+                    if record is not None:
                         return record
         return self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
 

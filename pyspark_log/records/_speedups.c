@@ -8,6 +8,9 @@
  *                                         default partitioner (columnar_encode.partitions_for_keys)
  *   group_by_partition(keys, count)       the same partitions, grouped: a stable counting sort
  *   encode_records(rows, bounds)          the records sections of send() rows (row_encode)
+ *   LaneSender(writer, fallback)          Producer.send's common case through the producer's lane
+ *                                         writer (client/lane_writer.py: its docstring is the
+ *                                         contract; LaneWriter.append is the Python twin)
  *
  * Record layout (Kafka documentation §5.3.2 "Record"): length varint, attributes int8, timestampDelta varlong,
  * offsetDelta varint, keyLength varint (-1: null), key, valueLength varint (-1: null), value,

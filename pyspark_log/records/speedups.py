@@ -4,7 +4,8 @@ The extension is optional (``setup.py``): everything in it has a pure Python twi
 same result — ``partition_keys`` and ``group_by_partition`` the default partitioner's
 ``toPositive(murmur2(key)) % partitions`` (``columnar_encode.partitions_for_keys``),
 ``encode_records`` the records sections of ``send()`` rows (``row_encode.encode_plain_rows``),
-``LaneSender`` the common case of ``Producer.send`` (the path inlined in ``client/sync.py``).
+``LaneSender`` the common case of ``Producer.send`` (``client/sync.py`` through the producer's
+``client/lane_writer.LaneWriter``, the only client object the compiled code knows).
 Callers use ``native`` when it is not None. ``PYLOG_NO_SPEEDUPS=1`` in the environment (read at
 import) makes it None, to run or test the pure Python path.
 """
