@@ -8,7 +8,8 @@ drain is pending (``scheduled``), whether the producer takes sends on this path 
 (``accepting``), the topics whose metadata is known, the ``buffer.memory`` reservation and the
 futures' creation. Both fast paths go through it: ``sync.Producer.send`` (``append`` and
 ``put_record``) and the compiled ``LaneSender`` (``records/_speedups.c``), which knows this
-class's contract below and nothing else of the client.
+class's contract below and nothing else of the client. (``AsyncProducer.send``, the coroutine
+API, runs on the loop and appends to the accumulator itself: it shares none of this state.)
 
 The contract the compiled send reads (by these names; ``tests/unit/client/test_lane_writer.py``
 holds the C source to it):
@@ -28,7 +29,7 @@ holds the C source to it):
 Anything else (another argument, a record too large, an unknown topic, no room in
 ``buffer.memory``, ``accepting`` false) is left to the general ``send`` before anything changed.
 
-``accepting`` is pushed, not polled: ``AsyncProducer`` sets ``healthy`` when it starts, closes,
+``accepting`` is pushed, not polled: ``AsyncProducer`` calls ``set_healthy`` when it starts, closes,
 dies or its transaction manager changes state (started, not closed, no fatal error, not
 transactional, the idempotent state neither FATAL_ERROR nor ABORTABLE_ERROR: what
 ``AsyncProducer.check_send`` would let through without looking), and the sync facade ``shut`` s
