@@ -309,10 +309,15 @@ class BrokerConfig:
     def from_mapping(cls, raw: Mapping[str, str], *, warn_unknown: bool = True) -> BrokerConfig:
         values = {key.name: key.default for key in _KEYS}
         extra: dict[str, str] = {}
+        # KIP-405: keys under these prefixes configure the RSM and the RLMM (broker.log.remote.config)
+        plugin_prefixes = (
+            raw.get("remote.log.storage.manager.impl.prefix") or "rsm.config.",
+            raw.get("remote.log.metadata.manager.impl.prefix") or "rlmm.config.",
+        )
         for name, text in raw.items():
             spec = KNOWN_KEYS.get(name)
             if spec is None:
-                if warn_unknown and not is_security_key(name):  # those are read or refused, by name
+                if warn_unknown and not is_security_key(name) and not name.startswith(plugin_prefixes):
                     _warn_not_read(name, text)
                 extra[name] = text
                 continue
@@ -374,6 +379,12 @@ class BrokerConfig:
         try:
             ConsumerGroupConfig.from_properties(self.get)
         except (ConsumerGroupConfigError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        from broker.log.remote.config import RemoteConfigError, RemoteLogManagerConfig
+
+        try:
+            RemoteLogManagerConfig.from_properties(self.get, self.raw)  # KIP-405 keys, Kafka's checks
+        except RemoteConfigError as exc:
             raise ConfigError(str(exc)) from None
         refused = refusals(self.raw, self.listener_protocols)
         if refused:

@@ -1,6 +1,11 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset with a
 timestamp at or after T. Latest is the high watermark, or the last stable offset for
-read_committed (v2+). v0 answers with ``old_style_offsets``. No match for a timestamp: -1."""
+read_committed (v2+). v0 answers with ``old_style_offsets``. No match for a timestamp: -1.
+
+Tiered storage (KIP-405, KIP-1005): earliest (-2) is the partition's log start, in the remote
+tier when it holds older data; earliest-local (-4) the local log start offset; latest-tiered
+(-5) the last offset copied to the tier, -1 (epoch -1) when none or the topic is not tiered, as
+Kafka's ``UnifiedLog.fetchOffsetByTimestamp``. A timestamp is looked up in the local log only."""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from typing import Any
 
 from broker.api.context import Broker, Request
 from broker.log.errors import LogError
-from broker.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.log.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.replication.replica_manager import PartitionError
 
 READ_COMMITTED = 1
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005
 
 
 def handle_list_offsets(broker: Broker, request: Request) -> Any:
@@ -35,7 +41,19 @@ def _one(broker: Broker, version: int, topic: str, part: Any, read_committed: bo
         if part.timestamp == LATEST_TIMESTAMP:
             found = (last_fetchable, -1)
         elif part.timestamp == EARLIEST_TIMESTAMP:
+            rlm = getattr(broker, "remote_log", None)
+            found = (rlm.log_start_offset(topic, index, log) if rlm is not None else log.log_start_offset, -1)
+        elif part.timestamp == EARLIEST_LOCAL_TIMESTAMP:
             found = (log.log_start_offset, -1)
+        elif part.timestamp == LATEST_TIERED_TIMESTAMP:
+            rlm = getattr(broker, "remote_log", None)
+            tiered = (
+                rlm.highest_tiered_offset(topic, index) if rlm is not None and log.config.remote_storage_enable else -1
+            )
+            if tiered < 0:
+                return _entry(version, index, -1, -1, -1)
+            found = (tiered, -1)
+            leader_epoch = broker.replicas.get_partition(topic, index).epochs.epoch_for_offset(tiered)  # type: ignore[union-attr]
         else:
             found = log.fetch_offset_by_timestamp(part.timestamp)
             if found is not None and found[0] >= last_fetchable:
@@ -43,8 +61,12 @@ def _one(broker: Broker, version: int, topic: str, part: Any, read_committed: bo
     except (PartitionError, LogError) as exc:
         return {"partition_index": index, "error_code": exc.code, "old_style_offsets": []}
     offset, timestamp = found if found is not None else (-1, -1)
+    return _entry(version, index, offset, timestamp, leader_epoch if found is not None else None)
+
+
+def _entry(version: int, index: int, offset: int, timestamp: int, leader_epoch: int | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "timestamp": timestamp, "offset": offset}
-    if found is not None:
+    if leader_epoch is not None:
         entry["leader_epoch"] = leader_epoch
     if version == 0:
         entry["old_style_offsets"] = [offset] if offset >= 0 else []

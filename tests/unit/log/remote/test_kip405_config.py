@@ -38,12 +38,12 @@ def test_metadata_topic_keys_under_the_rlmm_prefix() -> None:
 
 
 def test_enabled_system_needs_a_storage_manager_class() -> None:
-    with pytest.raises(RemoteConfigError, match=r"remote\.log\.storage\.manager\.class\.name"):
+    with pytest.raises(ValueError, match=r"remote\.log\.storage\.manager\.class\.name"):  # ConfigError at start
         _rlm(**{"remote.log.storage.system.enable": "true"})
 
 
 def test_only_the_topic_based_metadata_manager_is_served() -> None:
-    with pytest.raises(RemoteConfigError, match="TopicBasedRemoteLogMetadataManager"):
+    with pytest.raises(ValueError, match="TopicBasedRemoteLogMetadataManager"):
         _rlm(**{
             "remote.log.storage.system.enable": "true",
             "remote.log.storage.manager.class.name": "broker.log.remote.storage.FileSystemRemoteStorageManager",
