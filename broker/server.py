@@ -536,6 +536,8 @@ class BrokerServer:
             self.config.node_id, rlm_config, rsm=rsm, replicas=self._replicas, image=controller.image,
             create_topic=controller.create_topic, sender=self._remote_sender, clock_ms=self._clock_ms,
         )  # fmt: skip
+        if self._fetchers is not None:
+            self._fetchers.tier = rlm  # KIP-405: followers rebuild from the tier
         task = asyncio.create_task(_every("remote-log-manager", rlm_config.task_interval_ms, rlm.run_once))
         self._tasks.append(task)
 

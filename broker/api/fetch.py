@@ -22,8 +22,9 @@
   log start is served from the remote tier: the remote segment holding it is read in a worker
   thread (``RemoteLogManager.read_remote``: its offset index positions the read, whole batches
   come back, with the aborted transactions of its transaction index for read_committed), and
-  ``log_start_offset`` is the partition's (remote) log start. Followers are served the local log
-  only.
+  ``log_start_offset`` is the partition's (remote) log start. A follower below the local log
+  start whose offset is in the tier gets OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405 "Follower
+  Replication"; it rebuilds from the tier, ``broker.replication.fetcher``).
 - Fetch sessions (KIP-227) are not kept: the response's ``session_id`` is always 0, which tells
   clients to send full fetches (as a Kafka broker does when its session cache is full). A request
   for an existing incremental session gets FETCH_SESSION_ID_NOT_FOUND.
@@ -196,6 +197,9 @@ def _read_one(
     partition = part["partition"]
     try:
         if replica_id >= 0:
+            moved = _moved_to_tier(broker, topic, part)
+            if moved is not None:
+                return moved
             read = broker.replicas.read_for_follower(
                 replica_id, topic, partition, part["fetch_offset"], max_bytes,
                 current_leader_epoch=part["current_leader_epoch"], last_fetched_epoch=part["last_fetched_epoch"],
@@ -249,6 +253,22 @@ def _read_one(
 
 def _remote_log(broker: Broker) -> RemoteLogManager | None:
     return getattr(broker, "remote_log", None)  # unit tests' stand-in brokers have none
+
+
+def _moved_to_tier(broker: Broker, topic: str, part: Any) -> dict[str, Any] | None:
+    """KIP-405: a follower below this leader's local log start whose offset is in the tier gets
+    OFFSET_MOVED_TO_TIERED_STORAGE with the local log start and the log end (it restarts there
+    and rebuilds from the tier, ``broker.replication.fetcher``)."""
+    rlm = _remote_log(broker)
+    hosted = broker.replicas.get_partition(topic, part["partition"]) if rlm is not None else None
+    if rlm is None or hosted is None or not hosted.is_leader:
+        return None
+    if not rlm.moved_to_tier(topic, part["partition"], hosted.log, part["fetch_offset"]):
+        return None
+    entry = _error(part["partition"], ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE)
+    entry["high_watermark"] = hosted.log.log_end_offset
+    entry["log_start_offset"] = hosted.log.log_start_offset
+    return entry
 
 
 def _tiered(broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool) -> dict | None:

@@ -197,6 +197,39 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Embedded
         yield c, tier
 
 
+def test_follower_below_the_local_log_start_rebuilds_from_the_tier(cluster: tuple[EmbeddedCluster, Path]) -> None:
+    """KIP-405 "Follower Replication": a follower that was down while the leader tiered and
+    deleted its history is answered OFFSET_MOVED_TO_TIERED_STORAGE, restarts at the leader's
+    local log start, takes the leader epochs of the tiered part from the tier's checkpoint, and
+    rejoins the ISR."""
+    c, tier = cluster
+    topic = unique("tiered-follower")
+    create_topic(c.bootstrap(), topic, replication=3, **{"min.insync.replicas": "2"})
+    wait_for(lambda: c.partitions(topic)[0].leader >= 0, f"{topic} has a leader")
+    part = c.partitions(topic)[0]
+    follower = next(n for n in part.replicas if n != part.leader)
+    c.stop(follower)
+    try:
+        running = tuple(n for n in c.broker_ids if n != follower)
+        leader = wait_for(lambda: c.partitions(topic, via=running[0])[0].leader, f"{topic} has a leader")
+        produce(c.bootstrap(running), topic)
+        local_start, _ = wait_tiered(c.address(leader), topic, tier)
+    finally:
+        c.restart(follower)
+
+    def rejoined() -> bool:
+        now = c.partitions(topic)[0]
+        return follower in now.isr and set(now.isr) == set(now.replicas)
+
+    wait_for(rejoined, f"broker {follower} back in the ISR of {topic}")
+    follower_dir = c.log_dir(follower, topic, 0)
+    first_local = min(int(p.stem) for p in follower_dir.glob("*.log"))
+    assert first_local >= local_start > 0  # rebuilt at the leader's local log start, not copied from 0
+    lines = (follower_dir / "leader-epoch-checkpoint").read_text().split()
+    starts = [int(offset) for offset in lines[3::2]]
+    assert starts[0] == 0  # the epoch of the tiered records, from the tier's checkpoint
+
+
 def test_tiered_history_survives_leader_failover(cluster: tuple[EmbeddedCluster, Path]) -> None:
     c, tier = cluster
     topic = unique("tiered-failover")

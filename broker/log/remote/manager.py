@@ -28,6 +28,11 @@ Every ``remote.log.manager.task.interval.ms`` (one task on the event loop, ``run
    already tiered go (``plan.local_segments_to_delete``) by raising the *local* log start offset
    (``Log.delete_records_before``); ``Log.tiered`` keeps the log's own ``retention.*`` off them.
 
+5. **Followers** (KIP-405 "Follower Replication"): a follower below the leader's local log start
+   is answered OFFSET_MOVED_TO_TIERED_STORAGE (:meth:`moved_to_tier`); it restarts at the local
+   log start and :meth:`rebuild_follower` takes its leader epochs and producer state from the
+   tier's copy of the segment ending just below.
+
 The partition's log start offset is then ``min(remote log start, local log start)``
 (:meth:`log_start_offset`); offsets between it and the local log start are served from the
 tier by :meth:`read_remote` (a blocking call: the fetch handler runs it in a thread).
@@ -77,6 +82,7 @@ from broker.log.remote.storage import (
     RemoteStorageManager,
 )
 from broker.log.txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
+from broker.replication.leader_epoch import parse_epoch_checkpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager
 from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
@@ -136,6 +142,7 @@ class RemoteLogManager:
         self._followed: dict[int, _Followed] = {}
         self._creating = False
         self._warned: set[tuple[str, int]] = set()
+        self._rebuild_waits: dict[tuple[str, int], int] = {}  # follower rebuilds waiting for metadata
 
     # -- metadata ---------------------------------------------------------------------------
     def _metadata_partitions(self) -> int:
@@ -277,6 +284,63 @@ class RemoteLogManager:
                     if last >= start and first < next_offset:
                         aborted.append(AbortedTxn(producer_id, first, last, lso))
         return data, aborted
+
+    # -- followers (KIP-405 "Follower Replication") ---------------------------------------------------
+    def moved_to_tier(self, topic: str, partition: int, target: Log, fetch_offset: int) -> bool:
+        """A follower's ``fetch_offset`` is below this leader's local log start and in the tier:
+        it is answered OFFSET_MOVED_TO_TIERED_STORAGE (109)."""
+        if not target.config.remote_storage_enable or fetch_offset >= target.log_start_offset:
+            return False
+        cache = self.cache_of(topic, partition)
+        return cache is not None and cache.segment_for_offset(fetch_offset) is not None
+
+    def ready_to_rebuild(self, hosted: Partition, local_start: int) -> bool:
+        """Whether this broker's metadata shows the remote segment ending at ``local_start - 1``
+        yet (it follows the metadata topic as a replica too, maybe behind); the follower's fetcher
+        backs off until then, at most ``WRITE_TIMEOUT_MS``, or at once when this broker does not
+        host the partition's metadata partition (a plain restart)."""
+        self.follow()
+        tip = self._tip(hosted.topic, hosted.partition)
+        cache = self.cache(tip) if tip is not None else None
+        if cache is None:
+            return True
+        md = cache.segment_for_offset(local_start - 1)
+        key = (hosted.topic, hosted.partition)
+        if md is not None and md.end_offset == local_start - 1:
+            self._rebuild_waits.pop(key, None)
+            return True
+        first = self._rebuild_waits.setdefault(key, self._clock_ms())
+        return self._clock_ms() - first > WRITE_TIMEOUT_MS
+
+    def rebuild_follower(self, hosted: Partition, local_start: int) -> None:
+        """A follower restarted at the leader's local log start: its leader epochs and producer
+        state come from the tier's copy of the segment ending just below (the leader-epoch
+        checkpoint and the producer snapshot shipped with it), as KIP-405's follower does. Small
+        reads of the shared tier, on the loop, like the restart itself; a failure is logged and
+        leaves the follower as a plain restart would."""
+        target = hosted.log
+        cache = self.cache_of(hosted.topic, hosted.partition)
+        md = cache.segment_for_offset(local_start - 1) if cache is not None else None
+        if md is None or md.end_offset != local_start - 1:
+            log.warning("%s: no remote segment ends at %d: leader epochs and producer state not rebuilt",
+                        target.name, local_start - 1)  # fmt: skip
+            return
+        try:
+            with self.rsm.fetch_index(md, IndexType.LEADER_EPOCH) as f:
+                entries = parse_epoch_checkpoint(f.read().decode())
+            with self.rsm.fetch_index(md, IndexType.PRODUCER_SNAPSHOT) as f:
+                snapshot = f.read()
+        except (RemoteStorageException, ValueError, UnicodeDecodeError) as exc:
+            log.warning("%s: cannot rebuild from the remote tier: %s", target.name, exc)
+            return
+        for entry in entries:
+            hosted.epochs.assign(entry.epoch, entry.start_offset)
+        if snapshot:
+            path = target.producer_state.snapshot_path(local_start)
+            path.write_bytes(snapshot)
+            target.load_producer_state(target.log_end_offset)
+        log.info("%s: rebuilt %d leader epoch(s) and the producer state at %d from the remote tier",
+                 target.name, len(entries), local_start)  # fmt: skip
 
     # -- the task ------------------------------------------------------------------------------
     async def run_once(self) -> None:
