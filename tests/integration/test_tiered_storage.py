@@ -15,6 +15,7 @@ One single broker and one 3-node cluster, each module-scoped; small ``segment.by
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,14 +195,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Embedded
         "transaction.state.log.num.partitions": "3",
     }
     with EmbeddedCluster(root, combined=True, brokers=(1, 2, 3), overrides=overrides) as c:
+        # __remote_log_metadata is created on first use, replicated to the brokers live then: all three
+        create_topic(c.bootstrap(), unique("tiered-warm-up"), replication=3)
+
+        def metadata_on_every_broker() -> bool:
+            parts = c.partitions("__remote_log_metadata")
+            return len(parts) == 3 and all(len(p.replicas) == 3 for p in parts.values())
+
+        wait_for(metadata_on_every_broker, "__remote_log_metadata on the three brokers")
         yield c, tier
 
 
 def test_follower_below_the_local_log_start_rebuilds_from_the_tier(cluster: tuple[EmbeddedCluster, Path]) -> None:
-    """KIP-405 "Follower Replication": a follower that was down while the leader tiered and
-    deleted its history is answered OFFSET_MOVED_TO_TIERED_STORAGE, restarts at the leader's
-    local log start, takes the leader epochs of the tiered part from the tier's checkpoint, and
-    rejoins the ISR."""
+    """KIP-405 "Follower Replication": a follower whose replica came back empty (its disk
+    replaced) while the leader tiered and deleted its history is answered
+    OFFSET_MOVED_TO_TIERED_STORAGE, restarts at the leader's local log start, takes the leader
+    epochs of the tiered part from the tier's checkpoint, and rejoins the ISR."""
     c, tier = cluster
     topic = unique("tiered-follower")
     create_topic(c.bootstrap(), topic, replication=3, **{"min.insync.replicas": "2"})
@@ -209,6 +218,8 @@ def test_follower_below_the_local_log_start_rebuilds_from_the_tier(cluster: tupl
     part = c.partitions(topic)[0]
     follower = next(n for n in part.replicas if n != part.leader)
     c.stop(follower)
+    # its replica's disk is replaced: the partition comes back empty (a new broker for this partition)
+    shutil.rmtree(c.log_dir(follower, topic, 0))
     try:
         running = tuple(n for n in c.broker_ids if n != follower)
         leader = wait_for(lambda: c.partitions(topic, via=running[0])[0].leader, f"{topic} has a leader")

@@ -301,10 +301,14 @@ class RemoteLogManager:
         host the partition's metadata partition (a plain restart)."""
         self.follow()
         tip = self._tip(hosted.topic, hosted.partition)
-        cache = self.cache(tip) if tip is not None else None
-        if cache is None:
+        p = self._metadata_partition_of(tip) if tip is not None else None
+        metadata_topic = self._image().topics.get(REMOTE_LOG_METADATA_TOPIC)
+        if tip is None or p is None or metadata_topic is None or p not in metadata_topic.partitions:
             return True
-        md = cache.segment_for_offset(local_start - 1)
+        if self.node_id not in metadata_topic.partitions[p].replicas:
+            return True  # never followed here: a plain restart
+        cache = self.cache(tip)  # None while this broker's replica is not loaded yet
+        md = cache.segment_for_offset(local_start - 1) if cache is not None else None
         key = (hosted.topic, hosted.partition)
         if md is not None and md.end_offset == local_start - 1:
             self._rebuild_waits.pop(key, None)
