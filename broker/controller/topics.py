@@ -38,7 +38,7 @@ TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     # KIP-405 (broker.log.remote.config checks them against the broker's tiered storage)
-    "remote.storage.enable": "remote.log.storage.system.enable",
+    "remote.storage.enable": "",  # no broker default (Kafka: topic-level only)
     "local.retention.ms": "log.local.retention.ms",
     "local.retention.bytes": "log.local.retention.bytes",
 }

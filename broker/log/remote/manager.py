@@ -19,8 +19,8 @@ Every ``remote.log.manager.task.interval.ms`` (one task on the event loop, ``run
    Kafka's partitioning), locally or over the inter-broker listener, and the task waits until
    its own replica has applied them before it goes on.
 3. **Remote retention** (leader): copied segments that ``retention.ms`` / ``retention.bytes``
-   remove (``RemoteLogMetadataCache.retention_candidates``) and segments orphaned by a crash
-   (COPY_SEGMENT_STARTED of another broker, DELETE_SEGMENT_STARTED) go through
+   remove (``RemoteLogMetadataCache.retention_candidates``) and segments orphaned by a crash or a
+   failed call (COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED) go through
    DELETE_SEGMENT_STARTED → ``delete_log_segment_data`` → DELETE_SEGMENT_FINISHED. The log start
    offset is the start of the first copied segment, so it advances with them; the local log is
    trimmed to it as well.
@@ -519,10 +519,9 @@ class RemoteLogManager:
             now_ms=self._clock_ms(), retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
             local_log_bytes=untiered, log_start_offset=-1,
         )  # fmt: skip
-        orphans = [
-            m for m in cache.orphaned_copies()
-            if m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED or m.broker_id != self.node_id
-        ]  # fmt: skip
+        # the copies of this task finished (or failed) before it got here: every segment still in
+        # COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED was left by a crash or a failed call
+        orphans = cache.orphaned_copies()
         removed_to = -1
         for md in [*orphans, *doomed]:
             if not hosted.is_leader:
