@@ -342,7 +342,7 @@ class RemoteLogManager:
         if snapshot:
             path = target.producer_state.snapshot_path(local_start)
             path.write_bytes(snapshot)
-            target.load_producer_state(target.log_end_offset)
+            target.producer_state.rebuild(target.segments, target.log_end_offset, self._clock_ms())
         log.info("%s: rebuilt %d leader epoch(s) and the producer state at %d from the remote tier",
                  target.name, len(entries), local_start)  # fmt: skip
 
