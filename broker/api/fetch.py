@@ -106,11 +106,13 @@ def _wanted(broker: Broker, request: Request) -> list[tuple[str | None, Any]]:
 class _RemoteRead:
     """A partition entry whose records come from the remote tier (filled by ``_read_remote``)."""
 
-    __slots__ = ("max_bytes", "max_offset", "md", "offset", "read_committed")
+    __slots__ = ("max_bytes", "max_offset", "md", "min_one", "offset", "read_committed")
 
     def __init__(
-        self, md: RemoteLogSegmentMetadata, offset: int, max_bytes: int, max_offset: int, read_committed: bool
-    ) -> None:
+        self, md: RemoteLogSegmentMetadata, offset: int, max_bytes: int, max_offset: int, *,
+        read_committed: bool, min_one: bool,
+    ) -> None:  # fmt: skip
+        self.min_one = min_one
         self.md = md
         self.offset = offset
         self.max_bytes = max_bytes
@@ -137,7 +139,7 @@ async def _read_remote(broker: Broker, result: _ReadPass) -> Mapping[str, Any]:
         try:
             data, aborted = await asyncio.to_thread(
                 rlm.read_remote, want.md, want.offset, want.max_bytes, want.max_offset,
-                read_committed=want.read_committed,
+                read_committed=want.read_committed, min_one_batch=want.min_one,
             )  # fmt: skip
         except RemoteResourceNotFoundException:  # deleted by remote retention meanwhile
             entry.update(_error(entry["partition_index"], ErrorCode.OFFSET_OUT_OF_RANGE))
@@ -206,7 +208,7 @@ def _read_one(
                 min_one_batch=min_one, log_start_offset=part["log_start_offset"], record_position=first_read,
             )  # fmt: skip
         else:
-            tiered = _tiered(broker, topic, part, max_bytes, read_committed)
+            tiered = _tiered(broker, topic, part, max_bytes, read_committed, min_one=min_one)
             if tiered is not None:
                 return tiered
             read = broker.replicas.read(
@@ -271,7 +273,9 @@ def _moved_to_tier(broker: Broker, topic: str, part: Any) -> dict[str, Any] | No
     return entry
 
 
-def _tiered(broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool) -> dict | None:
+def _tiered(
+    broker: Broker, topic: str, part: Any, max_bytes: int, read_committed: bool, *, min_one: bool
+) -> dict | None:
     """A consumer entry to be read from the remote tier (records a ``_RemoteRead``), or None
     when the offset is not below the local log start of a tiered partition led here. Raises
     PartitionError (not the leader, fenced epoch) as a local read would."""
@@ -298,7 +302,14 @@ def _tiered(broker: Broker, topic: str, part: Any, max_bytes: int, read_committe
         "log_start_offset": log_start,
         "aborted_transactions": [] if read_committed else None,
         "preferred_read_replica": -1,
-        "records": _RemoteRead(md, offset, max_bytes, lso if read_committed else hosted.high_watermark, read_committed),
+        "records": _RemoteRead(
+            md,
+            offset,
+            max_bytes,
+            lso if read_committed else hosted.high_watermark,
+            read_committed=read_committed,
+            min_one=min_one,
+        ),
     }
 
 

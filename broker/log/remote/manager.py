@@ -261,8 +261,9 @@ class RemoteLogManager:
         return cache.segment_for_offset(offset) or cache.next_segment_after(offset)
 
     def read_remote(
-        self, md: RemoteLogSegmentMetadata, offset: int, max_bytes: int, max_offset: int | None, *, read_committed: bool
-    ) -> tuple[bytes, list[AbortedTxn]]:
+        self, md: RemoteLogSegmentMetadata, offset: int, max_bytes: int, max_offset: int | None, *,
+        read_committed: bool, min_one_batch: bool = True,
+    ) -> tuple[bytes, list[AbortedTxn]]:  # fmt: skip
         """Blocking: whole batches of ``md`` from ``offset`` (``read.read_batches``), and for
         ``read_committed`` the aborted transactions of its transaction index overlapping them.
         Raises :class:`RemoteStorageException` (``RemoteResourceNotFoundException`` when the
@@ -271,7 +272,7 @@ class RemoteLogManager:
         with self.rsm.fetch_index(md, IndexType.OFFSET) as f:
             position = index_position(f.read(), md.start_offset, start)
         with self.rsm.fetch_log_segment(md, position) as stream:
-            data, next_offset = read_batches(stream, start, max_bytes, max_offset)
+            data, next_offset = read_batches(stream, start, max_bytes, max_offset, min_one_batch=min_one_batch)
         aborted: list[AbortedTxn] = []
         if read_committed and data:
             with (

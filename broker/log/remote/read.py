@@ -42,10 +42,13 @@ def index_position(index: bytes, base_offset: int, offset: int) -> int:
     return position
 
 
-def read_batches(stream: Readable, offset: int, max_bytes: int, max_offset: int | None) -> tuple[bytes, int]:
+def read_batches(
+    stream: Readable, offset: int, max_bytes: int, max_offset: int | None, *, min_one_batch: bool = True
+) -> tuple[bytes, int]:
     """Whole batches from ``stream`` (positioned at a batch boundary at or below ``offset``):
     ``(bytes, next offset)``; ``next offset`` is ``offset`` when nothing was taken. Batches
-    ending below ``offset`` are skipped; none starting at or above ``max_offset`` is taken."""
+    ending below ``offset`` are skipped; none starting at or above ``max_offset`` is taken; the
+    first one goes whole even above ``max_bytes`` only with ``min_one_batch`` (KIP-74)."""
     out: list[bytes] = []
     size = 0
     next_offset = offset
@@ -64,7 +67,7 @@ def read_batches(stream: Readable, offset: int, max_bytes: int, max_offset: int 
             continue
         if max_offset is not None and base >= max_offset:
             break
-        if out and size + _HEAD.size + length > max_bytes:
+        if (out or not min_one_batch) and size + _HEAD.size + length > max_bytes:
             break
         out.append(head + body)
         size += _HEAD.size + length

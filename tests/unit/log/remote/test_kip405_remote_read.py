@@ -61,6 +61,9 @@ def test_read_stops_at_max_bytes_but_returns_the_first_batch_whole() -> None:
     assert next_offset == 5
     got, _ = read_batches(io.BytesIO(data), 0, 1, None)  # smaller than a batch: still one (KIP-74)
     assert _offsets(got) == list(range(5))
+    got, next_offset = read_batches(io.BytesIO(data), 0, 1, None, min_one_batch=False)  # not the first partition
+    assert got == b""
+    assert next_offset == 0
 
 
 def test_read_takes_no_batch_at_or_above_max_offset() -> None:
