@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,11 +61,14 @@ def create_topic(bootstrap: str, name: str, replication: int = 1, **extra: str) 
     admin.create_topics([topic], operation_timeout=30)[name].result(timeout=60)
 
 
-def produce(bootstrap: str, topic: str, count: int = RECORDS) -> list[bytes]:
+def produce(bootstrap: str, topic: str, count: int = RECORDS, *, base_ms: int | None = None) -> list[bytes]:
+    """``count`` records to partition 0, acks=all; with ``base_ms`` record i has timestamp
+    ``base_ms + 10 * i``."""
     values = [f"record-{i:06d}-".encode() + b"x" * 80 for i in range(count)]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 2000})
     for i, value in enumerate(values):
-        producer.produce(topic, value=value, partition=0)
+        extra = {"timestamp": base_ms + 10 * i} if base_ms is not None else {}
+        producer.produce(topic, value=value, partition=0, **extra)
         if i % 25 == 24:
             producer.flush(30)
     assert producer.flush(60) == 0
@@ -138,7 +142,8 @@ def test_history_mostly_tiered_is_consumed_from_offset_zero(single: tuple[Embedd
     broker, tier = single
     topic = unique("tiered")
     create_topic(broker.bootstrap_servers, topic)
-    values = produce(broker.bootstrap_servers, topic)
+    base_ms = int(time.time() * 1000) - 1_800_000
+    values = produce(broker.bootstrap_servers, topic, base_ms=base_ms)
     local_start, latest_tiered = wait_tiered(broker.bootstrap_servers, topic, tier)
     assert list_offset(broker.bootstrap_servers, topic, -2) == 0  # the log start is in the tier
     # ListOffsets -4 is the first local segment's base, -5 the last tiered offset
@@ -149,6 +154,10 @@ def test_history_mostly_tiered_is_consumed_from_offset_zero(single: tuple[Embedd
     assert remote[0][0] == 0
     assert latest_tiered >= local_start - 1
     assert consume_from_zero(broker.bootstrap_servers, topic, RECORDS) == values
+    # ListOffsets by timestamp: a tiered record is found in the tier, a local one locally
+    for offset in (0, 1, 137, local_start - 1, local_start, RECORDS - 1):
+        assert list_offset(broker.bootstrap_servers, topic, base_ms + 10 * offset - 5) == offset
+    assert list_offset(broker.bootstrap_servers, topic, base_ms + 10 * RECORDS) == -1
 
 
 def test_remote_retention_deletes_tier_files(single: tuple[EmbeddedBroker, Path]) -> None:

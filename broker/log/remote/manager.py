@@ -73,7 +73,13 @@ from broker.log.remote.plan import (
     local_segments_to_delete,
     segments_to_copy,
 )
-from broker.log.remote.read import epoch_checkpoint, index_position, read_batches, segment_leader_epochs
+from broker.log.remote.read import (
+    epoch_checkpoint,
+    index_position,
+    offset_for_timestamp,
+    read_batches,
+    segment_leader_epochs,
+)
 from broker.log.remote.storage import (
     IndexType,
     LogSegmentData,
@@ -285,6 +291,41 @@ class RemoteLogManager:
                     if last >= start and first < next_offset:
                         aborted.append(AbortedTxn(producer_id, first, last, lso))
         return data, aborted
+
+    def tiered_timestamp_candidate(self, topic: str, partition: int, target: Log, timestamp_ms: int) -> bool:
+        """Whether ListOffsets for ``timestamp_ms`` may be answered from the tier: a copied
+        segment below the local log start holds a record at or after it."""
+        if not target.config.remote_storage_enable:
+            return False
+        cache = self.cache_of(topic, partition)
+        local = target.log_start_offset
+        return cache is not None and any(
+            m.start_offset < local and m.max_timestamp_ms >= timestamp_ms for m in cache.copied()
+        )
+
+    def offset_for_timestamp(
+        self, topic: str, partition: int, target: Log, timestamp_ms: int
+    ) -> tuple[int, int] | None:
+        """Blocking (a worker thread): ``(offset, timestamp)`` of the first tiered record below
+        the local log start with a timestamp at or after ``timestamp_ms``, else None (then the
+        local log answers)."""
+        cache = self.cache_of(topic, partition)
+        if cache is None:
+            return None
+        local = target.log_start_offset
+        for md in cache.copied():
+            if md.start_offset >= local or md.max_timestamp_ms < timestamp_ms:
+                continue
+            with self.rsm.fetch_log_segment(md, 0) as stream:
+                found = offset_for_timestamp(stream, timestamp_ms)
+            if found is not None and found[0] < local:
+                return found
+        return None
+
+    def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
+        """The leader epoch of ``offset`` in the partition's leader-epoch cache (-1: unknown)."""
+        hosted = self._replicas.get_partition(topic, partition)
+        return hosted.epochs.epoch_for_offset(offset) if hosted is not None else -1
 
     # -- followers (KIP-405 "Follower Replication") ---------------------------------------------------
     def moved_to_tier(self, topic: str, partition: int, target: Log, fetch_offset: int) -> bool:

@@ -18,6 +18,8 @@ import struct
 from collections.abc import Iterable
 from typing import Protocol
 
+from pyspark_log.records.batch import decode_records
+
 _ENTRY = struct.Struct(">ii")
 _HEAD = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
@@ -75,6 +77,30 @@ def read_batches(
         if size >= max_bytes:
             break
     return b"".join(out), next_offset
+
+
+def offset_for_timestamp(stream: Readable, timestamp_ms: int) -> tuple[int, int] | None:
+    """ListOffsets by timestamp in a remote segment (Kafka's ``RemoteLogManager.findOffsetByTimestamp``):
+    ``(offset, timestamp)`` of the first record of a data batch whose timestamp is at or after
+    ``timestamp_ms``, scanning batch headers (their max timestamp) and decoding only the batch
+    that holds it; None when the segment has none."""
+    while True:
+        head = stream.read(_HEAD.size)
+        if len(head) < _HEAD.size:
+            return None
+        _, length = _HEAD.unpack(head)
+        if length < _HEADER_BYTES - _HEAD.size:
+            return None
+        body = stream.read(length)
+        if len(body) < length:
+            return None
+        header, records = decode_records(head + body, verify_crc=False)
+        if header.is_control or header.max_timestamp < timestamp_ms:
+            continue
+        for record in records:
+            if record.timestamp >= timestamp_ms:
+                return record.offset, record.timestamp
+    return None
 
 
 def segment_leader_epochs(entries: Iterable[tuple[int, int]], start: int, end: int) -> dict[int, int]:

@@ -8,7 +8,13 @@ from __future__ import annotations
 import io
 import struct
 
-from broker.log.remote.read import epoch_checkpoint, index_position, read_batches, segment_leader_epochs
+from broker.log.remote.read import (
+    epoch_checkpoint,
+    index_position,
+    offset_for_timestamp,
+    read_batches,
+    segment_leader_epochs,
+)
 from pyspark_log.records.batch import ProducerRecord, decode_batches, encode_batch
 
 
@@ -85,3 +91,15 @@ def test_segment_leader_epochs_are_those_with_records_in_the_segment() -> None:
 
 def test_epoch_checkpoint_holds_entries_up_to_the_segment_end() -> None:
     assert epoch_checkpoint([(0, 0), (3, 50), (4, 120)], 99) == b"0\n2\n0 0\n3 50\n"
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after() -> None:
+    batches = [
+        encode_batch([ProducerRecord(None, b"v", 1000 + 10 * (5 * b + i)) for i in range(5)], base_offset=5 * b)
+        for b in range(4)
+    ]
+    data = b"".join(batches)
+    assert offset_for_timestamp(io.BytesIO(data), 0) == (0, 1000)
+    assert offset_for_timestamp(io.BytesIO(data), 1071) == (8, 1080)
+    assert offset_for_timestamp(io.BytesIO(data), 1190) == (19, 1190)
+    assert offset_for_timestamp(io.BytesIO(data), 1191) is None
