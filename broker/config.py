@@ -245,6 +245,21 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.file.backup.count", int, 10, "pylog: rolled-over application log files kept"),
     ConfigKey("log.recovery.progress.interval.ms", int, 5000, "pylog: start-up log recovery progress line interval"),
     ConfigKey("gc.freeze.enable", _bool, True, "freeze the start-up heap out of Python's garbage collection"),
+    # KIP-405 tiered storage (broker.log.remote; Kafka's RemoteLogManagerConfig names and defaults)
+    ConfigKey("remote.log.storage.system.enable", _bool, False, "KIP-405: tiered storage on this broker"),
+    ConfigKey("remote.log.manager.task.interval.ms", int, 30000, "KIP-405: how often segments are tiered"),
+    ConfigKey("remote.log.storage.manager.class.name", str, None, "KIP-405: RemoteStorageManager (dotted path)"),
+    ConfigKey("remote.log.storage.manager.impl.prefix", str, "rsm.config.", "KIP-405: prefix of the RSM's keys"),
+    ConfigKey(
+        "remote.log.metadata.manager.class.name",
+        str,
+        "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+        "KIP-405: only the topic-based one (__remote_log_metadata)",
+    ),
+    ConfigKey("remote.log.metadata.manager.impl.prefix", str, "rlmm.config.", "KIP-405: prefix of the RLMM's keys"),
+    ConfigKey("remote.log.metadata.manager.listener.name", str, None, "accepted: metadata is read locally"),
+    ConfigKey("log.local.retention.ms", int, -2, "KIP-405: default local.retention.ms (-2: retention.ms)"),
+    ConfigKey("log.local.retention.bytes", int, -2, "KIP-405: default local.retention.bytes (-2: retention.bytes)"),
     ConfigKey("broker.heartbeat.interval.ms", int, 2000, "KRaft: a broker heartbeats to the controller this often"),
     ConfigKey("broker.session.timeout.ms", int, 9000, "KRaft: a broker silent this long is fenced"),
 ]
@@ -294,10 +309,15 @@ class BrokerConfig:
     def from_mapping(cls, raw: Mapping[str, str], *, warn_unknown: bool = True) -> BrokerConfig:
         values = {key.name: key.default for key in _KEYS}
         extra: dict[str, str] = {}
+        # KIP-405: keys under these prefixes configure the RSM and the RLMM (broker.log.remote.config)
+        plugin_prefixes = (
+            raw.get("remote.log.storage.manager.impl.prefix") or "rsm.config.",
+            raw.get("remote.log.metadata.manager.impl.prefix") or "rlmm.config.",
+        )
         for name, text in raw.items():
             spec = KNOWN_KEYS.get(name)
             if spec is None:
-                if warn_unknown and not is_security_key(name):  # those are read or refused, by name
+                if warn_unknown and not is_security_key(name) and not name.startswith(plugin_prefixes):
                     _warn_not_read(name, text)
                 extra[name] = text
                 continue
@@ -359,6 +379,12 @@ class BrokerConfig:
         try:
             ConsumerGroupConfig.from_properties(self.get)
         except (ConsumerGroupConfigError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        from broker.log.remote.config import RemoteConfigError, RemoteLogManagerConfig
+
+        try:
+            RemoteLogManagerConfig.from_properties(self.get, self.raw)  # KIP-405 keys, Kafka's checks
+        except RemoteConfigError as exc:
             raise ConfigError(str(exc)) from None
         refused = refusals(self.raw, self.listener_protocols)
         if refused:

@@ -7,8 +7,9 @@ CreateTopics/AlterConfigs/IncrementalAlterConfigs answer exactly as Kafka 3.7 do
 
 Topic keys: the entries of Kafka 3.7's ``LogConfig`` definition (``TopicConfig``) that pylog's
 log has no use for. Each value is checked as Kafka 3.7 checks it (INVALID_CONFIG otherwise, with
-Kafka's wording where it has one), and ``remote.storage.enable=true`` is refused as Kafka refuses
-it on a broker without tiered storage. DescribeConfigs reports them with Kafka 3.7's defaults.
+Kafka's wording where it has one). DescribeConfigs reports them with Kafka 3.7's defaults. The
+tiered-storage keys (``remote.storage.enable``, ``local.retention.*``) are served
+(``broker.log.remote``), not listed here.
 
 Broker keys: the ``KafkaConfig`` entries of Kafka 3.7 that pylog reads nowhere; start-up warns
 once per key that it is ignored (and why), where a key Kafka 3.7 does not know is warned about as
@@ -46,7 +47,7 @@ def _boolean(name: str, value: str) -> None:
         raise ValueError(f"Invalid value {value} for configuration {name}: Expected value to be either true or false")
 
 
-def _long_at_least(low: int) -> Callable[[str, str], None]:
+def long_at_least(low: int) -> Callable[[str, str], None]:
     def check(name: str, value: str) -> None:
         try:
             number = int(value.strip())
@@ -68,15 +69,6 @@ def _throttled_replicas(name: str, value: str) -> None:
     )
 
 
-def _remote_storage(name: str, value: str) -> None:
-    _boolean(name, value)
-    if value.strip().lower() == "true":  # Kafka 3.7 LogConfig.validateRemoteStorageOnlyIfSystemEnabled
-        raise ValueError(
-            "Tiered Storage functionality is disabled in the broker. "
-            "Topic cannot be configured with remote log storage."
-        )
-
-
 @dataclass(frozen=True)
 class IgnoredTopicConfig:
     default: str  # Kafka 3.7's default, as DescribeConfigs reports it
@@ -95,15 +87,6 @@ IGNORED_TOPIC_CONFIGS: dict[str, IgnoredTopicConfig] = {
     # not log settings: read from the metadata image by broker.quota.replication
     "leader.replication.throttled.replicas": IgnoredTopicConfig("", LIST, "", _throttled_replicas),
     "follower.replication.throttled.replicas": IgnoredTopicConfig("", LIST, "", _throttled_replicas),
-    "remote.storage.enable": IgnoredTopicConfig(
-        "false", BOOLEAN, "pylog has no tiered storage (true is refused, as Kafka refuses it)", _remote_storage
-    ),
-    "local.retention.ms": IgnoredTopicConfig(
-        "-2", LONG, "tiered storage only (pylog has none)", _long_at_least(-2)
-    ),
-    "local.retention.bytes": IgnoredTopicConfig(
-        "-2", LONG, "tiered storage only (pylog has none)", _long_at_least(-2)
-    ),
 }  # fmt: skip
 
 
@@ -113,7 +96,6 @@ def check_ignored_topic_config(name: str, value: str | None) -> None:
         IGNORED_TOPIC_CONFIGS[name].check(name, value)
 
 
-_TIERED = "tiered storage (KIP-405) is not implemented"
 _ZK = "ZooKeeper mode is not supported: pylog runs without ZooKeeper (KRaft or its metadata file)"
 # Security keys are read or refused by name in broker.security (docs/security.md), not listed here.
 _SECURITY = "a failed SASL login is answered and the connection closed at once"
@@ -157,12 +139,6 @@ IGNORED_BROKER_CONFIGS: dict[str, str] = {
     "kafka.metrics.polling.interval.secs": "metrics are served at metrics.port",
     "auto.include.jmx.reporter": "metrics are served at metrics.port",
     "client.quota.callback.class": "client quotas follow the built-in precedence list (no callback plug-in)",
-    "remote.log.storage.system.enable": _TIERED,
-    "remote.log.manager.task.interval.ms": _TIERED,
-    "remote.log.metadata.manager.class.name": _TIERED,
-    "remote.log.storage.manager.class.name": _TIERED,
-    "log.local.retention.ms": _TIERED,
-    "log.local.retention.bytes": _TIERED,
     "group.consumer.regex.refresh.interval.ms": "subscription regexes are re-evaluated at every heartbeat",
     "offsets.load.buffer.size": "offsets are loaded in one pass",
     "offsets.topic.compression.codec": "offset commits are written uncompressed",

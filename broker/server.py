@@ -63,12 +63,13 @@ from broker.api.unregister_broker import HANDLERS as UNREGISTER_BROKER_HANDLERS
 from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
 from broker.controller.image import BrokerInfo, MetadataImage
-from broker.controller.local import LocalController
+from broker.controller.local import LocalController, MetadataController
 from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
 from broker.coordinator import group as group_coordinator
 from broker.coordinator import share_group as share_groups
 from broker.coordinator import txn as txn_coordinator
+from broker.coordinator.txn.sender import BrokerSender
 from broker.dynamic_config import CLEANER_KEYS, CONNECTION_KEYS, DynamicBrokerConfig
 from broker.log import flush as log_flush
 from broker.log.cleaner.cleaner import LogCleaner
@@ -77,6 +78,9 @@ from broker.log.cleaner.metrics import CleanerCollector
 from broker.log.config import LogConfig, LogManagerConfig, system_clock_ms
 from broker.log.manager import LogManager
 from broker.log.metrics import LogCollector, LogDirCollector
+from broker.log.remote.config import RemoteLogManagerConfig
+from broker.log.remote.manager import RemoteLogManager
+from broker.log.remote.storage import RemoteStorageException, load_remote_storage_manager
 from broker.meta_properties import MetaPropertiesError, bootstrap_records, check_formatted
 from broker.metrics.collectors import (
     ControllerCollector,
@@ -195,6 +199,8 @@ class BrokerServer:
         self._listeners: list[SocketListener] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._logs: LogManager | None = None
+        self._remote_log: RemoteLogManager | None = None  # KIP-405 (remote.log.storage.system.enable)
+        self._remote_sender: BrokerSender | None = None
         self._groups: group_coordinator.GroupCoordinator | None = None
         self._txn: txn_coordinator.TransactionCoordinator | None = None
         self._replicas: ReplicaManager | None = None
@@ -424,6 +430,7 @@ class BrokerServer:
             self._metrics = MetricsServer(first.host or host, int(config["metrics.port"]), registry, off_loop)
             await self._metrics.start()
         self._start_background(logs, replicas, cleaner)
+        self._start_remote_log(broker, controller, to_brokers)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
             replicas.serving = True
@@ -512,6 +519,28 @@ class BrokerServer:
             self._tasks.append(asyncio.create_task(_every(name, interval_ms, work), name=name))
         self._tasks.append(asyncio.create_task(cleaner.run(), name="log-cleaner"))  # Kafka docs §4.8 "Log Compaction"
 
+    def _start_remote_log(self, broker: Broker, controller: MetadataController, dialer: Dialer) -> None:
+        """KIP-405: with ``remote.log.storage.system.enable`` the RemoteLogManager
+        (``broker.log.remote.manager``) runs every ``remote.log.manager.task.interval.ms`` and the
+        fetch and ListOffsets handlers serve the remote tier through it."""
+        rlm_config = RemoteLogManagerConfig.from_properties(self.config.get, self.config.raw)
+        if not rlm_config.system_enabled or self._replicas is None:
+            return
+        assert rlm_config.rsm_class_name is not None  # checked by BrokerConfig.validate
+        try:
+            rsm = load_remote_storage_manager(rlm_config.rsm_class_name, self.config.raw, rlm_config.rsm_prefix)
+        except RemoteStorageException as exc:
+            raise ConfigError(str(exc)) from None
+        self._remote_sender = BrokerSender("pylog-remote-log-manager", dialer)
+        rlm = broker.remote_log = self._remote_log = RemoteLogManager(
+            self.config.node_id, rlm_config, rsm=rsm, replicas=self._replicas, image=controller.image,
+            create_topic=controller.create_topic, sender=self._remote_sender, clock_ms=self._clock_ms,
+        )  # fmt: skip
+        if self._fetchers is not None:
+            self._fetchers.tier = rlm  # KIP-405: followers rebuild from the tier
+        task = asyncio.create_task(_every("remote-log-manager", rlm_config.task_interval_ms, rlm.run_once))
+        self._tasks.append(task)
+
     def _raft_metrics(self) -> dict[str, float | int | str] | None:
         return self.raft.metrics() if self.raft is not None and self.raft.running else None
 
@@ -553,6 +582,12 @@ class BrokerServer:
         if self._fetchers is not None:
             await self._fetchers.close()
             self._fetchers = None
+        if self._remote_log is not None:
+            self._remote_log.rsm.close()
+            self._remote_log = None
+        if self._remote_sender is not None:
+            self._remote_sender.close()
+            self._remote_sender = None
         if self._replicas is not None:
             self._replicas.shutdown()
             if self._logs is not None:

@@ -51,6 +51,7 @@ from broker.dynamic_config import (
     replace_all,
 )
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
+from broker.log.remote.config import check_topic_config as check_remote_topic_config
 from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
 from pyspark_log.wire.errors import ErrorCode
 
@@ -73,7 +74,9 @@ def _check_log_config(broker: Broker, overrides: Mapping[str, str]) -> None:
         if key in IGNORED_TOPIC_CONFIGS and value is not None and IGNORED_TOPIC_CONFIGS[key].reason:
             log.warning("topic config %s=%r is accepted and ignored: %s", key, value, IGNORED_TOPIC_CONFIGS[key].reason)
     try:
-        topic_log_config(broker.config.raw, overrides)
+        effective = topic_log_config(broker.config.raw, overrides)
+        # KIP-405: Kafka's LogConfig.validate checks of remote.storage.enable and local.retention.*
+        check_remote_topic_config(effective, system_enabled=bool(broker.config.get("remote.log.storage.system.enable")))
     except (ValueError, TypeError, OverflowError) as exc:
         raise MetadataError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 

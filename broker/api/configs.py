@@ -66,6 +66,9 @@ TOPIC_CONFIG_TYPES = {
     "segment.jitter.ms": LONG,
     "segment.ms": LONG,
     "unclean.leader.election.enable": BOOLEAN,
+    "remote.storage.enable": BOOLEAN,
+    "local.retention.ms": LONG,
+    "local.retention.bytes": LONG,
     **{name: ignored.config_type for name, ignored in IGNORED_TOPIC_CONFIGS.items()},
 }
 
@@ -204,6 +207,9 @@ BROKER_CONFIG_TYPES = {
     "group.consumer.migration.policy": STRING,
     "log.file.max.bytes": LONG,
     "log.recovery.progress.interval.ms": LONG,
+    "remote.log.storage.manager.impl.prefix": STRING,
+    "remote.log.metadata.manager.impl.prefix": STRING,
+    "remote.log.metadata.manager.listener.name": STRING,
 }
 
 # Kafka topic configs that are not ``LogConfig`` fields, with Kafka's defaults (the controller reads

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from broker.coordinator.group import GroupCoordinator
     from broker.coordinator.share_group import ShareGroups
     from broker.coordinator.txn import TransactionCoordinator
+    from broker.log.remote.manager import RemoteLogManager
     from broker.raft.driver import RaftDriver
 
 
@@ -46,6 +47,7 @@ class Broker:
     share: ShareGroups | None = None  # KIP-932 share groups (None: not served)
     authorizer: AclAuthority | None = None  # authorizer.class.name set: the ACL checks (broker.api.authz)
     log_dir_mover: LogDirMover | None = None  # AlterReplicaLogDirs (None: not served)
+    remote_log: RemoteLogManager | None = None  # KIP-405 tiered storage (None: remote.log.storage.system.enable off)
 
     @property
     def node_id(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from broker.controller.errors import MetadataError
-from broker.ignored_configs import IGNORED_TOPIC_CONFIGS, check_ignored_topic_config
+from broker.ignored_configs import IGNORED_TOPIC_CONFIGS, check_ignored_topic_config, long_at_least
 from pyspark_log.wire.errors import ErrorCode
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -37,6 +37,10 @@ TOPIC_CONFIG_BROKER_KEYS: dict[str, str] = {
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    # KIP-405 (broker.log.remote.config checks them against the broker's tiered storage)
+    "remote.storage.enable": "",  # no broker default (Kafka: topic-level only)
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
 _INT_CONFIGS = {
@@ -76,6 +80,11 @@ def validate_topic_config(key: str, value: str | None) -> None:
         raise MetadataError(ErrorCode.INVALID_CONFIG, f"unknown topic config {key!r}")
     if value is None:
         return
+    if key in ("local.retention.ms", "local.retention.bytes"):  # Kafka's LogConfig: atLeast(-2)
+        try:
+            long_at_least(-2)(key, value)
+        except ValueError as exc:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if key in _INT_CONFIGS:
         try:
             int(value)
@@ -83,7 +92,8 @@ def validate_topic_config(key: str, value: str | None) -> None:
             raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config {key}={value!r} is not an integer") from None
     if key == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         raise MetadataError(ErrorCode.INVALID_CONFIG, "message.timestamp.type must be CreateTime or LogAppendTime")
-    if key in ("preallocate", "unclean.leader.election.enable") and value.lower() not in ("true", "false"):
+    booleans = ("preallocate", "unclean.leader.election.enable", "remote.storage.enable")
+    if key in booleans and value.lower() not in ("true", "false"):
         raise MetadataError(ErrorCode.INVALID_CONFIG, f"topic config {key}={value!r} must be true or false")
     if key == "min.insync.replicas" and int(value) < 1:
         raise MetadataError(ErrorCode.INVALID_CONFIG, f"min.insync.replicas={value} must be at least 1")

@@ -55,6 +55,10 @@ class LogConfig:
     compression_type: str = "producer"  # compression.type (only "producer": no recompression)
     preallocate: bool = False  # preallocate (stored; index files are never preallocated)
     min_insync_replicas: int = 1  # min.insync.replicas (acks=all needs this many in the ISR; Kafka docs §3.3 `acks`)
+    # KIP-405 tiered storage (broker.log.remote): -2 takes retention.*, -1 is unlimited
+    remote_storage_enable: bool = False  # remote.storage.enable
+    local_retention_ms: int = -2  # local.retention.ms
+    local_retention_bytes: int = -2  # local.retention.bytes
 
     def __post_init__(self) -> None:
         check = _check
@@ -76,6 +80,8 @@ class LogConfig:
         check(self.message_timestamp_after_max_ms >= 0, "message.timestamp.after.max.ms", 0)
         check(self.file_delete_delay_ms >= 0, "file.delete.delay.ms", self.file_delete_delay_ms)
         check(self.min_insync_replicas >= 1, "min.insync.replicas", self.min_insync_replicas)
+        check(self.local_retention_ms >= -2, "local.retention.ms", self.local_retention_ms)
+        check(self.local_retention_bytes >= -2, "local.retention.bytes", self.local_retention_bytes)
         check(self.delete_retention_ms >= 0, "delete.retention.ms", self.delete_retention_ms)
         check(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", self.min_compaction_lag_ms)
         check(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", self.max_compaction_lag_ms)
@@ -216,6 +222,9 @@ _SYNONYMS: dict[str, list[tuple[str, int]]] = {
     "compression_type": [("compression.type", 0)],
     "preallocate": [("preallocate", 0), ("log.preallocate", 0)],
     "min_insync_replicas": [("min.insync.replicas", 1)],
+    "remote_storage_enable": [("remote.storage.enable", 0)],
+    "local_retention_ms": [("local.retention.ms", 1), ("log.local.retention.ms", 1)],
+    "local_retention_bytes": [("local.retention.bytes", 1), ("log.local.retention.bytes", 1)],
 }
 
 
@@ -234,7 +243,7 @@ def _parse(field_name: str, name: str, value: Any, scale: int) -> Any:
             return float(value)
         if field_name in ("message_timestamp_type", "compression_type"):
             return str(value).strip()
-        if field_name == "preallocate":
+        if field_name in ("preallocate", "remote_storage_enable"):
             if isinstance(value, bool):
                 return value
             return _parse_bool(str(value))

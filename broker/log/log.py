@@ -51,6 +51,7 @@ without a snapshot and its dir gets no clean-shutdown marker, so the next start-
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -144,6 +145,10 @@ class Log:
         self.failure: str | None = None  # set by ``_fail``: the log is offline
         self.dir_state: LogDirState | None = None  # its log dir's health (set by the LogManager)
         self.closed = False
+        # KIP-405: set by the RemoteLogManager while the topic is tiered; retention.* then applies
+        # to the remote tier and local segments go by local.retention.* once copied (there), so
+        # delete_old_segments keeps only the log-start rule (DeleteRecords, a follower's start)
+        self.tiered = False
 
     @classmethod
     def create(
@@ -509,13 +514,14 @@ class Log:
         hw = self.log_end_offset if high_watermark is None else high_watermark
         self.producer_state.remove_expired(now)
         segments = self.segments
+        config = dataclasses.replace(self._config, retention_ms=-1, retention_bytes=-1) if self.tiered else self._config
         total = 0
         while True:
             facts = [
                 SegmentFacts(s.base_offset, s.next_offset, s.size_bytes, s.max_timestamp_ms, s.last_modified_ms())
                 for s in segments
             ]
-            decision = segments_to_delete(facts, self._config, now, self._log_start_offset, hw)
+            decision = segments_to_delete(facts, config, now, self._log_start_offset, hw)
             if decision.count == 0:
                 return total
             if decision.count == len(segments):

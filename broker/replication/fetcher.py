@@ -19,6 +19,10 @@ Per partition of a response:
   records the others do not have);
 * OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts there; past the leader's log
   end (a leader that lost records) it truncates to the leader's end;
+* OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405 "Follower Replication"): the offset is below the
+  leader's local log start (``log_start_offset`` of the answer) and in the remote tier: the log
+  restarts at the leader's local log start and ``tier`` (the RemoteLogManager) rebuilds the leader
+  epochs and producer state there from the tier's copy of the segment before it;
 * NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and others: the
   partition waits ``replica.fetch.backoff.ms`` (the metadata will say who leads).
 
@@ -34,6 +38,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker.controller.image import MetadataImage
 from broker.log.errors import LogError
@@ -50,6 +55,14 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # names topics, carries last_fetched_epoch and diverging_epoch
 TopicPartition = tuple[str, int]
+
+
+class TierRebuild(Protocol):
+    """KIP-405 follower rebuild (``broker.log.remote.manager.RemoteLogManager``)."""
+
+    def ready_to_rebuild(self, hosted: Partition, local_start: int) -> bool: ...
+
+    def rebuild_follower(self, hosted: Partition, local_start: int) -> None: ...
 
 
 @dataclass
@@ -89,6 +102,7 @@ class ReplicaFetchers:
         self._closed = False
         self.bytes_fetched = 0  # record bytes appended from leaders (FetcherStats BytesPerSec, on /metrics)
         self.throttles: ReplicationThrottles | None = None  # follower.replication.throttled.* (KIP-73)
+        self.tier: TierRebuild | None = None  # KIP-405: set when tiered storage is enabled
         replicas.follower_listener = self.replan
 
     def replan(self) -> None:
@@ -296,6 +310,17 @@ class ReplicaFetchers:
                          leader_start)  # fmt: skip
                 hosted.restart_at(leader_start)
             return True
+        if code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            leader_local_start = part["log_start_offset"]
+            if leader_local_start > target.log_end_offset:
+                if self.tier is not None and not self.tier.ready_to_rebuild(hosted, leader_local_start):
+                    return False  # this broker's remote log metadata is behind: back off, ask again
+                log.info("%s: leader %d keeps offsets below %d in the remote tier: rebuilding this log there",
+                         target.name, fetcher.source_id, leader_local_start)  # fmt: skip
+                hosted.restart_at(leader_local_start)
+                if self.tier is not None:
+                    self.tier.rebuild_follower(hosted, leader_local_start)
+                return True
         log.debug("%s: fetch from broker %d answered error %d", target.name, fetcher.source_id, code)
         return False
 

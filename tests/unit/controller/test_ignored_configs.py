@@ -60,7 +60,7 @@ def test_accepted_as_kafka_37_accepts(key: str, value: str | None) -> None:
         ("message.format.version", "3.9", "is not a valid version"),
         ("message.downconversion.enable", "maybe", "true or false"),
         ("leader.replication.throttled.replicas", "0-1", "[partitionId]:[brokerId]"),
-        ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
+        ("remote.storage.enable", "maybe", "true or false"),
         ("local.retention.ms", "-3", "at least -2"),
         ("local.retention.bytes", "x", "LONG"),
     ],
