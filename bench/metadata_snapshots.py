@@ -37,9 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.controller.image_builder import ClusterState, apply_payload
-from broker.controller.records import ConfigRecord, RegisterBrokerRecord, TopicRecord, encode_records
-from broker.controller.snapshot import state_from_records, state_to_records
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import ConfigRecord, RegisterBrokerRecord, TopicRecord, encode_records
+from broker.metadata.replay import apply_payload
+from broker.metadata.snapshot_records import state_from_records, state_to_records
 from broker.raft.snapshot import SnapshotId, encode_snapshot
 from broker.raft.store import load_newest_valid, write_snapshot
 

@@ -12,7 +12,7 @@ and, in each dir, ``bootstrap.checkpoint``: the metadata the first active contro
 quorum appends after the cluster id (today the SCRAM credentials of ``--add-scram``). Kafka's
 file is a binary metadata snapshot; pylog's is a JSON header line (the format's
 ``metadata.version`` and options) followed by one metadata record payload in the metadata log's
-own encoding (``broker.controller.records``); see docs/compatibility.md.
+own encoding (``broker.metadata.records``); see docs/compatibility.md.
 
 A node start checks the dirs as Kafka's ``MetaPropertiesEnsemble`` does (``check_formatted``):
 every dir must be formatted, with this node's ``node.id`` and one cluster id; otherwise the start
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.controller.records import MetadataRecord, decode_records, encode_records
+from broker.metadata.records import MetadataRecord, decode_records, encode_records
 from broker.properties import load_properties
 
 META_FILE = "meta.properties"

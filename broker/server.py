@@ -62,7 +62,6 @@ from broker.api.txn_markers import handle_write_txn_markers
 from broker.api.unregister_broker import HANDLERS as UNREGISTER_BROKER_HANDLERS
 from broker.api.user_scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from broker.config import BrokerConfig, ConfigError, Listener, parse_listener
-from broker.controller.image import BrokerInfo, MetadataImage
 from broker.controller.local import LocalController, MetadataController
 from broker.controller.quorum import QuorumController
 from broker.controller.quorum import from_config as quorum_controller
@@ -82,6 +81,7 @@ from broker.log.remote.config import RemoteLogManagerConfig
 from broker.log.remote.manager import RemoteLogManager
 from broker.log.remote.storage import RemoteStorageException, load_remote_storage_manager
 from broker.meta_properties import MetaPropertiesError, bootstrap_records, check_formatted
+from broker.metadata.image import BrokerInfo, MetadataImage
 from broker.metrics.collectors import (
     ControllerCollector,
     GroupCollector,

@@ -20,10 +20,10 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 
-from broker.controller.image import PartitionImage, TopicImage
-from broker.controller.image_builder import partition_after_change
-from broker.controller.records import MetadataRecord, PartitionChangeRecord, PartitionRecord, TopicRecord
 from broker.logging_setup import STATE_CHANGE_LOGGER
+from broker.metadata.image import PartitionImage, TopicImage
+from broker.metadata.records import MetadataRecord, PartitionChangeRecord, PartitionRecord, TopicRecord
+from broker.metadata.replay import partition_after_change
 
 state_log = logging.getLogger(STATE_CHANGE_LOGGER)
 

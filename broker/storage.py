@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from broker.config import BrokerConfig, ConfigError, parse_listener
-from broker.controller.records import MetadataRecord, UserScramCredentialRecord
 from broker.log.manager import METADATA_DIR_NAME
 from broker.meta_properties import (
     Bootstrap,
@@ -56,6 +55,7 @@ from broker.meta_properties import (
     write_bootstrap,
     write_meta,
 )
+from broker.metadata.records import MetadataRecord, UserScramCredentialRecord
 from broker.raft.config import parse_quorum_voters
 from broker.raft.log import VoterSpec, VotersRecord
 from broker.raft.voters import (

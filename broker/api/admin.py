@@ -41,7 +41,6 @@ from broker.api.metadata import ALL_CLUSTER_OPERATIONS
 from broker.api.quota_enforcement import mutation_quota
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import forwarded_request
-from broker.controller.image import TopicImage
 from broker.controller.topics import validate_topic_config
 from broker.dynamic_config import (
     DynamicConfigError,
@@ -52,6 +51,7 @@ from broker.dynamic_config import (
 )
 from broker.ignored_configs import IGNORED_TOPIC_CONFIGS
 from broker.log.remote.config import check_topic_config as check_remote_topic_config
+from broker.metadata.image import TopicImage
 from broker.quota.mutation import THROTTLED_MESSAGE, MutationQuota
 from pyspark_log.wire.errors import ErrorCode
 

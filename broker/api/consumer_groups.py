@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.api.context import Broker, Request
-from broker.controller.image import MetadataImage
 from broker.coordinator.consumer_group.group import HeartbeatRequest, TopicsView
+from broker.metadata.image import MetadataImage
 from pyspark_log.wire.errors import ErrorCode
 
 # READ, DELETE, DESCRIBE of Kafka's AclOperation, as DescribeGroups reports them (broker.api.groups;

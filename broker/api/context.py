@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig
-from broker.controller.image import MetadataImage
 from broker.controller.local import MetadataController
 from broker.log.manager import LogManager
+from broker.metadata.image import MetadataImage
 from broker.network.connection import ConnectionContext
 from broker.quota.mutation import ControllerMutationQuotas
 from broker.quota.replication import ReplicationThrottles

@@ -21,7 +21,7 @@ from typing import Any
 
 from broker.api.context import Broker, Request
 from broker.api.topics import auto_create, auto_create_enabled
-from broker.controller.image import TopicImage
+from broker.metadata.image import TopicImage
 from broker.security.acl.authorizer import SUPPORTED_OPERATIONS
 from broker.security.acl.binding import ResourceType
 from pyspark_log.wire.errors import ErrorCode

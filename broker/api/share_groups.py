@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.api.context import Broker, Handler, Request
-from broker.controller.image import MetadataImage
 from broker.coordinator.share_group.coordinator import ShareCoordinator, StateKey, StateResult
 from broker.coordinator.share_group.manager import FetchedPartition, ShareGroups
 from broker.coordinator.share_group.partition import StateBatch
 from broker.coordinator.share_group.records import SHARE_STATE_TOPIC
+from broker.metadata.image import MetadataImage
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 

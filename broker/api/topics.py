@@ -6,7 +6,7 @@ import logging
 
 from broker.api.context import Broker
 from broker.controller.errors import MetadataError
-from broker.controller.image import TopicImage
+from broker.metadata.image import TopicImage
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from broker.controller.image_builder import ClusterState
-from broker.controller.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
 from broker.security.acl.binding import AclBinding, InvalidAcl, new_binding
 from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode

@@ -24,8 +24,8 @@ from broker.controller.forwarding import (
     send_heartbeat,
     send_registration,
 )
-from broker.controller.image import BrokerInfo, MetadataImage
-from broker.controller.image_builder import ClusterState
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import BrokerInfo, MetadataImage
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,6 @@ from broker.controller.forwarding import (
     raise_for,
     send_alter_partition,
 )
-from broker.controller.image import BrokerInfo, MetadataImage
-from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import (
     ElectionResult,
     ElectionType,
@@ -41,7 +39,9 @@ from broker.controller.partition_changes import (
     unclean_elections,
 )
 from broker.controller.reassignment import completed_by
-from broker.controller.records import MetadataRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import BrokerInfo, MetadataImage
+from broker.metadata.records import MetadataRecord
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)

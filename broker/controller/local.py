@@ -3,10 +3,10 @@
 It implements ``MetadataController`` for a broker that is its own controller with no quorum.
 Changes are decided by the quorum controller's pure operations (``operations``: the same
 validation, placement and errors) and applied as their metadata records would be
-(``image_builder.apply_record``); every change is written to ``pylog-metadata.json`` in the first log dir (temp file,
-fsync, rename) and only then published to the in-memory image and to listeners — a change a
-client was told succeeded survives a crash. The Raft issue replaces this with the KIP-595 quorum
-behind the same interface.
+(``broker.metadata.replay.apply_record``); every change is written to ``pylog-metadata.json``
+in the first log dir (temp file, fsync, rename) and only then published to the in-memory image
+and to listeners — a change a client was told succeeded survives a crash. The Raft issue
+replaces this with the KIP-595 quorum behind the same interface.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from typing import Any, Protocol
 
 from broker.controller import operations
 from broker.controller.acl_changes import CreateResult, Creation, DeleteResult, create_acls, delete_acls
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.image_builder import BrokerRegistration, ClusterState, acl_binding, apply_records
 from broker.controller.operations import Assignments
 from broker.controller.partition_changes import ElectionResult, ElectionType, TopicPartitionKey
-from broker.controller.records import AccessControlEntryRecord, MetadataRecord
 from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
+from broker.metadata.cluster_state import BrokerRegistration, ClusterState
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.metadata.records import AccessControlEntryRecord, MetadataRecord
+from broker.metadata.replay import acl_binding, apply_records
 from broker.security.acl.filters import AclFilter
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode

@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 
 from broker.controller.errors import MetadataError
-from broker.controller.image import PartitionImage, TopicImage
-from broker.controller.image_builder import ClusterState
-from broker.controller.records import (
+from broker.controller.topics import validate_topic_config, validate_topic_name
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import PartitionImage, TopicImage
+from broker.metadata.records import (
     BROKER_RESOURCE,
     ClientQuotaRecord,
     ConfigRecord,
@@ -28,7 +29,6 @@ from broker.controller.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from broker.controller.topics import validate_topic_config, validate_topic_name
 from broker.quota.entity import Entity, InvalidQuotaError, make_entity, validate_quota
 from pyspark_log.wire.errors import ErrorCode
 

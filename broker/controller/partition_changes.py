@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from broker.controller.errors import MetadataError
-from broker.controller.image import PartitionImage
-from broker.controller.image_builder import NO_LEADER, ClusterState, apply_record
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import NO_LEADER, PartitionImage
+from broker.metadata.records import (
     NO_CHANGE,
     FenceBrokerRecord,
     MetadataRecord,
@@ -65,6 +65,7 @@ from broker.controller.records import (
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
 )
+from broker.metadata.replay import apply_record
 from pyspark_log.wire.errors import ErrorCode
 
 

@@ -3,7 +3,7 @@
 It implements ``MetadataController`` over a ``RaftDriver`` (broker/raft/driver.py):
 
 * **Reads.** Every node applies the committed entries of the metadata log, in order, to a
-  ``ClusterState`` (``image_builder``) and publishes the derived ``MetadataImage`` to listeners,
+  ``ClusterState`` (``broker.metadata.replay``) and publishes the derived ``MetadataImage`` to listeners,
   as ``LocalController`` does after each change.
 * **Changes on the active controller** (the Raft leader): validated against the state by
   ``operations`` (LocalController's errors), appended as one entry, and answered once the entry
@@ -60,8 +60,6 @@ from broker.controller.forwarding import (
     raise_for,
     unless_leader_moves,
 )
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.image_builder import ClusterState, apply_payload, build_image
 from broker.controller.leadership import ReplicaLeadership
 from broker.controller.local import ImageListener
 from broker.controller.operations import Assignments
@@ -71,17 +69,20 @@ from broker.controller.partition_changes import (
     unfence_broker,
 )
 from broker.controller.quorum_acls import AclOperations
-from broker.controller.records import (
+from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
+from broker.controller.scram_credentials import Result as ScramResult
+from broker.meta_properties import bootstrap_records
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.metadata.records import (
     ClusterIdRecord,
     MetadataRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
     encode_records,
 )
-from broker.controller.scram_credentials import MECHANISM_NAMES, Deletion, Upsertion, alter_scram
-from broker.controller.scram_credentials import Result as ScramResult
-from broker.controller.snapshot import state_from_records, state_to_records
-from broker.meta_properties import bootstrap_records
+from broker.metadata.replay import apply_payload
+from broker.metadata.snapshot_records import state_from_records, state_to_records
 from broker.network.dial import Dialer
 from broker.raft.core import NotLeaderError
 from pyspark_log.wire.api_keys import ApiKey
@@ -199,7 +200,7 @@ class QuorumController(AclOperations, BrokerSession, ReplicaLeadership):
 
     def _capture_snapshot(self) -> Callable[[], list[bytes]]:
         """KIP-630: the state as of every delivered entry, frozen now (``ClusterState`` is
-        immutable), encoded later off the event loop (``broker.controller.snapshot``)."""
+        immutable), encoded later off the event loop (``broker.metadata.snapshot_records``)."""
         state = self._state
         return lambda: state_to_records(state)
 

@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from broker.controller.acl_changes import CreateResult, Creation, DeleteResult, create_acls, delete_acls
 from broker.controller.forwarding import ControllerChannel, forward_create_acls, forward_delete_acls
-from broker.controller.image import MetadataImage
-from broker.controller.image_builder import ClusterState
-from broker.controller.records import MetadataRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import MetadataRecord
 from broker.security.acl.binding import AclBinding, InvalidAcl, new_binding
 from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode

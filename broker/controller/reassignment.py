@@ -10,7 +10,7 @@ and the leader adds them to the ISR with AlterPartition. Once every target repli
 the reassignment completes in one ``PartitionChangeRecord``: ``replicas`` becomes the target,
 the removed replicas leave the ISR, and if the leader is being removed (or is not live) the first
 live target replica in the ISR leads, with the leader epoch bumped. Every change of the replica
-set bumps the leader epoch (``image_builder.partition_after_change``).
+set bumps the leader epoch (``broker.metadata.replay.partition_after_change``).
 
 Rules (Kafka's ``ReplicationControlManager.alterPartitionReassignments`` /
 ``PartitionReassignmentReplicas``):
@@ -38,9 +38,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from broker.controller.errors import MetadataError
-from broker.controller.image import PartitionImage
-from broker.controller.image_builder import NO_LEADER, ClusterState, apply_records
-from broker.controller.records import NO_CHANGE, MetadataRecord, PartitionChangeRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import NO_LEADER, PartitionImage
+from broker.metadata.records import NO_CHANGE, MetadataRecord, PartitionChangeRecord
+from broker.metadata.replay import apply_records
 from pyspark_log.wire.errors import ErrorCode
 
 TopicPartitionKey = tuple[str, int]

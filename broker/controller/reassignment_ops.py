@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import FORWARD_CLIENT_ID, ControllerChannel, NotActive
-from broker.controller.image_builder import ClusterState
 from broker.controller.reassignment import (
     Ongoing,
     TopicPartitionKey,
@@ -25,7 +24,8 @@ from broker.controller.reassignment import (
     list_reassignments,
     target_replicas,
 )
-from broker.controller.records import MetadataRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import MetadataRecord
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.controller.image_builder import ClusterState
-from broker.controller.records import MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from broker.security.sasl.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,

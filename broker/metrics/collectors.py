@@ -23,10 +23,10 @@ from broker.metrics.instruments import TIMERS, TOPIC_METERS, BrokerStats, Histog
 from broker.metrics.loop import LoopMonitor
 
 if TYPE_CHECKING:
-    from broker.controller.image import MetadataImage
     from broker.coordinator.group.coordinator import GroupCoordinator
     from broker.coordinator.group.group import Group
     from broker.coordinator.txn.coordinator import TransactionCoordinator
+    from broker.metadata.image import MetadataImage
     from broker.network.listener import Listener
     from broker.raft.driver import RaftDriver
     from broker.replication.replica_manager import ReplicaManager

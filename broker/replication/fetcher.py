@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.controller.image import MetadataImage
 from broker.log.errors import LogError
+from broker.metadata.image import MetadataImage
 from broker.network.dial import Dialer
 from broker.network.peer import PeerConnection, PeerError
 from broker.quota.replication import ReplicationThrottles

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from broker.controller.image import MetadataImage
+from broker.metadata.image import MetadataImage
 from broker.metrics.exposition import CHECKPOINT_ITEMS, sliced
 from broker.replication.fetcher import ReplicaFetchers
 from broker.replication.partition import Partition

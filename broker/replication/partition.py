@@ -34,11 +34,11 @@ import logging
 import struct
 from collections.abc import Callable, Iterable
 
-from broker.controller.image import PartitionImage
 from broker.log.errors import LogError
 from broker.log.log import Log, LogAppendInfo
 from broker.log.scan import iter_headers
 from broker.log.validate import AppendOrigin
+from broker.metadata.image import PartitionImage
 from broker.replication.delete_records import low_watermark
 from broker.replication.isr import UNKNOWN_OFFSET
 from broker.replication.leader_epoch import LeaderEpochCache, LeaderEpochFile

@@ -52,7 +52,6 @@ from typing import Any, TypeVar
 
 from broker import state_change
 from broker.clock import monotonic_ms
-from broker.controller.image import MetadataImage
 from broker.controller.partition_changes import IsrChange
 from broker.log.checkpoint import read_checkpoint, write_checkpoint
 from broker.log.config import LogConfig
@@ -62,6 +61,7 @@ from broker.log.log import Log, LogAppendInfo
 from broker.log.manager import LogManager
 from broker.log.txn_index import AbortedTxn
 from broker.log.validate import AppendOrigin
+from broker.metadata.image import MetadataImage
 from broker.replication.delete_records import low_watermark, resolve_offset
 from broker.replication.leader_epoch import diverging_epoch
 from broker.replication.partition import Partition, PartitionError

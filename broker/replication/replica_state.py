@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from broker.controller.image import PartitionImage
+from broker.metadata.image import PartitionImage
 from broker.replication.isr import (
     UNKNOWN_OFFSET,
     FollowerState,

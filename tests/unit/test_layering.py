@@ -16,6 +16,10 @@ alike), and every ``importlib.import_module("...")`` / ``__import__("...")`` of 
   the server); no other broker module is named for ACLs or authorization except the thin callers
   listed in ``ACL_MODULES_ELSEWHERE``, and the controller takes only the model (bindings and
   filters) from the package;
+* the metadata model, ``broker.metadata`` (Kafka's ``org.apache.kafka.image``), is pure and sits
+  below everything that reads it: it imports no I/O, nothing of ``broker.controller`` (which
+  decides what to write) or of any other broker layer but the ACL and SCRAM value types, and its
+  names are imported from the module that defines them (no re-export shim elsewhere);
 * the package modules import each other one way: no import cycles, counting the imports a
   function-level import or ``if TYPE_CHECKING`` would hide (a shared piece moves to a lower
   module, or the lower module states what it needs as a ``Protocol``).
@@ -61,6 +65,29 @@ PURE_CORES_OUTSIDE_RAFT = frozenset(
         "broker.replication.delete_records",
     }
 )
+
+# broker.metadata (issue #28): every module is a pure core, and within broker it may import only
+# itself and the value types its records carry
+METADATA_PACKAGE = "broker.metadata"
+METADATA_MAY_IMPORT = ("broker.metadata", "broker.security.acl.binding", "broker.security.sasl.scram")
+# the model's central names and the one module each is imported from
+METADATA_HOMES = {
+    "MetadataImage": "broker.metadata.image",
+    "TopicImage": "broker.metadata.image",
+    "PartitionImage": "broker.metadata.image",
+    "BrokerInfo": "broker.metadata.image",
+    "ClusterState": "broker.metadata.cluster_state",
+    "BrokerRegistration": "broker.metadata.cluster_state",
+    "build_image": "broker.metadata.cluster_state",
+    "apply_payload": "broker.metadata.replay",
+    "apply_record": "broker.metadata.replay",
+    "apply_records": "broker.metadata.replay",
+    "encode_records": "broker.metadata.records",
+    "decode_records": "broker.metadata.records",
+    "MetadataRecord": "broker.metadata.records",
+    "state_to_records": "broker.metadata.snapshot_records",
+    "state_from_records": "broker.metadata.snapshot_records",
+}
 
 
 # Modules whose docstring calls the modules they drive pure (not themselves): each is listed
@@ -241,12 +268,14 @@ def test_pyspark_log_never_imports_broker() -> None:
 
 def pure_cores() -> list[str]:
     raft = [m for m in MODULES if within(m, "broker.raft") and m not in RAFT_EDGES]
-    return sorted([*raft, *PURE_CORES_OUTSIDE_RAFT])
+    metadata = [m for m in MODULES if within(m, METADATA_PACKAGE)]
+    return sorted([*raft, *metadata, *PURE_CORES_OUTSIDE_RAFT])
 
 
 def test_the_pure_cores_exist() -> None:
     cores = pure_cores()
     assert {"broker.raft.core", "broker.raft.state", "broker.raft.roles", *PURE_CORES_OUTSIDE_RAFT} <= set(cores)
+    assert {"broker.metadata.image", "broker.metadata.replay", "broker.metadata.cluster_state"} <= set(cores)
     assert set(cores) <= set(MODULES)
 
 
@@ -300,6 +329,57 @@ def test_acls_have_one_home() -> None:
         and not any(within(i.target, allowed) for allowed in CONTROLLER_MAY_IMPORT_FROM_ACL)
     ]
     assert not bad, f"the controller takes only {CONTROLLER_MAY_IMPORT_FROM_ACL} from {ACL_PACKAGE}:\n" + describe(bad)
+
+
+def test_the_metadata_model_imports_no_layer_above_it() -> None:
+    """``broker.metadata`` is read by the controller, the request handlers, replication, the
+    coordinators and the metrics; it imports none of them (Kafka's ``metadata/image`` does not
+    depend on the controller either)."""
+    assert "broker.metadata.image" in MODULES
+    bad = [
+        i
+        for i in ALL_IMPORTS
+        if within(i.importer, METADATA_PACKAGE)
+        and within(i.target, "broker")
+        and not any(within(i.target, allowed) for allowed in METADATA_MAY_IMPORT)
+    ]
+    assert not bad, f"broker.metadata imports only {METADATA_MAY_IMPORT} of broker:\n" + describe(bad)
+
+
+def top_level_names(module: str) -> set[str]:
+    """The classes, functions and assigned names ``module`` defines itself (not what it imports)."""
+    names: set[str] = set()
+    for node in parse_source(MODULES[module].read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_the_metadata_model_is_imported_from_its_home() -> None:
+    """The model's names are defined once, in ``METADATA_HOMES``, and every ``from X import
+    MetadataImage`` (and the like) reads them from a module that defines them: a re-export shim
+    left behind in ``broker.controller`` (or anywhere) fails here."""
+    problems = [f"{home} does not define {name}" for name, home in METADATA_HOMES.items()
+                if name not in top_level_names(home)]  # fmt: skip
+    for module, path in MODULES.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(parse_source(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            origin = _relative(package, node.level, node.module) if node.level else node.module or ""
+            if origin not in MODULES:
+                continue
+            for alias in node.names:
+                if alias.name in METADATA_HOMES and alias.name not in top_level_names(origin):
+                    problems.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from {origin}, "
+                        f"which re-exports it: import it from {METADATA_HOMES[alias.name]}"
+                    )
+    assert not problems, "\n".join(problems)
 
 
 def docstring_of(module: str) -> str:

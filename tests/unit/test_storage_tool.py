@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller.image import BrokerInfo
-from broker.controller.image_builder import ClusterState, apply_payload
 from broker.controller.local import LocalController
-from broker.controller.records import RegisterBrokerRecord, UnregisterBrokerRecord, encode_records
 from broker.meta_properties import (
     MetaProperties,
     MetaPropertiesError,
@@ -22,6 +19,10 @@ from broker.meta_properties import (
     new_cluster_id,
     write_meta,
 )
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import BrokerInfo
+from broker.metadata.records import RegisterBrokerRecord, UnregisterBrokerRecord, encode_records
+from broker.metadata.replay import apply_payload
 from broker.security.sasl.scram import salted_password
 from broker.storage import StorageToolError, main, parse_scram, release_version
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from broker.controller.image import MetadataImage
 from broker.coordinator.group.coordinator import GroupCoordinator, GroupSummary, JoinRequest, MemberSummary
 from broker.coordinator.group.group import GroupState, JoinResult, SyncResult
 from broker.coordinator.group.manager import GroupConfig
 from broker.coordinator.group.records import OFFSETS_TOPIC, CommittedOffset, partition_for
 from broker.coordinator.group.store import OffsetsLog
 from broker.coordinator.state_log import StateTopicLog
+from broker.metadata.image import MetadataImage
 from broker.replication.replica_manager import ReplicaManager
 
 __all__ = [

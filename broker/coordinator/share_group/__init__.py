@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.controller.image import MetadataImage
 from broker.coordinator.share_group.config import ShareGroupConfig, ShareGroupConfigError
 from broker.coordinator.share_group.coordinator import ShareCoordinator
 from broker.coordinator.share_group.manager import ShareGroups
@@ -26,6 +25,7 @@ from broker.coordinator.share_group.persister import Persister
 from broker.coordinator.share_group.records import SHARE_STATE_TOPIC
 from broker.coordinator.state_log import StateTopicLog
 from broker.coordinator.txn.sender import BrokerSender
+from broker.metadata.image import MetadataImage
 from broker.network.dial import Dialer
 from broker.replication.replica_manager import ReplicaManager
 

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.controller.image import MetadataImage
 from broker.coordinator.share_group.coordinator import ShareCoordinator, StateKey, StateResult
 from broker.coordinator.share_group.partition import StateBatch
 from broker.coordinator.share_group.records import SHARE_STATE_TOPIC, PersistedState
 from broker.coordinator.txn.sender import BrokerSender
+from broker.metadata.image import MetadataImage
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import DecodeError, ErrorCode
 

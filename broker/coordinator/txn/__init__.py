@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.controller.image import MetadataImage
 from broker.coordinator.state_log import StateTopicLog
 from broker.coordinator.txn.coordinator import InitProducerIdResult, TransactionCoordinator
 from broker.coordinator.txn.manager import TxnConfig
@@ -23,6 +22,7 @@ from broker.coordinator.txn.markers import ControlMarkerAppender, TxnMarkerChann
 from broker.coordinator.txn.producer_ids import ProducerIdManager
 from broker.coordinator.txn.records import TRANSACTION_STATE_TOPIC, TxnState, partition_for
 from broker.coordinator.txn.sender import BrokerSender
+from broker.metadata.image import MetadataImage
 from broker.network.dial import Dialer
 from broker.replication.replica_manager import ReplicaManager
 

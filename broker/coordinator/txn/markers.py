@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker.controller.image import MetadataImage
 from broker.coordinator.txn.sender import BrokerSender, MarkerRequest
+from broker.metadata.image import MetadataImage
 from broker.replication.replica_manager import PartitionError
 from pyspark_log.wire.errors import ErrorCode
 

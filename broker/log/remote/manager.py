@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from broker.controller.errors import MetadataError
-from broker.controller.image import MetadataImage
 from broker.log.errors import LogError
 from broker.log.log import Log
 from broker.log.remote import serde
@@ -88,6 +87,7 @@ from broker.log.remote.storage import (
     RemoteStorageManager,
 )
 from broker.log.txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
+from broker.metadata.image import MetadataImage
 from broker.replication.leader_epoch import parse_epoch_checkpoint
 from broker.replication.partition import Partition
 from broker.replication.replica_manager import ReplicaManager

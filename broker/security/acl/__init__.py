@@ -27,5 +27,5 @@ nothing of ``broker.api``):
 Who uses them: ``broker.api.authz`` wraps the request handlers with ``rules.apply``;
 ``broker.api.acls`` answers DescribeAcls/CreateAcls/DeleteAcls; the controller records ACL
 changes as metadata records (``broker.controller.acl_changes``, ``quorum_acls``) and the
-metadata image holds the bindings (``broker.controller.image``).
+metadata image holds the bindings (``broker.metadata.image``).
 """

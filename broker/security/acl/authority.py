@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from broker.controller.image import MetadataImage
+from broker.metadata.image import MetadataImage
 from broker.security.acl.authorizer import Authorizer
 from broker.security.acl.binding import AclBinding
 from broker.security.acl.config import AuthorizerSettings

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from broker.controller.image import MetadataImage
+from broker.metadata.image import MetadataImage
 from broker.security.acl.authorizer import SUPPORTED_OPERATIONS, Authorizer
 from broker.security.acl.binding import Operation, ResourceType
 from broker.security.acl.checks import CHECKS, Topics, TopicShape

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker.controller.image import MetadataImage
-from broker.controller.image_builder import ClusterState, apply_payload, build_image
 from broker.controller.partition_changes import IsrChange
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.image import MetadataImage
+from broker.metadata.replay import apply_payload
 from broker.replication.leader_epoch import diverging_epoch, truncation_offset
 from broker.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
 from pyspark_log.wire.errors import ErrorCode

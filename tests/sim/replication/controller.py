@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.controller.errors import MetadataError
-from broker.controller.image_builder import ClusterState, apply_payload
 from broker.controller.partition_changes import (
     IsrChange,
     alter_partition,
@@ -13,7 +12,9 @@ from broker.controller.partition_changes import (
     register_broker,
     unfence_broker,
 )
-from broker.controller.records import MetadataRecord, RegisterBrokerRecord, encode_records
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import MetadataRecord, RegisterBrokerRecord, encode_records
+from broker.metadata.replay import apply_payload
 from pyspark_log.wire.errors import ErrorCode
 from tests.sim.replication.config import CONTROLLER
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from broker.controller.image_builder import ClusterState
+from broker.metadata.cluster_state import ClusterState
 
 if TYPE_CHECKING:
     from tests.sim.replication.model import SimBroker, Simulation

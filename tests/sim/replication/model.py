@@ -14,7 +14,7 @@ What is real and what is simulated:
   (``broker.replication.leader_epoch``), the controller's partition changes
   (``broker.controller.partition_changes``: ``alter_partition``, ``fence_broker``,
   ``unfence_broker``, ``register_broker``), and the metadata records applied with
-  ``image_builder.apply_payload`` and read through ``build_image`` on every broker.
+  ``broker.metadata.replay.apply_payload`` and read through ``build_image`` on every broker.
 * **Driven here (the I/O a driver does, over simulated logs and network):** ``SimPartition``
   feeds a ``SimLog``'s appends and truncations to the real ``ReplicaState`` as ``Partition`` feeds
   a real log's; ``SimBroker`` is the driver ``ReplicaManager`` is (which events reach the core,
@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from broker.controller.records import (
+from broker.metadata.records import (
     ClusterIdRecord,
     MetadataRecord,
     PartitionRecord,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.controller.image import PartitionImage
+from broker.metadata.image import PartitionImage
 from broker.replication.leader_epoch import EpochEntry, LeaderEpochCache
 from broker.replication.replica_state import ReplicaState, ReplicaStateFields
 from tests.sim.replication.storage import SimDisk

@@ -9,8 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import BrokerConfig
-from broker.controller.image_builder import ClusterState, apply_broker_config
-from broker.controller.records import BROKER_RESOURCE, ConfigRecord
 from broker.dynamic_config import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
@@ -27,6 +25,9 @@ from broker.dynamic_config import (
     source_of,
     synonyms,
 )
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import BROKER_RESOURCE, ConfigRecord
+from broker.metadata.replay import apply_broker_config
 
 
 @pytest.mark.parametrize(

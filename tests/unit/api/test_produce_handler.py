@@ -15,9 +15,9 @@ import pytest
 
 from broker.api.context import Request
 from broker.api.produce import handle_produce
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.manager import LogManager
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.network.connection import ConnectionContext
 from broker.replication.replica_manager import ReplicaManager
 from pyspark_log.wire import ApiKey, decode_request, encode_request

@@ -19,9 +19,9 @@ from broker.api.fetch import handle_fetch
 from broker.api.list_offsets import handle_list_offsets
 from broker.api.produce import handle_produce
 from broker.api.txn_markers import handle_write_txn_markers
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.manager import LogManager
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.network.connection import ConnectionContext
 from broker.replication.replica_manager import PartitionError, ReplicaManager
 from pyspark_log.records.batch import ProducerRecord, encode_batch

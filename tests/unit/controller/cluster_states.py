@@ -1,13 +1,14 @@
 """Metadata states for the pure controller tests: registered brokers, a topic, records applied
-in log order (``image_builder.apply_payload``), as the active controller would build them."""
+in log order (``broker.metadata.replay.apply_payload``), as the active controller would build them."""
 
 from __future__ import annotations
 
 import uuid
 
 from broker.controller import operations
-from broker.controller.image_builder import ClusterState, apply_payload
-from broker.controller.records import RegisterBrokerRecord, encode_records
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import RegisterBrokerRecord, encode_records
+from broker.metadata.replay import apply_payload
 
 
 def cluster(*brokers: int) -> ClusterState:

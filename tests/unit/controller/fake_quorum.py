@@ -17,8 +17,8 @@ from broker.controller import leadership as leadership_module
 from broker.controller import quorum as quorum_module
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Outcome, forwarded_request
-from broker.controller.image import BrokerInfo
 from broker.controller.quorum import QuorumController
+from broker.metadata.image import BrokerInfo
 from broker.raft.core import NotLeaderError
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 
 from broker.controller.acl_changes import create_acls, delete_acls
-from broker.controller.image import BrokerInfo
-from broker.controller.image_builder import ClusterState, apply_record, build_image
 from broker.controller.local import LocalController
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.image import BrokerInfo
+from broker.metadata.records import (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
     decode_records,
     encode_records,
 )
+from broker.metadata.replay import apply_record
 from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.security.acl.filters import AclFilter
 from pyspark_log.wire.errors import ErrorCode

@@ -10,10 +10,11 @@ import asyncio
 import pytest
 
 from broker.controller.errors import MetadataError
-from broker.controller.image import BrokerInfo
-from broker.controller.image_builder import ClusterState, apply_record, build_image
 from broker.controller.local import LocalController
-from broker.controller.records import ClientQuotaRecord, decode_records, encode_records
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.image import BrokerInfo
+from broker.metadata.records import ClientQuotaRecord, decode_records, encode_records
+from broker.metadata.replay import apply_record
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
 

@@ -11,7 +11,6 @@ import uuid
 import pytest
 
 from broker.controller.errors import MetadataError
-from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import IsrChange, alter_partition, fence_broker, unfence_broker
 from broker.controller.reassignment import (
     alter_reassignment,
@@ -21,7 +20,8 @@ from broker.controller.reassignment import (
     original_replicas,
     target_replicas,
 )
-from broker.controller.records import PartitionChangeRecord, decode_records, encode_records
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import PartitionChangeRecord, decode_records, encode_records
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.cluster_states import apply, cluster, with_topic
 

@@ -8,7 +8,6 @@ broker loses until leadership moves back to the preferred (first) replicas.
 
 from __future__ import annotations
 
-from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import (
     ElectionResult,
     ElectionType,
@@ -18,7 +17,8 @@ from broker.controller.partition_changes import (
     rebalance_leaders,
     unfence_broker,
 )
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
 )

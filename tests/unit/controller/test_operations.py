@@ -11,10 +11,11 @@ import pytest
 
 from broker.controller import operations
 from broker.controller.errors import MetadataError
-from broker.controller.image import BrokerInfo
-from broker.controller.image_builder import ClusterState, apply_payload
 from broker.controller.local import LocalController
-from broker.controller.records import FenceBrokerRecord, RegisterBrokerRecord, encode_records
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.image import BrokerInfo
+from broker.metadata.records import FenceBrokerRecord, RegisterBrokerRecord, encode_records
+from broker.metadata.replay import apply_payload
 from pyspark_log.wire.errors import ErrorCode
 
 

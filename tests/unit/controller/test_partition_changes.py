@@ -12,7 +12,6 @@ import uuid
 import pytest
 
 from broker.controller.errors import MetadataError
-from broker.controller.image_builder import ClusterState
 from broker.controller.partition_changes import (
     IsrChange,
     alter_partition,
@@ -21,7 +20,8 @@ from broker.controller.partition_changes import (
     unclean_elections,
     unfence_broker,
 )
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.records import (
     FenceBrokerRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,

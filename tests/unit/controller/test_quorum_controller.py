@@ -12,7 +12,7 @@ import pytest
 from broker.controller.broker_session import ClusterIdMismatchError
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Registration, forwarded_request
-from broker.controller.records import ClusterIdRecord, decode_records
+from broker.metadata.records import ClusterIdRecord, decode_records
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
 from tests.waiting import wait_until_async
@@ -234,7 +234,7 @@ def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_o
     """Kafka documentation §4.7 "Replication" "balance of leadership": ElectLeaders from any node, and the active
     controller's periodic check (``leader.imbalance.check.interval.seconds``)."""
     from broker.controller.partition_changes import ElectionType
-    from broker.controller.records import PartitionChangeRecord, encode_records
+    from broker.metadata.records import PartitionChangeRecord, encode_records
 
     async def run():
         now = [0]

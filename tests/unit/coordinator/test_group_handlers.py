@@ -13,8 +13,8 @@ import pytest
 
 from broker.api.context import Request
 from broker.api.groups import group_handlers
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.coordinator.group import OFFSETS_TOPIC, CommittedOffset
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.network.connection import ConnectionContext
 from pyspark_log.wire import ApiKey, ErrorCode
 from pyspark_log.wire.headers import RequestHeader

@@ -5,7 +5,7 @@ the pure replica core's acks=all judgement (``ReplicaState``; Kafka documentatio
 
 from __future__ import annotations
 
-from broker.controller.image import PartitionImage
+from broker.metadata.image import PartitionImage
 from broker.replication.leader_epoch import LeaderEpochCache
 from broker.replication.purgatory import (
     DelayedDeleteRecords,

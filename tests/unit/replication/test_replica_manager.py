@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.controller.partition_changes import IsrChange
 from broker.log.config import LogConfig, LogManagerConfig
 from broker.log.errors import OffsetOutOfRangeError
 from broker.log.manager import LogManager
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.replication.replica_manager import PartitionError, ReplicaManager, ReplicationConfig
 from pyspark_log.records.batch import decode_batches
 from pyspark_log.wire.errors import ErrorCode

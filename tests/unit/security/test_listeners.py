@@ -84,8 +84,8 @@ def test_listener_settings_kafka_refuses_are_refused(raw: dict[str, str], messag
 
 
 def test_registered_endpoints_survive_the_metadata_log_and_pick_the_clients_listener() -> None:
-    from broker.controller.image import BrokerInfo
-    from broker.controller.records import RegisterBrokerRecord, decode_records, encode_records
+    from broker.metadata.image import BrokerInfo
+    from broker.metadata.records import RegisterBrokerRecord, decode_records, encode_records
 
     endpoints = (("INTERNAL", "10.0.0.1", 9092), ("EXTERNAL", "broker.example", 19092))
     record = RegisterBrokerRecord(1, "inc", "10.0.0.1", 9092, None, endpoints)

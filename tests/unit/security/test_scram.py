@@ -7,8 +7,9 @@ import base64
 
 import pytest
 
-from broker.controller.image_builder import ClusterState, apply_record
 from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
+from broker.metadata.cluster_state import ClusterState
+from broker.metadata.replay import apply_record
 from broker.security.sasl.errors import SaslFailure
 from broker.security.sasl.scram import ScramCredential, ScramServer, credential_from_salted_password, salted_password
 from pyspark_log.client.security import ScramClient

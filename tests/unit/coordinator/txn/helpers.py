@@ -13,10 +13,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.coordinator.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnConfig
 from broker.coordinator.txn.markers import TxnMarkerChannel
 from broker.coordinator.txn.sender import MarkerRequest
+from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
 from broker.replication.replica_manager import PartitionError
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.coordinator.helpers import Clock, MemoryLog

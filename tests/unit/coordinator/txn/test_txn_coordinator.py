@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller.image import BrokerInfo
 from broker.coordinator.txn.metadata import MAX_EPOCH
 from broker.coordinator.txn.producer_ids import BLOCK_SIZE, ProducerIdManager
 from broker.coordinator.txn.records import TxnState, partition_for
+from broker.metadata.image import BrokerInfo
 from pyspark_log.wire.errors import ErrorCode
 from tests.waiting import wait_until_async
 

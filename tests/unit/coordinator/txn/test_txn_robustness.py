@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from broker.controller.image import BrokerInfo
 from broker.coordinator.txn.metadata import MAX_EPOCH
 from broker.coordinator.txn.records import TxnState, partition_for
 from broker.coordinator.txn.sender import MarkerRequest
+from broker.metadata.image import BrokerInfo
 from pyspark_log.wire.errors import ErrorCode
 
 from .helpers import CONFIG, TXN_ID, TXN_PARTITIONS, FakeSender, Harness, topic_image

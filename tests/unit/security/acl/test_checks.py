@@ -16,7 +16,7 @@ from broker.api.authz import authorized_handlers
 from broker.api.context import Request
 from broker.api.raft import raft_handlers
 from broker.controller.forwarding import FORWARD_CLIENT_ID
-from broker.controller.image import MetadataImage, TopicImage
+from broker.metadata.image import MetadataImage, TopicImage
 from broker.network.connection import ConnectionContext
 from broker.security.acl.authority import AclAuthority
 from broker.security.acl.binding import AclBinding, Operation, PatternType, Permission, ResourceType

@@ -190,7 +190,7 @@ def test_an_updated_index_decides_as_a_fresh_one(seed: int) -> None:
     import uuid
     from dataclasses import replace
 
-    from broker.controller.image import MetadataImage
+    from broker.metadata.image import MetadataImage
     from broker.security.acl.authority import AclAuthority
     from broker.security.acl.config import AuthorizerSettings
 

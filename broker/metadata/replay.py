@@ -10,20 +10,20 @@ unknown topic, a fence of an unknown broker): it is skipped, the same way on eve
 bad entry cannot stop a node from following the log. An undecodable payload is skipped as a
 whole (logged).
 
-``ClusterState`` keeps what the image does not show: every registration, fenced or not, with its
-broker epoch (the offset of its ``RegisterBrokerRecord``, as in Kafka) and incarnation id.
-The image lists only unfenced brokers and shows leader -1 for partitions whose leader is fenced.
+This is the replay half of Kafka's ``MetadataDelta`` (``org.apache.kafka.image``): each record
+kind moves the part of the state it names (``broker.metadata.records`` lists them);
+``broker.metadata.cluster_state`` holds the state and derives the image from it.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
-from broker.controller.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
-from broker.controller.records import (
+from broker.metadata.cluster_state import BrokerRegistration, ClusterState
+from broker.metadata.image import PartitionImage, TopicImage
+from broker.metadata.records import (
     BROKER_RESOURCE,
     NO_CHANGE,
     TOPIC_RESOURCE,
@@ -50,42 +50,6 @@ from broker.security.acl.binding import AclBinding, Operation, PatternType, Perm
 from broker.security.sasl.scram import ScramCredential
 
 log = logging.getLogger(__name__)
-
-NO_LEADER = -1
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    broker_id: int
-    epoch: int
-    incarnation_id: str
-    host: str
-    port: int
-    rack: str | None = None
-    fenced: bool = False
-    endpoints: tuple[tuple[str, str, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterState:
-    """Everything the metadata log has said so far, up to ``applied_offset``."""
-
-    cluster_id: str | None = None
-    registrations: Mapping[int, BrokerRegistration] = field(default_factory=dict)
-    topics: Mapping[str, TopicImage] = field(default_factory=dict)
-    topic_ids: Mapping[uuid.UUID, str] = field(default_factory=dict)
-    applied_offset: int = -1
-    scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
-    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(default_factory=dict)
-    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
-    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # KIP-226
-
-    def live_brokers(self) -> list[int]:
-        """Registered, unfenced broker ids in ascending order."""
-        return sorted(b for b, reg in self.registrations.items() if not reg.fenced)
-
-    def partition_count(self) -> int:
-        return sum(len(t.partitions) for t in self.topics.values())
 
 
 def apply_payload(state: ClusterState, offset: int, payload: bytes | memoryview) -> ClusterState:
@@ -129,7 +93,7 @@ def _apply_acls(state: ClusterState, records: Sequence[MetadataRecord]) -> Clust
 
 
 def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> ClusterState:
-    """One record's effect (see ``broker.controller.records`` for each kind)."""
+    """One record's effect (see ``broker.metadata.records`` for each kind)."""
     if isinstance(record, ClusterIdRecord):
         return state if state.cluster_id is not None else replace(state, cluster_id=record.cluster_id)
     if isinstance(record, RegisterBrokerRecord):
@@ -284,42 +248,3 @@ def apply_client_quota(state: ClusterState, record: ClientQuotaRecord) -> Cluste
     if not values:
         del quotas[record.entity]
     return replace(state, client_quotas=quotas)
-
-
-def build_image(state: ClusterState, *, cluster_id: str, local_broker_id: int | None) -> MetadataImage:
-    """The image handlers read: live brokers only, leader -1 where the leader is fenced.
-
-    ``controller_id`` (Metadata, DescribeCluster) is this node when it is a live broker, else the
-    lowest live broker: clients send admin requests there and any broker forwards them to the
-    active controller (as Kafka's brokers answer with a random broker id in KRaft mode).
-    """
-    live = state.live_brokers()
-    brokers: dict[int, BrokerInfo] = {}
-    for b in live:
-        reg = state.registrations[b]
-        brokers[b] = BrokerInfo(b, reg.host, reg.port, reg.rack, reg.endpoints)
-    fenced = {b for b, reg in state.registrations.items() if reg.fenced}
-    topics = dict(state.topics)
-    if fenced:
-        for name, topic in state.topics.items():
-            if any(p.leader in fenced for p in topic.partitions.values()):
-                parts = {
-                    i: replace(p, leader=NO_LEADER) if p.leader in fenced else p for i, p in topic.partitions.items()
-                }
-                topics[name] = TopicImage(name, topic.topic_id, parts, topic.configs)
-    if local_broker_id is not None and local_broker_id in brokers:
-        controller_id = local_broker_id
-    else:
-        controller_id = live[0] if live else NO_LEADER
-    return MetadataImage(
-        state.cluster_id or cluster_id,
-        controller_id,
-        brokers,
-        topics,
-        dict(state.topic_ids),
-        epoch=state.applied_offset + 1,
-        scram=dict(state.scram),
-        client_quotas={entity: dict(values) for entity, values in state.client_quotas.items()},
-        broker_configs={level: dict(values) for level, values in state.broker_configs.items()},
-        acls=state.acls,  # shared, never mutated: unchanged ACLs keep their identity (AclAuthority's cache)
-    )

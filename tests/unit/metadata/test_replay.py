@@ -1,12 +1,12 @@
-"""Applying committed metadata records (``broker.controller.image_builder``): pure, deterministic,
+"""Applying committed metadata records (``broker.metadata.replay``): pure, deterministic,
 and total over well-formed records, with the image showing live brokers only."""
 
 from __future__ import annotations
 
 import uuid
 
-from broker.controller.image_builder import ClusterState, apply_payload, apply_record, build_image
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.records import (
     ClusterIdRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -18,6 +18,7 @@ from broker.controller.records import (
     UnfenceBrokerRecord,
     encode_records,
 )
+from broker.metadata.replay import apply_payload, apply_record
 
 T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)

@@ -2,7 +2,7 @@
 
 KIP-630: a snapshot holds *the state of the replicated state machine* at an offset, so a
 replica can start from it instead of replaying the log. pylog's state is ``ClusterState``
-(``image_builder``); replaying pylog's records cannot rebuild it exactly (a broker epoch is the
+(``broker.metadata.cluster_state``); replaying pylog's records cannot rebuild it exactly (a broker epoch is the
 offset of its RegisterBrokerRecord, a partition epoch counts changes), so a snapshot does not
 re-emit log records: each snapshot record is one piece of the state, ``b"S" 0x01`` + compact
 JSON with a ``kind``::
@@ -27,8 +27,8 @@ import json
 import uuid
 from typing import Any
 
-from broker.controller.image import PartitionImage, TopicImage
-from broker.controller.image_builder import BrokerRegistration, ClusterState
+from broker.metadata.cluster_state import BrokerRegistration, ClusterState
+from broker.metadata.image import PartitionImage, TopicImage
 from broker.security.acl.binding import AclBinding, Operation, Permission
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.acl_codes import PatternType, ResourceType

@@ -1,4 +1,4 @@
-"""Metadata records as Raft entry payloads (``broker.controller.records``): every kind round-trips,
+"""Metadata records as Raft entry payloads (``broker.metadata.records``): every kind round-trips,
 one payload is one atomic operation, and anything else is refused with MetadataRecordError."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from broker.controller.records import (
+from broker.metadata.records import (
     ClusterIdRecord,
     ConfigRecord,
     FenceBrokerRecord,

@@ -14,6 +14,7 @@ from broker.security.acl.binding import AclBinding
 from broker.security.sasl.scram import ScramCredential
 
 Endpoint = tuple[str, str, int]  # (listener name, host, port), as BrokerRegistration lists them
+NO_LEADER = -1  # PartitionImage.leader of a partition without a leader (offline, or its leader fenced)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from broker.controller.image_builder import ClusterState, apply_payload, build_image
-from broker.controller.records import (
+from broker.metadata.cluster_state import ClusterState, build_image
+from broker.metadata.records import (
     BROKER_RESOURCE,
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -18,7 +18,8 @@ from broker.controller.records import (
     UserScramCredentialRecord,
     encode_records,
 )
-from broker.controller.snapshot import SnapshotRecordError, state_from_records, state_to_records
+from broker.metadata.replay import apply_payload
+from broker.metadata.snapshot_records import SnapshotRecordError, state_from_records, state_to_records
 from broker.raft.snapshot import SnapshotId, decode_snapshot, encode_snapshot
 from tests.unit.controller.cluster_states import apply, cluster, with_topic
 
