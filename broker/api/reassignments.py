@@ -3,7 +3,7 @@
 Served on every node of a KRaft cluster (``process.roles``): the controller runs the decisions of
 ``broker.controller.reassignment`` on the active controller — forwarded there from other nodes
 (``broker.api.broker_registration.FORWARDABLE``) — and answers once this node's metadata shows
-them (``broker.controller.reassignment_ops``). A single node without the quorum answers every
+them (``ReplicationControlManager.alter_partition_reassignments``). A single node without the quorum answers every
 partition INVALID_REQUEST (there is no other broker to move to); see docs/compatibility.md.
 
 Errors: per partition as ``reassignment.alter_reassignment`` decides; a controller failure
@@ -18,13 +18,8 @@ from typing import Any
 from broker.api.context import Broker, Handler, Request
 from broker.controller.errors import MetadataError
 from broker.controller.quorum import QuorumController
-from broker.controller.reassignment import Ongoing, TopicPartitionKey
-from broker.controller.reassignment_ops import (
-    Move,
-    Result,
-    alter_partition_reassignments,
-    list_partition_reassignments,
-)
+from broker.controller.reassignment import Move, Ongoing, TopicPartitionKey
+from broker.controller.reassignment import MoveResult as Result
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode
 
@@ -48,7 +43,7 @@ async def _alter(broker: Broker, request: Request) -> Mapping[str, Any]:
         refused: Result = (ErrorCode.INVALID_REQUEST, NO_QUORUM)
         return _alter_response(allow, ErrorCode.NONE, None, {(m.topic, m.partition): refused for m in moves})
     try:
-        results = await alter_partition_reassignments(controller, moves, allow_replication_factor_change=allow)
+        results = await controller.alter_partition_reassignments(moves, allow_replication_factor_change=allow)
     except MetadataError as exc:
         return _alter_response(allow, exc.code, exc.message, {})
     return _alter_response(allow, ErrorCode.NONE, None, results)
@@ -77,7 +72,7 @@ def handle_list_partition_reassignments(broker: Broker, request: Request) -> Any
     if body.topics is not None:
         named = [(t.name, p) for t in body.topics for p in t.partition_indexes]
     controller = broker.controller
-    ongoing = list_partition_reassignments(controller, named) if isinstance(controller, QuorumController) else {}
+    ongoing = controller.list_partition_reassignments(named) if isinstance(controller, QuorumController) else {}
     return _list_response(ongoing)
 
 

@@ -1,31 +1,28 @@
-"""The broker side of a node's session with the metadata quorum (part of ``QuorumController``, on
-nodes with the ``broker`` role): register with the active controller (the broker epoch is the
-offset of the ``RegisterBrokerRecord``), wait until the node's own image shows the registration,
-heartbeat every ``heartbeat_interval_ms``, register again when the controller calls the epoch
-stale, and, for a controlled shutdown (Kafka documentation §4.7 "Replication"), ask to be fenced and wait
-until the image
-shows this broker leads nothing. The active controller's side of the same requests
-(``handle_registration``, ``handle_heartbeat``, fencing silent brokers) is in ``quorum``."""
+"""``BrokerSession``: the broker side of a node's session with the metadata quorum, on nodes with
+the ``broker`` role, as Kafka's ``BrokerLifecycleManager`` (KIP-631).
+
+It registers with the active controller (the broker epoch is the offset of the
+``RegisterBrokerRecord``), waits until the node's own image shows the registration, heartbeats
+every ``broker.heartbeat.interval.ms``, registers again when the controller calls the epoch stale,
+and, for a controlled shutdown (Kafka documentation §4.7 "Replication"), asks to be fenced and
+waits until the image shows this broker leads nothing. When this node is itself the active
+controller the requests go straight to its ``ClusterControlManager`` (the controller's side of
+the same requests).
+
+It holds the broker's identity (id, listeners, incarnation id) and its current broker epoch.
+"""
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
-from typing import Protocol
 
+from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.errors import MetadataError
-from broker.controller.forwarding import (
-    ControllerChannel,
-    ControllerUnavailable,
-    Registration,
-    send_heartbeat,
-    send_registration,
-)
-from broker.metadata.cluster_state import ClusterState
-from broker.metadata.image import BrokerInfo, MetadataImage
+from broker.controller.forwarding import ControllerUnavailable, Registration, send_heartbeat, send_registration
+from broker.controller.operation_runner import OperationRunner
+from broker.metadata.image import BrokerInfo
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -35,53 +32,42 @@ class ClusterIdMismatchError(RuntimeError):
     """The quorum belongs to another cluster than this node's ``meta.properties``."""
 
 
-class _Driver(Protocol):
+class BrokerSession:
+    """Registration and heartbeats of one broker; see the module docstring."""
+
+    def __init__(
+        self,
+        runner: OperationRunner,
+        cluster: ClusterControlManager,
+        broker: BrokerInfo,
+        *,
+        cluster_id: str,
+        heartbeat_interval_ms: int,
+    ) -> None:
+        self._runner = runner
+        self._cluster = cluster
+        self._broker = broker
+        self._cluster_id = cluster_id
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1  # set by the active controller's answer to the registration
+
     @property
-    def is_leader(self) -> bool: ...
+    def broker_id(self) -> int:
+        return self._broker.node_id
 
-
-class BrokerSession(abc.ABC):
-    """Registration and heartbeats of ``QuorumController`` on a broker (see the module doc)."""
-
-    _driver: _Driver
-    _broker: BrokerInfo | None
-    _broker_epoch: int
-    _cluster_id: str
-    _incarnation_id: uuid.UUID
-    _image: MetadataImage
-    _state: ClusterState
-    _heartbeat_interval_ms: int
-    _request_timeout_ms: int
-    _retry_backoff_ms: int
-
-    @abc.abstractmethod
-    async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool: ...
-
-    @abc.abstractmethod
-    async def handle_registration(self, reg: Registration) -> tuple[int, int]: ...
-
-    @abc.abstractmethod
-    async def handle_heartbeat(
-        self, broker_id: int, broker_epoch: int, *, want_shut_down: bool
-    ) -> tuple[int, bool]: ...
-
-    @abc.abstractmethod
-    def _leader_channel(self) -> ControllerChannel | None: ...
-
-    @abc.abstractmethod
-    def _any_controller_channel(self) -> ControllerChannel | None: ...
-
-    def _leads_nothing(self) -> bool:
-        assert self._broker is not None
+    def leads_nothing(self) -> bool:
         me = self._broker.node_id
-        return not any(p.leader == me for t in self._image.topics.values() for p in t.partitions.values())
+        return not any(p.leader == me for t in self._runner.image.topics.values() for p in t.partitions.values())
 
-    async def _register(self) -> None:
-        await self._send_until_registered()
-        await self._wait_registration_applied()
+    async def register(self) -> None:
+        """Register (until the controller accepts) and wait until the own image shows it."""
+        await self.send_until_registered()
+        await self.wait_registration_applied()
 
-    async def _send_until_registered(self) -> None:
-        assert self._broker is not None
+    async def send_until_registered(self) -> None:
+        """Send BrokerRegistration until accepted; raises ``ClusterIdMismatchError`` on
+        INCONSISTENT_CLUSTER_ID and RuntimeError when the Raft replica failed."""
         broker = self._broker
         reg = Registration(
             broker.node_id,
@@ -95,7 +81,7 @@ class BrokerSession(abc.ABC):
         attempts = 0
         while True:
             attempts += 1
-            fatal = getattr(self._driver, "fatal_error", None)
+            fatal = self._runner.fatal_error
             if fatal:
                 raise RuntimeError(f"the metadata quorum replica failed before broker registration: {fatal}")
             code, epoch = await self._send_registration(reg)
@@ -105,49 +91,49 @@ class BrokerSession(abc.ABC):
                     "is not the quorum's (INCONSISTENT_CLUSTER_ID); check cluster.id and meta.properties"
                 )
             if code == ErrorCode.NONE:
-                self._broker_epoch = epoch
+                self.broker_epoch = epoch
                 break
             if attempts % 40 == 0:
                 log.warning("broker %d still waiting to register (last error %s)", broker.node_id, code)
-            await asyncio.sleep(self._retry_backoff_ms * 4 / 1000)
+            await asyncio.sleep(self._runner.retry_backoff_ms * 4 / 1000)
 
-    async def _wait_registration_applied(self) -> None:
-        assert self._broker is not None
+    async def wait_registration_applied(self) -> None:
         broker = self._broker
-        epoch = self._broker_epoch
-        while not await self.wait_until(self._own_registration_applied, self._request_timeout_ms):
+        epoch = self.broker_epoch
+        while not await self._runner.wait_until(self._own_registration_applied, self._runner.request_timeout_ms):
             log.warning("broker %d: waiting for the metadata log to catch up to epoch %d", broker.node_id, epoch)
-        log.info("broker %d registered with broker epoch %d", broker.node_id, self._broker_epoch)
+        log.info("broker %d registered with broker epoch %d", broker.node_id, self.broker_epoch)
 
     def _own_registration_applied(self) -> bool:
-        assert self._broker is not None
-        reg = self._state.registrations.get(self._broker.node_id)
-        return reg is not None and reg.epoch >= self._broker_epoch
+        reg = self._runner.state.registrations.get(self._broker.node_id)
+        return reg is not None and reg.epoch >= self.broker_epoch
 
     async def _send_registration(self, reg: Registration) -> tuple[int, int]:
-        if self._driver.is_leader:
-            return await self.handle_registration(reg)
-        channel = self._any_controller_channel()
+        runner = self._runner
+        if runner.is_leader:
+            return await self._cluster.handle_registration(reg)
+        channel = runner.any_controller_channel()
         if channel is None:
             return ErrorCode.NOT_CONTROLLER, -1
         try:
-            return await send_registration(channel, reg, timeout_ms=self._request_timeout_ms)
+            return await send_registration(channel, reg, timeout_ms=runner.request_timeout_ms)
         except ControllerUnavailable as exc:
             log.debug("registration: %s", exc)
             return ErrorCode.NOT_CONTROLLER, -1
 
-    async def _heartbeat_once(self, *, want_shut_down: bool = False) -> int:
-        assert self._broker is not None
+    async def heartbeat_once(self, *, want_shut_down: bool = False) -> int:
+        """One BrokerHeartbeat; its error code (NOT_CONTROLLER when no controller answered)."""
+        runner = self._runner
         broker_id = self._broker.node_id
-        if self._driver.is_leader:
-            code, _ = await self.handle_heartbeat(broker_id, self._broker_epoch, want_shut_down=want_shut_down)
+        if runner.is_leader:
+            code, _ = await self._cluster.handle_heartbeat(broker_id, self.broker_epoch, want_shut_down=want_shut_down)
             return code
-        channel = self._leader_channel()
+        channel = runner.leader_channel()
         if channel is None:
             return ErrorCode.NOT_CONTROLLER
         try:
             code, _ = await send_heartbeat(
-                channel, broker_id, self._broker_epoch, self._state.applied_offset,
+                channel, broker_id, self.broker_epoch, runner.state.applied_offset,
                 want_shut_down=want_shut_down, timeout_ms=self._heartbeat_interval_ms * 2,
             )  # fmt: skip
         except ControllerUnavailable as exc:
@@ -155,16 +141,31 @@ class BrokerSession(abc.ABC):
             return ErrorCode.NOT_CONTROLLER
         return code
 
-    async def _heartbeat_loop(self) -> None:
+    async def heartbeat_loop(self) -> None:
+        """Heartbeat every interval until cancelled; register again on STALE_BROKER_EPOCH."""
         while True:
             try:
-                code = await self._heartbeat_once()
+                code = await self.heartbeat_once()
                 if code == ErrorCode.STALE_BROKER_EPOCH:
-                    log.warning("broker epoch %d is stale: registering again", self._broker_epoch)
-                    await self._register()
+                    log.warning("broker epoch %d is stale: registering again", self.broker_epoch)
+                    await self.register()
                     continue
-                delay_ms = self._heartbeat_interval_ms if code == ErrorCode.NONE else self._retry_backoff_ms * 4
+                delay_ms = self._heartbeat_interval_ms if code == ErrorCode.NONE else self._runner.retry_backoff_ms * 4
             except (MetadataError, ClusterIdMismatchError):
                 log.exception("broker heartbeat failed")
                 delay_ms = self._heartbeat_interval_ms
             await asyncio.sleep(delay_ms / 1000)
+
+    async def controlled_shutdown(self, wait_ms: int) -> None:
+        """Ask to be fenced (best effort) and wait up to ``wait_ms`` until this node's metadata
+        shows it leads nothing (Kafka documentation §4.7 "Replication", controlled shutdown)."""
+        if self.broker_epoch < 0:
+            return
+        try:
+            code = await asyncio.wait_for(self.heartbeat_once(want_shut_down=True), self._heartbeat_interval_ms / 1000)
+        except (TimeoutError, MetadataError, ControllerUnavailable):
+            code = ErrorCode.REQUEST_TIMED_OUT
+        if code != ErrorCode.NONE:
+            log.info("could not tell the controller about the shutdown")
+        elif not await self._runner.wait_until(self.leads_nothing, wait_ms):
+            log.warning("shutting down while the metadata still names this broker a leader")

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from broker.controller.errors import MetadataError
 from broker.controller.partition_changes import ElectionResult, ElectionType, IsrChange, TopicPartitionKey
+from broker.controller.reassignment import Move
 from broker.network.dial import Dialer
 from pyspark_log.wire.api_keys import ApiKey
 from pyspark_log.wire.errors import ErrorCode, KafkaError
@@ -405,6 +406,44 @@ async def send_heartbeat(
         ApiKey.BROKER_HEARTBEAT, 0, body, client_id=REGISTRATION_CLIENT_ID, timeout_ms=timeout_ms
     )
     return response.error_code, response.is_fenced
+
+
+# -- partition reassignment (KIP-455) and UnregisterBroker (KIP-631) --------------------------------
+ALTER_REASSIGNMENTS_VERSION = 1
+
+
+async def forward_alter_partition_reassignments(
+    channel: ControllerChannel, moves: Sequence[Move], *, allow_replication_factor_change: bool, timeout_ms: int
+) -> tuple[Outcome, dict[TopicPartitionKey, tuple[int, str | None]]]:
+    """AlterPartitionReassignments to the active controller: the top-level outcome and each
+    partition's ``(error code, error message)``."""
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for move in moves:
+        by_topic.setdefault(move.topic, []).append(
+            {"partition_index": move.partition, "replicas": None if move.replicas is None else list(move.replicas)}
+        )
+    body = {
+        "timeout_ms": timeout_ms,
+        "allow_replication_factor_change": allow_replication_factor_change,
+        "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+    response = await channel.request(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS, ALTER_REASSIGNMENTS_VERSION, body, client_id=FORWARD_CLIENT_ID,
+        timeout_ms=timeout_ms,
+    )  # fmt: skip
+    outcome = Outcome(response.error_code, response.error_message)
+    if response.error_code != ErrorCode.NONE:
+        return outcome, {}
+    return outcome, {(t.name, p.partition_index): (p.error_code, p.error_message) for t in response.responses
+                     for p in t.partitions}  # fmt: skip
+
+
+async def forward_unregister_broker(channel: ControllerChannel, broker_id: int, *, timeout_ms: int) -> Outcome:
+    """UnregisterBroker (API 64, v0) to the active controller."""
+    response = await channel.request(
+        ApiKey.UNREGISTER_BROKER, 0, {"broker_id": broker_id}, client_id=FORWARD_CLIENT_ID, timeout_ms=timeout_ms
+    )
+    return Outcome(response.error_code, response.error_message)
 
 
 # -- ISR changes (AlterPartition v2, KIP-497) -------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,13 +27,13 @@ from broker.controller.scram_credentials import Deletion, Upsertion, alter_scram
 from broker.controller.scram_credentials import Result as ScramResult
 from broker.metadata.cluster_state import BrokerRegistration, ClusterState
 from broker.metadata.image import BrokerInfo, MetadataImage, PartitionImage, TopicImage
+from broker.metadata.loader import ImageListener
 from broker.metadata.records import AccessControlEntryRecord, MetadataRecord
 from broker.metadata.replay import acl_binding, apply_records
 from broker.security.acl.filters import AclFilter
 from broker.security.sasl.scram import ScramCredential
 from pyspark_log.wire.errors import ErrorCode
 
-ImageListener = Callable[[MetadataImage, MetadataImage], None]
 SNAPSHOT_NAME = "pylog-metadata.json"
 
 

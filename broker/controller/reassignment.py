@@ -56,6 +56,18 @@ class Ongoing:
     removing_replicas: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One partition of an AlterPartitionReassignments request: ``replicas`` None cancels."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+
+MoveResult = tuple[int, str | None]  # (error code, error message) of one partition's move
+
+
 def original_replicas(part: PartitionImage) -> tuple[int, ...]:
     """The replicas before the reassignment in progress (all replicas when none is)."""
     return tuple(b for b in part.replicas if b not in part.adding_replicas)

@@ -17,6 +17,9 @@ module                      holds (Kafka's counterpart)
                             state forward (the replay half of Kafka's ``MetadataDelta``)
 ``snapshot_records``        a state as KIP-630 snapshot records and back (Kafka's
                             ``image.writer.ImageWriter`` and the snapshot side of ``image.loader``)
+``loader``                  ``MetadataLoader``: this node's applied state and image; replays each
+                            committed entry (or loads a snapshot) and publishes the new image to
+                            listeners (Kafka's ``image.loader.MetadataLoader`` and its publishers)
 ==========================  ====================================================================
 
 Everything here is pure: immutable values and functions, no clock, file, socket or event loop,

@@ -93,7 +93,18 @@ METADATA_HOMES = {
 # Modules whose docstring calls the modules they drive pure (not themselves): each is listed
 # with those modules, which the test holds to the pure rule.
 DRIVERS_OF_PURE_MODULES: dict[str, tuple[str, ...]] = {
-    "broker.controller.leadership": ("broker.controller.partition_changes",),
+    "broker.controller.quorum": (
+        "broker.controller.acl_changes",
+        "broker.controller.operations",
+        "broker.controller.partition_changes",
+        "broker.controller.reassignment",
+        "broker.controller.scram_credentials",
+    ),
+    "broker.controller.replication_control": (
+        "broker.controller.operations",
+        "broker.controller.partition_changes",
+        "broker.controller.reassignment",
+    ),
     "broker.controller.local": ("broker.controller.operations",),
     "broker.coordinator.share_group.manager": (
         "broker.coordinator.share_group.group",
@@ -124,7 +135,7 @@ ACL_MODULES_ELSEWHERE: dict[str, str] = {
     "broker.api.acls": "the DescribeAcls / CreateAcls / DeleteAcls handlers",
     "broker.api.authz": "wraps the request handlers with the package's checks",
     "broker.controller.acl_changes": "what the controller decides: ACL changes as metadata records",
-    "broker.controller.quorum_acls": "CreateAcls / DeleteAcls on the active controller (forwarding, waiting)",
+    "broker.controller.acl_control": "AclControlManager: CreateAcls / DeleteAcls on the active controller",
 }
 ACL_NAMED = re.compile(r"acl|authz|authori[sz]")
 CONTROLLER_MAY_IMPORT_FROM_ACL = ("broker.security.acl.binding", "broker.security.acl.filters")

@@ -26,6 +26,6 @@ nothing of ``broker.api``):
 
 Who uses them: ``broker.api.authz`` wraps the request handlers with ``rules.apply``;
 ``broker.api.acls`` answers DescribeAcls/CreateAcls/DeleteAcls; the controller records ACL
-changes as metadata records (``broker.controller.acl_changes``, ``quorum_acls``) and the
+changes as metadata records (``broker.controller.acl_changes``, ``acl_control``) and the
 metadata image holds the bindings (``broker.metadata.image``).
 """

@@ -2,7 +2,7 @@
 chosen by the test, and delivery to followers deferred to later event-loop steps, as over a network.
 
 Forwarding between nodes is routed in memory too: ``route_forwarding`` replaces the functions of
-``broker.controller.forwarding`` that ``QuorumController`` calls with ones that run the target
+``broker.controller.forwarding`` that ``QuorumController``'s control managers call with ones that run the target
 node's controller with ``forwarded_request`` set, as its request handlers would."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from broker.controller import broker_session as session_module
-from broker.controller import leadership as leadership_module
-from broker.controller import quorum as quorum_module
+from broker.controller import config_control as config_module
+from broker.controller import quota_control as quota_module
+from broker.controller import replication_control as replication_module
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Outcome, forwarded_request
 from broker.controller.quorum import QuorumController
@@ -173,12 +174,12 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
 
         return await as_forwarded(channel, elect_leaders)
 
-    monkeypatch.setattr(quorum_module, "forward_create_topic", create)
-    monkeypatch.setattr(leadership_module, "forward_elect_leaders", elect)
-    monkeypatch.setattr(quorum_module, "forward_delete_topic", delete)
-    monkeypatch.setattr(quorum_module, "forward_create_partitions", partitions)
-    monkeypatch.setattr(quorum_module, "forward_alter_topic_configs", alter)
-    monkeypatch.setattr(quorum_module, "forward_alter_client_quotas", quotas)
+    monkeypatch.setattr(replication_module, "forward_create_topic", create)
+    monkeypatch.setattr(replication_module, "forward_elect_leaders", elect)
+    monkeypatch.setattr(replication_module, "forward_delete_topic", delete)
+    monkeypatch.setattr(replication_module, "forward_create_partitions", partitions)
+    monkeypatch.setattr(config_module, "forward_alter_topic_configs", alter)
+    monkeypatch.setattr(quota_module, "forward_alter_client_quotas", quotas)
     monkeypatch.setattr(session_module, "send_registration", register)
     monkeypatch.setattr(session_module, "send_heartbeat", heartbeat)
     return calls

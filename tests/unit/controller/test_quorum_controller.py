@@ -123,12 +123,12 @@ def test_stale_leader_view_is_retried_against_the_new_leader(monkeypatch):
         calls = route_forwarding(monkeypatch, nodes)
         await started(*nodes.values())
         quorum.elect(3)
-        nodes[2]._driver.believed_leader = 1  # node 2 has not heard of the election yet
+        quorum.drivers[2].believed_leader = 1  # node 2 has not heard of the election yet
 
         async def learn_later():
             # node 2 hears of the election only after it forwarded to the old leader once
             await wait_until_async(lambda: "create_topic->1" in calls, what="a forward to the old leader")
-            nodes[2]._driver.believed_leader = None
+            quorum.drivers[2].believed_leader = None
 
         learner = asyncio.create_task(learn_later())
         await nodes[2].create_topic("t", 1, 1, {})
@@ -220,7 +220,7 @@ def test_silent_broker_is_fenced_and_unfenced_by_its_next_heartbeat(monkeypatch)
         assert await leader.fence_expired_brokers() == [2]
         assert await broker.wait_until(lambda: 2 not in broker.image().brokers, 1000)
         assert broker.image().topics["t"].partitions[0].leader == -1
-        assert await broker._heartbeat_once() == 0
+        assert await broker._session.heartbeat_once() == 0
         assert await broker.wait_until(lambda: 2 in broker.image().brokers, 1000)
         assert broker.image().topics["t"].partitions[0].leader == 2
         await stopped(broker)  # a clean stop asks to be fenced at once
@@ -258,13 +258,13 @@ def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_o
         }
         assert nodes[3].image().topics["t"].partitions[0].leader == 2  # shown on the caller's image
 
-        await leader._check_imbalance()  # first call while active: schedules the first check
+        await leader._replication.check_imbalance()  # first call while active: schedules the first check
         assert nodes[2].image().topics["t"].partitions[1].leader == 2
         now[0] = 4999
-        await leader._check_imbalance()
+        await leader._replication.check_imbalance()
         assert nodes[2].image().topics["t"].partitions[1].leader == 2
         now[0] = 5000
-        await leader._check_imbalance()
+        await leader._replication.check_imbalance()
         assert await nodes[2].wait_until(lambda: nodes[2].image().topics["t"].partitions[1].leader == 3, 1000)
         await stopped(*nodes.values())
 
