@@ -4,7 +4,7 @@ Kafka writes to this logger (its ``state-change.log``) when the controller decid
 leader and ISR and when a broker applies them. pylog does the same in two places:
 
 * the active controller, for every ``PartitionRecord`` / ``PartitionChangeRecord`` it appends
-  to the metadata log (``controller_decided``, called by ``QuorumController._append``);
+  to the metadata log (``controller_decided``, called by ``OperationRunner.append``);
 * each broker, for every partition naming it a replica whose state in the metadata image changed
   (``broker_applied``, called by ``ReplicaManager.on_image_change``).
 

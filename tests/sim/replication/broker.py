@@ -144,7 +144,7 @@ class SimBroker:
     def _follow_metadata(self) -> None:
         reg = self.meta_state.registrations.get(self.node_id)
         if self.broker_epoch >= 0 and reg is not None and reg.epoch >= self.broker_epoch:
-            self.serving = True  # ``QuorumController._wait_registration_applied`` returned
+            self.serving = True  # ``BrokerSession.wait_registration_applied`` returned
         new = build_image(self.meta_state, cluster_id=CLUSTER_ID, local_broker_id=self.node_id)
         old, self.image = self.image, new
         self.on_image_change(old, new)
