@@ -2,19 +2,25 @@
 by full replay vs by snapshot + tail (in-process).
 
 ``--cluster`` (the issue's measure): one controller and one broker (``EmbeddedCluster``,
-separate processes). The broker's restart time (process start to its ready line, which comes
-after it loaded its newest snapshot and replayed the tail) and its RSS once ready are measured on
-the fresh cluster, then after ``--records`` metadata records (IncrementalAlterConfigs of
-``retention.ms`` on every topic: one ConfigRecord per topic per request, Kafka's record for
-kafka-configs --alter), and the ratio printed. ``--no-snapshots`` sets the snapshot triggers
-out of reach, to compare with a broker that replays the whole log.
+separate processes, Kafka's default snapshot and retention settings unless ``--snapshot-bytes``
+/ ``--no-snapshots``), ``--topics`` topics. The broker's restart time (process start to its ready line,
+which comes after it loaded its newest snapshot and replayed the tail as one batch) and its RSS
+once ready are measured on the fresh cluster (median of 3 restarts), then after ``--records``
+metadata records, and the ratios printed. The records come from a soak of
+IncrementalAlterConfigs: each round sets ``--keys`` topic configs (large values, so the data is
+untouched) on every topic, so the controller appends one entry of ``--keys`` ConfigRecords
+(Kafka's record for kafka-configs --alter) per topic; ``--in-flight`` rounds overlap. The
+controller commits one entry at a time (each waits for its fsync), so records per entry is what
+makes 1,000,000 records take minutes, not hours. ``--profile DIR`` runs py-spy on the last restart
+of each series (attached as soon as the process exists) and prints where the time went.
 
-    .venv/bin/python bench/metadata_snapshots.py --cluster --records 1000000
+    .venv/bin/python bench/metadata_snapshots.py --cluster --records 1000000 --profile /tmp/prof
 
 Without ``--cluster`` (in-process): builds a metadata log of ``--records`` config changes (Kafka's ConfigRecord, what
 kafka-configs --alter writes) over ``--topics`` topics, then measures what a restart costs:
 
-* full replay: decode and apply every entry (what pylog's start does today);
+* full replay: decode and apply every entry as one batch (``apply_payloads``: what a start
+  without a snapshot does);
 * snapshot: encode the state as a KIP-630 snapshot file, write it (fsync, rename), read it back,
   validate and decode it (what a start from a snapshot does before replaying the tail);
 
@@ -27,11 +33,14 @@ from __future__ import annotations
 
 import argparse
 import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.metadata.cluster_state import ClusterState
 from broker.metadata.records import ConfigRecord, RegisterBrokerRecord, TopicRecord, encode_records
-from broker.metadata.replay import apply_payload
+from broker.metadata.replay import apply_payloads
 from broker.metadata.snapshot_records import state_from_records, state_to_records
 from broker.raft.snapshot import SnapshotId, encode_snapshot
 from broker.raft.store import load_newest_valid, write_snapshot
@@ -56,16 +65,40 @@ def process_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def restart_figures(cluster: Any, broker: int, times: int) -> tuple[float, float]:
-    """Median seconds from start to ready over ``times`` restarts, and the RSS (MiB) after the last."""
+def restart_figures(cluster: Any, broker: int, times: int, profile: Path | None = None) -> tuple[float, float]:
+    """Median seconds from start to ready over ``times`` restarts, and the RSS (MiB) after the last.
+    ``profile``: py-spy samples the last start (attached as soon as the process exists) into
+    this raw collapsed-stack file."""
     took = []
-    for _ in range(times):
+    for i in range(times):
         cluster.stop(broker)
+        node = cluster.nodes[broker]
         start = time.perf_counter()
-        cluster.nodes[broker].start()
-        took.append(time.perf_counter() - start)
+        if profile is not None and i == times - 1:
+            node.start(wait=False)
+            spy = subprocess.Popen(
+                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(node.pid), "--format", "raw",
+                 "--rate", "250", "--output", str(profile)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            node.wait_ready()
+            took.append(time.perf_counter() - start)
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+        else:
+            node.start()
+            took.append(time.perf_counter() - start)
     pid = cluster.nodes[broker].pid
     return statistics.median(took), process_rss_mib(pid)
+
+
+# Topic configs a soak may set over and over without changing what the broker does with the data
+# it holds (large values): each one is a ConfigRecord (Kafka's record for kafka-configs --alter).
+SOAK_KEYS = (
+    "retention.ms", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "max.compaction.lag.ms", "min.compaction.lag.ms", "retention.bytes", "segment.jitter.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "max.message.bytes",
+)  # fmt: skip
 
 
 def cluster_bench(args: argparse.Namespace) -> None:
@@ -84,6 +117,10 @@ def cluster_bench(args: argparse.Namespace) -> None:
             "metadata.log.max.record.bytes.between.snapshots": str(2**62),
             "metadata.log.max.snapshot.interval.ms": "0",
         }
+    keys = SOAK_KEYS[: args.keys]
+    profile_dir = Path(args.profile) if args.profile else None
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory() as tmp,
         EmbeddedCluster(Path(tmp), controllers=(1,), brokers=(2,), overrides=overrides) as cluster,
@@ -92,47 +129,84 @@ def cluster_bench(args: argparse.Namespace) -> None:
         names = [f"t{i}" for i in range(args.topics)]
         for future in admin.create_topics([NewTopic(n, 1, 1) for n in names], operation_timeout=60).values():
             future.result(timeout=120)
-        fresh_s, fresh_rss = restart_figures(cluster, 2, 3)
-        print(f"fresh cluster: broker restart {fresh_s:.2f} s (median of 3), RSS {fresh_rss:.0f} MiB")
+        fresh_s, fresh_rss = restart_figures(cluster, 2, 3, profile_dir / "fresh.txt" if profile_dir else None)
+        print(f"fresh cluster: broker restart {fresh_s:.2f} s (median of 3), RSS {fresh_rss:.0f} MiB", flush=True)
 
+        # One IncrementalAlterConfigs of ``len(keys)`` keys on every topic per round: the
+        # controller appends one entry of ``len(keys)`` ConfigRecords per topic; ``--in-flight``
+        # rounds overlap.
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
         start = time.perf_counter()
-        written = 0
-        value = 0
-        in_flight: list[Any] = []
+        written = entries = value = 0
+        in_flight: deque[list[Any]] = deque()
         while written < args.records:
             value += 1
-            entry = ConfigEntry("retention.ms", str(86_400_000 + value), incremental_operation=AlterConfigOpType.SET)
-            resources = [ConfigResource("topic", n, incremental_configs=[entry]) for n in names]
-            in_flight.extend(admin.incremental_alter_configs(resources).values())
-            written += len(resources)
-            if len(in_flight) >= 16 * len(names):
-                for future in in_flight:
+            configs = [ConfigEntry(k, str(10**12 + value), incremental_operation=AlterConfigOpType.SET) for k in keys]
+            resources = [ConfigResource("topic", n, incremental_configs=configs) for n in names]
+            in_flight.append(list(admin.incremental_alter_configs(resources).values()))
+            written += len(resources) * len(keys)
+            entries += len(resources)
+            if len(in_flight) >= args.in_flight:
+                for future in in_flight.popleft():
                     future.result(timeout=120)
-                in_flight.clear()
-            if value % 200 == 0:
+            if value % 100 == 0:
                 rate = written / (time.perf_counter() - start)
-                print(f"  {written} records, {rate:.0f}/s", flush=True)
-        for future in in_flight:
-            future.result(timeout=120)
+                print(f"  {written} records in {entries} entries, {rate:.0f} records/s", flush=True)
+        for futures in in_flight:
+            for future in futures:
+                future.result(timeout=120)
         took = time.perf_counter() - start
-        print(f"wrote {written} metadata records in {took:.0f} s ({written / took:.0f}/s)")
-        expected = str(86_400_000 + value)
+        print(f"wrote {written} metadata records in {entries} entries in {took:.0f} s ({written / took:.0f}/s)")
+        expected = str(10**12 + value)
         deadline = time.monotonic() + 300
         broker_admin = AdminClient({"bootstrap.servers": cluster.address(2)})
         while time.monotonic() < deadline:
             res = ConfigResource("topic", names[-1])
-            entry = broker_admin.describe_configs([res])[res].result(timeout=60).get("retention.ms")
+            entry = broker_admin.describe_configs([res])[res].result(timeout=60).get(keys[0])
             if entry is not None and entry.value == expected:
                 break
             time.sleep(0.5)
         metadata_dir = cluster.nodes[2].data_dir / "logs" / "__cluster_metadata-0"
-        files = sorted(p.name for p in metadata_dir.iterdir())
         sizes = {p.name: p.stat().st_size for p in metadata_dir.iterdir()}
-        print(f"broker metadata dir: {files} ({sum(sizes.values()) / 2**20:.1f} MiB)")
-        after_s, after_rss = restart_figures(cluster, 2, 3)
+        listing = ", ".join(f"{n} {b / 2**20:.1f} MiB" for n, b in sorted(sizes.items()))
+        print(f"broker metadata dir: {listing}")
+        after_s, after_rss = restart_figures(cluster, 2, 3, profile_dir / "after.txt" if profile_dir else None)
         print(f"after {written} records: broker restart {after_s:.2f} s (median of 3), RSS {after_rss:.0f} MiB")
         print(f"ratio vs fresh: restart {after_s / fresh_s:.2f}x, RSS {after_rss / fresh_rss:.2f}x (target <= 1.2x)")
+        if profile_dir is not None:
+            for name in ("fresh", "after"):
+                startup_breakdown((profile_dir / f"{name}.txt").read_text(), f"{name} start-up")
+
+
+# Start-up phases (py-spy frame prefixes) and what they are.
+PHASES = (
+    ("<module> (broker/server.py", "importing the broker"),
+    ("LogManager.startup (", "opening the partition logs"),
+    ("load_newest_valid (", "loading the newest snapshot"),
+    ("MetadataLog.open (", "scanning the metadata log"),
+    ("QuorumController._load_snapshot (", "snapshot -> state, first image"),
+    ("RaftDriver._deliver_committed (", "tail replay (apply + publish)"),
+    ("apply_payloads (", "  applying the tail's entries"),
+    ("QuorumController._publish (", "  publishing images to listeners"),
+    ("freeze_start_up_heap (", "gc.freeze of the start-up heap"),
+)
+
+
+def startup_breakdown(raw: str, title: str) -> None:
+    """Share of the samples whose stack holds each phase's frame (inclusive time)."""
+    total = 0
+    hits = dict.fromkeys((marker for marker, _ in PHASES), 0)
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        total += int(count_text)
+        for marker in hits:
+            if marker in stack:
+                hits[marker] += int(count_text)
+    print(f"\n  py-spy, {title}: {total} samples (inclusive share)")
+    for marker, label in PHASES:
+        print(f"    {100 * hits[marker] / max(total, 1):5.1f}%  {label}")
 
 
 def main() -> None:
@@ -140,6 +214,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--cluster", action="store_true", help="measure a real broker's restart")
+    parser.add_argument("--keys", type=int, default=len(SOAK_KEYS), help="with --cluster: ConfigRecords per entry")
+    parser.add_argument("--in-flight", type=int, default=8, help="with --cluster: request rounds in flight")
+    parser.add_argument("--profile", default="", help="with --cluster: py-spy the last restarts into this dir")
     parser.add_argument("--no-snapshots", action="store_true", help="with --cluster: snapshot triggers off")
     parser.add_argument(
         "--snapshot-bytes", type=int, default=0,
@@ -160,9 +237,7 @@ def main() -> None:
     print(f"generated {len(payloads)} metadata entries ({log_bytes / 2**20:.1f} MiB) in {took_s:.1f} s")
 
     start = time.perf_counter()
-    state = ClusterState()
-    for offset, payload in enumerate(payloads):
-        state = apply_payload(state, offset, payload)
+    state = apply_payloads(ClusterState(), enumerate(payloads))
     replay_s = time.perf_counter() - start
     print(f"full replay: {replay_s:.2f} s, peak RSS {rss_mib():.0f} MiB (includes the generated log)")
 

@@ -139,7 +139,11 @@ class QuorumController:
             )
         )
         self._tasks: list[asyncio.Task[None]] = []
-        driver.add_committed_listener(self._loader.apply_committed)
+        add_batch_listener = getattr(driver, "add_batch_listener", None)
+        if add_batch_listener is not None:  # broker.raft.driver: one image per committed batch
+            add_batch_listener(self._loader.apply_batch)
+        else:
+            driver.add_committed_listener(self._loader.apply_committed)
         set_snapshot_handler = getattr(driver, "set_snapshot_handler", None)
         if set_snapshot_handler is not None:  # KIP-630 (broker.raft.driver)
             set_snapshot_handler(self._loader.capture_snapshot, self._loader.load_snapshot)

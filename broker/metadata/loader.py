@@ -2,10 +2,10 @@
 delivered so far and the ``MetadataImage`` derived from it — and the listeners it is published to.
 
 As Kafka's ``org.apache.kafka.image.loader.MetadataLoader``: it loads a KIP-630 snapshot at
-start-up (``load_snapshot``), then replays each committed entry of the metadata log in log order
-(``apply_committed``, with ``broker.metadata.replay``), and after each one hands the old and the
-new image to every listener (Kafka's ``MetadataPublisher``), in the order they were added. A
-listener that raises is logged and the others still run. ``capture_snapshot`` freezes the current
+start-up (``load_snapshot``), then replays the committed entries of the metadata log in log
+order, a batch at a time (``apply_batch``, with ``broker.metadata.replay``), and after each batch
+hands the old and the new image to every listener (Kafka's ``MetadataPublisher``), in the order
+they were added. A listener that raises is logged and the others still run. ``capture_snapshot`` freezes the current
 state for the Raft driver's snapshot writer (the records are encoded later, off the event loop).
 
 Pure: no clock, file, socket or event loop; the driver (``broker.controller.quorum``) calls it
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from broker.metadata.cluster_state import ClusterState, build_image
 from broker.metadata.image import MetadataImage
-from broker.metadata.replay import apply_payload
+from broker.metadata.replay import apply_payloads
 from broker.metadata.snapshot_records import state_from_records, state_to_records
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,21 @@ class MetadataLoader:
         self._listeners.append(listener)
 
     def apply_committed(self, offset: int, payload: bytes) -> None:
-        """One committed entry at ``offset``: replay it, then publish the new image."""
+        """One committed entry at ``offset``: a batch of one (``apply_batch``)."""
+        self.apply_batch(((offset, payload),))
+
+    def apply_batch(self, entries: Sequence[tuple[int, bytes]]) -> None:
+        """A batch of committed entries ``(offset, payload)`` in log order: replayed into one
+        mutable state (``apply_payloads``, Kafka's ``MetadataDelta``), then one new image
+        published (Kafka's loader publishes once per batch, and at start-up not before it caught
+        up). The listeners compare the image before and after the batch, so they see its net
+        change: each derives what it does from that difference (logs to open or delete,
+        leaderships, configs, coordinator partitions), never from the entries in between."""
+        if not entries:
+            return
         before = self._state.cluster_id
-        self._state = apply_payload(self._state, offset, payload)
+        self._state = apply_payloads(self._state, entries)
+        offset = entries[-1][0]
         if before is None and self._state.cluster_id not in (None, self._cluster_id):
             log.error(
                 "the metadata log belongs to cluster %s, but this node's cluster id is %s",

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -257,6 +257,25 @@ def _to_json(record: MetadataRecord) -> dict[str, Any]:
     return doc
 
 
+def _converter(name: str) -> Callable[[Any], Any] | None:
+    """How a JSON value of field ``name`` becomes the record's value (None: as decoded)."""
+    if name in _UUID_FIELDS:
+        return uuid.UUID
+    if name in _TUPLE_FIELDS:
+        return lambda value: None if value is None else tuple(int(v) for v in value)
+    if name == "endpoints":
+        return lambda value: tuple((str(n), str(h), int(p)) for n, h, p in value)
+    if name == "entity":
+        return lambda value: tuple((str(t), None if n is None else str(n)) for t, n in value)
+    return None
+
+
+# Per record type, once: each field's name and converter (decoding is on the replay path).
+_DECODE_PLANS: dict[type[Any], tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {
+    cls: tuple((f.name, _converter(f.name)) for f in fields(cls)) for cls in RECORD_TYPES.values()
+}
+
+
 def _from_json(doc: Any) -> MetadataRecord:
     if not isinstance(doc, dict):
         raise MetadataRecordError(f"a record must be an object, got {type(doc).__name__}")
@@ -265,19 +284,9 @@ def _from_json(doc: Any) -> MetadataRecord:
         raise MetadataRecordError(f"unknown metadata record type {doc.get('type')!r}")
     kwargs: dict[str, Any] = {}
     try:
-        for f in fields(cls):
-            if f.name not in doc:
-                continue
-            value = doc[f.name]
-            if f.name in _UUID_FIELDS:
-                value = uuid.UUID(value)
-            elif f.name in _TUPLE_FIELDS and value is not None:
-                value = tuple(int(v) for v in value)
-            elif f.name == "endpoints":
-                value = tuple((str(name), str(host), int(port)) for name, host, port in value)
-            elif f.name == "entity":
-                value = tuple((str(t), None if n is None else str(n)) for t, n in value)
-            kwargs[f.name] = value
+        for name, convert in _DECODE_PLANS[cls]:
+            if name in doc:
+                kwargs[name] = doc[name] if convert is None else convert(doc[name])
         record: MetadataRecord = cls(**kwargs)
     except (TypeError, ValueError, AttributeError) as exc:
         raise MetadataRecordError(f"bad {cls.__name__}: {exc}") from None

@@ -18,8 +18,10 @@ kind moves the part of the state it names (``broker.metadata.records`` lists the
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from broker.metadata.cluster_state import BrokerRegistration, ClusterState
 from broker.metadata.image import PartitionImage, TopicImage
@@ -52,102 +54,234 @@ from broker.security.sasl.scram import ScramCredential
 log = logging.getLogger(__name__)
 
 
+class StateBuilder:
+    """A mutable ``ClusterState`` that a batch of committed entries is applied to, then frozen
+    once with ``build`` (Kafka's ``MetadataDelta``, which the ``MetadataLoader`` fills with a
+    batch of records and publishes as one new image).
+
+    Copy on write, per batch: the first change of a mapping (``topics``, ``registrations``, ...)
+    or of one topic's partitions or configs copies it from the base state, later changes of the
+    same batch mutate the copy in place, so a record costs what it changes, not the size of the
+    state. ``build`` hands the copies over to the new ``ClusterState`` and forgets them: the
+    next change copies again, so a built state is never mutated. Mappings the batch left alone
+    keep their identity (``build_image`` shares ``acls``; AclAuthority's cache relies on it).
+
+    Pure: no I/O, no clock. One rule per record kind (``apply_record``); the module's
+    functions (``apply_payload`` ...) are this builder over one entry or record.
+    """
+
+    __slots__ = (
+        "_changed",
+        "_owned",
+        "_owned_levels",
+        "_owned_topics",
+        "acls",
+        "applied_offset",
+        "broker_configs",
+        "client_quotas",
+        "cluster_id",
+        "registrations",
+        "scram",
+        "topic_ids",
+        "topics",
+    )  # fmt: skip
+
+    def __init__(self, state: ClusterState) -> None:
+        self.cluster_id = state.cluster_id
+        self.registrations: Mapping[int, BrokerRegistration] = state.registrations
+        self.topics: Mapping[str, TopicImage] = state.topics
+        self.topic_ids: Mapping[uuid.UUID, str] = state.topic_ids
+        self.applied_offset = state.applied_offset
+        self.scram: Mapping[tuple[str, str], ScramCredential] = state.scram
+        self.client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = state.client_quotas
+        self.acls: Mapping[uuid.UUID, AclBinding] = state.acls
+        self.broker_configs: Mapping[str, Mapping[str, str]] = state.broker_configs
+        self._owned: dict[str, dict[Any, Any]] = {}  # field name -> this batch's copy
+        self._owned_topics: set[str] = set()  # topics whose TopicImage (and dicts) this batch created
+        self._owned_levels: set[Any] = set()  # (field, key) of nested quota / broker-config dicts copied
+        self._changed = False
+
+    def _own(self, name: str) -> dict[Any, Any]:
+        """This batch's own copy of the mapping field ``name`` (copied on first use)."""
+        owned = self._owned.get(name)
+        if owned is None:
+            owned = self._owned[name] = dict(getattr(self, name))
+            setattr(self, name, owned)
+        self._changed = True
+        return owned
+
+    def _own_topic(self, name: str) -> TopicImage:
+        """This batch's own ``TopicImage`` of topic ``name`` (its dicts copied on first use)."""
+        topics = self._own("topics")
+        topic = topics[name]
+        if name not in self._owned_topics:
+            topic = topics[name] = TopicImage(name, topic.topic_id, dict(topic.partitions), dict(topic.configs))
+            self._owned_topics.add(name)
+        return topic
+
+    def _own_level(self, field_name: str, key: Any) -> dict[Any, Any]:
+        """This batch's own inner dict ``field_name[key]`` of a nested mapping (created if absent)."""
+        outer = self._own(field_name)
+        if (field_name, key) not in self._owned_levels:
+            outer[key] = dict(outer.get(key, {}))
+            self._owned_levels.add((field_name, key))
+        inner: dict[Any, Any] = outer[key]
+        return inner
+
+    def build(self) -> ClusterState:
+        """The state as of every change so far (frozen: later changes copy again)."""
+        state = ClusterState(
+            self.cluster_id, self.registrations, self.topics, self.topic_ids, self.applied_offset, self.scram,
+            self.client_quotas, self.acls, self.broker_configs,
+        )  # fmt: skip
+        self._owned = {}
+        self._owned_topics = set()
+        self._owned_levels = set()
+        self._changed = False
+        return state
+
+    # -- applying --------------------------------------------------------------------------------
+    def apply_payload(self, offset: int, payload: bytes | memoryview) -> None:
+        """Apply one committed entry (all its records, in order) at ``offset``; an undecodable
+        payload is skipped whole (logged)."""
+        try:
+            records = decode_records(payload)
+        except MetadataRecordError as exc:
+            log.warning("skipping metadata log entry at offset %d: %s", offset, exc)
+        else:
+            for record in records:
+                self.apply_record(offset, record)
+        self.applied_offset = offset
+
+    def apply_record(self, offset: int, record: MetadataRecord) -> None:
+        """One record's effect (see ``broker.metadata.records`` for each kind)."""
+        if isinstance(record, ConfigRecord):
+            self._config(record)
+        elif isinstance(record, PartitionChangeRecord):
+            self._partition_change(record)
+        elif isinstance(record, PartitionRecord):
+            self._partition(record)
+        elif isinstance(record, TopicRecord):
+            topic_ids = self._own("topic_ids")
+            for stale in [tid for tid, n in topic_ids.items() if n == record.name]:
+                del topic_ids[stale]
+            topic_ids[record.topic_id] = record.name
+            self._own("topics")[record.name] = TopicImage(record.name, record.topic_id, {}, {})
+            self._owned_topics.add(record.name)
+        elif isinstance(record, RemoveTopicRecord):
+            name = self.topic_ids.get(record.topic_id)
+            if name is not None:
+                del self._own("topics")[name]
+                self._owned_topics.discard(name)
+                del self._own("topic_ids")[record.topic_id]
+        elif isinstance(record, ClusterIdRecord):
+            if self.cluster_id is None:
+                self.cluster_id = record.cluster_id
+                self._changed = True
+        elif isinstance(record, RegisterBrokerRecord):
+            self._own("registrations")[record.broker_id] = BrokerRegistration(
+                record.broker_id, offset, record.incarnation_id, record.host, record.port, record.rack,
+                fenced=False, endpoints=record.endpoints,
+            )  # fmt: skip
+        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord):
+            current = self.registrations.get(record.broker_id)
+            if current is None or current.epoch != record.broker_epoch:
+                return
+            if isinstance(record, UnregisterBrokerRecord):
+                del self._own("registrations")[record.broker_id]
+            else:
+                fenced = isinstance(record, FenceBrokerRecord)
+                self._own("registrations")[record.broker_id] = replace(current, fenced=fenced)
+        elif isinstance(record, ClientQuotaRecord):
+            values = self._own_level("client_quotas", record.entity)
+            if record.remove:
+                values.pop(record.key, None)
+            else:
+                values[record.key] = float(record.value)
+            if not values:
+                del self._own("client_quotas")[record.entity]
+                self._owned_levels.discard(("client_quotas", record.entity))
+        elif isinstance(record, UserScramCredentialRecord):
+            self._own("scram")[(record.name, record.mechanism)] = ScramCredential(
+                bytes.fromhex(record.salt), bytes.fromhex(record.stored_key), bytes.fromhex(record.server_key),
+                record.iterations,
+            )  # fmt: skip
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            if (record.name, record.mechanism) in self.scram:
+                del self._own("scram")[(record.name, record.mechanism)]
+        elif isinstance(record, AccessControlEntryRecord):
+            self._own("acls")[record.id] = acl_binding(record)
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            if record.id in self.acls:
+                del self._own("acls")[record.id]
+        else:
+            raise AssertionError(f"unhandled metadata record {record!r}")  # noqa: TRY004 - an invariant, not bad input
+
+    def _partition(self, record: PartitionRecord) -> None:
+        name = self.topic_ids.get(record.topic_id)
+        if name is None:
+            return
+        self._own_topic(name).partitions[record.partition] = PartitionImage(
+            record.partition, record.leader, record.leader_epoch, record.replicas, record.isr, record.partition_epoch
+        )
+
+    def _partition_change(self, record: PartitionChangeRecord) -> None:
+        """Kafka's rule (``partition_after_change``): every change bumps the partition epoch."""
+        name = self.topic_ids.get(record.topic_id)
+        if name is None or record.partition not in self.topics[name].partitions:
+            return
+        partitions = self._own_topic(name).partitions
+        partitions[record.partition] = partition_after_change(partitions[record.partition], record)
+
+    def _config(self, record: ConfigRecord) -> None:
+        if record.resource_type == BROKER_RESOURCE:
+            values = self._own_level("broker_configs", record.resource_name)
+            if record.value is None:
+                values.pop(record.name, None)
+            else:
+                values[record.name] = record.value
+            if not values:
+                del self._own("broker_configs")[record.resource_name]
+                self._owned_levels.discard(("broker_configs", record.resource_name))
+            return
+        if record.resource_type != TOPIC_RESOURCE or record.resource_name not in self.topics:
+            return
+        configs = self._own_topic(record.resource_name).configs
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+
+
 def apply_payload(state: ClusterState, offset: int, payload: bytes | memoryview) -> ClusterState:
     """Apply one committed entry (all its records, in order) at ``offset``."""
-    try:
-        records = decode_records(payload)
-    except MetadataRecordError as exc:
-        log.warning("skipping metadata log entry at offset %d: %s", offset, exc)
-        return replace(state, applied_offset=offset)
-    return replace(apply_records(state, offset, records), applied_offset=offset)
+    builder = StateBuilder(state)
+    builder.apply_payload(offset, payload)
+    return builder.build()
 
 
-_ACL_RECORDS = (AccessControlEntryRecord, RemoveAccessControlEntryRecord)
+def apply_payloads(state: ClusterState, entries: Iterable[tuple[int, bytes | memoryview]]) -> ClusterState:
+    """Apply a batch of committed entries ``(offset, payload)`` in order: the same state as
+    ``apply_payload`` entry by entry, built once (``StateBuilder``)."""
+    builder = StateBuilder(state)
+    for offset, payload in entries:
+        builder.apply_payload(offset, payload)
+    return builder.build()
 
 
 def apply_records(state: ClusterState, offset: int, records: Sequence[MetadataRecord]) -> ClusterState:
-    """``apply_record`` for each record in order; a run of ACL records (one CreateAcls or
-    DeleteAcls) copies the ACL mapping once, not once per ACL."""
-    i = 0
-    while i < len(records):
-        if isinstance(records[i], _ACL_RECORDS):
-            j = i
-            while j < len(records) and isinstance(records[j], _ACL_RECORDS):
-                j += 1
-            state = _apply_acls(state, records[i:j])
-            i = j
-            continue
-        state = apply_record(state, offset, records[i])
-        i += 1
-    return state
-
-
-def _apply_acls(state: ClusterState, records: Sequence[MetadataRecord]) -> ClusterState:
-    acls = dict(state.acls)
+    """``apply_record`` for each record in order, built once (a CreateAcls of many ACLs copies
+    the ACL mapping once, not once per ACL)."""
+    builder = StateBuilder(state)
     for record in records:
-        if isinstance(record, AccessControlEntryRecord):
-            acls[record.id] = acl_binding(record)
-        elif isinstance(record, RemoveAccessControlEntryRecord):
-            acls.pop(record.id, None)
-    return replace(state, acls=acls)
+        builder.apply_record(offset, record)
+    return builder.build() if builder._changed else state
 
 
 def apply_record(state: ClusterState, offset: int, record: MetadataRecord) -> ClusterState:
-    """One record's effect (see ``broker.metadata.records`` for each kind)."""
-    if isinstance(record, ClusterIdRecord):
-        return state if state.cluster_id is not None else replace(state, cluster_id=record.cluster_id)
-    if isinstance(record, RegisterBrokerRecord):
-        reg = BrokerRegistration(
-            record.broker_id,
-            offset,
-            record.incarnation_id,
-            record.host,
-            record.port,
-            record.rack,
-            fenced=False,
-            endpoints=record.endpoints,
-        )
-        return replace(state, registrations={**state.registrations, record.broker_id: reg})
-    if isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
-        current = state.registrations.get(record.broker_id)
-        if current is None or current.epoch != record.broker_epoch:
-            return state
-        fenced = isinstance(record, FenceBrokerRecord)
-        return replace(state, registrations={**state.registrations, record.broker_id: replace(current, fenced=fenced)})
-    if isinstance(record, UnregisterBrokerRecord):
-        current = state.registrations.get(record.broker_id)
-        if current is None or current.epoch != record.broker_epoch:
-            return state
-        return replace(state, registrations={b: r for b, r in state.registrations.items() if b != record.broker_id})
-    if isinstance(record, TopicRecord):
-        return _apply_topic(state, record)
-    if isinstance(record, PartitionRecord):
-        return _apply_partition(state, record)
-    if isinstance(record, PartitionChangeRecord):
-        return _apply_partition_change(state, record)
-    if isinstance(record, ConfigRecord):
-        return _apply_config(state, record)
-    if isinstance(record, ClientQuotaRecord):
-        return apply_client_quota(state, record)
-    if isinstance(record, RemoveTopicRecord):
-        name = state.topic_ids.get(record.topic_id)
-        if name is None:
-            return state
-        topics = {n: t for n, t in state.topics.items() if n != name}
-        topic_ids = {tid: n for tid, n in state.topic_ids.items() if tid != record.topic_id}
-        return replace(state, topics=topics, topic_ids=topic_ids)
-    if isinstance(record, UserScramCredentialRecord):
-        credential = ScramCredential(
-            bytes.fromhex(record.salt), bytes.fromhex(record.stored_key), bytes.fromhex(record.server_key),
-            record.iterations,
-        )  # fmt: skip
-        return replace(state, scram={**state.scram, (record.name, record.mechanism): credential})
-    if isinstance(record, RemoveUserScramCredentialRecord):
-        scram = {key: c for key, c in state.scram.items() if key != (record.name, record.mechanism)}
-        return replace(state, scram=scram)
-    if isinstance(record, _ACL_RECORDS):
-        return _apply_acls(state, [record])
-    raise AssertionError(f"unhandled metadata record {record!r}")
+    """One record's effect (see ``broker.metadata.records`` for each kind); ``state`` itself
+    when the record changes nothing (it does not fit the state)."""
+    return apply_records(state, offset, (record,))
 
 
 def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
@@ -157,43 +291,11 @@ def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
     )  # fmt: skip
 
 
-def _apply_topic(state: ClusterState, record: TopicRecord) -> ClusterState:
-    topic_ids = {tid: n for tid, n in state.topic_ids.items() if n != record.name}
-    topic_ids[record.topic_id] = record.name
-    topic = TopicImage(record.name, record.topic_id, {}, {})
-    return replace(state, topics={**state.topics, record.name: topic}, topic_ids=topic_ids)
-
-
-def _apply_partition(state: ClusterState, record: PartitionRecord) -> ClusterState:
-    name = state.topic_ids.get(record.topic_id)
-    if name is None:
-        return state
-    topic = state.topics[name]
-    part = PartitionImage(
-        record.partition, record.leader, record.leader_epoch, record.replicas, record.isr, record.partition_epoch
-    )
-    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
-    return replace(state, topics={**state.topics, name: updated})
-
-
-def _apply_partition_change(state: ClusterState, record: PartitionChangeRecord) -> ClusterState:
-    """Kafka's rule: every change bumps the partition epoch; a new leader also the leader epoch."""
-    name = state.topic_ids.get(record.topic_id)
-    if name is None:
-        return state
-    topic = state.topics[name]
-    current = topic.partitions.get(record.partition)
-    if current is None:
-        return state
-    part = partition_after_change(current, record)
-    updated = TopicImage(name, topic.topic_id, {**topic.partitions, record.partition: part}, topic.configs)
-    return replace(state, topics={**state.topics, name: updated})
-
-
 def partition_after_change(current: PartitionImage, record: PartitionChangeRecord) -> PartitionImage:
-    """``current`` with ``record`` applied (the rule of ``_apply_partition_change``). A change of
-    the replica set (KIP-455 reassignment) also bumps the leader epoch, so the leader starts its
-    epoch again with the new set of followers (``broker.controller.reassignment``)."""
+    """``current`` with ``record`` applied. Kafka's rule: every change bumps the partition epoch;
+    a new leader also the leader epoch. A change of the replica set (KIP-455 reassignment) also
+    bumps the leader epoch, so the leader starts its epoch again with the new set of followers
+    (``broker.controller.reassignment``)."""
     isr = current.isr if record.isr is None else record.isr
     leader, leader_epoch = current.leader, current.leader_epoch
     if record.leader not in (NO_CHANGE, current.leader):
@@ -208,43 +310,12 @@ def partition_after_change(current: PartitionImage, record: PartitionChangeRecor
     )  # fmt: skip
 
 
-def _apply_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
-    if record.resource_type == BROKER_RESOURCE:
-        return apply_broker_config(state, record)
-    topic = state.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
-    if topic is None:
-        return state
-    configs = dict(topic.configs)
-    if record.value is None:
-        configs.pop(record.name, None)
-    else:
-        configs[record.name] = record.value
-    updated = TopicImage(topic.name, topic.topic_id, topic.partitions, configs)
-    return replace(state, topics={**state.topics, topic.name: updated})
-
-
 def apply_broker_config(state: ClusterState, record: ConfigRecord) -> ClusterState:
     """A KIP-226 dynamic broker config set (value) or removed (None) on a broker id or on the
     cluster default (``""``); a resource left without configs disappears."""
-    configs = {level: dict(values) for level, values in state.broker_configs.items()}
-    values = configs.setdefault(record.resource_name, {})
-    if record.value is None:
-        values.pop(record.name, None)
-    else:
-        values[record.name] = record.value
-    if not values:
-        del configs[record.resource_name]
-    return replace(state, broker_configs=configs)
+    return apply_record(state, state.applied_offset, record)
 
 
 def apply_client_quota(state: ClusterState, record: ClientQuotaRecord) -> ClusterState:
     """Set or remove one quota of one entity; an entity left without quotas disappears."""
-    quotas = {entity: dict(values) for entity, values in state.client_quotas.items()}
-    values = quotas.setdefault(record.entity, {})
-    if record.remove:
-        values.pop(record.key, None)
-    else:
-        values[record.key] = float(record.value)
-    if not values:
-        del quotas[record.entity]
-    return replace(state, client_quotas=quotas)
+    return apply_record(state, state.applied_offset, record)

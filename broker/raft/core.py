@@ -277,6 +277,13 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             )
         return SnapshotId(end_offset, self.log.entry(end_offset - 1).epoch)
 
+    def release_payloads(self, end_offset: int) -> None:
+        """The data payloads below ``end_offset`` (at most the high watermark) were handed to the
+        state machine and stay readable in the log file: the in-memory log keeps only their
+        offsets and epochs (``RaftLog.release_payloads``). Fetch answers are built from the file
+        (``broker.raft.driver``), so no decision of the core reads a released payload."""
+        self.log.release_payloads(min(end_offset, self.high_watermark))
+
     def snapshot_created(self, snapshot_id: SnapshotId) -> None:
         """A snapshot is durable on disk (KIP-630): it becomes the one a prefix deletion (and a
         FetchSnapshot) refers to. Only committed offsets may be snapshotted."""

@@ -13,8 +13,11 @@ the returned ``StepResult`` completely before the next event (``broker.raft.effe
    resolves the handler waiting on it (matched by the driver-assigned correlation id of the
    inbound request); a request goes to the peer's ``PeerConnection`` in a task of its own whose
    response or failure (``request_failed``) comes back through the inbox;
-3. ``notify``: a higher high watermark calls the committed-entry listeners, then resolves the
-   ``append`` futures it commits; a ``FatalError`` stops the driver and calls ``on_fatal``.
+3. ``notify``: a higher high watermark hands what it committed to the listeners (per-entry
+   listeners one entry at a time, batch listeners all of it as one batch), releases those
+   payloads from the in-memory log (the file keeps them; Fetch answers are read from it), then
+   resolves the ``append`` futures it commits; a ``FatalError`` stops the driver and calls
+   ``on_fatal``.
 
 Failures, by kind:
 
@@ -41,8 +44,10 @@ committed data is snapshotted) on the loop, and encodes and writes the snapshot 
 executor (``broker.raft.store.write_snapshot``: ``.part``, fsync, rename). Once it is durable the
 core learns of it, and the retention pass (``metadata.max.retention.bytes/ms``,
 ``RetentionPolicy``) may delete the log below it (``DeleteLogPrefix``) and older snapshot files;
-the newest snapshot is never deleted. The snapshot carries the VotersRecord in effect at its end
-offset (KIP-853). ``start`` loads the newest valid snapshot (``load``) and replays only the tail.
+the newest snapshot is never deleted; an observer, whose log no replica fetches, drops the prefix
+as soon as a snapshot covers it. The snapshot carries the VotersRecord in effect at its end
+offset (KIP-853). ``start`` loads the newest valid snapshot (``load``) and replays only the tail,
+as one batch up to the high watermark it knows.
 
 Timers: between events the task sleeps until ``core.next_deadline_ms`` and then calls ``tick``.
 Appends wait for commitment (KIP-595 "Client Interactions": *a record append ... does not return
@@ -133,6 +138,7 @@ from pyspark_log.wire.api_keys import ApiKey
 log = logging.getLogger(__name__)
 
 CommittedListener = Callable[[int, bytes], None]
+CommittedBatchListener = Callable[[Sequence[tuple[int, bytes]]], None]  # [(offset, payload), ...]
 SnapshotCapture = Callable[[], Callable[[], list[bytes]]]  # on the loop; the thunk runs in an executor
 SnapshotLoad = Callable[[int, Sequence[bytes]], None]  # (end offset, records)
 MAX_PENDING_INBOUND = 1024
@@ -157,6 +163,13 @@ def _snapshot_log_mismatch(snapshot_id: SnapshotId | None, log_start_offset: int
     if snapshot_id is None and log_start_offset > 0:
         return f"the log starts at {log_start_offset} and there is no valid snapshot"
     return None
+
+
+def _listener_failure(what: str, exc: Exception) -> str:
+    return (
+        f"applying committed metadata {what} failed ({exc!r}); stopping so this node's metadata does not "
+        "diverge from the log"
+    )
 
 
 class RaftStoppedError(RuntimeError):
@@ -211,6 +224,7 @@ class RaftDriver:
         self._log = MetadataLog(self.metadata_dir, clock_ms)
         self._core: RaftCore | None = None
         self._listeners: list[CommittedListener] = []
+        self._batch_listeners: list[CommittedBatchListener] = []
         self._delivered = 0  # entries below this offset were handed to the listeners
         self._inbox: deque[tuple[Any, ...]] = deque()
         self._wakeup = asyncio.Event()
@@ -293,6 +307,15 @@ class RaftDriver:
         before ``start``: the committed prefix on disk is replayed to it then)."""
         self._listeners.append(listener)
 
+    def add_batch_listener(self, listener: CommittedBatchListener) -> None:
+        """``listener(entries)`` with the committed data entries ``(offset, payload)`` in order,
+        each once, a batch per call (register before ``start``): at start-up the whole committed
+        tail after the snapshot is one batch, later each advance of the high watermark delivers
+        what it committed as one. Kafka's ``RaftClient.Listener.handleCommit`` gets batches the
+        same way, and its ``MetadataLoader`` publishes one image per batch, none before it caught
+        up at start-up."""
+        self._batch_listeners.append(listener)
+
     def set_snapshot_handler(self, capture: SnapshotCapture, load: SnapshotLoad) -> None:
         """KIP-630 (register before ``start``): ``capture()`` returns, on the loop, a thunk that
         encodes the state as of every entry delivered so far into snapshot records (it runs in
@@ -359,6 +382,8 @@ class RaftDriver:
             self._log.close()
             raise RaftStoppedError(failure)
         self._execute(core.start(now_ms))
+        if self.fatal_error is None:
+            self._apply_retention(now_ms)  # a log kept longer than the policy allows (an older run's)
         self._task = asyncio.create_task(self._run(), name="raft-driver")
 
     async def shutdown(self, graceful: bool = True) -> None:
@@ -882,6 +907,7 @@ class RaftDriver:
             retained_bytes=self._log.size_bytes(),
             oldest_entry_timestamp_ms=self._log.first_timestamp_ms(),
             now_ms=now_ms,
+            prefix_has_readers=self.node_id in core.voters,  # an observer serves no Fetch
         )  # a replica behind the new log start fetches the snapshot (FetchSnapshot)
         if start > core.log.start_offset:
             self._execute(core.delete_log_prefix(start))
@@ -976,24 +1002,35 @@ class RaftDriver:
     def _deliver_committed(self, high_watermark: int) -> str | None:
         """Hand newly committed data entries to the listeners, then resolve committed appends.
 
-        Returns why the node must stop if a listener raised (the entry stays undelivered and
-        nothing after it is delivered), else None."""
+        Everything below ``high_watermark`` not delivered yet is one batch: each per-entry
+        listener sees its entries one by one, each batch listener the whole batch at once.
+        Returns why the node must stop if a listener raised (nothing after the failing entry,
+        or nothing of the failing batch, counts as delivered), else None."""
         core = self.core
-        while self._delivered < high_watermark:
-            entry = core.log.entry(self._delivered)
-            if isinstance(entry.payload, bytes):
-                self._bytes_since_snapshot += len(entry.payload)
+        batch: list[tuple[int, bytes]] = []
+        for offset in range(self._delivered, high_watermark):
+            payload = core.log.entry(offset).payload
+            if isinstance(payload, bytes):
+                batch.append((offset, payload))
+                self._bytes_since_snapshot += len(payload)
                 self._records_since_snapshot += 1
-                for listener in self._listeners:
-                    try:
-                        listener(entry.offset, entry.payload)
-                    except Exception as exc:
-                        log.exception("raft: committed-entry listener failed at offset %d", entry.offset)
-                        return (
-                            f"applying committed metadata entry {entry.offset} failed ({exc!r}); stopping so this "
-                            "node's metadata does not diverge from the log"
-                        )
-            self._delivered += 1
+        for offset, payload in batch:
+            for listener in self._listeners:
+                try:
+                    listener(offset, payload)
+                except Exception as exc:
+                    log.exception("raft: committed-entry listener failed at offset %d", offset)
+                    self._delivered = offset
+                    return _listener_failure(f"entry {offset}", exc)
+        if batch:
+            for batch_listener in self._batch_listeners:
+                try:
+                    batch_listener(batch)
+                except Exception as exc:
+                    log.exception("raft: committed-batch listener failed on %d..%d", batch[0][0], batch[-1][0])
+                    return _listener_failure(f"entries {batch[0][0]}..{batch[-1][0]}", exc)
+        self._delivered = max(self._delivered, high_watermark)
+        core.release_payloads(self._delivered)  # memory: the bytes stay in the log file
         still: list[_PendingAppend] = []
         for pending in self._appends:
             if pending.last_offset < high_watermark:

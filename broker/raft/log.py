@@ -98,7 +98,7 @@ class RaftLog:
     the log. It has no lock: it belongs to one core, which is driven by one thread.
     """
 
-    __slots__ = ("_entries", "_epoch_offsets", "_epochs", "start_epoch", "start_offset")
+    __slots__ = ("_entries", "_epoch_offsets", "_epochs", "_released", "start_epoch", "start_offset")
 
     def __init__(self, entries: Iterable[Entry] = (), *, start_offset: int = 0, start_epoch: int = 0) -> None:
         self._entries: list[Entry] = []
@@ -106,6 +106,7 @@ class RaftLog:
         self._epoch_offsets: list[int] = []  # start offset of each epoch in _epochs
         self.start_offset = start_offset
         self.start_epoch = start_epoch
+        self._released = start_offset  # data payloads below this offset were released
         if start_offset > 0 and start_epoch > 0:
             self._epochs.append(start_epoch)
             self._epoch_offsets.append(start_offset)
@@ -183,10 +184,24 @@ class RaftLog:
                 self._epoch_offsets.append(entry.offset)
             self._entries.append(entry)
 
+    def release_payloads(self, end_offset: int) -> None:
+        """Replace the payload of every data entry below ``end_offset`` by ``b""``, keeping its
+        offset and epoch (control entries keep theirs). For an owner that holds the bytes
+        elsewhere (the driver's log file) and has handed them on already: what the log is
+        asked about afterwards (epochs, offsets, divergence, control records) is unchanged."""
+        stop = min(end_offset, self.end_offset)
+        entries = self._entries
+        for index in range(max(self._released, self.start_offset) - self.start_offset, stop - self.start_offset):
+            entry = entries[index]
+            if isinstance(entry.payload, bytes) and entry.payload:
+                entries[index] = Entry(entry.offset, entry.epoch, b"")
+        self._released = max(self._released, stop)
+
     def truncate_to(self, end_offset: int) -> None:
         """Remove every entry with ``offset >= end_offset`` and the epochs that start there."""
         if not self.start_offset <= end_offset <= self.end_offset:
             raise ValueError(f"truncation to {end_offset} outside [{self.start_offset}, {self.end_offset}]")
+        self._released = min(self._released, end_offset)
         del self._entries[end_offset - self.start_offset :]
         keep = bisect.bisect_left(self._epoch_offsets, end_offset)
         if end_offset == self.start_offset and self.start_epoch > 0:

@@ -277,6 +277,7 @@ class RetentionPolicy:
         now_ms: int,
         voter_fetch_offsets: Sequence[int] = (),
         snapshots_servable: bool = True,
+        prefix_has_readers: bool = True,
     ) -> int:
         """The log start offset after a retention pass (``log_start_offset`` if nothing goes).
 
@@ -285,9 +286,18 @@ class RetentionPolicy:
         past the high watermark (KIP-630: only committed data is snapshotted), and, when
         ``snapshots_servable`` is False (no FetchSnapshot to send a lagging replica), never past
         the lowest fetch offset of a voter that still needs the log.
+
+        ``prefix_has_readers`` False (an observer: no replica fetches its log): the prefix goes
+        as soon as a snapshot covers it, unless both limits are off (-1). Both limits are maxima (Kafka documents
+        ``metadata.max.retention.bytes`` as *the maximum combined size of the metadata log and
+        snapshots before deleting old snapshots and log files*), and pylog's replica holds its
+        log in memory and scans it at start-up, so a prefix nobody reads only costs memory and
+        restart time.
         """
         if snapshot_end_offset is None or snapshot_end_offset <= log_start_offset:
             return log_start_offset
+        if not prefix_has_readers and (self.max_retention_bytes >= 0 or self.max_retention_ms >= 0):
+            return max(log_start_offset, min(snapshot_end_offset, high_watermark))
         too_big = 0 <= self.max_retention_bytes < retained_bytes
         too_old = (
             self.max_retention_ms >= 0

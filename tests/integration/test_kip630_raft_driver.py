@@ -5,6 +5,7 @@ file), and a voter behind the leader's log start catching up with FetchSnapshot 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,10 +19,19 @@ from tests.waiting import wait_until_async
 
 def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_path: Path) -> None:
     """A one-voter quorum with a 200-byte snapshot threshold and no retention: snapshot files
-    appear, the log starts at the newest one, and a restart loads it and replays only the tail."""
+    appear, the log starts at the newest one, and a restart loads it and replays only the tail.
+    A batch listener sees the same entries as the per-entry listener, once each, in order; the
+    tail the node knew to be committed at start-up comes as one batch; delivered payloads are
+    released from memory and still read from the file."""
     node = Node(1, tmp_path)
     applied: list[bytes] = []
+    per_entry: list[tuple[int, bytes]] = []
+    batches: list[list[tuple[int, bytes]]] = []
     loaded: list[tuple[int, tuple[bytes, ...]]] = []
+
+    def on_entry(offset: int, payload: bytes) -> None:
+        applied.append(payload)
+        per_entry.append((offset, payload))
 
     def make() -> RaftDriver:
         from broker.raft.config import RaftConfig, VoterEndpoint
@@ -35,7 +45,8 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
             config, 1, "snap-test", node.dir,
             snapshot_policy=SnapshotPolicy(200, 0), retention_policy=RetentionPolicy(0, -1),
         )  # fmt: skip
-        driver.add_committed_listener(lambda _offset, payload: applied.append(payload))
+        driver.add_committed_listener(on_entry)
+        driver.add_batch_listener(lambda batch: batches.append(list(batch)))
 
         def capture():
             frozen = list(applied)
@@ -47,6 +58,8 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
 
         driver.set_snapshot_handler(capture, load)
         node.driver = driver
+        per_entry.clear()
+        batches.clear()
         return driver
 
     async def scenario() -> None:
@@ -65,8 +78,13 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
             assert [v.voter_id for v in snapshot.voters.voters] == [1]
             assert driver.core.log.start_offset <= snapshot.snapshot_id.end_offset
             before = list(applied)
+            assert [e for batch in batches for e in batch] == per_entry
+            offset, _payload = per_entry[-1]
+            assert driver.core.log.entry(offset).payload == b""  # released: the file still has it
+            assert driver._log.read_batches([driver.core.log.entry(offset)])
         finally:
             await driver.shutdown(graceful=False)
+        stored_hw = json.loads((node.dir / "quorum-state").read_text())["appliedOffset"]
         applied.clear()
         driver = make()
         await driver.start()
@@ -74,6 +92,12 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
             assert loaded
             assert loaded[-1][0] == max(list_snapshots(node.dir)).end_offset
             await wait_until_async(lambda: applied[: len(before)] == before, what="the whole state back")
+            tail = [(o, p) for o, p in per_entry if o < driver.core.log.end_offset and p in before]
+            assert tail
+            assert tail[0][0] >= loaded[-1][0]
+            known = [(o, p) for o, p in tail if o < stored_hw]  # committed as far as the node knew
+            assert not known or batches[0] == known  # replayed at start as one batch
+            assert [e for batch in batches for e in batch] == per_entry
             assert driver.core.voters == frozenset({1})
             await wait_until_async(lambda: driver.is_leader, what="leadership after restart")
             await driver.append([b"after-restart"])

@@ -22,6 +22,28 @@ def sample() -> list[Entry]:
     ]
 
 
+def test_released_payloads_keep_offsets_epochs_and_control_records() -> None:
+    """The driver releases the payloads it delivered (the bytes stay in the log file): what
+    the core asks of the log afterwards is unchanged; a truncation below the released range
+    lets new entries there keep their payloads until released again."""
+    log = RaftLog(sample())
+    before = (log.epoch_cache(), log.end_offset_for_epoch(2), log.truncation_offset_for(2, 10))
+    log.release_payloads(4)
+    assert [e.payload for e in log.entries()] == [LeaderChange(1, (1,), (1,)), b"", b"", b"", b"d"]
+    assert [(e.offset, e.epoch) for e in log.entries()] == [(e.offset, e.epoch) for e in sample()]
+    assert (log.epoch_cache(), log.end_offset_for_epoch(2), log.truncation_offset_for(2, 10)) == before
+    log.release_payloads(99)  # capped at the log end
+    assert log.entry(4).payload == b""
+    log.truncate_to(2)
+    log.append([Entry(2, 4, b"x"), Entry(3, 4, b"y")])
+    assert [e.payload for e in log.read(2, 2)] == [b"x", b"y"]
+    log.release_payloads(3)
+    assert [e.payload for e in log.read(2, 2)] == [b"", b"y"]
+    log.delete_prefix(3, 4)
+    log.release_payloads(4)
+    assert log.entries() == [Entry(3, 4, b"")]
+
+
 def test_raft_log_prefix_deletion_keeps_offsets_and_epochs() -> None:
     log = RaftLog(sample())
     log.delete_prefix(3, 2)

@@ -144,3 +144,10 @@ def test_retention_drops_prefix_only_below_snapshot_and_hw() -> None:
     assert off.new_log_start_offset(snapshot_end_offset=400, retained_bytes=10**9, **aged) == 0
     later = {**common, "log_start_offset": 450}
     assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=10**9, **later) == 450
+    # an observer (no replica reads its log): up to the snapshot at once, capped at the high
+    # watermark; kept when both limits are off
+    observer = {**common, "prefix_has_readers": False}
+    assert policy.new_log_start_offset(snapshot_end_offset=400, retained_bytes=1, **observer) == 400
+    assert policy.new_log_start_offset(snapshot_end_offset=600, retained_bytes=1, **observer) == 500
+    assert policy.new_log_start_offset(snapshot_end_offset=None, retained_bytes=1, **observer) == 0
+    assert off.new_log_start_offset(snapshot_end_offset=400, retained_bytes=1, **observer) == 0
