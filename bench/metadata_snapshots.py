@@ -1,18 +1,20 @@
 """KIP-630 metadata snapshots: a real broker's restart after many metadata records, and start-up
 by full replay vs by snapshot + tail (in-process).
 
-``--cluster`` (the issue's measure): one controller and one broker (``EmbeddedCluster``,
-separate processes, Kafka's default snapshot and retention settings unless ``--snapshot-bytes``
-/ ``--no-snapshots``), ``--topics`` topics. The broker's restart time (process start to its ready line,
-which comes after it loaded its newest snapshot and replayed the tail as one batch) and its RSS
-once ready are measured on the fresh cluster (median of 3 restarts), then after ``--records``
-metadata records, and the ratios printed. The records come from a soak of
-IncrementalAlterConfigs: each round sets ``--keys`` topic configs (large values, so the data is
-untouched) on every topic, so the controller appends one entry of ``--keys`` ConfigRecords
-(Kafka's record for kafka-configs --alter) per topic; ``--in-flight`` rounds overlap. The
-controller commits one entry at a time (each waits for its fsync), so records per entry is what
-makes 1,000,000 records take minutes, not hours. ``--profile DIR`` runs py-spy on the last restart
-of each series (attached as soon as the process exists) and prints where the time went.
+``--cluster`` (the issue's measure): two clusters alike, one controller and one broker each
+(``EmbeddedCluster``, separate processes, Kafka's default snapshot and retention settings unless
+``--snapshot-bytes`` / ``--no-snapshots``) with ``--topics`` topics; "soaked" then gets
+``--records`` metadata records, "fresh" nothing more. Then the two brokers are restarted in
+turn, ``--restarts`` rounds (a busy machine weighs on both alike), and the median restart time
+(process start to the ready line, which comes after the broker loaded its newest snapshot and
+replayed the tail as one batch) and the RSS once ready are printed with the ratios. The records
+come from a soak of IncrementalAlterConfigs: each round sets ``--keys`` topic configs (large
+values, so the data is untouched) on every topic, so the controller appends one entry of
+``--keys`` ConfigRecords (Kafka's record for kafka-configs --alter) per topic; ``--in-flight``
+rounds overlap. The controller commits one entry at a time (each waits for its fsync), so records
+per entry is what makes 1,000,000 records take minutes, not hours. ``--profile DIR`` runs py-spy
+on each broker's last restart (attached as soon as the process exists) and prints the share of
+each start-up phase.
 
     .venv/bin/python bench/metadata_snapshots.py --cluster --records 1000000 --profile /tmp/prof
 
@@ -32,6 +34,7 @@ and the peak RSS after each. Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import signal
 import statistics
@@ -65,31 +68,40 @@ def process_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def restart_figures(cluster: Any, broker: int, times: int, profile: Path | None = None) -> tuple[float, float]:
-    """Median seconds from start to ready over ``times`` restarts, and the RSS (MiB) after the last.
-    ``profile``: py-spy samples the last start (attached as soon as the process exists) into
-    this raw collapsed-stack file."""
-    took = []
+def restart_once(cluster: Any, broker: int, profile: Path | None = None) -> float:
+    """Seconds from process start to the ready line of one restart of ``broker``. ``profile``:
+    py-spy samples the start (attached as soon as the process exists) into this raw file."""
+    cluster.stop(broker)
+    node = cluster.nodes[broker]
+    start = time.perf_counter()
+    if profile is None:
+        node.start()
+        return time.perf_counter() - start
+    node.start(wait=False)
+    spy = subprocess.Popen(
+        [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(node.pid), "--format", "raw",
+         "--rate", "250", "--output", str(profile)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    node.wait_ready()
+    took = time.perf_counter() - start
+    spy.send_signal(signal.SIGINT)
+    spy.wait(60)
+    return took
+
+
+def interleaved_restarts(
+    clusters: dict[str, Any], broker: int, times: int, profile_dir: Path | None
+) -> dict[str, tuple[float, float]]:
+    """Restart ``broker`` of each cluster in turn, ``times`` rounds (so a busy machine weighs on
+    every cluster alike); per cluster the median seconds to ready and the RSS (MiB) after the last
+    restart. py-spy profiles the last round."""
+    took: dict[str, list[float]] = {name: [] for name in clusters}
     for i in range(times):
-        cluster.stop(broker)
-        node = cluster.nodes[broker]
-        start = time.perf_counter()
-        if profile is not None and i == times - 1:
-            node.start(wait=False)
-            spy = subprocess.Popen(
-                [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(node.pid), "--format", "raw",
-                 "--rate", "250", "--output", str(profile)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            node.wait_ready()
-            took.append(time.perf_counter() - start)
-            spy.send_signal(signal.SIGINT)
-            spy.wait(60)
-        else:
-            node.start()
-            took.append(time.perf_counter() - start)
-    pid = cluster.nodes[broker].pid
-    return statistics.median(took), process_rss_mib(pid)
+        for name, cluster in clusters.items():
+            last = profile_dir is not None and i == times - 1
+            took[name].append(restart_once(cluster, broker, profile_dir / f"{name}.txt" if last else None))
+    return {name: (statistics.median(t), process_rss_mib(clusters[name].nodes[broker].pid)) for name, t in took.items()}
 
 
 # Topic configs a soak may set over and over without changing what the broker does with the data
@@ -121,16 +133,20 @@ def cluster_bench(args: argparse.Namespace) -> None:
     profile_dir = Path(args.profile) if args.profile else None
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        EmbeddedCluster(Path(tmp), controllers=(1,), brokers=(2,), overrides=overrides) as cluster,
-    ):
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    with contextlib.ExitStack() as stack:
+        # Two clusters alike: "fresh" only gets the topics, "soaked" the metadata records too.
+        clusters: dict[str, Any] = {}
+        for name in ("fresh", "soaked"):
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            clusters[name] = stack.enter_context(
+                EmbeddedCluster(root, controllers=(1,), brokers=(2,), overrides=overrides)
+            )
         names = [f"t{i}" for i in range(args.topics)]
-        for future in admin.create_topics([NewTopic(n, 1, 1) for n in names], operation_timeout=60).values():
-            future.result(timeout=120)
-        fresh_s, fresh_rss = restart_figures(cluster, 2, 3, profile_dir / "fresh.txt" if profile_dir else None)
-        print(f"fresh cluster: broker restart {fresh_s:.2f} s (median of 3), RSS {fresh_rss:.0f} MiB", flush=True)
+        for cluster in clusters.values():
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+            for future in admin.create_topics([NewTopic(n, 1, 1) for n in names], operation_timeout=60).values():
+                future.result(timeout=120)
+        cluster = clusters["soaked"]
 
         # One IncrementalAlterConfigs of ``len(keys)`` keys on every topic per round: the
         # controller appends one entry of ``len(keys)`` ConfigRecords per topic; ``--in-flight``
@@ -166,16 +182,20 @@ def cluster_bench(args: argparse.Namespace) -> None:
             if entry is not None and entry.value == expected:
                 break
             time.sleep(0.5)
-        metadata_dir = cluster.nodes[2].data_dir / "logs" / "__cluster_metadata-0"
-        sizes = {p.name: p.stat().st_size for p in metadata_dir.iterdir()}
-        listing = ", ".join(f"{n} {b / 2**20:.1f} MiB" for n, b in sorted(sizes.items()))
-        print(f"broker metadata dir: {listing}")
-        after_s, after_rss = restart_figures(cluster, 2, 3, profile_dir / "after.txt" if profile_dir else None)
-        print(f"after {written} records: broker restart {after_s:.2f} s (median of 3), RSS {after_rss:.0f} MiB")
+        for name, c in clusters.items():
+            metadata_dir = c.nodes[2].data_dir / "logs" / "__cluster_metadata-0"
+            sizes = {p.name: p.stat().st_size for p in metadata_dir.iterdir()}
+            listing = ", ".join(f"{n} {b / 2**20:.1f} MiB" for n, b in sorted(sizes.items()))
+            print(f"{name} broker's metadata dir: {listing}")
+        figures = interleaved_restarts(clusters, 2, args.restarts, profile_dir)
+        (fresh_s, fresh_rss), (after_s, after_rss) = figures["fresh"], figures["soaked"]
+        print(f"fresh cluster: broker restart {fresh_s:.2f} s (median of {args.restarts}), RSS {fresh_rss:.0f} MiB")
+        print(f"after {written} records: broker restart {after_s:.2f} s (median of {args.restarts}), "
+              f"RSS {after_rss:.0f} MiB")  # fmt: skip
         print(f"ratio vs fresh: restart {after_s / fresh_s:.2f}x, RSS {after_rss / fresh_rss:.2f}x (target <= 1.2x)")
         if profile_dir is not None:
-            for name in ("fresh", "after"):
-                startup_breakdown((profile_dir / f"{name}.txt").read_text(), f"{name} start-up")
+            for name in clusters:
+                startup_breakdown((profile_dir / f"{name}.txt").read_text(), f"{name} broker's start-up")
 
 
 # Start-up phases (py-spy frame prefixes) and what they are.
@@ -216,6 +236,7 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true", help="measure a real broker's restart")
     parser.add_argument("--keys", type=int, default=len(SOAK_KEYS), help="with --cluster: ConfigRecords per entry")
     parser.add_argument("--in-flight", type=int, default=8, help="with --cluster: request rounds in flight")
+    parser.add_argument("--restarts", type=int, default=5, help="with --cluster: restarts per broker")
     parser.add_argument("--profile", default="", help="with --cluster: py-spy the last restarts into this dir")
     parser.add_argument("--no-snapshots", action="store_true", help="with --cluster: snapshot triggers off")
     parser.add_argument(

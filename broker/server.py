@@ -119,6 +119,7 @@ from broker.replication.replica_manager import ReplicaManager, ReplicationConfig
 from broker.runtime.gc_freeze import CONFIG_KEY as GC_FREEZE_KEY
 from broker.runtime.gc_freeze import freeze_start_up_heap, thaw
 from broker.runtime.gc_pauses import GcPauses
+from broker.runtime.heap_trim import trim_heap
 from broker.runtime.metrics import GcPauseCollector
 from broker.security.acl import config as authorizer_config
 from broker.security.acl.authority import AclAuthority
@@ -438,6 +439,7 @@ class BrokerServer:
         if self._freeze_heap:  # start-up is over: its heap leaves the collector's reach (once)
             freeze_start_up_heap()
             self._frozen = True
+        trim_heap()  # start-up's transient peak (the metadata tail replay) leaves the RSS
         self.gc_pauses.install()  # pauses while serving, not start-up's (nor the freeze's collection)
         print(
             f"pylog broker ready: node.id={config.node_id} cluster.id={cluster_id} "

@@ -145,12 +145,13 @@ def encode_entries(entries: Iterable[Entry], timestamp_ms: int) -> bytes:
     return b"".join(encode_entry(entry, timestamp_ms) for entry in entries)
 
 
-def decode_entry(buf: bytes | memoryview, pos: int = 0) -> tuple[Entry, int]:
-    """The entry whose batch starts at ``pos`` and the position after it.
+def decode_entry(buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True) -> tuple[Entry, int]:
+    """The entry whose batch starts at ``pos`` and the position after it (``verify_crc`` False:
+    the caller checked the batch already).
 
     Raises CorruptRecordError for a torn or corrupt batch, or one that is not a Raft entry (more
     than one record, an unknown control type)."""
-    header, records = decode_records(buf, pos, max_decompressed_bytes=64 << 20)
+    header, records = decode_records(buf, pos, max_decompressed_bytes=64 << 20, verify_crc=verify_crc)
     if len(records) != 1:
         raise CorruptRecordError(f"metadata batch at offset {header.base_offset} holds {len(records)} records, not 1")
     record = records[0]
@@ -426,7 +427,7 @@ def _scan(data: bytes, base_offset: int = 0) -> tuple[list[Entry], int]:
     while len(data) - pos >= HEADER_SIZE:
         try:
             header = check_batch(data, pos)
-            entry, end = decode_entry(data, pos)
+            entry, end = decode_entry(data, pos, verify_crc=False)  # checked just above
         except CorruptRecordError:
             break
         if header.base_offset != base_offset + len(entries) or entry.epoch <= 0 or entry.epoch < last_epoch:
