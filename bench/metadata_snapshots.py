@@ -196,6 +196,15 @@ def cluster_bench(args: argparse.Namespace) -> None:
         if profile_dir is not None:
             for name in clusters:
                 startup_breakdown((profile_dir / f"{name}.txt").read_text(), f"{name} broker's start-up")
+        if args.timeline:
+            for name, c in clusters.items():
+                print(f"\n  {name} broker's last start-up (its log):")
+                lines = c.nodes[2].output().splitlines()
+                marks = ("raft: node 2 starts", "loaded snapshot")
+                first = max(i for i, line in enumerate(lines) if any(m in line for m in marks))
+                for line in lines[max(0, first - 3) :]:
+                    if "state.change.logger" not in line and "broker.replication.partition" not in line:
+                        print("   ", line[:160])
 
 
 # Start-up phases (py-spy frame prefixes) and what they are.
@@ -236,6 +245,7 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true", help="measure a real broker's restart")
     parser.add_argument("--keys", type=int, default=len(SOAK_KEYS), help="with --cluster: ConfigRecords per entry")
     parser.add_argument("--in-flight", type=int, default=8, help="with --cluster: request rounds in flight")
+    parser.add_argument("--timeline", action="store_true", help="with --cluster: print the last start-up's log")
     parser.add_argument("--restarts", type=int, default=5, help="with --cluster: restarts per broker")
     parser.add_argument("--profile", default="", help="with --cluster: py-spy the last restarts into this dir")
     parser.add_argument("--no-snapshots", action="store_true", help="with --cluster: snapshot triggers off")
