@@ -118,7 +118,11 @@ def run_schedule(
     what: str,
 ) -> None:
     """Start ``workloads``, wait for ``under_way`` (named ``what``), run ``scheduler`` to its end;
-    then, whatever happened, stop it, heal everything and join the workloads."""
+    then, whatever happened, stop it, heal everything and join the workloads.
+
+    A scheduler that failed (a fault after which the cluster did not recover in time: liveness)
+    leaves its error in ``scheduler.error`` for the caller, which checks the history first (safety)
+    and fails on it after writing the report; a scheduler that never finishes fails here."""
     try:
         for w in workloads:
             w.start()
@@ -127,7 +131,8 @@ def run_schedule(
         thread.start()
         thread.join(30 * scheduler.faults + 300)
         assert not thread.is_alive(), "the scheduler did not finish"
-        assert scheduler.error is None, f"{scheduler.error!r}\n{cluster.outputs()}"
+        if scheduler.error is not None:
+            print(f"chaos: the schedule stopped early: {scheduler.error!r}\n{cluster.outputs()}", flush=True)
     finally:
         scheduler.stop.set()
         heal_all(cluster)

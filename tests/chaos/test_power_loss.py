@@ -64,7 +64,11 @@ def test_power_loss_loses_no_acknowledged_write(cluster: NamespacedCluster, tmp_
         "writers": {w.name: {"acked": w.acked, "error": repr(w.error) if w.error else None} for w in writers},
         "history": [op.to_json() for op in ops],
     }  # fmt: skip
-    chaos_report.write(tmp_path, "chaos-power-loss", report, ops, verdict.anomalies)
+    anomalies = verdict.anomalies
+    report["scheduler_error"] = repr(scheduler.error) if scheduler.error is not None else None
+    chaos_report.write(tmp_path, "chaos-power-loss", report, ops, anomalies)
+    counts = {kind: len(found) for kind, found in anomalies.items() if found}
+    assert scheduler.error is None, f"liveness: {scheduler.error!r}; safety anomalies found: {counts}"
     assert all(w.error is None for w in writers), report["writers"]
     assert len(scheduler.log) == FAULTS
     assert verdict.acknowledged > 0

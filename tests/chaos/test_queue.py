@@ -51,7 +51,10 @@ PARTITIONS = 3
 FAULTS_CI = 10
 FAULTS = int(os.environ.get("PYLOG_CHAOS_FAULTS", str(FAULTS_CI)))
 SEED = int(os.environ.get("PYLOG_CHAOS_SEED", "31"))
-DISK_MB = 96  # each node's log dir: a tmpfs the disk-full nemesis fills
+# each node's log dir: a tmpfs the disk-full nemesis fills. The workload writes about 2 MB a
+# minute that the final re-read needs whole (no retention), so a long run gets 1 MB more per fault:
+# a 400-fault run filled 96 MB after 48 minutes and the node stopped on ENOSPC outside any fault.
+DISK_MB = 96 + max(0, FAULTS - FAULTS_CI)
 HOLD_OVER_BUDGET_S = 5.0
 pytestmark = pytest.mark.timeout(600 + 30 * FAULTS)
 OVERRIDES = {
@@ -158,7 +161,11 @@ def test_queue_under_nemeses_loses_nothing(cluster: NamespacedCluster, tmp_path:
         final_read_counts={p: len(v) for p, v in final.items()},
         history=[op.to_json() for op in ops],
     )
-    chaos_report.write(tmp_path, "chaos-queue", report, ops, {**verdict.anomalies, **group_anomalies})
+    anomalies = {**verdict.anomalies, **group_anomalies}
+    report["scheduler_error"] = repr(scheduler.error) if scheduler.error is not None else None
+    chaos_report.write(tmp_path, "chaos-queue", report, ops, anomalies)
+    counts = {kind: len(found) for kind, found in anomalies.items() if found}
+    assert scheduler.error is None, f"liveness: {scheduler.error!r}; safety anomalies found: {counts}"
     assert all(w.error is None for w in writers), report["writers"]
     assert all(r.error is None for r in readers), report["group"]["readers"]
     assert len(scheduler.log) == FAULTS

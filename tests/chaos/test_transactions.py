@@ -132,7 +132,12 @@ def test_transactions_and_metadata_under_nemeses(cluster: NamespacedCluster, tmp
         history=[op.to_json() for op in ops],
         metadata_history=[op.to_json() for op in meta_ops],
     )  # fmt: skip
-    chaos_report.write(tmp_path, "chaos-transactions", report, [*ops, *meta_ops], {**txn_anomalies, **meta_anomalies})
+    anomalies = {**txn_anomalies, **meta_anomalies}
+    report["scheduler_error"] = repr(scheduler.error) if scheduler.error is not None else None
+    report["stuck_in_librdkafka"] = [w.stuck for w in writers if w.stuck]
+    chaos_report.write(tmp_path, "chaos-transactions", report, [*ops, *meta_ops], anomalies)
+    counts = {kind: len(found) for kind, found in anomalies.items() if found}
+    assert scheduler.error is None, f"liveness: {scheduler.error!r}; safety anomalies found: {counts}"
     assert all(w.error is None for w in (*writers, reader, meta)), [repr(w.error) for w in (*writers, reader, meta)]
     assert len(scheduler.log) == FAULTS
     assert outcomes["ok"] > 0

@@ -176,16 +176,24 @@ class TxnStateManager(CoordinatorTask):
         on failure); the error code. Kafka's answers: a timeout or too few in-sync replicas →
         COORDINATOR_NOT_AVAILABLE, leadership lost → NOT_COORDINATOR (the client retries, finding
         the coordinator again). If the partition was unloaded or loaded again meanwhile, nothing is
-        applied: the new owner's cache is the one that counts."""
+        applied: the new owner's cache is the one that counts. A cancelled wait (the request's
+        connection closed) drops the transition too."""
         tid = txn.transactional_id
         partition = self.partition_of(tid)
         if partition is None:
             txn.abort_transition()
             return ErrorCode.NOT_COORDINATOR
         owner = self.partitions.get(partition)
-        code = await self._append_committed(
-            partition, encode_record(txn_key(tid), txn_value(transit.stored()), self.clock_ms()), tid
-        )
+        try:
+            code = await self._append_committed(
+                partition, encode_record(txn_key(tid), txn_value(transit.stored()), self.clock_ms()), tid
+            )
+        except asyncio.CancelledError:
+            # The request went away (its connection closed) while the record waited for the ISR:
+            # drop the transition as a timed-out wait does, so the id does not stay pending
+            # (CONCURRENT_TRANSACTIONS) forever; the client retries.
+            txn.abort_transition()
+            raise
         if self.partitions.get(partition) != owner or self.txns.get(tid) is not txn:
             txn.abort_transition()
             return ErrorCode.NOT_COORDINATOR

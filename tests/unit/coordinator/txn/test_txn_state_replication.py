@@ -168,3 +168,24 @@ def test_expired_ids_are_removed_only_after_their_tombstones_commit() -> None:
     assert asyncio.run(scenario()) == 2
     assert h.coordinator.manager.txns == {}
     assert complete(h.coordinator.end_txn(TXN_ID, 1, 0, commit=True)) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_a_request_cancelled_during_the_wait_leaves_nothing_pending() -> None:
+    """The connection of the EndTxn closes while its record waits for the ISR (the handler is
+    cancelled): the transition is dropped, so the client's retry is served, not answered
+    CONCURRENT_TRANSACTIONS forever (found by the chaos transactions run)."""
+    h, gate = gated_harness()
+    txn = h.txn
+
+    async def scenario() -> None:
+        ending = asyncio.ensure_future(h.coordinator.end_txn(TXN_ID, txn.producer_id, txn.producer_epoch, commit=True))
+        await until(lambda: gate.waiting)
+        ending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await ending
+
+    asyncio.run(scenario())
+    assert (txn.state, txn.pending) == (S.ONGOING, None)
+    h.coordinator.manager.wait_committed = h.wait_committed
+    assert h.end(commit=True) == ErrorCode.NONE
+    assert txn.state is S.COMPLETE_COMMIT
