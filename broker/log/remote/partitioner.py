@@ -9,33 +9,9 @@ from __future__ import annotations
 
 import uuid
 
+from pyspark_log.records.murmur2 import murmur2
+
 _M32 = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2`` as an unsigned 32-bit value."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & _M32
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & _M32
-        k ^= k >> r
-        k = (k * m) & _M32
-        h = ((h * m) & _M32) ^ k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[whole + 2] << 16
-    if rest >= 2:
-        h ^= data[whole + 1] << 8
-    if rest >= 1:
-        h ^= data[whole]
-        h = (h * m) & _M32
-    h ^= h >> 13
-    h = (h * m) & _M32
-    h ^= h >> 15
-    return h
 
 
 def _long_hash(value: int) -> int:

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from broker.log.remote.partitioner import metadata_partition, murmur2
+from broker.log.remote.partitioner import metadata_partition
+from pyspark_log.records.murmur2 import murmur2
 
 # (topic id as Kafka prints it, partition) -> Kafka 4.1.1's metadataPartition with 50 partitions
 GOLDEN = {
