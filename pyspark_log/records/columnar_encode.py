@@ -352,7 +352,7 @@ def encode_sections(records: ArrowRecords, starts: _Ints) -> Sections:
 
 def murmur2(keys: pa.Array) -> Any:
     """Kafka's ``Utils.murmur2`` of every value of a binary column (nulls hash as empty),
-    as uint32; ``partitioner.murmur2`` is the per-key reference."""
+    as uint32; ``pyspark_log.records.murmur2`` is the per-key reference."""
     keys = _as_binary(keys, len(keys), "key")
     n = len(keys)
     offsets_buf, data_buf = keys.buffers()[1], keys.buffers()[2]

@@ -24,6 +24,7 @@ commit (``may_commit``).
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class GroupMemberBase:
+class GroupMemberBase(abc.ABC):
     """The settings, offsets and shutdown both memberships share; lives on the consumer's loop."""
 
     heartbeat_interval_ms: int
@@ -97,24 +98,30 @@ class GroupMemberBase:
 
     # -- what a subclass says ------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _configure(self, config: Mapping[str, Any]) -> None:
         """The protocol's own settings and state (called last by ``__init__``)."""
         raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def may_commit(self) -> bool:
         """True while this member's commits can succeed (a stable generation, a member epoch)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     async def _leave(self, reason: str) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     async def _heartbeat_loop(self) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def _subscribed(self) -> None:
         """What a new subscription resets of the protocol's state (called by ``subscribe``)."""
         raise NotImplementedError
