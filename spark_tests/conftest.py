@@ -61,6 +61,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "10s")
         .config("spark.python.worker.reuse", "true")
+        # Python workers connect back over a Unix socket (Spark 4.1+; 4.0 ignores the key). Over
+        # loopback TCP, any process of a parallel test that connects to the port Spark's worker
+        # server was just given (a client still retrying a stopped broker's port) is accepted
+        # first, and Spark fails the query: "Python worker failed to connect back. Authentication
+        # failed."
+        .config("spark.python.unix.domain.socket.enabled", "true")
         .config("spark.jars", jars)
         .getOrCreate()
     )

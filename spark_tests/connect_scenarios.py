@@ -31,7 +31,9 @@ def main(servers: str, topic: str, work: Path) -> None:
 
     import pyspark_log
 
-    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    # the local Connect server's Python workers connect back over a Unix socket (spark_tests/conftest.py)
+    builder = SparkSession.builder.remote("local[2]").config("spark.python.unix.domain.socket.enabled", "true")
+    spark = builder.getOrCreate()
     pyspark_log.register(spark)
     scenarios: dict[str, Callable[[Any, str, str, Path], Any]] = {
         "source_batch": source_batch,

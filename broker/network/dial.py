@@ -80,12 +80,12 @@ class Dialer:
         login = self.security.sasl
         if login is not None:
             try:
-                lifetime_ms = await sasl_login(reader, writer, login, self.client_id, f"{host}:{port}")
+                lifetime_ms, sent_at = await sasl_login(reader, writer, login, self.client_id, f"{host}:{port}")
             except BaseException:
                 writer.close()
                 raise
             if lifetime_ms > 0:
-                self._stale_at[writer] = time.monotonic() + lifetime_ms * STALE_AT / 1000
+                self._stale_at[writer] = sent_at + lifetime_ms * STALE_AT / 1000
         return reader, writer
 
     def stale(self, writer: asyncio.StreamWriter) -> bool:
@@ -96,9 +96,11 @@ class Dialer:
 
 async def sasl_login(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, login: SaslLogin, client_id: str, where: str
-) -> int:
+) -> tuple[int, float]:
     """Authenticate on a fresh connection (see the module docstring); DialError on any refusal.
-    Returns the session lifetime the peer announced (ms; 0: none)."""
+    Returns the session lifetime the peer announced (ms; 0: none) and when (``time.monotonic``)
+    the last SaslAuthenticate was sent: the peer starts the session after that instant, so a
+    lifetime counted from it ends no later than the peer's, however long the answer took."""
     handshake = await _call(
         reader, writer, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}, client_id=client_id, where=where
     )
@@ -107,9 +109,11 @@ async def sasl_login(
         raise AuthenticationError(f"{where} does not offer SASL {login.mechanism} (it offers: {offered})")
 
     lifetime_ms = 0
+    sent_at = time.monotonic()
 
     async def step(token: bytes) -> bytes:
-        nonlocal lifetime_ms
+        nonlocal lifetime_ms, sent_at
+        sent_at = time.monotonic()
         answer = await _call(
             reader, writer, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, client_id=client_id, where=where
         )
@@ -126,7 +130,7 @@ async def sasl_login(
 
     if login.mechanism == "PLAIN":
         await step(b"\0" + login.username.encode() + b"\0" + login.password.encode())
-        return lifetime_ms
+        return lifetime_ms, sent_at
     scram = ScramClient(login.mechanism, login.username, login.password)
     try:
         server_first = await step(scram.first())
@@ -135,7 +139,7 @@ async def sasl_login(
         scram.verify(await step(client_final))
     except ScramError as exc:
         raise AuthenticationError(f"{exc} ({where})") from None
-    return lifetime_ms
+    return lifetime_ms, sent_at
 
 
 def _warn(where: str, message: str, *args: object) -> None:

@@ -14,7 +14,7 @@ Every nemesis acts on one node (``target``) and is undone by ``heal``:
 - ``pause``: SIGSTOP, healed by SIGCONT;
 - ``disk-full``: the target broker's log dir (a tmpfs, ``NamespacedCluster(disk_mb=...)``)
   filled with a ballast file until ENOSPC; healed by deleting it (and restarting the node if the
-  full disk stopped it). Only in ``DISK_NEMESES``, for clusters with small disks;
+  full disk stopped it, also when it stops only after the heal). Only in ``DISK_NEMESES``, for clusters with small disks;
 - ``power-loss``: SIGKILL and every write not yet fsynced lost (the node's fault filesystem,
   ``NamespacedCluster(faultfs=True)``), healed by a restart on what was synced.
 
@@ -169,6 +169,11 @@ class Scheduler:
     def _await_recovery(self, fault: Fault) -> None:
         deadline = time.monotonic() + self.recovery_timeout_s
         while not self._recovered():
+            node = self.cluster.nodes[fault.target]
+            if fault.nemesis == "disk-full" and not node.running:
+                # the full disk's fatal error can stop the node only after the heal freed the disk
+                # (a clean shutdown takes seconds): restart it, as its supervisor would
+                node.start()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no full ISR {self.recovery_timeout_s}s after healing {fault}")
             self.stop.wait(0.2)

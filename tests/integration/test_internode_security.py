@@ -6,7 +6,7 @@ registers and forwards over it, replicates over mTLS (acks=all, RF 3, confluent-
 survives a SIGKILL of a leader. A client connection on the client listener cannot vote, fetch the
 metadata log or register a broker, and a connection to the controller listener with wrong
 credentials (or none) is refused cleanly while the cluster keeps working. The SASL sessions last
-3 s (``connections.max.reauth.ms``): the nodes renew their connections and are never cut off.
+6 s (``connections.max.reauth.ms``): the nodes renew their connections and are never cut off.
 The authorizer is on: the nodes' own principals are super users, and a valid login on the
 controller listener without CLUSTER_ACTION gets CLUSTER_AUTHORIZATION_FAILED for every quorum RPC.
 Certificates are made at test time (tests/tls_certs.py).
@@ -65,9 +65,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[
         "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": JAAS,
         "default.replication.factor": "3",
-        # KIP-368 on the controller listener: the nodes' own logins expire every 3 s and their
+        # KIP-368 on the controller listener: the nodes' own logins expire every 6 s and their
         # connections are renewed before the controllers would cut them off
-        "connections.max.reauth.ms": "3000",
+        "connections.max.reauth.ms": "6000",
         # ACLs: the nodes' own principals (the SASL login on the controller listener, the node
         # certificate on the inter-broker listener) and the test's client are super users; mallory
         # may log in on the controller listener but holds no CLUSTER_ACTION
