@@ -47,7 +47,9 @@ core learns of it, and the retention pass (``metadata.max.retention.bytes/ms``,
 the newest snapshot is never deleted; an observer, whose log no replica fetches, drops the prefix
 as soon as a snapshot covers it. The snapshot carries the VotersRecord in effect at its end
 offset (KIP-853). ``start`` loads the newest valid snapshot (``load``) and replays only the tail,
-as one batch up to the high watermark it knows.
+as one batch up to the high watermark it knows. A clean ``shutdown`` with at least
+``SHUTDOWN_SNAPSHOT_MIN_BYTES`` applied since the newest snapshot writes one more (a pylog
+addition), so a restart after it replays almost nothing.
 
 Timers: between events the task sleeps until ``core.next_deadline_ms`` and then calls ``tick``.
 Appends wait for commitment (KIP-595 "Client Interactions": *a record append ... does not return
@@ -143,6 +145,9 @@ SnapshotCapture = Callable[[], Callable[[], list[bytes]]]  # on the loop; the th
 SnapshotLoad = Callable[[int, Sequence[bytes]], None]  # (end offset, records)
 MAX_PENDING_INBOUND = 1024
 EVENTS_PER_TURN = 64
+# a clean stop writes a snapshot when at least this much was applied since the newest one: a
+# smaller tail replays in a few tens of milliseconds
+SHUTDOWN_SNAPSHOT_MIN_BYTES = 1 << 20
 _MAX_INCOMING_BATCHES = 4096
 _IDLE_SAMPLE_WINDOW_MS = 30_000
 _UNKNOWN_SERVER_ERROR = -1
@@ -404,8 +409,11 @@ class RaftDriver:
         task, self._task = self._task, None
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        if self._snapshot_task is not None:
-            # A snapshot being written finishes (a crash would leave only a .part file).
+        # A snapshot being written finishes (a crash would leave only a .part file); a clean stop
+        # may write one more.
+        if graceful:
+            await self._snapshot_at_shutdown()
+        elif self._snapshot_task is not None:
             await asyncio.gather(self._snapshot_task, return_exceptions=True)
         self._fail_waiters(RaftStoppedError("the metadata quorum driver stopped"))
         for outbound in list(self._outbound):
@@ -850,32 +858,17 @@ class RaftDriver:
         """Start writing a snapshot when the policy says one is due (one at a time)."""
         if self._snapshot_capture is None or self._snapshot_task is not None or self._stopping:
             return
-        core = self.core
-        end = self._delivered
-        now_ms = self._clock_ms()
         due = self._snapshot_policy.should_snapshot(
-            self._bytes_since_snapshot, now_ms - self._last_snapshot_ms, self._records_since_snapshot
+            self._bytes_since_snapshot, self._clock_ms() - self._last_snapshot_ms, self._records_since_snapshot
         )
-        latest = core.latest_snapshot
-        if not due or end <= core.log.start_offset or (latest is not None and end <= latest.end_offset):
+        write = self._snapshot_writer() if due else None
+        if write is None:
             return
-        snapshot_id = core.snapshot_id_at(end)
-        voters = core.snapshot_voters(end)
-        control = voters_to_control(voters) if voters is not None else None
-        last_timestamp = now_ms
-        encode = self._snapshot_capture()
-        self._bytes_since_snapshot = 0
-        self._records_since_snapshot = 0
-        self._last_snapshot_ms = now_ms
-        directory = self.metadata_dir
-
-        def write() -> None:
-            data = encode_snapshot(snapshot_id, encode(), last_timestamp, timestamp_ms=now_ms, voters=control)
-            write_snapshot(directory, snapshot_id, data)
+        snapshot_id, thunk = write
 
         async def run() -> None:
             try:
-                await asyncio.get_running_loop().run_in_executor(None, write)
+                await asyncio.get_running_loop().run_in_executor(None, thunk)
             except Exception:  # a failed snapshot is retried at the next trigger
                 log.exception("raft: writing snapshot %s failed", snapshot_id)
             else:
@@ -884,6 +877,54 @@ class RaftDriver:
                 self._snapshot_task = None
 
         self._snapshot_task = asyncio.create_task(run(), name="raft-snapshot")
+
+    def _snapshot_writer(self) -> tuple[SnapshotId, Callable[[], None]] | None:
+        """Capture the state as of every delivered entry (on the loop) and return the snapshot's
+        id with the thunk that encodes and writes it (for an executor); None when the delivered
+        offset is not past both the log start and the newest snapshot."""
+        assert self._snapshot_capture is not None
+        core = self.core
+        end = self._delivered
+        latest = core.latest_snapshot
+        if end <= core.log.start_offset or (latest is not None and end <= latest.end_offset):
+            return None
+        now_ms = self._clock_ms()
+        snapshot_id = core.snapshot_id_at(end)
+        voters = core.snapshot_voters(end)
+        control = voters_to_control(voters) if voters is not None else None
+        encode = self._snapshot_capture()
+        self._bytes_since_snapshot = 0
+        self._records_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        directory = self.metadata_dir
+
+        def write() -> None:
+            data = encode_snapshot(snapshot_id, encode(), now_ms, timestamp_ms=now_ms, voters=control)
+            write_snapshot(directory, snapshot_id, data)
+
+        return snapshot_id, write
+
+    async def _snapshot_at_shutdown(self) -> None:
+        """A clean stop with at least ``SHUTDOWN_SNAPSHOT_MIN_BYTES`` of records applied since the
+        newest snapshot writes one more, so that the next start replays no tail (Kafka's nodes
+        do not; docs/compatibility.md). Called once the owning task has stopped."""
+        if self._snapshot_task is not None:
+            await asyncio.gather(self._snapshot_task, return_exceptions=True)
+        if self._snapshot_capture is None or self.fatal_error is not None or self._core is None:
+            return
+        if self._bytes_since_snapshot < SHUTDOWN_SNAPSHOT_MIN_BYTES:
+            return
+        write = self._snapshot_writer()
+        if write is None:
+            return
+        snapshot_id, thunk = write
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, thunk)
+        except Exception:  # the next start replays the tail instead
+            log.exception("raft: writing snapshot %s at shutdown failed", snapshot_id)
+            return
+        self.snapshots_written += 1
+        log.info("raft: node %d wrote snapshot %s at shutdown", self.node_id, snapshot_id)
 
     def _snapshot_written(self, snapshot_id: SnapshotId, now_ms: int) -> None:
         """The snapshot file is durable: tell the core, then apply retention (KIP-630)."""

@@ -42,6 +42,9 @@ from tests.chaos.netns import Network
 REPO = Path(__file__).resolve().parents[2]  # where ``python -m tests.chaos.faultfs`` is found
 CLIENT_PORT = 9092
 CONTROLLER_PORT = 9093
+READY_LINE = b"pylog broker ready:"
+FATAL_LINE = b"pylog-broker: fatal:"
+FULL_DISK = b"No space left on device"
 
 
 class NamespacedCluster:
@@ -63,6 +66,7 @@ class NamespacedCluster:
         self.faultfs = faultfs
         self._fuse: dict[int, subprocess.Popen[bytes]] = {}
         self._mounts: list[Path] = []
+        self._full_disk_scan: dict[int, tuple[int, bool]] = {}  # node -> (broker.out read up to, fatal seen)
         self.nodes: dict[int, EmbeddedBroker] = {}
         for n in self.all_ids:
             wrapper = root / f"python-in-ns-{n}"
@@ -194,6 +198,23 @@ class NamespacedCluster:
 
     def free_disk(self, n: int) -> None:
         self._ballast(n).unlink(missing_ok=True)
+
+    def stopped_on_full_disk(self, n: int) -> bool:
+        """Node ``n``'s current (or last) run printed a fatal error on a full disk after its ready
+        line: it is stopping, or has stopped, by itself (as Kafka halts when its metadata log dir
+        fails). Reads ``broker.out`` from where the previous call stopped."""
+        offset, fatal = self._full_disk_scan.get(n, (0, False))
+        with open(self.nodes[n].data_dir / "broker.out", "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        for line in complete.splitlines():
+            if line.startswith(READY_LINE):
+                fatal = False
+            elif line.startswith(FATAL_LINE) and FULL_DISK in line:
+                fatal = True
+        self._full_disk_scan[n] = (offset + len(complete), fatal)
+        return fatal
 
     # -- views -------------------------------------------------------------------------------------
     def address(self, n: int) -> str:

@@ -13,8 +13,9 @@ Every nemesis acts on one node (``target``) and is undone by ``heal``:
 - ``kill``: SIGKILL, healed by a restart on the same data (a crash);
 - ``pause``: SIGSTOP, healed by SIGCONT;
 - ``disk-full``: the target broker's log dir (a tmpfs, ``NamespacedCluster(disk_mb=...)``)
-  filled with a ballast file until ENOSPC; healed by deleting it (and restarting the node if the
-  full disk stopped it, also when it stops only after the heal). Only in ``DISK_NEMESES``, for clusters with small disks;
+  filled with a ballast file until ENOSPC; healed by deleting it. A node the full disk stopped
+  (its fatal error, printed on its output) is restarted, also when it stops only after the heal.
+  Only in ``DISK_NEMESES``, for clusters with small disks;
 - ``power-loss``: SIGKILL and every write not yet fsynced lost (the node's fault filesystem,
   ``NamespacedCluster(faultfs=True)``), healed by a restart on what was synced.
 
@@ -151,6 +152,7 @@ class Scheduler:
                     target = self.leader_of() or target
                 elif nemesis == "isolate-controller":
                     target = self.cluster.active_controller() or target
+                self._stopping_on_full_disk()  # a late stop after an earlier disk-full: restarted
                 fault = Fault(nemesis, target, time.monotonic())
                 self.log.append(fault)
                 apply(self.cluster, nemesis, target)
@@ -168,16 +170,26 @@ class Scheduler:
 
     def _await_recovery(self, fault: Fault) -> None:
         deadline = time.monotonic() + self.recovery_timeout_s
-        while not self._recovered():
-            node = self.cluster.nodes[fault.target]
-            if fault.nemesis == "disk-full" and not node.running:
-                # the full disk's fatal error can stop the node only after the heal freed the disk
-                # (a clean shutdown takes seconds): restart it, as its supervisor would
-                node.start()
+        while self._stopping_on_full_disk() or not self._recovered():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no full ISR {self.recovery_timeout_s}s after healing {fault}")
             self.stop.wait(0.2)
         fault.recovered = time.monotonic()
+
+    def _stopping_on_full_disk(self) -> bool:
+        """A node that stopped itself on a full disk is restarted, as its supervisor would (its
+        clean shutdown takes seconds, so it may exit only after the heal freed the disk, or even
+        after the ISRs looked whole); True while one is still stopping: not recovered yet."""
+        stopping = False
+        for n in self.cluster.node_ids:
+            node = self.cluster.nodes[n]
+            if self.cluster.disk_mb is None or not self.cluster.stopped_on_full_disk(n):
+                continue
+            if node.running:
+                stopping = True
+            else:
+                node.start()
+        return stopping
 
     def _recovered(self) -> bool:
         try:

@@ -126,6 +126,81 @@ def test_driver_snapshots_deletes_the_prefix_and_restarts_from_the_snapshot(tmp_
     asyncio.run(scenario())
 
 
+def test_a_clean_shutdown_snapshots_a_large_tail_and_the_restart_replays_nothing(tmp_path: Path) -> None:
+    """The byte trigger is far away: a clean shutdown after more than ``SHUTDOWN_SNAPSHOT_MIN_BYTES``
+    of applied records writes a snapshot at the applied end, and the next start loads it and
+    replays no tail. A stop that is not clean (a fatal error) writes none, and neither does a
+    clean stop after a small tail."""
+    from broker.raft.config import RaftConfig, VoterEndpoint
+    from broker.raft.driver import SHUTDOWN_SNAPSHOT_MIN_BYTES
+
+    node = Node(1, tmp_path)
+    applied: list[bytes] = []
+    batches: list[list[tuple[int, bytes]]] = []
+    loaded: list[int] = []
+
+    def make() -> RaftDriver:
+        endpoints = {1: VoterEndpoint(1, "127.0.0.1", node.port)}
+        bootstrap = VotersRecord((VoterSpec(1, bytes(16), "127.0.0.1", node.port),))
+        config = RaftConfig(
+            node_id=1, voters=frozenset(endpoints), voter_endpoints=endpoints, bootstrap_voters=bootstrap, **FAST
+        )
+        driver = RaftDriver(config, 1, "snap-test", node.dir, snapshot_policy=SnapshotPolicy(1 << 40, 0))
+        driver.add_batch_listener(lambda batch: (batches.append(list(batch)), applied.extend(p for _, p in batch)))
+
+        def capture():
+            frozen = list(applied)
+            return lambda: frozen
+
+        def load(end_offset: int, records: Sequence[bytes]) -> None:
+            loaded.append(end_offset)
+            applied[:] = list(records)
+
+        driver.set_snapshot_handler(capture, load)
+        node.driver = driver
+        batches.clear()
+        return driver
+
+    async def leading() -> RaftDriver:
+        driver = make()
+        await driver.start()
+        await wait_until_async(lambda: driver.is_leader, what="leadership")
+        return driver
+
+    chunk = 64 * 1024
+    large = [bytes([i]) * chunk for i in range(SHUTDOWN_SNAPSHOT_MIN_BYTES // chunk + 2)]
+
+    async def scenario() -> None:
+        await node.listen()
+        try:
+            driver = await leading()
+            for payload in large:
+                await driver.append([payload])
+            await driver.shutdown(graceful=False)  # not clean: no snapshot
+            assert list_snapshots(node.dir) == []
+
+            applied.clear()
+            driver = await leading()
+            assert loaded == []  # the whole log replayed
+            assert applied == large
+            await driver.shutdown()  # clean, with the whole log applied since no snapshot
+            (written,) = list_snapshots(node.dir)
+            assert written.end_offset == driver.core.high_watermark
+
+            applied.clear()
+            driver = await leading()
+            assert loaded == [written.end_offset]
+            assert applied == large
+            assert batches == []  # nothing left to replay at start-up
+            await driver.append([b"small"])
+            await driver.shutdown()  # clean, but a tail of a few bytes: no new snapshot
+            assert list_snapshots(node.dir) == [written]
+        finally:
+            await node.stop_listening()
+
+    asyncio.run(scenario())
+
+
 class Replica:
     """A harness node whose state machine is the list of applied payloads, with KIP-630 hooks."""
 
