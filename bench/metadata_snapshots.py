@@ -7,7 +7,9 @@ by full replay vs by snapshot + tail (in-process).
 ``--records`` metadata records, "fresh" nothing more. Then the two brokers are restarted in
 turn, ``--restarts`` rounds (a busy machine weighs on both alike), and the median restart time
 (process start to the ready line, which comes after the broker loaded its newest snapshot and
-replayed the tail as one batch) and the RSS once ready are printed with the ratios. The records
+replayed the tail as one batch) and the RSS once ready are printed with the ratios. A restart
+stops the broker cleanly (it then snapshots a tail of 1 MiB or more), or with ``--kill`` SIGKILLs
+it (a crash: the next start replays the whole tail since the last triggered snapshot). The records
 come from a soak of IncrementalAlterConfigs: each round sets ``--keys`` topic configs (large
 values, so the data is untouched) on every topic, so the controller appends one entry of
 ``--keys`` ConfigRecords (Kafka's record for kafka-configs --alter) per topic; ``--in-flight``
@@ -68,10 +70,14 @@ def process_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def restart_once(cluster: Any, broker: int, profile: Path | None = None) -> float:
-    """Seconds from process start to the ready line of one restart of ``broker``. ``profile``:
-    py-spy samples the start (attached as soon as the process exists) into this raw file."""
-    cluster.stop(broker)
+def restart_once(cluster: Any, broker: int, profile: Path | None = None, *, kill: bool = False) -> float:
+    """Seconds from process start to the ready line of one restart of ``broker``, stopped cleanly
+    or (``kill``) with SIGKILL. ``profile``: py-spy samples the start (attached as soon as the
+    process exists) into this raw file."""
+    if kill:
+        cluster.kill(broker)
+    else:
+        cluster.stop(broker)
     node = cluster.nodes[broker]
     start = time.perf_counter()
     if profile is None:
@@ -91,7 +97,7 @@ def restart_once(cluster: Any, broker: int, profile: Path | None = None) -> floa
 
 
 def interleaved_restarts(
-    clusters: dict[str, Any], broker: int, times: int, profile_dir: Path | None
+    clusters: dict[str, Any], broker: int, times: int, profile_dir: Path | None, *, kill: bool = False
 ) -> dict[str, tuple[float, float]]:
     """Restart ``broker`` of each cluster in turn, ``times`` rounds (so a busy machine weighs on
     every cluster alike); per cluster the median seconds to ready and the RSS (MiB) after the last
@@ -100,7 +106,8 @@ def interleaved_restarts(
     for i in range(times):
         for name, cluster in clusters.items():
             last = profile_dir is not None and i == times - 1
-            took[name].append(restart_once(cluster, broker, profile_dir / f"{name}.txt" if last else None))
+            profile = profile_dir / f"{name}.txt" if last else None
+            took[name].append(restart_once(cluster, broker, profile, kill=kill))
     return {name: (statistics.median(t), process_rss_mib(clusters[name].nodes[broker].pid)) for name, t in took.items()}
 
 
@@ -187,7 +194,7 @@ def cluster_bench(args: argparse.Namespace) -> None:
             sizes = {p.name: p.stat().st_size for p in metadata_dir.iterdir()}
             listing = ", ".join(f"{n} {b / 2**20:.1f} MiB" for n, b in sorted(sizes.items()))
             print(f"{name} broker's metadata dir: {listing}")
-        figures = interleaved_restarts(clusters, 2, args.restarts, profile_dir)
+        figures = interleaved_restarts(clusters, 2, args.restarts, profile_dir, kill=args.kill)
         (fresh_s, fresh_rss), (after_s, after_rss) = figures["fresh"], figures["soaked"]
         print(f"fresh cluster: broker restart {fresh_s:.2f} s (median of {args.restarts}), RSS {fresh_rss:.0f} MiB")
         print(f"after {written} records: broker restart {after_s:.2f} s (median of {args.restarts}), "
@@ -249,6 +256,10 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=5, help="with --cluster: restarts per broker")
     parser.add_argument("--profile", default="", help="with --cluster: py-spy the last restarts into this dir")
     parser.add_argument("--no-snapshots", action="store_true", help="with --cluster: snapshot triggers off")
+    parser.add_argument(
+        "--kill", action="store_true",
+        help="with --cluster: restart after SIGKILL (a crash: no snapshot at shutdown) instead of a clean stop",
+    )  # fmt: skip
     parser.add_argument(
         "--snapshot-bytes", type=int, default=0,
         help="with --cluster: metadata.log.max.record.bytes.between.snapshots and metadata.max.retention.bytes",

@@ -36,20 +36,11 @@ Failures, by kind:
   the sending replica's core treats as a failed request and backs off). The task handles at most
   ``EVENTS_PER_TURN`` events before it runs due timers and yields to the event loop.
 
-Snapshots (KIP-630): a state machine above the log registers ``set_snapshot_handler(capture,
-load)``. After committed entries are delivered, once ``metadata.log.max.record.bytes.between.snapshots``
-bytes were delivered or ``metadata.log.max.snapshot.interval.ms`` passed since the last snapshot,
-the driver ``capture``s the state as of the delivered offset (which is <= the high watermark: only
-committed data is snapshotted) on the loop, and encodes and writes the snapshot file in an
-executor (``broker.raft.store.write_snapshot``: ``.part``, fsync, rename). Once it is durable the
-core learns of it, and the retention pass (``metadata.max.retention.bytes/ms``,
-``RetentionPolicy``) may delete the log below it (``DeleteLogPrefix``) and older snapshot files;
-the newest snapshot is never deleted; an observer, whose log no replica fetches, drops the prefix
-as soon as a snapshot covers it. The snapshot carries the VotersRecord in effect at its end
-offset (KIP-853). ``start`` loads the newest valid snapshot (``load``) and replays only the tail,
-as one batch up to the high watermark it knows. A clean ``shutdown`` with at least
-``SHUTDOWN_SNAPSHOT_MIN_BYTES`` applied since the newest snapshot writes one more (a pylog
-addition), so a restart after it replays almost nothing.
+Snapshots (KIP-630) are ``broker.raft.snapshot_keeper.SnapshotKeeper``'s: after committed
+entries are delivered it may start one (captured on the loop, written in an executor); once it is
+durable the core learns of it and the retention pass may delete the log below it
+(``DeleteLogPrefix``). ``start`` loads the newest valid snapshot and replays only the tail, as
+one batch up to the high watermark it knows; a clean ``shutdown`` may write one more.
 
 Timers: between events the task sleeps until ``core.next_deadline_ms`` and then calls ``tick``.
 Appends wait for commitment (KIP-595 "Client Interactions": *a record append ... does not return
@@ -63,12 +54,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,25 +105,15 @@ from broker.raft.rpc import (
     response_from_wire,
     response_to_wire,
 )
-from broker.raft.snapshot import (
-    RetentionPolicy,
-    SnapshotId,
-    SnapshotPolicy,
-    decode_snapshot,
-    encode_snapshot,
-    snapshot_file_name,
-)
+from broker.raft.snapshot import RetentionPolicy, SnapshotId, SnapshotPolicy
+from broker.raft.snapshot_keeper import SnapshotCapture, SnapshotKeeper, SnapshotLoad
 from broker.raft.store import (
     MetadataLog,
     QuorumStateFile,
     StoreError,
     decode_entries,
-    delete_snapshots_before,
-    list_snapshots,
     load_newest_valid,
     voters_from_control,
-    voters_to_control,
-    write_snapshot,
 )
 from pyspark_log.wire.api_keys import ApiKey
 
@@ -141,13 +121,8 @@ log = logging.getLogger(__name__)
 
 CommittedListener = Callable[[int, bytes], None]
 CommittedBatchListener = Callable[[Sequence[tuple[int, bytes]]], None]  # [(offset, payload), ...]
-SnapshotCapture = Callable[[], Callable[[], list[bytes]]]  # on the loop; the thunk runs in an executor
-SnapshotLoad = Callable[[int, Sequence[bytes]], None]  # (end offset, records)
 MAX_PENDING_INBOUND = 1024
 EVENTS_PER_TURN = 64
-# a clean stop writes a snapshot when at least this much was applied since the newest one: a
-# smaller tail replays in a few tens of milliseconds
-SHUTDOWN_SNAPSHOT_MIN_BYTES = 1 << 20
 _MAX_INCOMING_BATCHES = 4096
 _IDLE_SAMPLE_WINDOW_MS = 30_000
 _UNKNOWN_SERVER_ERROR = -1
@@ -253,15 +228,10 @@ class RaftDriver:
             for voter, ep in {**config.bootstrap_servers, **config.voter_endpoints}.items()
             if voter != node_id
         }
-        self._snapshot_policy = snapshot_policy or SnapshotPolicy()
-        self._retention_policy = retention_policy or RetentionPolicy()
-        self._snapshot_capture: SnapshotCapture | None = None
-        self._snapshot_load: SnapshotLoad | None = None
-        self._snapshot_task: asyncio.Task[None] | None = None
-        self._bytes_since_snapshot = 0
-        self._records_since_snapshot = 0
-        self._last_snapshot_ms = clock_ms()
-        self.snapshots_written = 0
+        self._snapshots = SnapshotKeeper(
+            self.metadata_dir, self._log, node_id, clock_ms, snapshot_policy=snapshot_policy,
+            retention_policy=retention_policy,
+        )  # fmt: skip
         self._dialer = dialer
         self._local_endpoint = local_endpoint
         self._directory_id = directory_id
@@ -298,6 +268,10 @@ class RaftDriver:
         return self._core.high_watermark if self._core is not None else 0
 
     @property
+    def snapshots_written(self) -> int:
+        return self._snapshots.written
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
@@ -326,8 +300,7 @@ class RaftDriver:
         encodes the state as of every entry delivered so far into snapshot records (it runs in
         an executor, so it must only read what ``capture`` froze); ``load(end_offset, records)``
         replaces the state by a snapshot's (at start-up)."""
-        self._snapshot_capture = capture
-        self._snapshot_load = load
+        self._snapshots.set_handler(capture, load)
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -368,8 +341,7 @@ class RaftDriver:
             # snapshot file): it continues at the snapshot's end offset.
             self._log.delete_prefix(core.log.start_offset)
         if snapshot is not None:
-            if self._snapshot_load is not None:
-                self._snapshot_load(snapshot.snapshot_id.end_offset, snapshot.records)
+            self._snapshots.load(snapshot.snapshot_id.end_offset, snapshot.records)
             self._delivered = snapshot.snapshot_id.end_offset
             log.info(
                 "raft: node %d loaded snapshot %s (%d records)", self.node_id, snapshot.snapshot_id,
@@ -411,10 +383,10 @@ class RaftDriver:
             await task
         # A snapshot being written finishes (a crash would leave only a .part file); a clean stop
         # may write one more.
-        if graceful:
-            await self._snapshot_at_shutdown()
-        elif self._snapshot_task is not None:
-            await asyncio.gather(self._snapshot_task, return_exceptions=True)
+        if graceful and self.fatal_error is None:
+            await self._snapshots.at_shutdown(self.core, self._delivered)
+        else:
+            await self._snapshots.finish()
         self._fail_waiters(RaftStoppedError("the metadata quorum driver stopped"))
         for outbound in list(self._outbound):
             outbound.cancel()
@@ -638,7 +610,8 @@ class RaftDriver:
             if not future.done():
                 future.set_result(None)
         elif kind == "snapshot":
-            self._snapshot_written(event[1], now_ms)
+            self._snapshots.created(core, event[1])
+            self._apply_retention(now_ms)
 
     def _voter_change_event(
         self, operation: str, spec: VoterSpec, future: asyncio.Future[tuple[int, str | None]], now_ms: int
@@ -791,7 +764,7 @@ class RaftDriver:
                 elif isinstance(effect, DeleteLogPrefix):
                     self._log.delete_prefix(effect.start_offset)
                 elif isinstance(effect, InstallSnapshot):
-                    self._install_snapshot(effect)
+                    self._delivered = self._snapshots.install(effect, self._delivered)
         except (OSError, StoreError) as exc:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
@@ -814,146 +787,21 @@ class RaftDriver:
         self._after_step()
 
     # -- KIP-630 snapshots -------------------------------------------------------------------------
-    def _read_snapshot_chunk(self, message: FetchSnapshotResponse) -> FetchSnapshotResponse:
-        """Up to ``max_bytes`` of the snapshot file from ``position`` (a pread of at most
-        ``FETCH_SNAPSHOT_MAX_BYTES`` on the loop, like a Fetch's log read); SNAPSHOT_NOT_FOUND
-        when the file is gone, POSITION_OUT_OF_RANGE past its end."""
-        path = self.metadata_dir / snapshot_file_name(message.snapshot_id)
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if message.position > size:
-                    return replace(message, error_code=ErrorCode.POSITION_OUT_OF_RANGE)
-                data = os.pread(f.fileno(), message.max_bytes, message.position)
-        except FileNotFoundError:
-            return replace(message, error_code=ErrorCode.SNAPSHOT_NOT_FOUND)
-        return replace(message, size=size, data=data)
-
-    def _install_snapshot(self, effect: InstallSnapshot) -> None:
-        """Write a snapshot fetched from the leader, start the log at its end, and load it into
-        the state machine (unless that is already past it). Blocking, on the loop: it happens
-        only when this replica fell behind the leader's log start."""
-        snapshot_id = effect.snapshot_id
-        write_snapshot(self.metadata_dir, snapshot_id, effect.data)
-        self._log.delete_prefix(snapshot_id.end_offset)
-        if self._delivered < snapshot_id.end_offset:
-            if self._snapshot_load is not None:
-                self._snapshot_load(snapshot_id.end_offset, decode_snapshot(snapshot_id, effect.data).records)
-            self._delivered = snapshot_id.end_offset
-        self._bytes_since_snapshot = 0
-        self._records_since_snapshot = 0
-        self._delete_old_snapshots()
-        log.info("raft: node %d installed snapshot %s fetched from the leader", self.node_id, snapshot_id)
-
-    def _delete_old_snapshots(self) -> None:
-        """Snapshot files older than the two newest go once the log start passed them: the
-        newest is never deleted, and the one before it stays so that a replica in the middle
-        of fetching it (FetchSnapshot in chunks) can finish."""
-        ids = list_snapshots(self.metadata_dir)
-        if len(ids) > 2:
-            keep = min(ids[-2], SnapshotId(self._log.start_offset, 0))
-            delete_snapshots_before(self.metadata_dir, keep)
-
     def _maybe_snapshot(self) -> None:
-        """Start writing a snapshot when the policy says one is due (one at a time)."""
-        if self._snapshot_capture is None or self._snapshot_task is not None or self._stopping:
-            return
-        due = self._snapshot_policy.should_snapshot(
-            self._bytes_since_snapshot, self._clock_ms() - self._last_snapshot_ms, self._records_since_snapshot
-        )
-        write = self._snapshot_writer() if due else None
-        if write is None:
-            return
-        snapshot_id, thunk = write
+        if not self._stopping:
+            self._snapshots.maybe_start(self.core, self._delivered, self._snapshot_written)
 
-        async def run() -> None:
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, thunk)
-            except Exception:  # a failed snapshot is retried at the next trigger
-                log.exception("raft: writing snapshot %s failed", snapshot_id)
-            else:
-                self._post(("snapshot", snapshot_id))
-            finally:
-                self._snapshot_task = None
-
-        self._snapshot_task = asyncio.create_task(run(), name="raft-snapshot")
-
-    def _snapshot_writer(self) -> tuple[SnapshotId, Callable[[], None]] | None:
-        """Capture the state as of every delivered entry (on the loop) and return the snapshot's
-        id with the thunk that encodes and writes it (for an executor); None when the delivered
-        offset is not past both the log start and the newest snapshot."""
-        assert self._snapshot_capture is not None
-        core = self.core
-        end = self._delivered
-        latest = core.latest_snapshot
-        if end <= core.log.start_offset or (latest is not None and end <= latest.end_offset):
-            return None
-        now_ms = self._clock_ms()
-        snapshot_id = core.snapshot_id_at(end)
-        voters = core.snapshot_voters(end)
-        control = voters_to_control(voters) if voters is not None else None
-        encode = self._snapshot_capture()
-        self._bytes_since_snapshot = 0
-        self._records_since_snapshot = 0
-        self._last_snapshot_ms = now_ms
-        directory = self.metadata_dir
-
-        def write() -> None:
-            data = encode_snapshot(snapshot_id, encode(), now_ms, timestamp_ms=now_ms, voters=control)
-            write_snapshot(directory, snapshot_id, data)
-
-        return snapshot_id, write
-
-    async def _snapshot_at_shutdown(self) -> None:
-        """A clean stop with at least ``SHUTDOWN_SNAPSHOT_MIN_BYTES`` of records applied since the
-        newest snapshot writes one more, so that the next start replays no tail (Kafka's nodes
-        do not; docs/compatibility.md). Called once the owning task has stopped."""
-        if self._snapshot_task is not None:
-            await asyncio.gather(self._snapshot_task, return_exceptions=True)
-        if self._snapshot_capture is None or self.fatal_error is not None or self._core is None:
-            return
-        if self._bytes_since_snapshot < SHUTDOWN_SNAPSHOT_MIN_BYTES:
-            return
-        write = self._snapshot_writer()
-        if write is None:
-            return
-        snapshot_id, thunk = write
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, thunk)
-        except Exception:  # the next start replays the tail instead
-            log.exception("raft: writing snapshot %s at shutdown failed", snapshot_id)
-            return
-        self.snapshots_written += 1
-        log.info("raft: node %d wrote snapshot %s at shutdown", self.node_id, snapshot_id)
-
-    def _snapshot_written(self, snapshot_id: SnapshotId, now_ms: int) -> None:
-        """The snapshot file is durable: tell the core, then apply retention (KIP-630)."""
-        core = self.core
-        core.snapshot_created(snapshot_id)
-        self.snapshots_written += 1
-        log.info("raft: node %d wrote snapshot %s", self.node_id, snapshot_id)
-        self._apply_retention(now_ms)
+    def _snapshot_written(self, snapshot_id: SnapshotId) -> None:
+        self._post(("snapshot", snapshot_id))
 
     def _apply_retention(self, now_ms: int) -> None:
         """Delete the log below the newest snapshot when ``metadata.max.retention.bytes/ms`` say
         so, and the snapshot files older than the new log start (never the newest snapshot)."""
-        core = self.core
-        latest = core.latest_snapshot
-        if latest is None:
-            return
-        start = self._retention_policy.new_log_start_offset(
-            log_start_offset=core.log.start_offset,
-            snapshot_end_offset=latest.end_offset,
-            high_watermark=core.high_watermark,
-            retained_bytes=self._log.size_bytes(),
-            oldest_entry_timestamp_ms=self._log.first_timestamp_ms(),
-            now_ms=now_ms,
-            prefix_has_readers=self.node_id in core.voters,  # an observer serves no Fetch
-        )  # a replica behind the new log start fetches the snapshot (FetchSnapshot)
-        if start > core.log.start_offset:
-            self._execute(core.delete_log_prefix(start))
+        start = self._snapshots.retention_start(self.core, now_ms)
+        if start is not None:  # a replica behind the new log start fetches the snapshot (FetchSnapshot)
+            self._execute(self.core.delete_log_prefix(start))
             if self.fatal_error is None:
-                self._delete_old_snapshots()
+                self._snapshots.delete_old()
 
     def _inbound_failed(self, inbound: Inbound, now_ms: int) -> None:
         """The core raised while handling one message: answer a request UNKNOWN_SERVER_ERROR, drop
@@ -992,7 +840,7 @@ class RaftDriver:
         batches in the log file, which at this point holds exactly the core's log; a
         FetchSnapshot response's bytes are read from the snapshot file."""
         if isinstance(message, FetchSnapshotResponse) and message.error_code == ErrorCode.NONE:
-            return response_to_wire(self._read_snapshot_chunk(message))
+            return response_to_wire(self._snapshots.read_chunk(message))
         if isinstance(message, DescribeQuorumResponse):
             return self._describe_body(message)
         if not isinstance(message, FetchResponse) or not message.records:
@@ -1053,8 +901,7 @@ class RaftDriver:
             payload = core.log.entry(offset).payload
             if isinstance(payload, bytes):
                 batch.append((offset, payload))
-                self._bytes_since_snapshot += len(payload)
-                self._records_since_snapshot += 1
+                self._snapshots.delivered(len(payload))
         for offset, payload in batch:
             for listener in self._listeners:
                 try:

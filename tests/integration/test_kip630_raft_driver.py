@@ -132,7 +132,7 @@ def test_a_clean_shutdown_snapshots_a_large_tail_and_the_restart_replays_nothing
     replays no tail. A stop that is not clean (a fatal error) writes none, and neither does a
     clean stop after a small tail."""
     from broker.raft.config import RaftConfig, VoterEndpoint
-    from broker.raft.driver import SHUTDOWN_SNAPSHOT_MIN_BYTES
+    from broker.raft.snapshot_keeper import SHUTDOWN_SNAPSHOT_MIN_BYTES
 
     node = Node(1, tmp_path)
     applied: list[bytes] = []

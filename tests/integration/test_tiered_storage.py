@@ -6,7 +6,8 @@ built-in filesystem RemoteStorageManager on a directory every broker shares) and
 after ``local.retention.*``; a consumer reading from offset 0 gets every record, in order, the
 old ones from the tier; ListOffsets -4 (earliest local) and -5 (latest tiered, KIP-1005) answer
 what is on disk; ``retention.*`` removes segments from the tier and moves the log start offset;
-after the leader is SIGKILLed the new leader serves the history from the tier again.
+after the leader is SIGKILLed the new leader serves the history from the tier again, and a
+broker whose data disk was replaced rebuilds its replicas and serves the history as leader.
 
 One single broker and one 3-node cluster, each module-scoped; small ``segment.bytes`` and
 ``local.retention.ms=1`` so segments tier within a few task intervals.
@@ -14,6 +15,7 @@ One single broker and one 3-node cluster, each module-scoped; small ``segment.by
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import time
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from pyspark_log.embedded import EmbeddedBroker
@@ -277,3 +279,50 @@ def test_tiered_history_survives_leader_failover(cluster: tuple[EmbeddedCluster,
         assert consume_from_zero(c.bootstrap(others), topic, RECORDS) == values
     finally:
         c.restart(leader)
+
+
+def test_a_replaced_broker_rebuilds_and_serves_the_tiered_history(cluster: tuple[EmbeddedCluster, Path]) -> None:
+    """A whole broker replaced: its data disk (every partition directory and checkpoint; the
+    metadata log, on its own disk as ``metadata.log.dir`` allows, is kept) comes back empty while
+    the others tiered the history. It rebuilds every replica it holds, ``__remote_log_metadata``
+    included, from the leaders and the tier, rejoins the ISRs, becomes the preferred leader again
+    (ElectLeaders) and serves a consumer from offset 0: the old records from the tier."""
+    c, tier = cluster
+    topic = unique("tiered-replaced")
+    replaced = c.broker_ids[-1]
+    order = [replaced, *(n for n in c.broker_ids if n != replaced)]
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    new = NewTopic(topic, replica_assignment=[order], config={**TOPIC_CONFIG, "min.insync.replicas": "2"})
+    admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
+    wait_for(lambda: c.partitions(topic)[0].leader == replaced, f"{topic} led by its preferred replica")
+    c.stop(replaced)
+    data = c.nodes[replaced].data_dir / "logs"
+    for path in data.iterdir():
+        if path.is_dir() and path.name != "__cluster_metadata-0":
+            shutil.rmtree(path)
+        elif path.name.endswith("-checkpoint"):
+            path.unlink()
+    try:
+        running = tuple(n for n in c.broker_ids if n != replaced)
+        leader = wait_for(lambda: c.partitions(topic, via=running[0])[0].leader, f"{topic} led by another broker")
+        values = produce(c.bootstrap(running), topic)
+        wait_tiered(c.address(leader), topic, tier)
+    finally:
+        c.restart(replaced)
+
+    def everything_in_sync() -> bool:
+        views = [*c.partitions(topic).values(), *c.partitions("__remote_log_metadata").values()]
+        return all(replaced in v.isr and set(v.isr) == set(v.replicas) for v in views)
+
+    wait_for(everything_in_sync, f"broker {replaced} back in every ISR it belongs to")
+
+    def preferred_leads() -> bool:
+        # the answer may be ELECTION_NOT_NEEDED once an earlier call elected it: the metadata decides
+        with contextlib.suppress(KafkaException):
+            admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=30)
+        return c.partitions(topic)[0].leader == replaced
+
+    wait_for(preferred_leads, f"broker {replaced} elected {topic}'s leader again")
+    assert list_offset(c.address(replaced), topic, -2) == 0  # the log start is in the tier
+    assert list_offset(c.address(replaced), topic, -4) > 0  # its own disk holds only the newest part
+    assert consume_from_zero(c.address(replaced), topic, RECORDS) == values
