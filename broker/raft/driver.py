@@ -57,7 +57,7 @@ import logging
 import random
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,7 @@ from broker.raft.store import (
     load_newest_valid,
     voters_from_control,
 )
+from broker.raft.voter_peers import VoterPeers
 from pyspark_log.wire.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -216,30 +217,21 @@ class RaftDriver:
         self._outbound: set[asyncio.Task[None]] = set()
         self._end_quorum_tasks: set[asyncio.Task[None]] = set()
         self._incoming_batches: dict[tuple[int, int], bytes] = {}
-        self._peers: dict[int, PeerConnection] = {
-            voter: PeerConnection(
-                voter,
-                ep.host,
-                ep.port,
-                client_id=f"raft-{node_id}",
-                request_timeout_ms=config.request_timeout_ms,
-                dialer=dialer,
-            )
-            for voter, ep in {**config.bootstrap_servers, **config.voter_endpoints}.items()
-            if voter != node_id
-        }
+        known = {**config.bootstrap_servers, **config.voter_endpoints}
+        endpoints = {voter: (ep.host, ep.port) for voter, ep in known.items()}
+        self._peers = VoterPeers(
+            node_id, endpoints, request_timeout_ms=config.request_timeout_ms, dialer=dialer, rng=self._rng,
+            spawn=self._spawn,
+        )  # fmt: skip
         self._snapshots = SnapshotKeeper(
             self.metadata_dir, self._log, node_id, clock_ms, snapshot_policy=snapshot_policy,
             retention_policy=retention_policy,
         )  # fmt: skip
-        self._dialer = dialer
         self._local_endpoint = local_endpoint
         self._directory_id = directory_id
         self._update_task: asyncio.Task[None] | None = None
         self._replica_directories: dict[int, bytes] = {}  # replica id -> directory id its Fetch v17 named
         self._update_retry_at_ms = 0
-        self._synced_voters: object = None  # the VotersRecord the peers were last built from
-        self._discovery: asyncio.Task[None] | None = None
         self._leader_known = asyncio.Event()
         self._idle_ratio = WindowedStat(_IDLE_SAMPLE_WINDOW_MS)
         self.fatal_error: str | None = None
@@ -391,7 +383,7 @@ class RaftDriver:
         for outbound in list(self._outbound):
             outbound.cancel()
         await asyncio.gather(*self._outbound, return_exceptions=True)
-        await asyncio.gather(*(peer.close() for peer in self._peers.values()), return_exceptions=True)
+        await self._peers.close()
         self._log.close()
         log.info("raft: node %d stopped in epoch %d", self.node_id, self.epoch)
 
@@ -503,20 +495,9 @@ class RaftDriver:
         reachable now), as Kafka's brokers forward AddRaftVoter/RemoveRaftVoter to the active
         controller. A connection of its own: the answer may wait up to ``timeout_ms``."""
         leader = self.leader_id
-        peer = self._peers.get(leader)
-        if leader < 0 or leader == self.node_id or peer is None:
+        if leader < 0 or leader == self.node_id:
             return None
-        forward = PeerConnection(
-            leader, peer.host, peer.port, client_id=f"raft-{self.node_id}-forward",
-            request_timeout_ms=timeout_ms + self.config.request_timeout_ms, dialer=self._dialer,
-        )  # fmt: skip
-        try:
-            return await forward.request(api_key, version, body)
-        except Exception as exc:  # noqa: BLE001 - any failure: the caller answers "no leader now"
-            log.info("raft: %s forwarded to leader %d failed: %r", ApiKey(api_key).name, leader, exc)
-            return None
-        finally:
-            await forward.close()
+        return await self._peers.forward(leader, api_key, version, body, timeout_ms)
 
     def metrics(self) -> dict[str, float | int | str]:
         """KIP-595 raft-manager metrics: the core's, plus the driver's poll-idle-ratio-avg and
@@ -524,10 +505,18 @@ class RaftDriver:
         now_ms = self._clock_ms()
         values = self.core.metrics(now_ms)
         values["poll-idle-ratio-avg"] = self._idle_ratio.avg(now_ms)
-        values["number-unknown-voter-connections"] = sum(1 for p in self._peers.values() if not p.connected)
+        values["number-unknown-voter-connections"] = self._peers.unknown_connections()
         return values
 
     # -- the owning task -------------------------------------------------------------------------
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A background task of the driver's (outbound requests, connection upkeep): cancelled
+        and awaited by ``shutdown``."""
+        task = asyncio.create_task(work, name=name)
+        self._outbound.add(task)
+        task.add_done_callback(self._outbound.discard)
+        return task
+
     def _post(self, event: tuple[Any, ...]) -> None:
         self._inbox.append(event)
         self._wakeup.set()
@@ -656,31 +645,6 @@ class RaftDriver:
         self._appends.append(_PendingAppend(result.append.last_offset, result.append.epoch, committed))
         self._execute(result.append.step)
 
-    def _sync_peers(self) -> None:
-        """KIP-853: connections to every voter of the set in effect, at the endpoint it records
-        (a new voter gets one; a voter whose endpoint changed gets a new one)."""
-        record = self.core.current_voters_record()
-        if record is None or record is self._synced_voters:
-            return
-        self._synced_voters = record
-        for spec in record.voters:
-            if spec.voter_id != self.node_id and spec.port:
-                self._ensure_peer(spec.voter_id, spec.host, spec.port)
-
-    def _ensure_peer(self, node_id: int, host: str, port: int) -> None:
-        peer = self._peers.get(node_id)
-        if peer is not None and (peer.host, peer.port) == (host, port):
-            return
-        if peer is not None:
-            task = asyncio.create_task(peer.close(), name=f"raft-close-{node_id}")
-            self._outbound.add(task)
-            task.add_done_callback(self._outbound.discard)
-        log.info("raft: node %d reaches voter %d at %s:%d", self.node_id, node_id, host, port)
-        self._peers[node_id] = PeerConnection(
-            node_id, host, port, client_id=f"raft-{self.node_id}",
-            request_timeout_ms=self.config.request_timeout_ms, dialer=self._dialer,
-        )  # fmt: skip
-
     def _maybe_update_voter(self) -> None:
         """KIP-853 UpdateRaftVoter: this voter's entry records another endpoint than the one it
         listens on now (its listeners changed since it was added): tell the leader, retried at
@@ -699,9 +663,7 @@ class RaftDriver:
         if spec == wanted or now_ms < self._update_retry_at_ms:
             return
         self._update_retry_at_ms = now_ms + self.config.request_timeout_ms
-        self._update_task = asyncio.create_task(self._update_voter(wanted), name="raft-update-voter")
-        self._outbound.add(self._update_task)
-        self._update_task.add_done_callback(self._outbound.discard)
+        self._update_task = self._spawn(self._update_voter(wanted), "raft-update-voter")
 
     async def _update_voter(self, wanted: VoterSpec) -> None:
         timeout_ms = self.config.request_timeout_ms
@@ -720,32 +682,6 @@ class RaftDriver:
             code, message = (answer.get("error_code", 0), None) if answer is not None else (-1, "no leader reachable")
         log.info("raft: UpdateRaftVoter of node %d to %s:%d: %s %s", wanted.voter_id, wanted.host, wanted.port,
                  "accepted" if code == 0 else f"error {code}", message or "")  # fmt: skip
-
-    def _discover_endpoints(self) -> None:
-        """A replica asked to reach a node whose endpoint it does not know (a leader learnt from a
-        bootstrap server before any VotersRecord reached this log): ask a known peer for the
-        voters' endpoints (DescribeQuorum v2 ``Nodes``, KIP-853), one search at a time."""
-        if self._discovery is not None and not self._discovery.done():
-            return
-        candidates = list(self._peers.values())
-        if not candidates:
-            return
-        peer = self._rng.choice(candidates)
-        self._discovery = asyncio.create_task(self._discover_from(peer), name="raft-discover")
-        self._outbound.add(self._discovery)
-        self._discovery.add_done_callback(self._outbound.discard)
-
-    async def _discover_from(self, peer: PeerConnection) -> None:
-        try:
-            api_key, version, body = request_to_wire(DescribeQuorumRequest())
-            answer = await peer.request(api_key, version, body)
-        except Exception as exc:  # noqa: BLE001 - the core retries; the next miss asks again
-            log.debug("raft: endpoint discovery through %r failed: %r", peer, exc)
-            return
-        for node in answer.get("nodes") or ():
-            listeners = node["listeners"]
-            if node["node_id"] != self.node_id and listeners:
-                self._ensure_peer(node["node_id"], listeners[0]["host"], listeners[0]["port"])
 
     def _execute(self, step: StepResult) -> None:
         """Execute one step: persist (durably, in order), then send, then notify."""
@@ -769,7 +705,8 @@ class RaftDriver:
             # Nothing of this step may be sent: a replica that cannot persist must stop.
             self._fatal(f"cannot write the metadata dir {self.metadata_dir}: {exc}")
             return
-        self._sync_peers()  # a VotersRecord appended in this step: its new voters are sent to next
+        # a VotersRecord appended in this step: its new voters are sent to next
+        self._peers.sync(self.core.current_voters_record())
         for send in step.send:
             if is_response(send.message):
                 self._answer(send.destination, send.correlation_id, send.message)
@@ -819,7 +756,7 @@ class RaftDriver:
 
     def _after_step(self) -> None:
         core = self.core
-        self._sync_peers()
+        self._peers.sync(self.core.current_voters_record())
         self._maybe_update_voter()
         if core.leader_id >= 0:
             self._leader_known.set()
@@ -855,12 +792,10 @@ class RaftDriver:
         peer = self._peers.get(destination)
         if peer is None:
             log.info("raft: no endpoint for replica %d yet; asking the quorum for it", destination)
-            self._discover_endpoints()
+            self._peers.discover()
             self._post(("failed", destination, correlation_id))
             return
-        task = asyncio.create_task(self._send_request(peer, correlation_id, message), name=f"raft-to-{destination}")
-        self._outbound.add(task)
-        task.add_done_callback(self._outbound.discard)
+        task = self._spawn(self._send_request(peer, correlation_id, message), f"raft-to-{destination}")
         if isinstance(message, EndQuorumEpochRequest):
             self._end_quorum_tasks.add(task)
             task.add_done_callback(self._end_quorum_tasks.discard)

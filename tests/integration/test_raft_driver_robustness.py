@@ -309,7 +309,7 @@ def test_forwarded_describe_quorum_failing_oddly_answers_not_leader(tmp_path: Pa
             await wait_until_async(lambda: len(leaders(nodes)) == 1 and -1 not in leaders(nodes), what="a leader")
             leader = next(iter(leaders(nodes)))
             follower = driver(nodes[next(i for i in (1, 2, 3) if i != leader)])
-            follower._peers[leader] = BrokenPeer(leader, KeyError("topics"))  # type: ignore[assignment]
+            follower._peers._peers[leader] = BrokenPeer(leader, KeyError("topics"))  # type: ignore[assignment]
             body = await follower.describe_quorum_anywhere()
             assert partition(body)["error_code"] == NOT_LEADER_OR_FOLLOWER
             assert follower.running

@@ -48,11 +48,13 @@ ALLOWED_CROSSINGS: dict[tuple[str, str], str] = {}
 
 # I/O a pure core must not import (a module or any of its submodules).
 IO_MODULES = ("asyncio", "os", "time", "socket", "selectors", "subprocess", "threading", "shutil")
-# broker/raft is pure except its edges: the driver (sockets, timers), the file store, the peer
-# transport and the bootstrap from server.properties. A new raft module is pure unless listed here.
-RAFT_EDGES = frozenset(
-    {"broker.raft", "broker.raft.driver", "broker.raft.store", "broker.raft.transport", "broker.raft.bootstrap"}
-)
+# broker/raft is pure except its edges: the driver (sockets, timers) and its collaborators for the
+# snapshot files and the voters' connections, the file store, the peer transport and the bootstrap
+# from server.properties. A new raft module is pure unless listed here.
+RAFT_EDGES = frozenset({
+    "broker.raft", "broker.raft.driver", "broker.raft.snapshot_keeper", "broker.raft.voter_peers",
+    "broker.raft.store", "broker.raft.transport", "broker.raft.bootstrap",
+})  # fmt: skip
 # the replica core and the delayed-operation mechanism (issue #28): asyncio lives in the driver,
 # broker.replication.replica_manager, and the log I/O in broker.replication.partition
 PURE_CORES_OUTSIDE_RAFT = frozenset(
