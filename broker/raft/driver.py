@@ -11,8 +11,8 @@ the returned ``StepResult`` completely before the next event (``broker.raft.effe
 2. ``send``: a response is turned into its wire body right there, in the owning task (a Fetch
    response's batches are read from the log file before any later step can truncate it), and
    resolves the handler waiting on it (matched by the driver-assigned correlation id of the
-   inbound request); a request goes to the peer's ``PeerConnection`` in a task of its own whose
-   response or failure (``request_failed``) comes back through the inbox;
+   inbound request); a request goes to the peer's connection (``broker.raft.voter_peers``) in
+   a task of its own whose response or failure (``request_failed``) comes back through the inbox;
 3. ``notify``: a higher high watermark hands what it committed to the listeners (per-entry
    listeners one entry at a time, batch listeners all of it as one batch), releases those
    payloads from the in-memory log (the file keeps them; Fetch answers are read from it), then
