@@ -292,7 +292,7 @@ def test_a_replaced_broker_rebuilds_and_serves_the_tiered_history(cluster: tuple
     replaced = c.broker_ids[-1]
     order = [replaced, *(n for n in c.broker_ids if n != replaced)]
     admin = AdminClient({"bootstrap.servers": c.bootstrap()})
-    new = NewTopic(topic, replica_assignment=[order], config={**TOPIC_CONFIG, "min.insync.replicas": "2"})
+    new = NewTopic(topic, 1, replica_assignment=[order], config={**TOPIC_CONFIG, "min.insync.replicas": "2"})
     admin.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
     wait_for(lambda: c.partitions(topic)[0].leader == replaced, f"{topic} led by its preferred replica")
     c.stop(replaced)
