@@ -13,7 +13,10 @@ their pacing are the Raft
 core's business (``request_failed`` -> exponential backoff), not this class's.
 
 Connections are opened by a ``broker.network.dial.Dialer`` (TLS and/or the SASL login of the
-listener the peer is reached on; plain TCP without one). Frames use ``pyspark_log.wire`` codecs;
+listener the peer is reached on; plain TCP without one). When the peer's SASL session is ending
+(KIP-368, ``Dialer.stale``), the connection is retired: the next request goes on a new one while
+the requests already sent on the old one still get their answers there; it is closed once they
+have (or fail with it if the peer closes it first). Frames use ``pyspark_log.wire`` codecs;
 no ApiVersions handshake: peers are pylog brokers of the same release and the versions are fixed
 (``broker.raft.rpc``, ``broker.replication.fetcher``).
 """
@@ -57,7 +60,9 @@ class PeerConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._connecting: asyncio.Task[None] | None = None
-        self._pending: dict[int, tuple[int, int, asyncio.Future[Message]]] = {}
+        # correlation id -> (api key, version, waiter, the connection it was sent on)
+        self._pending: dict[int, tuple[int, int, asyncio.Future[Message], asyncio.StreamWriter]] = {}
+        self._retiring: dict[asyncio.StreamWriter, asyncio.Task[None] | None] = {}  # stale, answers pending
         self._next_correlation_id = 1
         self._closed = False
 
@@ -74,20 +79,23 @@ class PeerConnection:
             raise PeerError(f"{self} is closed")
         try:
             async with asyncio.timeout(self.request_timeout_ms / 1000):
-                if self._writer is not None and not self._pending and self._dial.stale(self._writer):
-                    self._drop(PeerError(f"{self}: SASL session ending, reconnecting"))  # KIP-368
+                if self._writer is not None and self._dial.stale(self._writer):
+                    self._retire()  # KIP-368: the peer ends this session soon
                 await self._ensure_connected()
                 correlation_id = self._next_correlation_id
                 self._next_correlation_id = (correlation_id + 1) & 0x7FFF_FFFF
                 future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-                self._pending[correlation_id] = (api_key, version, future)
+                writer = self._writer
+                assert writer is not None
+                self._pending[correlation_id] = (api_key, version, future, writer)
                 try:
-                    assert self._writer is not None
-                    self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
-                    await self._writer.drain()
+                    writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
+                    await writer.drain()
                     return await future
                 finally:
                     self._pending.pop(correlation_id, None)
+                    if writer in self._retiring and not self._sent_on(writer):
+                        self._close_retired(writer)
         except TimeoutError:
             self._drop(PeerError(f"{self}: no response within {self.request_timeout_ms} ms"))
             raise PeerError(f"{self}: request timed out after {self.request_timeout_ms} ms") from None
@@ -128,7 +136,7 @@ class PeerConnection:
                 pending = self._pending.get(peek_correlation_id(frame))
                 if pending is None:
                     continue  # the answer to a request that already timed out
-                api_key, version, future = pending
+                api_key, version, future, _ = pending
                 try:
                     _, body = decode_response(api_key, version, frame)
                 except Exception as exc:  # noqa: BLE001 - a frame we cannot read fails its request only
@@ -142,6 +150,37 @@ class PeerConnection:
         finally:
             if self._writer is writer:
                 self._drop(error, from_reader=True)
+            elif writer in self._retiring:
+                self._retiring.pop(writer, None)
+                writer.close()
+                self._fail_sent_on(writer, error)
+
+    def _sent_on(self, writer: asyncio.StreamWriter) -> bool:
+        return any(entry[3] is writer for entry in self._pending.values())
+
+    def _fail_sent_on(self, writer: asyncio.StreamWriter | None, error: Exception) -> None:
+        """Fail the requests waiting for an answer on ``writer`` (None: on any connection)."""
+        for correlation_id, (_, _, future, sent_on) in list(self._pending.items()):
+            if writer is None or sent_on is writer:
+                if not future.done():
+                    future.set_exception(error)
+                del self._pending[correlation_id]
+
+    def _retire(self) -> None:
+        """Stop sending on the current connection; it closes once its pending answers came."""
+        writer, task = self._writer, self._reader_task
+        self._writer, self._reader_task = None, None
+        if writer is None:
+            return
+        self._retiring[writer] = task
+        if not self._sent_on(writer):
+            self._close_retired(writer)
+
+    def _close_retired(self, writer: asyncio.StreamWriter) -> None:
+        task = self._retiring.pop(writer, None)
+        writer.close()
+        if task is not None:
+            task.cancel()
 
     def _drop(self, error: Exception, *, from_reader: bool = False) -> None:
         """Close the current connection and fail every request waiting on it."""
@@ -151,16 +190,18 @@ class PeerConnection:
         task, self._reader_task = self._reader_task, None
         if task is not None and not from_reader:
             task.cancel()
-        for _, _, future in list(self._pending.values()):
-            if not future.done():
-                future.set_exception(error)
-        self._pending.clear()
+        if writer is not None:
+            self._fail_sent_on(writer, error)
 
     async def close(self) -> None:
         """Close for good: fail every waiting request; later requests raise PeerError."""
         self._closed = True
         task = self._reader_task
-        self._drop(PeerError(f"{self} is closed"))
+        error = PeerError(f"{self} is closed")
+        self._drop(error)
+        for retired in list(self._retiring):
+            self._close_retired(retired)
+        self._fail_sent_on(None, error)
         if self._connecting is not None:
             self._connecting.cancel()
             with contextlib.suppress(BaseException):
