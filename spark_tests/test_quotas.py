@@ -39,7 +39,7 @@ def quota_kafka(tmp_path: Path) -> Iterator[tuple[Kafka, int]]:
             kafka.close()
 
 
-def test_seed_4_9_streaming_read_under_a_consumer_quota_completes_every_micro_batch(
+def test_kafka_doc_4_9_streaming_read_under_a_consumer_quota_completes_every_micro_batch(
     spark, quota_kafka: tuple[Kafka, int], topic: str, tmp_path: Path
 ) -> None:
     kafka, metrics_port = quota_kafka

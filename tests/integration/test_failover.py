@@ -276,7 +276,7 @@ def test_a_transaction_spanning_a_leader_failover_commits_or_aborts_atomically(c
     assert sorted(read("read_uncommitted", len(committed) + len(aborted))) == sorted(committed + aborted)
 
 
-def test_seed_002_5_4_4_a_deposed_leader_ends_with_the_new_leaders_record_at_its_offset(tmp_path):
+def test_kafka_doc_5_4_a_deposed_leader_ends_with_the_new_leaders_record_at_its_offset(tmp_path):
     """Kafka documentation §5.4.4 "Guarantees", both failure scenarios. (1) A record acknowledged with acks=1
     by a leader
     that dies before its followers have it may be lost — allowed, and the reason acks=all exists.

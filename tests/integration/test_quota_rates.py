@@ -94,7 +94,7 @@ def consume_measured(bootstrap: str, topic: str, client_id: str) -> tuple[float,
     return measured / MEASURE_S, got, stats.throttle_max_ms
 
 
-def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
+def test_kafka_doc_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
     rate_broker, topic_name
 ):
     """each client group may produce/fetch up to X bytes/sec per broker before it is throttled: a
@@ -124,7 +124,7 @@ def test_seed_4_9_producer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_a
     assert fast_rate >= 0.9 * UNTHROTTLED_RATE, fast_rate / UNTHROTTLED_RATE
 
 
-def test_seed_4_9_consumer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
+def test_kafka_doc_4_9_consumer_byte_rate_1_mb_s_within_15_percent_over_20_s_beside_an_unthrottled_client(
     rate_broker, topic_name
 ):
     """The same for consumers: a throttled fetch answer carries no data — a throttled

@@ -53,7 +53,7 @@ def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Emb
         broker.close()
 
 
-def test_seed_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
+def test_kafka_doc_4_9_user_quota_follows_the_sasl_principal(tmp_path, topic_name):
     """ "(user, client-id), user, client-id" — with SASL the user is the authenticated principal:
     alice's producer_byte_rate throttles alice's connections only, while bob, with the very same
     client id on the same broker, keeps his throughput."""
@@ -126,7 +126,7 @@ def test_kip219_pylog_client_honours_throttle_time_and_changes_apply_without_res
     assert send(40) == 0  # same usage, no quota: not throttled, without a restart
 
 
-def test_seed_4_9_request_percentage_throttles_a_busy_client(quota_broker):
+def test_kafka_doc_4_9_request_percentage_throttles_a_busy_client(quota_broker):
     """a request-rate quota is the percentage of time within a quota window that a client may use:
     request_percentage is the share of the event loop a group may use (pylog has one loop; see
     docs/compatibility.md). A client allowed 0.001 % is throttled after a few requests."""
@@ -146,7 +146,7 @@ def test_seed_4_9_request_percentage_throttles_a_busy_client(quota_broker):
     assert (metric_value(text, "kafka_server_request_throttle_time", "busy-admin") or 0) > 0
 
 
-def test_seed_4_9_default_quota_and_specific_override_follow_the_precedence_list(tmp_path, topic_name):
+def test_kafka_doc_4_9_default_quota_and_specific_override_follow_the_precedence_list(tmp_path, topic_name):
     """ "/config/clients/<client-id>" (7) wins over "/config/clients/<default>" (8), and
     "/config/users/<default>/clients/<default>" (5) over both for the ANONYMOUS user."""
     broker, _ = start_broker(tmp_path / "b")
@@ -255,7 +255,7 @@ def wait_closed(sockets: list[socket.socket], *, expected_closed: int, deadline_
     return len(sockets) - len(closed)
 
 
-def test_seed_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
+def test_kafka_doc_4_9_quotas_in_the_kraft_metadata_log_apply_on_every_broker(tmp_path, topic_name):
     """every broker reads quota overrides and applies them at once: an AlterClientQuotas sent to broker 4 is
     forwarded to the active controller as ClientQuotaRecords; broker 5 describes and enforces it."""
     with EmbeddedCluster(

@@ -185,7 +185,7 @@ def test_a_paused_follower_leaves_the_isr_writes_go_on_and_it_rejoins_after_catc
     assert _pylog(cluster, "topics", "describe", topic, "--under-replicated-partitions").strip() == ""
 
 
-def test_min_insync_replicas_table_of_seed_004(cluster):
+def test_min_insync_replicas_table_of_kafka_doc_4_7(cluster):
     """Kafka documentation §3.3 "Producer Configs" (`acks`): RF 3, min.insync.replicas 2 — one broker down:
     acks=all goes on; two down:
     acks=all is refused with NOT_ENOUGH_REPLICAS, acks=1 is accepted."""

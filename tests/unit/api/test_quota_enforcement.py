@@ -57,7 +57,7 @@ def call(d: Dispatcher, api_key: int, version: int, body: dict[str, Any], client
 FETCH = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 10_000_000, "topics": []}
 
 
-def test_seed_4_9_a_throttled_fetch_is_answered_at_once_without_data_and_the_channel_is_muted():
+def test_kafka_doc_4_9_a_throttled_fetch_is_answered_at_once_without_data_and_the_channel_is_muted():
     """a throttled fetch answer carries no data."""
     d, quotas = setup({(("client-id", "c"),): {"consumer_byte_rate": 1000.0}})
     body, ctx = call(d, ApiKey.FETCH, 12, FETCH)

@@ -129,7 +129,7 @@ def test_kafka_flush_log_a_roll_fsyncs_in_the_worker_and_only_then_advances_the_
     run(body)
 
 
-def test_seed_002_flush_messages_completes_asynchronously_and_requests_merge(tmp_path: Path) -> None:
+def test_kafka_doc_5_4_flush_messages_completes_asynchronously_and_requests_merge(tmp_path: Path) -> None:
     async def body() -> None:
         log, executor = background_log(tmp_path, FakeClock(), flush_messages=1)
         log.append(batch(1))
@@ -150,7 +150,7 @@ def test_seed_002_flush_messages_completes_asynchronously_and_requests_merge(tmp
     run(body)
 
 
-def test_seed_002_flush_ms_starts_a_background_flush(tmp_path: Path) -> None:
+def test_kafka_doc_5_4_flush_ms_starts_a_background_flush(tmp_path: Path) -> None:
     async def body() -> None:
         clock = FakeClock()
         log, executor = background_log(tmp_path, clock, flush_ms=1000)
@@ -347,7 +347,7 @@ def test_log_manager_runs_flushes_in_its_threads_and_waits_for_them_on_shutdown(
     run(body)
 
 
-def test_seed_002_flush_messages_a_produce_waits_for_its_flush_as_kafkas_append_does(
+def test_kafka_doc_5_4_flush_messages_a_produce_waits_for_its_flush_as_kafkas_append_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With ``flush.messages=1`` an acknowledged batch is fsynced (Kafka's append fsyncs before it

@@ -89,7 +89,7 @@ def open_evicted(tmp_path: Path, data: bytes, stem: str, out_of_cache: Callable[
 
 
 @pytest.mark.parametrize("size", [16 * 1024, 2 * 1024 * 1024], ids=["read-inline-size", "sendfile-size"])
-def test_seed_4_3_a_region_out_of_the_page_cache_is_never_read_on_the_event_loop(
+def test_kafka_doc_4_3_a_region_out_of_the_page_cache_is_never_read_on_the_event_loop(
     tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reads that may wait for the disk (``FileRegion.read``, ``FileRegion.warm``) run on an

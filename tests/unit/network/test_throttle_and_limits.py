@@ -35,7 +35,7 @@ class MutingHandler:
         return Response([bytes(data)])
 
 
-def test_seed_4_9_a_muted_channel_answers_at_once_and_reads_nothing_until_the_delay_ends() -> None:
+def test_kafka_doc_4_9_a_muted_channel_answers_at_once_and_reads_nothing_until_the_delay_ends() -> None:
     """the answer with the delay goes out at once, then the broker mutes the client's channel until the delay
     is over."""
 

@@ -8,7 +8,7 @@ from broker.quota.manager import ClientQuotaManager, ClientQuotas, QuotaConfig, 
 SLOW = ((CLIENT_ID, "slow"),)
 
 
-def test_seed_4_9_a_violator_is_throttled_and_others_are_not():
+def test_kafka_doc_4_9_a_violator_is_throttled_and_others_are_not():
     """each client group may produce/fetch up to X bytes/sec per broker before it is throttled."""
     m = ClientQuotaManager(QuotaType.PRODUCE, QuotaConfig(11, 1000))
     table = {SLOW: {"producer_byte_rate": 1000.0}}

@@ -70,7 +70,7 @@ def test_a_follower_rejoins_once_it_reaches_the_high_watermark_and_the_leaders_e
     assert not can_join_isr(FollowerState(), high_watermark_offset=0, leader_epoch_start_offset=0)
 
 
-def test_seed_004_min_insync_replicas_errors_before_and_after_the_append():
+def test_acks_all_min_insync_replicas_errors_before_and_after_the_append():
     """Kafka documentation §3.3 "Producer Configs" (`acks`): acks=all with fewer in-sync replicas than
     min.insync.replicas is refused."""
     assert acks_all_error(2, 2, after_append=False) == ErrorCode.NONE

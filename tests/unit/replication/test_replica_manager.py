@@ -124,7 +124,7 @@ def test_acks_all_completes_when_the_isr_has_the_batch_and_times_out_otherwise(l
     assert asyncio.run(scenario()) == (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT)
 
 
-def test_seed_004_min_insync_replicas_refuses_acks_all_before_the_append(leader: Node):
+def test_acks_all_min_insync_replicas_refuses_acks_all_before_the_append(leader: Node):
     leader.set_image(image(1, isr=(1,), partition_epoch=1))
     with pytest.raises(PartitionError) as info:
         leader.replicas.append(TOPIC, 0, batch(1), acks=-1)

@@ -46,7 +46,7 @@ def test_precedence_is_the_seeds_eight_line_list():
 
 
 @pytest.mark.parametrize("level", range(8))
-def test_seed_4_9_most_specific_quota_wins(level: int):
+def test_kafka_doc_4_9_most_specific_quota_wins(level: int):
     """the most specific matching quota applies: with quotas at this level and every
     less specific one, this level's applies."""
     table = {entity: {K: float(i + 1)} for i, entity in enumerate(ALL_LEVELS) if i >= level}
@@ -61,7 +61,7 @@ def test_precedence_is_per_quota_key():
     assert resolve(table, "consumer_byte_rate", "ANONYMOUS", "c").bound == 2.0
 
 
-def test_seed_4_9_default_quota_is_per_client_not_shared():
+def test_kafka_doc_4_9_default_quota_is_per_client_not_shared():
     """by default each distinct client group gets a fixed bytes/sec quota: a default
     quota gives each client id its own group."""
     table = {e(client=None): {K: 10.0}}
@@ -70,7 +70,7 @@ def test_seed_4_9_default_quota_is_per_client_not_shared():
     assert b.group == QuotaGroup("", "b")
 
 
-def test_seed_4_9_connections_of_a_group_share_its_quota():
+def test_kafka_doc_4_9_connections_of_a_group_share_its_quota():
     """all connections of a quota group share its quota: a user quota groups every
     client id of the user."""
     table = {e("test-user"): {K: 10.0}}

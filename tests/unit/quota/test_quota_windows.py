@@ -50,7 +50,7 @@ def test_avg_is_the_mean_of_recorded_values():
     assert rate.avg(2) == 50
 
 
-def test_seed_4_9_delay_brings_the_client_back_under_its_quota():
+def test_kafka_doc_4_9_delay_brings_the_client_back_under_its_quota():
     """the broker first computes the delay that brings the client back under its quota: the
     delay after which the rate, measured over a window grown by that delay, equals the bound:
     ``(rate - bound) / bound × window`` (Kafka's test: observed 100, quota 50, 3 samples -> 2000 ms)."""
