@@ -12,7 +12,11 @@ metadata shows it — the write path every control manager of ``QuorumController
 * **Elsewhere** the operation is forwarded to the leader over the Kafka protocol
   (``broker.controller.forwarding``), retried on NOT_CONTROLLER, transport failures and unknown
   leaders until ``request_timeout_ms``; a request that was itself forwarded is answered
-  NOT_CONTROLLER instead (one hop at most).
+  NOT_CONTROLLER instead (one hop at most), also when this node leads again only in a later
+  epoch than the one it arrived in (its sender may have retried it elsewhere meanwhile).
+* **At most once per decision**: an operation is decided only by the leader of the epoch it
+  started in, under the lock; once its records are appended, a lost leadership is
+  NOT_CONTROLLER to the client (the outcome is unknown), never a second decision.
 * **Waiting**: ``wait_until`` resumes after every entry this node applies (``MetadataLoader``),
   so a caller returns once its own image shows the change.
 
@@ -159,13 +163,17 @@ class OperationRunner:
         """Run on the active controller (here, or forwarded there); see the module docstring."""
         deadline = self.clock_ms() + self.request_timeout_ms
         last_problem = "no active controller is known"
+        forwarded = forwarded_request.get()
+        arrival_epoch = self._driver.epoch
         while True:
-            if self._driver.is_leader:
+            if self._driver.is_leader and not (forwarded and self._driver.epoch != arrival_epoch):
                 try:
-                    return await self._run_locally(local)
+                    return await self._run_locally(local, self._driver.epoch)
                 except NotActive:
-                    last_problem = "this node lost the leadership during the operation"
-            elif forwarded_request.get():
+                    last_problem = "this node lost the leadership before the operation was decided"
+                    if forwarded:  # the sender retries at the leader it learns next, not this node later
+                        raise MetadataError(ErrorCode.NOT_CONTROLLER, last_problem) from None
+            elif forwarded:
                 raise MetadataError(ErrorCode.NOT_CONTROLLER, f"node {self._node_id} is not the active controller")
             else:
                 channel = self.leader_channel()
@@ -196,12 +204,31 @@ class OperationRunner:
         self._voter_cursor += 1
         return self._channels.get(*endpoints[self._voter_cursor % len(endpoints)])
 
-    async def _run_locally(self, op: Local[T]) -> T:
+    async def _run_locally(self, op: Local[T], epoch: int) -> T:
+        """Decide and append ``op`` as the active controller of ``epoch``. ``NotActive`` when this
+        node is not that any more by the time it holds the lock and has caught up (nothing of
+        ``op`` was appended: the caller may retry). Once ``op``'s records are appended, losing the
+        leadership before they commit is NOT_CONTROLLER to the client, whose outcome is unknown
+        (a later leader may still commit them), as Kafka's controller answers; running ``op``
+        again here could apply it twice."""
         async with self.op_lock():
+            # an operation that waited for the lock across a leadership change must not be decided
+            # in a later epoch: its sender may have retried it elsewhere meanwhile
+            if not self._driver.is_leader or self._driver.epoch != epoch:
+                raise NotActive
             await self.ensure_caught_up()
+            if self._driver.epoch != epoch:
+                raise NotActive
             records, result = op(self._loader.state)
             if records:
-                await self.append(records)
+                try:
+                    await self.append(records)
+                except NotActive:
+                    raise MetadataError(
+                        ErrorCode.NOT_CONTROLLER,
+                        f"node {self._node_id} lost the leadership before the change was committed; it may or may "
+                        "not take effect",
+                    ) from None
             return result
 
     def op_lock(self) -> asyncio.Lock:

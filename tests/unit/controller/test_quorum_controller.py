@@ -13,6 +13,7 @@ from broker.controller.broker_session import ClusterIdMismatchError
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import Registration, forwarded_request
 from broker.metadata.records import ClusterIdRecord, decode_records
+from broker.raft.core import NotLeaderError
 from pyspark_log.wire.errors import ErrorCode
 from tests.unit.controller.fake_quorum import FakeQuorum, controller, route_forwarding
 from tests.waiting import wait_until_async
@@ -266,6 +267,76 @@ def test_elections_are_forwarded_to_the_active_controller_and_rebalancing_runs_o
         now[0] = 5000
         await leader._replication.check_imbalance()
         assert await nodes[2].wait_until(lambda: nodes[2].image().topics["t"].partitions[1].leader == 3, 1000)
+        await stopped(*nodes.values())
+
+    asyncio.run(run())
+
+
+def test_a_forwarded_request_that_waited_across_a_leadership_change_is_not_run_later():
+    """Chaos finding (issue 31, the transactions-and-metadata workload, seed 7): a forwarded
+    CreateAcls waited for the operation lock on a leader that lost the leadership and won it back
+    a few epochs later; it then ran, after its sender had retried it at the leader in between,
+    answered the client, and the client had deleted the ACL: the ACL came back. A forwarded
+    operation runs in the epoch it arrived in or not at all (NOT_CONTROLLER: the sender retries)."""
+
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1)
+        await started(leader)
+        lock = leader._runner.op_lock()
+        await lock.acquire()  # an operation in progress (on an isolated leader: waiting for its commit)
+
+        async def forwarded_create():
+            token = forwarded_request.set(True)
+            try:
+                await leader.create_topic("late", 1, 1, {})
+            finally:
+                forwarded_request.reset(token)
+
+        pending = asyncio.create_task(forwarded_create())
+        for _ in range(5):
+            await asyncio.sleep(0)  # it is waiting for the lock now
+        assert not pending.done()
+        quorum.elect(2)
+        quorum.elect(1)  # the same node leads again, in a later epoch
+        lock.release()
+        with pytest.raises(MetadataError) as info:
+            await pending
+        assert info.value.code == ErrorCode.NOT_CONTROLLER
+        assert "late" not in leader.image().topics
+        assert not any("late" in str(decode_records(entry)) for entry in quorum.entries)
+        await leader.create_topic("now", 1, 1, {})  # a request of the new epoch runs
+        await stopped(leader)
+
+    asyncio.run(run())
+
+
+def test_a_change_whose_commit_is_lost_with_the_leadership_is_not_decided_again(monkeypatch):
+    """Once an operation's records are appended, losing the leadership before they commit answers
+    NOT_CONTROLLER (their outcome is unknown, as Kafka's controller answers) instead of deciding the
+    operation again on a later leader, which could apply it twice."""
+
+    async def run():
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        nodes = {n: controller(quorum, n) for n in (1, 2)}
+        calls = route_forwarding(monkeypatch, nodes)
+        await started(*nodes.values())
+        driver = quorum.drivers[1]
+        real_append = driver.append
+
+        async def append_then_lose(payloads):
+            if "lost" in str([decode_records(p) for p in payloads]):
+                quorum.elect(2)  # deposed before the entry commits
+                raise NotLeaderError(2, quorum.epoch)
+            return await real_append(payloads)
+
+        monkeypatch.setattr(driver, "append", append_then_lose)
+        with pytest.raises(MetadataError) as info:
+            await nodes[1].create_topic("lost", 1, 1, {})
+        assert info.value.code == ErrorCode.NOT_CONTROLLER
+        assert not [c for c in calls if c.startswith("create_topic")]  # not decided again at node 2
         await stopped(*nodes.values())
 
     asyncio.run(run())
