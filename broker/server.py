@@ -434,7 +434,7 @@ class BrokerServer:
         self._start_remote_log(broker, controller, to_brokers)
         if self._quorum is not None:  # a broker registers and catches up before it is ready
             await self._quorum.start()
-            replicas.serving = True
+            replicas.start_serving()
         log.info("serving %d api(s) at the ranges of Kafka %s", len(dispatcher.advertised), "3.7.0")
         if self._freeze_heap:  # start-up is over: its heap leaves the collector's reach (once)
             freeze_start_up_heap()

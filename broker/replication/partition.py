@@ -89,15 +89,20 @@ class Partition(ReplicaStateFields):
         return f"Partition({self.topic}-{self.partition}, role={self.role}, hw={self.high_watermark})"
 
     # -- role ----------------------------------------------------------------------------------
-    def become_leader(self, image: PartitionImage, now_ms: int) -> bool:
+    def become_leader(self, image: PartitionImage, now_ms: int, *, record_epoch: bool = True) -> bool:
         """Lead at ``image.leader_epoch`` (``ReplicaState.become_leader``); False when already
         leading at that epoch."""
-        started = self.state.become_leader(image, now_ms, self.log.log_end_offset)
+        started = self.state.become_leader(image, now_ms, self.log.log_end_offset, record_epoch=record_epoch)
         self._changed()
         if started:
             log.info("%s-%s: leader at epoch %d from offset %d, ISR %s", self.topic, self.partition,
                      image.leader_epoch, self.log.log_end_offset, list(image.isr))  # fmt: skip
         return started
+
+    def record_leader_epoch(self) -> None:
+        """Record the epoch of a leadership taken before the broker served (``ReplicaState.record_epoch``)."""
+        self.state.record_epoch(self.log.log_end_offset)
+        self._changed()
 
     def become_follower(self, image: PartitionImage) -> bool:
         """Follow ``image.leader`` (-1: no leader for now). Produces waiting here fail with

@@ -267,7 +267,7 @@ class ReplicaManager:
                     state_change.broker_applied(self._node_id, topic.name, part, previous)
                 if part.leader == self._node_id:
                     hosted = self._hosted(topic.name, part.partition)
-                    if hosted.become_leader(part, now):
+                    if hosted.become_leader(part, now, record_epoch=self.serving):
                         followers_changed = True
                 elif self._node_id in part.replicas:
                     hosted = self._hosted(topic.name, part.partition)
@@ -283,6 +283,14 @@ class ReplicaManager:
         brokers_moved = old is None or old.brokers != new.brokers
         if (followers_changed or brokers_moved) and self.follower_listener is not None:
             self.follower_listener()
+
+    def start_serving(self) -> None:
+        """The broker caught up with the metadata and serves: the leaderships it holds now are
+        real, and their epochs go into the epoch caches (``Partition.become_leader``)."""
+        self.serving = True
+        for hosted in self._partitions.values():
+            if hosted.is_leader:
+                hosted.record_leader_epoch()
 
     def _stop_replica(self, topic: str, partition: int) -> None:
         """This broker left the partition's replicas (KIP-455 reassignment): stop hosting it and,

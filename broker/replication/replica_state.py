@@ -105,16 +105,21 @@ class ReplicaState:
     def maximal_isr(self) -> set[int]:
         return set(self.isr) | set(self.pending_isr or ())
 
-    def become_leader(self, image: PartitionImage, now_ms: int, log_end: int) -> bool:
+    def become_leader(self, image: PartitionImage, now_ms: int, log_end: int, *, record_epoch: bool = True) -> bool:
         """Lead at ``image.leader_epoch``: the epoch begins at ``log_end``; every follower's progress
         is unknown until its next fetch (ISR members count as caught up now). Returns False when
-        already leading at that epoch (then only the ISR may change)."""
+        already leading at that epoch (then only the ISR may change). ``record_epoch`` False: the
+        role is taken from a metadata image not yet caught up (a restart replaying its metadata
+        log), so the epoch goes into the cache only once the broker serves (``record_epoch``): a
+        leadership lost long ago must not claim an epoch at a log end that, after a machine crash,
+        may lie below the data it once had."""
         if self.is_leader and self.role is not None and self.role.leader_epoch == image.leader_epoch:
             self.update_from_image(image, log_end)
             return False
         self.role = image
         self.pending_isr = None
-        self.epochs.assign(image.leader_epoch, log_end)
+        if record_epoch:
+            self.epochs.assign(image.leader_epoch, log_end)
         self.leader_epoch_start_offset = log_end
         self.followers = {
             b: FollowerState(last_caught_up_ms=now_ms if b in image.isr else 0)
@@ -123,6 +128,12 @@ class ReplicaState:
         }
         self.maybe_advance_high_watermark(log_end)
         return True
+
+    def record_epoch(self, log_end: int) -> None:
+        """A leader whose epoch was not recorded at ``become_leader``: it begins at ``log_end``
+        (nothing was appended since: a broker that does not serve yet takes no writes)."""
+        if self.is_leader and self.role is not None:
+            self.epochs.assign(self.role.leader_epoch, log_end)
 
     def become_follower(self, image: PartitionImage) -> bool:
         """Follow ``image.leader`` (-1: no leader for now). Returns False when nothing about the

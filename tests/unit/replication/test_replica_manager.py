@@ -295,3 +295,44 @@ def test_high_watermarks_and_epochs_survive_a_restart(tmp_path: Path, clock: Fak
         assert again.partition.epochs.latest_epoch == 2
     finally:
         again.close()
+
+
+def test_a_restart_replaying_a_stale_leadership_records_no_epoch_until_it_serves(tmp_path: Path, clock: FakeClock):
+    """Chaos finding (issue 31, the power-loss run, seed 7): a broker whose log lost everything
+    unsynced restarted, and its metadata log, replayed before it caught up, still named it the
+    leader at epoch 24. It recorded "epoch 24 begins at offset 0" in its epoch cache, then followed
+    the real leader and copied batches of epochs 0-23 that the cache never learnt. As leader later
+    it answered a follower asking about epoch 21 "it ends at 0", and that follower truncated to 0
+    and fetched again for ever. Before the broker serves, a leadership from the image records no
+    epoch; once it serves, the leaderships it still holds record theirs at the log end."""
+    stale = Node(tmp_path, 1, clock)
+    try:
+        stale.replicas.serving = False  # replaying its metadata log at start-up
+        stale.set_image(image(1, epoch=24))
+        assert stale.partition.is_leader
+        assert stale.partition.epochs.entries == []
+        stale.set_image(image(2, epoch=25))  # caught up: another broker leads
+        leader = Node(tmp_path, 2, clock)
+        try:
+            leader.set_image(image(2, epoch=5))
+            for _ in range(3):
+                leader.replicas.append(TOPIC, 0, batch(2))
+            read = follower_fetch(leader, 1, 0, last_epoch=stale.partition.epochs.latest_epoch)
+            assert read.diverging_epoch is None
+            stale.partition.append_as_follower(read.records.read_bytes())
+            assert [(e.epoch, e.start_offset) for e in stale.partition.epochs.entries] == [(5, 0)]
+        finally:
+            leader.close()
+        stale.replicas.start_serving()
+        assert [(e.epoch, e.start_offset) for e in stale.partition.epochs.entries] == [(5, 0)]  # a follower
+
+        again = Node(tmp_path / "again", 3, clock)
+        try:
+            again.replicas.serving = False
+            again.set_image(image(3, epoch=7))
+            again.replicas.start_serving()  # it still leads once caught up: epoch 7 begins at its log end
+            assert [(e.epoch, e.start_offset) for e in again.partition.epochs.entries] == [(7, 0)]
+        finally:
+            again.close()
+    finally:
+        stale.close()
