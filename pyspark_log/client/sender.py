@@ -258,6 +258,9 @@ class Sender:
         if batch.done:
             return
         txn = self._txn
+        if txn is not None and exc.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and txn.written_before(batch):
+            self._complete(batch, -1)  # a later batch of this epoch was acknowledged: this one was written
+            return
         within_deadline = now - batch.created_ms < self.delivery_timeout_ms
         if batch.attempts < self.retries and within_deadline and not self._stopping:
             if txn is None or batch.base_sequence == NO_SEQUENCE:

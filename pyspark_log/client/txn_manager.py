@@ -36,7 +36,9 @@ not sent. A partition's *in-flight* batches are those with a sequence that have 
   broker accepts a new epoch at sequence 0); a transactional producer's transaction becomes
   abortable and the epoch is bumped through InitProducerId after the abort;
 * UNKNOWN_PRODUCER_ID (the broker lost the producer's state, e.g. by retention) is handled the
-  same way; DUPLICATE_SEQUENCE_NUMBER counts as success;
+  same way; DUPLICATE_SEQUENCE_NUMBER counts as success, and so does OUT_OF_ORDER_SEQUENCE_NUMBER
+  for a batch whose sequences a later acknowledged batch of the same epoch has passed
+  (``written_before``: it was written, and its metadata left the broker's five-batch window);
 * a batch that failed after being sent (retries or ``delivery.timeout.ms`` exhausted) leaves its
   sequence *unresolved* until the partition's in-flight batches complete: if a later batch was
   acknowledged the failed one was written, otherwise the epoch is bumped (it was not).
@@ -344,6 +346,22 @@ class TransactionManager:
     def _is_next_sequence(self, batch: ProducerBatch) -> bool:
         entry = self._parts.get(batch.tp)
         return entry is not None and entry.last_acked_sequence + 1 == batch.base_sequence
+
+    def written_before(self, batch: ProducerBatch) -> bool:
+        """Whether the broker has ``batch`` although it answered OUT_OF_ORDER_SEQUENCE_NUMBER: a
+        later batch of the same producer id and epoch was acknowledged at a sequence at or past
+        this one's last, and the broker accepts sequences only in order. Its metadata has left
+        the broker's window of the last five batches (otherwise the answer is
+        DUPLICATE_SEQUENCE_NUMBER), so the offset is unknown. Bumping the epoch and sending it
+        again would write it twice."""
+        entry = self._parts.get(batch.tp)
+        return (
+            entry is not None
+            and batch.base_sequence != NO_SEQUENCE
+            and self.batch_is_current(batch)
+            and not self._stale(entry)
+            and entry.last_acked_sequence >= batch.base_sequence + batch.record_count - 1
+        )
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         self.epoch_bump_required = True

@@ -132,3 +132,39 @@ def test_an_exhausted_epoch_asks_for_a_new_producer_id() -> None:
     txn.request_epoch_bump(TP)
     assert txn.bump_idempotent_epoch()
     assert not txn.has_producer_id
+
+
+def test_an_out_of_order_answer_for_a_batch_a_later_ack_has_passed_is_written_not_a_gap() -> None:
+    """Chaos finding (issue 31, the queue workload, seed 7): batches a, b, c of one partition were
+    in flight; c was acknowledged, a expired (its fate unresolved), and b's retry was answered
+    OUT_OF_ORDER_SEQUENCE_NUMBER (its metadata had left the broker's five-batch window). b comes
+    right after the unresolved a, so the producer bumped its epoch and sent b again from sequence
+    0: the broker wrote b twice. c's acknowledgement proves a and b were written: b completes
+    (offset unknown), a resolves, and the epoch stays."""
+    txn = TransactionManager()
+    txn.set_producer_id_and_epoch(1, 0)
+    a, b, c = _batch(), _batch(), _batch()
+    for batch in (a, b, c):
+        txn.on_drain(batch)
+    txn.on_completed(c, 40)
+    txn.on_failed(a, KafkaError(ErrorCode.REQUEST_TIMED_OUT), rejected=False)
+    assert txn.written_before(b)
+    txn.on_completed(b, -1)  # what the sender does with it
+    txn.maybe_resolve_sequences()
+    assert not txn.epoch_bump_required
+    assert txn.producer_epoch == 0
+    d = _batch()
+    txn.on_drain(d)
+    assert d.base_sequence == c.base_sequence + c.record_count  # the sequence goes on
+
+
+def test_an_out_of_order_answer_for_the_next_batch_is_still_a_gap() -> None:
+    txn = TransactionManager()
+    txn.set_producer_id_and_epoch(1, 0)
+    a, b = _batch(), _batch()
+    txn.on_drain(a)
+    txn.on_drain(b)
+    txn.on_completed(a, 0)
+    assert not txn.written_before(b)  # nothing acknowledged past b: the broker lacks it
+    assert txn.can_retry(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert txn.epoch_bump_required
