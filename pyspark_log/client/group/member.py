@@ -101,30 +101,27 @@ class GroupMemberBase(abc.ABC):
     @abc.abstractmethod
     def _configure(self, config: Mapping[str, Any]) -> None:
         """The protocol's own settings and state (called last by ``__init__``)."""
-        raise NotImplementedError
 
     @property
     @abc.abstractmethod
     def may_commit(self) -> bool:
         """True while this member's commits can succeed (a stable generation, a member epoch)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:
-        raise NotImplementedError
+        """Commit ``offsets`` for this member's group (OffsetCommit with its generation or epoch)."""
 
     @abc.abstractmethod
     async def _leave(self, reason: str) -> None:
-        raise NotImplementedError
+        """Leave the group the protocol's way (LeaveGroup, or a heartbeat with the leave epoch)."""
 
     @abc.abstractmethod
     async def _heartbeat_loop(self) -> None:
-        raise NotImplementedError
+        """Keep the membership alive until the member closes (the protocol's heartbeats)."""
 
     @abc.abstractmethod
     def _subscribed(self) -> None:
         """What a new subscription resets of the protocol's state (called by ``subscribe``)."""
-        raise NotImplementedError
 
     def _background_tasks(self) -> tuple[asyncio.Task[Any] | None, ...]:
         """The tasks ``close`` cancels."""
