@@ -280,7 +280,11 @@ class Log:
         # ``BatchInfo.position`` is the batch's place in ``data`` too (headers keep their size)
         pending = self.producer_state.prepare(result.batches, origin, lambda b: parse_txn_marker(data, b.position))
         if pending.duplicate is not None:
-            return self._duplicate_info(pending.duplicate)
+            batch, dup = result.batches[0], pending.duplicate
+            log.info("%s: producer %d epoch %d sequences %d-%d repeat the batch at offsets %d-%d; acknowledged, "
+                     "not written again", self.name, batch.producer_id, batch.producer_epoch, dup.first_seq,
+                     dup.last_seq, dup.first_offset, dup.last_offset)  # fmt: skip
+            return self._duplicate_info(dup)
         info = self._append_validated(result, now_ms)
         self._complete(pending, result.next_offset)
         return info

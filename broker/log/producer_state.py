@@ -11,7 +11,12 @@ duplicates", and transactions write all or nothing. Kafka 3.7's rules, per parti
   sequence, first and last offset, timestamp), the coordinator epoch of its last transaction
   marker, and the first offset of its ongoing transaction (-1 when none).
 * A client batch whose epoch and sequence range equal one of the 5 cached batches is a
-  duplicate: it is acknowledged with the original offsets and not written again.
+  duplicate: it is acknowledged with the original offsets and not written again. Unlike Kafka
+  3.7, a transactional batch that repeats a batch of a transaction already ended by a marker of
+  the same epoch is no duplicate but out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER): librdkafka's
+  ``abort_transaction`` can hand the sequence of a purged retry that had been written to the next
+  transaction's record, which Kafka acknowledges with the aborted record's offset and so drops
+  (docs/compatibility.md, "Idempotence and transactions").
 * An epoch below the PID's is INVALID_PRODUCER_EPOCH (47) (clients and coordinator appends).
 * Client batches only: with the PID's epoch, the first sequence must follow the last one
   (``last + 1``, or 0 after 2^31 - 1); a new, higher epoch must start at sequence 0; otherwise
@@ -292,6 +297,15 @@ class ProducerAppend:
 MarkerReader = Callable[[BatchInfo], TxnMarker | None]
 
 
+def _ended_before(entry: ProducerStateEntry, cached: BatchMetadata, batch: BatchInfo) -> bool:
+    """``batch`` repeats ``cached``, a batch of a transaction that a marker with the same epoch
+    already ended: not a retry (a client ends a transaction only once its batches are answered),
+    but a client that reused the sequence for a new transaction. See the module docstring."""
+    return batch.is_transactional and (
+        entry.current_txn_first_offset == NO_OFFSET or cached.first_offset < entry.current_txn_first_offset
+    )
+
+
 class ProducerStateManager:
     """Every producer's state in one partition log (``directory``), and its snapshot files.
 
@@ -347,14 +361,11 @@ class ProducerStateManager:
                 continue
             if origin is AppendOrigin.CLIENT:
                 cached = self.producers.get(pid)
-                duplicate = (
-                    cached.find_duplicate(batch.producer_epoch, batch.base_sequence, batch.last_sequence)
-                    if cached is not None
-                    else None
-                )
-                if duplicate is not None:
-                    pending.duplicate = duplicate
-                    return pending
+                if cached is not None:
+                    duplicate = cached.find_duplicate(batch.producer_epoch, batch.base_sequence, batch.last_sequence)
+                    if duplicate is not None and not _ended_before(cached, duplicate, batch):
+                        pending.duplicate = duplicate
+                        return pending
             pending.data_batch(batch)
         return pending
 

@@ -19,7 +19,10 @@ in sync replica alive"; an idempotent producer writes each record once and in or
   without an offset only has to be present: librdkafka acknowledges a batch whose request failed
   with an uncertain outcome (timeout, transport error) "implicitly" once a later batch of the same
   partition succeeds, and then reports no offset — ``rd_kafka_dr_implicit_ack`` in its
-  ``rdkafka_broker.c``; the broker never answered it);
+  ``rdkafka_broker.c``; the broker never answered it. pylog's producer likewise completes a batch
+  answered ``OUT_OF_ORDER_SEQUENCE_NUMBER`` whose sequences a later acknowledged batch has passed
+  with offset -1, as Kafka's Java producer does for ``DUPLICATE_SEQUENCE_NUMBER``; the writers
+  record a negative offset as none);
 - ``offset_order``: a partition's read offsets not strictly increasing, or one writer's values to
   one partition read in an order other than the order it sent them (idempotence keeps it).
 

@@ -105,7 +105,9 @@ class Writer(Worker):
     def _completed(self, value: str, partition: int, index: int, offset: int | None, error: str | None) -> None:
         if error is None:
             self.acked += 1
-            self.history.add(self.name, "ok", value, partition, index, offset=offset)
+            # a negative offset is "acknowledged, position unknown" (see checker.py, wrong_position)
+            known = offset if offset is not None and offset >= 0 else None
+            self.history.add(self.name, "ok", value, partition, index, offset=known)
         else:
             self.history.add(self.name, "info", value, partition, index, error=error)
         self.slots.release()

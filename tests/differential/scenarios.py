@@ -67,14 +67,21 @@ def create_topic(
 
 
 def create_ready_topic(address: str, name: str, **kwargs: Any) -> None:
-    """Create ``name`` and wait until its partitions have leaders (Metadata)."""
+    """Create ``name`` and wait until its partitions have leaders (Metadata) that lead them: the
+    Metadata answer can name a leader before that broker's replica manager has taken the
+    leadership (in Kafka too: its metadata cache is published first), so a ListOffsets of every
+    partition must answer NONE."""
     assert create_topic(address, name, **kwargs) == "NONE"
 
     def leaders() -> list[int]:
         answer = request(address, ApiKey.METADATA, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
         return [p.leader_id for t in answer.topics for p in t.partitions if t.error_code == 0 and p.error_code == 0]
 
-    poll(f"leaders of {name}", leaders, lambda ls: bool(ls) and all(x >= 0 for x in ls))
+    found = poll(f"leaders of {name}", leaders, lambda ls: bool(ls) and all(x >= 0 for x in ls))
+    for partition in range(len(found)):
+        poll(f"the leader of {name}-{partition} serving",
+             lambda p=partition: list_offset(address, name, -1, partition=p),
+             lambda answer: answer.error_code == 0)  # fmt: skip
 
 
 # -- produce / fetch ---------------------------------------------------------------------------

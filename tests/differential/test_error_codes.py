@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -276,6 +277,37 @@ def transactional_write_outside_transaction(s: Setup) -> str:
     return error_name(produce(s.address, s.topic, batch, transactional_id=tid).error_code)
 
 
+def transactional_sequence_reused_after_abort(s: Setup) -> str:
+    """A transaction writes sequence 0 and is aborted; the next transaction, same epoch, writes
+    sequence 0 again (what librdkafka's ``abort_transaction`` sends after purging a retried batch
+    that had been written): Kafka acknowledges it as a duplicate, at the aborted batch's offset."""
+    topic, tid = unique("txnseq"), unique("txn")
+    create_ready_topic(s.address, topic)
+    find_coordinator(s.address, tid, 1)
+    pid = init_producer_id(s.address, tid)
+    producer_id, epoch = pid.producer_id, pid.producer_epoch
+
+    def add() -> str:
+        return poll(f"AddPartitionsToTxn {tid}",
+                    lambda: add_partitions_to_txn(s.address, tid, producer_id, epoch, topic),
+                    lambda code: code != "CONCURRENT_TRANSACTIONS")  # fmt: skip
+
+    def send() -> Any:
+        batch = encode_batch([ProducerRecord(b"k", b"v", int(time.time() * 1000))], producer_id=producer_id,
+                             producer_epoch=epoch, base_sequence=0, transactional=True)  # fmt: skip
+        return produce(s.address, topic, batch, transactional_id=tid)
+
+    out = [add()]
+    first = send()
+    out += [error_name(first.error_code), end_txn(s.address, tid, producer_id, epoch, committed=False), add()]
+    again = send()
+    out.append(error_name(again.error_code))
+    if again.error_code == 0:
+        out.append("at the aborted batch's offset" if again.base_offset == first.base_offset else "at a new offset")
+    end_txn(s.address, tid, producer_id, epoch, committed=False)
+    return " ".join(out)
+
+
 def transaction_coordinator_errors(s: Setup) -> str:
     """AddOffsetsToTxn with no transaction yet, then with a future epoch; InitProducerId with a
     timeout above transaction.max.timeout.ms."""
@@ -399,6 +431,7 @@ SCENARIOS: dict[str, Callable[[Setup], str]] = {
         produce_corrupt_batch, produce_timestamps, produce_v2, fetch_future_leader_epoch, create_partitions_errors,
         delete_unknown_topic, describe_configs_unknown_topic, alter_configs_invalid,
         delete_records_beyond_high_watermark, idempotent_sequences, transactional_write_outside_transaction,
+        transactional_sequence_reused_after_abort,
         transaction_coordinator_errors, group_protocol_errors, metadata_auto_create, authorized_operations,
         offset_for_leader_epoch, delete_records_and_log_dirs,
     )

@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 
 from broker.log.log import Log
-from broker.log.producer_state import InvalidProducerEpochError, TransactionCoordinatorFencedError
+from broker.log.producer_state import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from broker.log.txn_index import ENTRY, ENTRY_SIZE, AbortedTxn
 from pyspark_log.records.control import ControlType, decode_control_batch
 from pyspark_log.records.header import iter_batch_headers
@@ -238,3 +242,30 @@ def test_replay_skips_a_batch_that_breaks_the_rules_instead_of_failing_start_up(
     log = reopen(log, clock)
     assert log.log_end_offset == 2
     assert log.first_unstable_offset() == 0
+
+
+@pytest.mark.parametrize("commit", [False, True])
+def test_a_batch_repeating_one_of_an_ended_transaction_is_out_of_order_not_a_duplicate(
+    tmp_path: Path, commit: bool
+) -> None:
+    """A client ends a transaction only once its batches are answered, so a batch that repeats
+    the sequences of a batch before the marker (same epoch) is no retry: librdkafka's
+    ``abort_transaction`` reuses a purged batch's sequences that had been written. Kafka 3.7
+    acknowledges it with the old offsets (the record is dropped); pylog refuses it as out of
+    sequence, so the client aborts (docs/compatibility.md)."""
+    log = make_log(tmp_path, FakeClock())
+    log.append(tx(1, 0))  # 0
+    log.append(tx(1, 1))  # 1
+    log.append_control_marker(1, 0, 0, commit=commit)  # 2
+    end = log.log_end_offset
+    for seq in (1, 0):
+        with pytest.raises(OutOfOrderSequenceError):
+            log.append(tx(1, seq))
+    assert log.log_end_offset == end
+    assert log.first_unstable_offset() is None
+    log.append(tx(1, 2))  # the next sequence starts the next transaction
+    assert log.producer_state.ongoing_transactions() == {1: end}
+    retried = log.append(tx(1, 2))  # a retry within the ongoing transaction is still a duplicate
+    assert (retried.first_offset, retried.batches) == (end, ())
+    with pytest.raises(OutOfOrderSequenceError):  # one of the ended transaction: still refused
+        log.append(tx(1, 1))
