@@ -16,7 +16,7 @@ duplicates", and transactions write all or nothing. Kafka 3.7's rules, per parti
   the same epoch is no duplicate but out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER): librdkafka's
   ``abort_transaction`` can hand the sequence of a purged retry that had been written to the next
   transaction's record, which Kafka acknowledges with the aborted record's offset and so drops
-  (docs/compatibility.md, "Idempotence and transactions").
+  (docs/compatibility.md, "Idempotence and transactions on the partition").
 * An epoch below the PID's is INVALID_PRODUCER_EPOCH (47) (clients and coordinator appends).
 * Client batches only: with the PID's epoch, the first sequence must follow the last one
   (``last + 1``, or 0 after 2^31 - 1); a new, higher epoch must start at sequence 0; otherwise
