@@ -66,7 +66,7 @@ class LeaderLookup(Protocol):
 class Sequencer(Protocol):
     """The idempotent/transactional producer's say in draining (``txn_manager.TransactionManager``)."""
 
-    def may_drain(self, batch: ProducerBatch) -> bool: ...
+    def may_drain(self, batch: ProducerBatch, leader: int) -> bool: ...
 
     def on_drain(self, batch: ProducerBatch) -> None: ...
 
@@ -249,7 +249,7 @@ class RecordAccumulator:
             if first.attempts > 0 and now_ms < first.retry_at_ms:
                 next_delay = min(next_delay, first.retry_at_ms - now_ms)
                 continue
-            if self.sequencer is not None and not self.sequencer.may_drain(first):
+            if self.sequencer is not None and not self.sequencer.may_drain(first, leader):
                 continue  # the sender is woken when what it waits for (a response, a txn partition) arrives
             waited = now_ms - first.created_ms
             full = len(queue) > 1 or first.is_full
@@ -285,7 +285,7 @@ class RecordAccumulator:
                 first = queue[0]
                 if first.attempts > 0 and now_ms < first.retry_at_ms:
                     continue
-                if self.sequencer is not None and not self.sequencer.may_drain(first):
+                if self.sequencer is not None and not self.sequencer.may_drain(first, node):
                     continue
                 if batches and size + first.size_bytes > max_request_bytes:
                     break
@@ -294,6 +294,7 @@ class RecordAccumulator:
                 if self.sequencer is not None:
                     self.sequencer.on_drain(first)
                 first.last_attempt_ms = now_ms
+                first.sent_to = node
                 size += first.size_bytes
                 batches.append(first)
                 if self._guarantee_order:

@@ -107,6 +107,7 @@ class ProducerBatch:
         "reserved_bytes",
         "retry_at_ms",
         "section",
+        "sent_to",
         "sequence_reset",
         "size_bytes",
         "split_parts",
@@ -134,6 +135,7 @@ class ProducerBatch:
         self.base_sequence = NO_SEQUENCE
         self.transactional = False
         self.sequence_reset = False
+        self.sent_to = -1  # the node its last attempt went to (-1: not sent yet)
         self._done_callbacks: list[Callable[[ProducerBatch], None]] = []
         # How it ended (set before ``done``; read by ``RecordFuture`` s from any thread), and the
         # halves it was split into, with the first half's record count.

@@ -112,6 +112,7 @@ class PartitionSequences:
     """Sequence bookkeeping of one partition for one producer id and epoch."""
 
     __slots__ = (
+        "first_acked_sequence",
         "in_flight",
         "last_acked_offset",
         "last_acked_sequence",
@@ -124,6 +125,7 @@ class PartitionSequences:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.next_sequence = 0
+        self.first_acked_sequence = -1
         self.last_acked_sequence = -1
         self.last_acked_offset = -1
         self.in_flight: list[ProducerBatch] = []  # by base sequence
@@ -299,9 +301,13 @@ class TransactionManager:
     def _stale(self, entry: PartitionSequences) -> bool:
         return (entry.producer_id, entry.producer_epoch) != (self.producer_id, self.producer_epoch)
 
-    def may_drain(self, batch: ProducerBatch) -> bool:
-        """Whether the head batch of a partition may be sent now (Kafka's
-        ``shouldStopDrainBatchesForPartition``, negated)."""
+    def may_drain(self, batch: ProducerBatch, leader: int) -> bool:
+        """Whether the head batch of a partition may be sent now, to ``leader`` (Kafka's
+        ``shouldStopDrainBatchesForPartition``, negated). Unlike Kafka's, a new batch also waits
+        while a batch of the partition is in flight to another node (the leader moved): a new
+        leader that never saw this producer id accepts any first sequence (KIP-360), so the new
+        batch could be written ahead of the earlier ones, which would then be refused as out of
+        sequence."""
         if self.producer_id < 0 or self.state is TxnState.FATAL_ERROR:
             return False
         tp = batch.tp
@@ -311,7 +317,11 @@ class TransactionManager:
         if entry is None or not entry.in_flight:
             return tp not in self._unresolved or batch.base_sequence != NO_SEQUENCE
         if batch.base_sequence == NO_SEQUENCE:
-            return not self._stale(entry) and tp not in self._unresolved
+            return (
+                not self._stale(entry)
+                and tp not in self._unresolved
+                and all(sent.sent_to == leader for sent in entry.in_flight)
+            )
         return batch.base_sequence == entry.in_flight[0].base_sequence
 
     def on_drain(self, batch: ProducerBatch) -> None:
@@ -348,18 +358,22 @@ class TransactionManager:
         return entry is not None and entry.last_acked_sequence + 1 == batch.base_sequence
 
     def written_before(self, batch: ProducerBatch) -> bool:
-        """Whether the broker has ``batch`` although it answered OUT_OF_ORDER_SEQUENCE_NUMBER: a
-        later batch of the same producer id and epoch was acknowledged at a sequence at or past
-        this one's last, and the broker accepts sequences only in order. Its metadata has left
-        the broker's window of the last five batches (otherwise the answer is
+        """Whether the broker has ``batch`` although it answered OUT_OF_ORDER_SEQUENCE_NUMBER:
+        batches of the same producer id and epoch were acknowledged both before it (so the
+        partition knew the producer id) and at or past its last sequence, and a partition that
+        knows a producer id accepts its sequences only in order. Its metadata has left the
+        broker's window of the last five batches (otherwise the answer is
         DUPLICATE_SEQUENCE_NUMBER), so the offset is unknown. Bumping the epoch and sending it
-        again would write it twice."""
+        again would write it twice. An earlier acknowledgement is needed: a partition that never
+        saw the producer id accepts any first sequence (KIP-360), so a later batch acknowledged
+        alone proves nothing."""
         entry = self._parts.get(batch.tp)
         return (
             entry is not None
             and batch.base_sequence != NO_SEQUENCE
             and self.batch_is_current(batch)
             and not self._stale(entry)
+            and 0 <= entry.first_acked_sequence < batch.base_sequence
             and entry.last_acked_sequence >= batch.base_sequence + batch.record_count - 1
         )
 
@@ -407,6 +421,8 @@ class TransactionManager:
             return
         entry.remove(batch)
         if batch.base_sequence != NO_SEQUENCE and not self._stale(entry) and self.batch_is_current(batch):
+            if entry.first_acked_sequence < 0 or batch.base_sequence < entry.first_acked_sequence:
+                entry.first_acked_sequence = batch.base_sequence
             entry.last_acked_sequence = max(entry.last_acked_sequence, last_sequence(batch))
             if base_offset >= 0:
                 entry.last_acked_offset = max(entry.last_acked_offset, base_offset + batch.record_count - 1)
@@ -467,6 +483,7 @@ class TransactionManager:
             seq += batch.record_count
         entry.producer_id, entry.producer_epoch = self.producer_id, self.producer_epoch
         entry.next_sequence = seq
+        entry.first_acked_sequence = -1
         entry.last_acked_sequence = -1
 
     def in_flight_count(self, tp: TopicPartition) -> int:

@@ -69,18 +69,21 @@ def create_topic(
 def create_ready_topic(address: str, name: str, **kwargs: Any) -> None:
     """Create ``name`` and wait until its partitions have leaders (Metadata) that lead them: the
     Metadata answer can name a leader before that broker's replica manager has taken the
-    leadership (in Kafka too: its metadata cache is published first), so a ListOffsets of every
-    partition must answer NONE."""
+    leadership (in Kafka too: its metadata cache is published first), so a ListOffsets to each
+    partition's leader must answer NONE."""
     assert create_topic(address, name, **kwargs) == "NONE"
 
-    def leaders() -> list[int]:
+    def leaders() -> dict[int, str | None]:
+        """Partition -> its leader's address (None while it has none)."""
         answer = request(address, ApiKey.METADATA, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
-        return [p.leader_id for t in answer.topics for p in t.partitions if t.error_code == 0 and p.error_code == 0]
+        hosts = {b.node_id: f"{b.host}:{b.port}" for b in answer.brokers}
+        return {p.partition_index: hosts.get(p.leader_id) for t in answer.topics for p in t.partitions
+                if t.error_code == 0 and p.error_code == 0}  # fmt: skip
 
-    found = poll(f"leaders of {name}", leaders, lambda ls: bool(ls) and all(x >= 0 for x in ls))
-    for partition in range(len(found)):
+    found = poll(f"leaders of {name}", leaders, lambda ls: bool(ls) and all(ls.values()))
+    for partition, leader in found.items():
         poll(f"the leader of {name}-{partition} serving",
-             lambda p=partition: list_offset(address, name, -1, partition=p),
+             lambda p=partition, at=leader: list_offset(at, name, -1, partition=p),
              lambda answer: answer.error_code == 0)  # fmt: skip
 
 

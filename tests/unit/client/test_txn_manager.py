@@ -87,15 +87,16 @@ def test_only_the_first_in_flight_batch_is_retried_first() -> None:
     txn.set_producer_id_and_epoch(1, 0)
     a, b, c = _batch(2), _batch(3), _batch()
     for x in (a, b):
-        assert txn.may_drain(x)
+        assert txn.may_drain(x, 1)
         txn.on_drain(x)
+        x.sent_to = 1  # as the accumulator records it
     assert (a.base_sequence, b.base_sequence) == (0, 2)
-    assert not txn.may_drain(b)  # a retried b waits for a
-    assert txn.may_drain(a)
-    assert txn.may_drain(c)  # a new batch may go
+    assert not txn.may_drain(b, 1)  # a retried b waits for a
+    assert txn.may_drain(a, 1)
+    assert txn.may_drain(c, 1)  # a new batch may go
     assert txn.can_retry(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)  # not the next one: a is pending
     txn.on_completed(a, 10)
-    assert txn.may_drain(b)
+    assert txn.may_drain(b, 1)
 
 
 def test_an_unresolved_failure_blocks_new_batches_until_resolved() -> None:
@@ -105,10 +106,10 @@ def test_an_unresolved_failure_blocks_new_batches_until_resolved() -> None:
     txn.on_drain(a)
     txn.on_drain(b)
     txn.on_failed(a, KafkaError(ErrorCode.REQUEST_TIMED_OUT), rejected=False)
-    assert not txn.may_drain(c)
+    assert not txn.may_drain(c, 1)
     txn.on_completed(b, 5)  # a later batch was acknowledged: a was written
     txn.maybe_resolve_sequences()
-    assert txn.may_drain(c)
+    assert txn.may_drain(c, 1)
     assert not txn.epoch_bump_required
 
 
@@ -143,7 +144,9 @@ def test_an_out_of_order_answer_for_a_batch_a_later_ack_has_passed_is_written_no
     (offset unknown), a resolves, and the epoch stays."""
     txn = TransactionManager()
     txn.set_producer_id_and_epoch(1, 0)
-    a, b, c = _batch(), _batch(), _batch()
+    z, a, b, c = _batch(), _batch(), _batch(), _batch()
+    txn.on_drain(z)
+    txn.on_completed(z, 30)  # an earlier batch: the partition knows the producer id
     for batch in (a, b, c):
         txn.on_drain(batch)
     txn.on_completed(c, 40)
@@ -168,3 +171,28 @@ def test_an_out_of_order_answer_for_the_next_batch_is_still_a_gap() -> None:
     assert not txn.written_before(b)  # nothing acknowledged past b: the broker lacks it
     assert txn.can_retry(b, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert txn.epoch_bump_required
+
+
+def test_a_later_batch_acknowledged_alone_does_not_prove_the_earlier_ones_were_written() -> None:
+    """CI finding (issue 31, the queue workload, seed 31): the first five batches of a partition
+    were in flight to its leader when the leader was cut off; the producer sent the next batches
+    to the new leader, which had never seen the producer id and accepted them at sequence 5
+    (KIP-360: any first sequence). The first five, retried, were answered OUT_OF_ORDER_SEQUENCE_NUMBER
+    and taken for written (a later batch was acknowledged): five records lost. Now a new batch
+    waits while the partition's batches are in flight to another node, and an acknowledgement
+    proves the earlier batches written only if a batch before them was acknowledged too."""
+    txn = TransactionManager()
+    txn.set_producer_id_and_epoch(1, 0)
+    first = [_batch() for _ in range(5)]
+    for batch in first:
+        assert txn.may_drain(batch, 3)
+        txn.on_drain(batch)
+        batch.sent_to = 3
+    later = _batch()
+    assert txn.may_drain(later, 3)  # to the same leader, behind them on one connection
+    assert not txn.may_drain(later, 1)  # the leader moved: wait until they are answered
+    txn.on_drain(later)
+    later.sent_to = 1
+    txn.on_completed(later, 0)  # as if a producer had sent it anyway
+    assert not any(txn.written_before(batch) for batch in first)
+    assert txn.can_retry(first[0], ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
