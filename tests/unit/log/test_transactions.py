@@ -252,7 +252,7 @@ def test_a_batch_repeating_one_of_an_ended_transaction_is_out_of_order_not_a_dup
     the sequences of a batch before the marker (same epoch) is no retry: librdkafka's
     ``abort_transaction`` reuses a purged batch's sequences that had been written. Kafka 3.7
     acknowledges it with the old offsets (the record is dropped); pylog refuses it as out of
-    sequence, so the client aborts (docs/compatibility.md)."""
+    sequence, so the transaction cannot commit without the record (docs/compatibility.md)."""
     log = make_log(tmp_path, FakeClock())
     log.append(tx(1, 0))  # 0
     log.append(tx(1, 1))  # 1
