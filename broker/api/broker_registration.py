@@ -77,8 +77,9 @@ async def _heartbeat(broker: Broker, request: Request) -> Mapping[str, Any]:
         code, fenced = int(ErrorCode.NOT_CONTROLLER), True
     else:
         code, fenced = await controller.handle_heartbeat(
-            body.broker_id, body.broker_epoch, want_shut_down=body.want_shut_down
-        )
+            body.broker_id, body.broker_epoch, want_shut_down=body.want_shut_down,
+            metadata_offset=body.current_metadata_offset,
+        )  # fmt: skip
     return {
         "throttle_time_ms": 0,
         "error_code": code,

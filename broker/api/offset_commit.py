@@ -158,8 +158,13 @@ BATCHED_FETCH_VERSION = 8
 
 
 def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    """Answered from the coordinator's cache, only while this broker holds its session lease
+    (``broker.controller.broker_session``): without it the offsets partition may have moved to
+    another coordinator that took newer commits, and every group is answered NOT_COORDINATOR
+    (clients look the coordinator up again). Kafka answers from its cache regardless."""
     body, version = request.body, request.version
     coordinator = broker.groups
+    leased = broker.controller.holds_session_lease()
     if version >= BATCHED_FETCH_VERSION:
         groups = []
         for group in body.groups:
@@ -172,11 +177,15 @@ def handle_offset_fetch(broker: Broker, request: Request) -> Any:
             if refused is not None:  # KIP-848: a member fetching with a stale epoch or an unknown id
                 groups.append({"group_id": group.group_id, "topics": [], "error_code": refused})
                 continue
-            code, topics = _fetch(coordinator, group.group_id, wanted, require_stable=body.require_stable)
+            code, topics = _fetch(
+                coordinator, group.group_id, wanted, require_stable=body.require_stable, leased=leased
+            )
             groups.append({"group_id": group.group_id, "topics": [] if code else topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     wanted = _wanted(body.topics)
-    code, topics = _fetch(coordinator, body.group_id, wanted, require_stable=version >= 7 and body.require_stable)
+    code, topics = _fetch(
+        coordinator, body.group_id, wanted, require_stable=version >= 7 and body.require_stable, leased=leased
+    )
     if code and version >= 2:
         topics = []
     elif code:  # v0-v1 have no group-level error: every partition carries it
@@ -204,10 +213,12 @@ def _fetch(
     wanted: list[TopicPartition] | None,
     *,
     require_stable: bool = False,
+    leased: bool = True,
 ) -> tuple[int, list[dict[str, Any]]]:
-    if coordinator is None:
-        code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        found: dict[TopicPartition, CommittedOffset | int | None] = dict.fromkeys(wanted or [])
+    found: dict[TopicPartition, CommittedOffset | int | None]
+    if coordinator is None or not leased:
+        code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else ErrorCode.NOT_COORDINATOR
+        found = dict.fromkeys(wanted or [])
     else:
         code, found = coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable)
         if code and wanted is not None:

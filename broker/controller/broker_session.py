@@ -10,6 +10,21 @@ controller the requests go straight to its ``ClusterControlManager`` (the contro
 the same requests).
 
 It holds the broker's identity (id, listeners, incarnation id) and its current broker epoch.
+
+**Session lease.** The active controller fences a broker ``broker.session.timeout.ms`` after
+the last heartbeat it received, and only then moves the broker's leaderships; a new active
+controller starts every session afresh. A deposed controller may still answer heartbeats until
+it misses a majority's fetches for ``quorum.fetch.timeout.ms`` (KIP-595 "Leader Progress
+Timeout"), so a heartbeat answered NONE and not fenced, sent at time ``t``, proves that no other
+broker leads this broker's partitions before ``t + broker.session.timeout.ms -
+quorum.fetch.timeout.ms``. ``holds_lease`` is true until ``t`` plus the lease of
+``session_lease_ms`` (10 % of the session timeout less, for clock-rate differences and the
+controller's tick). A fenced broker is unfenced, and its lease renewed, only once it reports
+that it applied its fencing (``cluster_control``), so it has already dropped the leaderships it
+lost. The group coordinator answers OffsetFetch from its cache only under the lease
+(``broker.api.offset_commit``): a broker cut off from the quorum but not from clients would
+otherwise serve committed offsets that another coordinator has since advanced (found by the
+chaos queue workload, ``tests/chaos``). Kafka's brokers hold no lease (docs/compatibility.md).
 """
 
 from __future__ import annotations
@@ -18,6 +33,7 @@ import asyncio
 import logging
 import uuid
 
+from broker.clock import Clock, monotonic_ms
 from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.errors import MetadataError
 from broker.controller.forwarding import ControllerUnavailable, Registration, send_heartbeat, send_registration
@@ -26,6 +42,16 @@ from broker.metadata.image import BrokerInfo
 from pyspark_log.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+LEASE_MARGIN = 0.1  # of broker.session.timeout.ms, kept off the session lease (module docstring)
+
+
+def session_lease_ms(session_timeout_ms: int, fetch_timeout_ms: int, heartbeat_interval_ms: int) -> int | None:
+    """How long a heartbeat's answer keeps the session lease (module docstring); None when the
+    configuration leaves less than two heartbeat intervals for it: there is no lease then and
+    ``holds_lease`` is always true (Kafka's behaviour)."""
+    lease_ms = int(session_timeout_ms * (1 - LEASE_MARGIN)) - fetch_timeout_ms
+    return lease_ms if lease_ms >= 2 * heartbeat_interval_ms else None
 
 
 class ClusterIdMismatchError(RuntimeError):
@@ -43,14 +69,24 @@ class BrokerSession:
         *,
         cluster_id: str,
         heartbeat_interval_ms: int,
+        lease_ms: int | None = None,
+        clock_ms: Clock = monotonic_ms,
     ) -> None:
+        """``lease_ms``: ``session_lease_ms`` of the configuration (None: no lease)."""
         self._runner = runner
         self._cluster = cluster
         self._broker = broker
         self._cluster_id = cluster_id
         self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._lease_ms = lease_ms
+        self._clock_ms = clock_ms
+        self._lease_until_ms = -1
         self._incarnation_id = uuid.uuid4()
         self.broker_epoch = -1  # set by the active controller's answer to the registration
+
+    def holds_lease(self) -> bool:
+        """Whether the session lease (module docstring) holds now."""
+        return self._lease_ms is None or self._clock_ms() < self._lease_until_ms
 
     @property
     def broker_id(self) -> int:
@@ -122,23 +158,30 @@ class BrokerSession:
             return ErrorCode.NOT_CONTROLLER, -1
 
     async def heartbeat_once(self, *, want_shut_down: bool = False) -> int:
-        """One BrokerHeartbeat; its error code (NOT_CONTROLLER when no controller answered)."""
+        """One BrokerHeartbeat; its error code (NOT_CONTROLLER when no controller answered).
+        An answer NONE and not fenced renews the lease from the time the heartbeat was sent."""
         runner = self._runner
         broker_id = self._broker.node_id
+        sent_ms = self._clock_ms()
+        applied = runner.state.applied_offset
         if runner.is_leader:
-            code, _ = await self._cluster.handle_heartbeat(broker_id, self.broker_epoch, want_shut_down=want_shut_down)
-            return code
-        channel = runner.leader_channel()
-        if channel is None:
-            return ErrorCode.NOT_CONTROLLER
-        try:
-            code, _ = await send_heartbeat(
-                channel, broker_id, self.broker_epoch, runner.state.applied_offset,
-                want_shut_down=want_shut_down, timeout_ms=self._heartbeat_interval_ms * 2,
-            )  # fmt: skip
-        except ControllerUnavailable as exc:
-            log.debug("heartbeat: %s", exc)
-            return ErrorCode.NOT_CONTROLLER
+            code, fenced = await self._cluster.handle_heartbeat(
+                broker_id, self.broker_epoch, want_shut_down=want_shut_down, metadata_offset=applied
+            )
+        else:
+            channel = runner.leader_channel()
+            if channel is None:
+                return ErrorCode.NOT_CONTROLLER
+            try:
+                code, fenced = await send_heartbeat(
+                    channel, broker_id, self.broker_epoch, applied,
+                    want_shut_down=want_shut_down, timeout_ms=self._heartbeat_interval_ms * 2,
+                )  # fmt: skip
+            except ControllerUnavailable as exc:
+                log.debug("heartbeat: %s", exc)
+                return ErrorCode.NOT_CONTROLLER
+        if code == ErrorCode.NONE and not fenced and self._lease_ms is not None:
+            self._lease_until_ms = max(self._lease_until_ms, sent_ms + self._lease_ms)
         return code
 
     async def heartbeat_loop(self) -> None:

@@ -9,7 +9,10 @@ controller, as Kafka's ``ClusterControlManager`` with its ``BrokerHeartbeatManag
 * **BrokerHeartbeat**: a heartbeat of another epoch is STALE_BROKER_EPOCH; one that asks to shut
   down fences the broker (controlled shutdown, Kafka documentation §4.7 "Replication": its
   leaderships move to other ISR members in the same entry); a fenced broker's next heartbeat
-  unfences it.
+  unfences it once the broker reports (``current_metadata_offset``) that it applied the entry
+  that fenced it. Until then it is answered ``is_fenced`` and stays fenced: a broker that missed
+  its fencing (cut off from the quorum, paused) still believes it leads partitions that moved,
+  and its session lease (``broker_session``) must not be renewed before it has learnt otherwise.
 * **Session expiry**: ``fence_expired_brokers`` fences every live broker silent for
   ``broker.session.timeout.ms`` (out of Metadata, out of every ISR that has another member, its
   leaderships moved to live ISR members: ``partition_changes.fence_broker``). The clock of every
@@ -17,7 +20,8 @@ controller, as Kafka's ``ClusterControlManager`` with its ``BrokerHeartbeatManag
 * **UnregisterBroker** (API 64, KIP-631): the registration is removed, the broker fenced first.
 
 The partition side of each change (which leaders move, unclean elections) is the
-``ReplicationControlManager``'s. This manager holds the last heartbeat time of every broker.
+``ReplicationControlManager``'s. This manager holds the last heartbeat time of every broker and
+the offset of the entry that last fenced (or registered) it.
 """
 
 from __future__ import annotations
@@ -60,12 +64,17 @@ class ClusterControlManager:
         self._session_timeout_ms = session_timeout_ms
         self._clock_ms = clock_ms
         self._last_heartbeat_ms: dict[int, int] = {}
+        self._fenced_at: dict[int, int] = {}  # broker id -> offset of the entry that fenced it
         runner.on_activation(self._restart_sessions)
 
     def _restart_sessions(self) -> None:
-        """A new active controller counts every registered broker's session from now."""
+        """A new active controller counts every registered broker's session from now; a fenced
+        broker must have applied everything this controller found in the log before it is
+        unfenced (the offset of its fencing entry is not known here)."""
         now = self._clock_ms()
-        self._last_heartbeat_ms = dict.fromkeys(self._runner.state.registrations, now)
+        state = self._runner.state
+        self._last_heartbeat_ms = dict.fromkeys(state.registrations, now)
+        self._fenced_at = {b: state.applied_offset for b, reg in state.registrations.items() if reg.fenced}
 
     async def handle_registration(self, reg: Registration) -> tuple[int, int]:
         """``(error_code, broker_epoch)`` for a BrokerRegistration request."""
@@ -85,7 +94,7 @@ class ClusterControlManager:
                         reg.broker_id, str(reg.incarnation_id), reg.host, reg.port, reg.rack, reg.endpoints
                     )
                     records = self._replication.register(runner.state, record)
-                    epoch = await runner.append(records)
+                    epoch = self._fenced_at[reg.broker_id] = await runner.append(records)
                     log.info(
                         "registered broker %d at %s:%d, epoch %d (%d partition change(s))",
                         reg.broker_id, reg.host, reg.port, epoch, len(records) - 1,
@@ -95,8 +104,12 @@ class ClusterControlManager:
         except NotActive:
             return ErrorCode.NOT_CONTROLLER, -1
 
-    async def handle_heartbeat(self, broker_id: int, broker_epoch: int, *, want_shut_down: bool) -> tuple[int, bool]:
-        """``(error_code, is_fenced)`` for a BrokerHeartbeat request."""
+    async def handle_heartbeat(
+        self, broker_id: int, broker_epoch: int, *, want_shut_down: bool, metadata_offset: int | None = None
+    ) -> tuple[int, bool]:
+        """``(error_code, is_fenced)`` for a BrokerHeartbeat request; ``metadata_offset`` is the
+        last metadata entry the broker applied (its ``current_metadata_offset``; None: not known,
+        as for the simulation's brokers)."""
         runner = self._runner
         if not runner.is_leader:
             return ErrorCode.NOT_CONTROLLER, True
@@ -109,9 +122,12 @@ class ClusterControlManager:
                 self._last_heartbeat_ms[broker_id] = self._clock_ms()
                 if want_shut_down and not current.fenced:
                     records = self._replication.fence(runner.state, broker_id)
-                    await runner.append(records)
+                    self._fenced_at[broker_id] = await runner.append(records)
                     log.info("broker %d is shutting down: fenced, %d partition(s) changed", broker_id, len(records) - 1)
                 elif not want_shut_down and current.fenced:
+                    fenced_at = self._fenced_at.get(broker_id, -1)
+                    if metadata_offset is not None and metadata_offset < fenced_at:
+                        return ErrorCode.NONE, True  # it has not learnt of its fencing yet
                     records = self._replication.unfence(runner.state, broker_id)
                     await runner.append(records)
                     log.info("broker %d heartbeats again: unfenced, %d leader(s) elected", broker_id, len(records) - 1)
@@ -133,7 +149,7 @@ class ClusterControlManager:
                     last = self._last_heartbeat_ms.setdefault(broker_id, now)
                     if not reg.fenced and now - last >= self._session_timeout_ms:
                         records = self._replication.fence(runner.state, broker_id)
-                        await runner.append(records)
+                        self._fenced_at[broker_id] = await runner.append(records)
                         log.warning(
                             "fenced broker %d: no heartbeat for %d ms; %d partition(s) changed",
                             broker_id, now - last, len(records) - 1,

@@ -44,6 +44,11 @@ class MetadataController(Protocol):
 
     def add_listener(self, listener: ImageListener) -> None: ...
 
+    def holds_session_lease(self) -> bool:
+        """Whether this broker may answer from state that only its current leaderships make
+        current (``broker_session``, "Session lease")."""
+        ...
+
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
         *, validate_only: bool = False, assignments: Assignments | None = None,
@@ -102,6 +107,9 @@ class LocalController:
 
     def image(self) -> MetadataImage:
         return self._image
+
+    def holds_session_lease(self) -> bool:
+        return True  # the only node: its leaderships cannot move elsewhere
 
     def add_listener(self, listener: ImageListener) -> None:
         self._listeners.append(listener)

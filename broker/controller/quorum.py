@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 from broker.clock import monotonic_ms
 from broker.controller.acl_changes import CreateResult, Creation, DeleteResult
 from broker.controller.acl_control import AclControlManager
-from broker.controller.broker_session import BrokerSession
+from broker.controller.broker_session import BrokerSession, session_lease_ms
 from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.config_control import ConfigurationControlManager
 from broker.controller.forwarding import NotActive, Registration
@@ -94,6 +94,7 @@ class QuorumController:
         unclean_leader_election: bool = False,
         heartbeat_interval_ms: int = 2000,
         session_timeout_ms: int = 9000,
+        quorum_fetch_timeout_ms: int = 2000,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 50,
         auto_leader_rebalance: bool = True,
@@ -135,7 +136,13 @@ class QuorumController:
             None
             if broker is None
             else BrokerSession(
-                self._runner, self._cluster, broker, cluster_id=cluster_id, heartbeat_interval_ms=heartbeat_interval_ms
+                self._runner,
+                self._cluster,
+                broker,
+                cluster_id=cluster_id,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                lease_ms=session_lease_ms(session_timeout_ms, quorum_fetch_timeout_ms, heartbeat_interval_ms),
+                clock_ms=clock_ms,
             )
         )
         self._tasks: list[asyncio.Task[None]] = []
@@ -224,8 +231,17 @@ class QuorumController:
     async def handle_registration(self, reg: Registration) -> tuple[int, int]:
         return await self._cluster.handle_registration(reg)
 
-    async def handle_heartbeat(self, broker_id: int, broker_epoch: int, *, want_shut_down: bool) -> tuple[int, bool]:
-        return await self._cluster.handle_heartbeat(broker_id, broker_epoch, want_shut_down=want_shut_down)
+    async def handle_heartbeat(
+        self, broker_id: int, broker_epoch: int, *, want_shut_down: bool, metadata_offset: int | None = None
+    ) -> tuple[int, bool]:
+        return await self._cluster.handle_heartbeat(
+            broker_id, broker_epoch, want_shut_down=want_shut_down, metadata_offset=metadata_offset
+        )
+
+    def holds_session_lease(self) -> bool:
+        """Whether this broker may still answer from state that only its partition leaderships
+        make current (``BrokerSession.holds_lease``); always True on a controller-only node."""
+        return self._session is None or self._session.holds_lease()
 
     async def fence_expired_brokers(self) -> list[int]:
         return await self._cluster.fence_expired_brokers()
@@ -336,6 +352,7 @@ def from_config(
         unclean_leader_election=bool(config["unclean.leader.election.enable"]),
         heartbeat_interval_ms=int(config["broker.heartbeat.interval.ms"]),
         session_timeout_ms=int(config["broker.session.timeout.ms"]),
+        quorum_fetch_timeout_ms=int(config["quorum.fetch.timeout.ms"]),
         request_timeout_ms=max(30_000, int(config["quorum.request.timeout.ms"])),
         retry_backoff_ms=max(10, int(config["quorum.retry.backoff.ms"])),
         auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),

@@ -1,11 +1,11 @@
 """``StateTopicLog``: a coordinator's state topic (``__consumer_offsets``, ``__transaction_state``)
 as the partitions this broker leads, through the replica manager.
 
-Both coordinators need the same four things of their topic: append whole batches to a partition
+Both coordinators need the same five things of their topic: append whole batches to a partition
 they lead (stamped with its leader epoch and counted in its high watermark, like any leader
-append: ``ReplicaManager.append_internal``), read batches back, and the log start and end
-offsets for loading. Append errors become the codes Kafka's coordinators answer with
-(``GroupMetadataManager``, ``TransactionStateManager``): a missing partition →
+append: ``ReplicaManager.append_internal``), read batches back, the log start and end offsets
+for loading, and the high watermark (what the ISR has). Append errors become the codes Kafka's
+coordinators answer with (``GroupMetadataManager``, ``TransactionStateManager``): a missing partition →
 COORDINATOR_NOT_AVAILABLE; a partition led elsewhere or a failing disk → NOT_COORDINATOR; a too
 large batch → UNKNOWN_SERVER_ERROR with ``too_large`` set (offset commits answer
 INVALID_COMMIT_OFFSET_SIZE then); producer fencing errors of a transactional offset commit pass
@@ -52,6 +52,9 @@ class StateLog(Protocol):
 
     def log_end_offset(self, partition: int) -> int: ...
 
+    def high_watermark(self, partition: int) -> int:
+        """The first offset not yet on every ISR member (the log end offset when not hosted)."""
+
 
 class StateTopicLog:
     """``StateLog`` over this broker's led partitions of ``topic``."""
@@ -86,3 +89,7 @@ class StateTopicLog:
 
     def log_end_offset(self, partition: int) -> int:
         return self._replicas.leader_log(self.topic, partition, loading=True).log_end_offset
+
+    def high_watermark(self, partition: int) -> int:
+        found = self._replicas.high_watermark_of(self.topic, partition)
+        return found if found is not None else self.log_end_offset(partition)

@@ -49,7 +49,9 @@ pytestmark = [
 ]
 OVERRIDES = {
     "broker.session.timeout.ms": "4000",
-    "broker.heartbeat.interval.ms": "1000",
+    # leaves a session lease of 0.9 * 4000 - 2000 (quorum.fetch.timeout.ms) = 1600 ms, over two
+    # heartbeat intervals: group coordinators answer OffsetFetch only under it (broker_session)
+    "broker.heartbeat.interval.ms": "500",
     "replica.lag.time.max.ms": "4000",
     "offsets.topic.num.partitions": "3",
     "offsets.topic.replication.factor": "3",

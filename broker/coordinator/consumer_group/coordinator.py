@@ -177,6 +177,7 @@ class ConsumerGroups:
         self.manager.cancel_group_timers(gid)
         holder = Group(gid)
         holder.offsets, holder.offset_positions = classic.offsets, classic.offset_positions
+        holder.unreplicated_offsets = classic.unreplicated_offsets
         holder.pending_txn_offsets = classic.pending_txn_offsets
         classic.transition_to(GroupState.DEAD)
         self.manager.groups[gid] = holder
@@ -220,6 +221,7 @@ class ConsumerGroups:
         holder = self.manager.groups.get(gid)
         if holder is not None:
             classic.offsets, classic.offset_positions = holder.offsets, holder.offset_positions
+            classic.unreplicated_offsets = holder.unreplicated_offsets
             classic.pending_txn_offsets = holder.pending_txn_offsets
         for mid in group.members:
             self._cancel_timers(gid, mid)

@@ -318,6 +318,8 @@ class GroupCoordinator:
         if error is not None:
             return error, {}
         group = self.manager.groups.get(group_id)
+        if group is not None:
+            self.manager.cache_replicated(group)
         if partitions is None:  # every committed partition, checked like named ones (Kafka ``getOffsets``)
             partitions = list(group.offsets) if group is not None else []
         found: dict[TopicPartition, CommittedOffset | int | None] = {}
@@ -347,9 +349,10 @@ class GroupCoordinator:
             results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if group.is_subscribed_to(tp[0])}
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
-        present = [tp for tp in deletable if tp in group.offsets]
+        present = [tp for tp in deletable if tp in group.offsets or tp in group.unreplicated_offsets]
         for tp in present:
-            del group.offsets[tp]
+            group.offsets.pop(tp, None)
+            group.unreplicated_offsets.pop(tp, None)
         self.manager.write_tombstones(group_id, present, group=False)
         results.update(dict.fromkeys(deletable, ErrorCode.NONE))
         return ErrorCode.NONE, results

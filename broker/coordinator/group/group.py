@@ -126,6 +126,8 @@ class Group:
     pending_sync_members: set[str] = field(default_factory=set)
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     offset_positions: dict[TopicPartition, int] = field(default_factory=dict)  # log offset of each commit
+    # OffsetCommits appended but not yet on the offsets partition's ISR: (log offset, value)
+    unreplicated_offsets: dict[TopicPartition, list[tuple[int, CommittedOffset]]] = field(default_factory=dict)
     pending_txn_offsets: PendingOffsets = field(default_factory=PendingOffsets)  # TxnOffsetCommit, unmarked
     subscribed_topics: frozenset[str] | None = None  # None: unknown (not a consumer group)
     new_member_added: bool = False  # a member joined during the initial delay (extends it)

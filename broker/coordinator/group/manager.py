@@ -229,7 +229,12 @@ class GroupManager(CoordinatorTask):
         return results, valid
 
     def store_offsets(self, group: Group, offsets: dict[TopicPartition, CommittedOffset]) -> dict[TopicPartition, int]:
-        """Append the commits, then cache them; per partition the error code (0: stored)."""
+        """Append the commits; per partition the error code (0: appended). OffsetFetch sees them
+        only once the offsets partition's high watermark passed them (``cache_replicated``): a
+        commit that never reaches the ISR is not on the next coordinator either, and an
+        OffsetFetch that saw it would then see the committed offset move back (Kafka's
+        coordinator, too, caches a commit only once its append completed)."""
+        self.cache_replicated(group)  # what waits stays bounded for groups that never fetch
         results, valid = self._check_metadata_size(offsets)
         if valid:
             entries = offset_entries(group.group_id, valid)
@@ -240,14 +245,46 @@ class GroupManager(CoordinatorTask):
                 log.warning("offset commit of group %s failed: %s", group.group_id, exc)
                 results.update(dict.fromkeys(valid, code))
             else:
-                group.offsets.update(valid)
-                for tp in valid:
-                    if position is None:
-                        group.offset_positions.pop(tp, None)
-                    else:
-                        group.offset_positions[tp] = position
+                if position is None:
+                    self._cache_offsets(group, valid, None)
+                else:
+                    for tp, value in valid.items():
+                        group.unreplicated_offsets.setdefault(tp, []).append((position, value))
+                    self.cache_replicated(group)  # at once where the ISR is the leader alone
                 results.update(dict.fromkeys(valid, ErrorCode.NONE))
         return results
+
+    def cache_replicated(self, group: Group) -> None:
+        """Move the group's commits below its offsets partition's high watermark into the cache
+        OffsetFetch answers from (``store_offsets``)."""
+        if not group.unreplicated_offsets:
+            return
+        partition = self.partition_of(group.group_id)
+        if partition is None:
+            return
+        high_watermark = self.store.high_watermark(partition)
+        for tp in list(group.unreplicated_offsets):
+            waiting = group.unreplicated_offsets[tp]
+            done = [entry for entry in waiting if entry[0] < high_watermark]
+            if not done:
+                continue
+            position, value = max(done, key=lambda entry: entry[0])
+            if group.offset_positions.get(tp, -1) <= position:
+                self._cache_offsets(group, {tp: value}, position)
+            rest = [entry for entry in waiting if entry[0] >= high_watermark]
+            if rest:
+                group.unreplicated_offsets[tp] = rest
+            else:
+                del group.unreplicated_offsets[tp]
+
+    @staticmethod
+    def _cache_offsets(group: Group, offsets: dict[TopicPartition, CommittedOffset], position: int | None) -> None:
+        group.offsets.update(offsets)
+        for tp in offsets:
+            if position is None:
+                group.offset_positions.pop(tp, None)
+            else:
+                group.offset_positions[tp] = position
 
     def store_txn_offsets(
         self,
@@ -324,18 +361,21 @@ class GroupManager(CoordinatorTask):
         """Delete an Empty group: Dead, tombstones for its offsets and metadata, out of the cache."""
         group.transition_to(GroupState.DEAD)
         self.cancel_group_timers(group.group_id)
-        self.write_tombstones(group.group_id, list(group.offsets), group=True)
+        stored = group.offsets.keys() | group.unreplicated_offsets.keys()
+        self.write_tombstones(group.group_id, list(stored), group=True)
         group.offsets.clear()
+        group.unreplicated_offsets.clear()
         self.groups.pop(group.group_id, None)
 
     def remove_offsets_of_topics(self, topics: set[str]) -> int:
         """Forget the offsets of deleted topics in every group (Kafka ``handleDeletedPartitions``)."""
         removed = 0
         for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] in topics]
+            gone = [tp for tp in group.offsets.keys() | group.unreplicated_offsets.keys() if tp[0] in topics]
             if gone:
                 for tp in gone:
-                    del group.offsets[tp]
+                    group.offsets.pop(tp, None)
+                    group.unreplicated_offsets.pop(tp, None)
                 self.write_tombstones(group.group_id, gone, group=False)
                 removed += len(gone)
         return removed
@@ -353,6 +393,7 @@ class GroupManager(CoordinatorTask):
         for group in list(self.groups.values()):
             if self.status(group.group_id, allow_empty_id=True) is not None:
                 continue
+            self.cache_replicated(group)
             live = self.live_subscriptions(group.group_id)
             if live is None:
                 expired = self._expired(group, now, retention)
@@ -367,7 +408,12 @@ class GroupManager(CoordinatorTask):
             for tp in expired:
                 del group.offsets[tp]
             expired_total += len(expired)
-            dies = group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_txn_offsets
+            dies = (
+                group.is_(GroupState.EMPTY)
+                and not group.offsets
+                and not group.unreplicated_offsets
+                and not group.pending_txn_offsets
+            )
             if dies:
                 group.transition_to(GroupState.DEAD)
                 self.cancel_group_timers(group.group_id)

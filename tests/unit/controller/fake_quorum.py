@@ -163,7 +163,9 @@ def route_forwarding(monkeypatch: pytest.MonkeyPatch, controllers: dict[int, Quo
 
     async def heartbeat(channel, broker_id, epoch, offset, *, want_shut_down, timeout_ms):
         calls.append(f"heartbeat->{channel.port}")
-        return await controllers[channel.port].handle_heartbeat(broker_id, epoch, want_shut_down=want_shut_down)
+        return await controllers[channel.port].handle_heartbeat(
+            broker_id, epoch, want_shut_down=want_shut_down, metadata_offset=offset
+        )
 
     async def elect(channel, election_type, partitions, *, timeout_ms):
         async def elect_leaders(target):

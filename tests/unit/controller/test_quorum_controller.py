@@ -204,6 +204,55 @@ def test_registration_of_the_same_incarnation_is_idempotent():
     asyncio.run(run())
 
 
+def test_a_fenced_broker_is_unfenced_only_once_it_applied_its_fencing_and_only_then_holds_its_lease(monkeypatch):
+    """The session lease (broker_session): a broker that missed its fencing still believes it
+    leads; its heartbeat is answered ``is_fenced`` (no lease) until it reports the fencing entry."""
+
+    async def run():
+        now = [0]
+        quorum = FakeQuorum()
+        quorum.elect(1)
+        leader = controller(quorum, 1, broker=False, clock_ms=lambda: now[0], session_timeout_ms=60_000)
+        broker = controller(
+            quorum, 2, clock_ms=lambda: now[0], heartbeat_interval_ms=20_000, session_timeout_ms=60_000,
+            quorum_fetch_timeout_ms=2000,
+        )  # fmt: skip
+        route_forwarding(monkeypatch, {1: leader, 2: broker})
+        await started(leader, broker)
+        assert broker.holds_session_lease()  # the start's first heartbeat: lease for 0.9 * 60 s - 2 s
+        now[0] = 51_999
+        assert broker.holds_session_lease()
+        now[0] = 52_000
+        assert not broker.holds_session_lease()  # lapsed: OffsetFetch is refused now
+        assert await broker._session.heartbeat_once() == 0
+        assert broker.holds_session_lease()
+        fenced_at = leader.state().applied_offset + 1
+        now[0] = 52_000 + 60_000
+        assert await leader.fence_expired_brokers() == [2]
+        assert not broker.holds_session_lease()
+        # it has not applied the fencing entry (as when cut off from the quorum): stays fenced
+        code, fenced = await leader.handle_heartbeat(2, broker.broker_epoch, want_shut_down=False,
+                                                      metadata_offset=fenced_at - 1)  # fmt: skip
+        assert (code, fenced) == (ErrorCode.NONE, True)
+        assert leader.state().registrations[2].fenced
+        assert await broker.wait_until(lambda: 2 not in broker.image().brokers, 1000)
+        assert await broker._session.heartbeat_once() == 0  # now it reports the fencing: unfenced
+        assert not leader.state().registrations[2].fenced
+        assert broker.holds_session_lease()
+        await stopped(broker, leader)
+
+    asyncio.run(run())
+
+
+def test_no_session_lease_when_the_timeouts_leave_no_room_for_one():
+    from broker.controller.broker_session import session_lease_ms
+
+    assert session_lease_ms(9000, 2000, 2000) == 6100
+    assert session_lease_ms(4000, 2000, 500) == 1600
+    assert session_lease_ms(4000, 2000, 1000) is None  # under two heartbeat intervals: Kafka's behaviour
+    assert session_lease_ms(2000, 2000, 500) is None
+
+
 def test_silent_broker_is_fenced_and_unfenced_by_its_next_heartbeat(monkeypatch):
     async def run():
         now = [0]

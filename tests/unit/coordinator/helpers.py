@@ -21,6 +21,7 @@ class MemoryLog:
     def __init__(self) -> None:
         self.batches: dict[int, list[tuple[int, int, bytes]]] = {}  # partition -> (base, next, bytes)
         self.fail_with: int | None = None
+        self.replicated_to: int | None = None  # the high watermark when set; else every append is replicated
 
     def append(self, partition: int, records: bytes) -> int:
         if self.fail_with is not None:
@@ -45,6 +46,10 @@ class MemoryLog:
     def log_end_offset(self, partition: int) -> int:
         batches = self.batches.get(partition, [])
         return batches[-1][1] if batches else 0
+
+    def high_watermark(self, partition: int) -> int:
+        end = self.log_end_offset(partition)
+        return end if self.replicated_to is None else min(end, self.replicated_to)
 
 
 class Clock:

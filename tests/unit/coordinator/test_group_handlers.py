@@ -47,6 +47,8 @@ class FakeBroker:
         self.config: dict[str, Any] = {}
         # the harness's offsets store is in memory, with no replicas to wait for
         self.replicas = SimpleNamespace(get_partition=lambda _topic, _partition: None)
+        self.leased = True  # the broker's session lease (broker.controller.broker_session)
+        self.controller = SimpleNamespace(holds_session_lease=lambda: self.leased)
         image = MetadataImage.empty("cluster", 1).with_broker(BrokerInfo(1, "127.0.0.1", 9092))
         for t in (topic(OFFSETS_TOPIC, harness.partitions), topic("t", 2)):
             image = image.with_topic(t)
@@ -146,6 +148,30 @@ async def commit_and_fetch(version: int) -> None:
         found_topics = fetched.groups[0].topics if fetch_version >= 8 else fetched.topics
         found = {p.partition_index: (p.committed_offset, p.metadata) for p in found_topics[0].partitions}
         assert found == {0: (-1, ""), 1: (42, "")}
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.OFFSET_FETCH))
+def test_offset_fetch_without_the_session_lease_is_not_coordinator(version: int) -> None:
+    """A broker whose session lease lapsed (broker.controller.broker_session) may have lost the
+    offsets partition to a coordinator with newer commits: NOT_COORDINATOR, clients look again."""
+
+    async def run() -> None:
+        h = Harness()
+        broker = FakeBroker(h)
+        topics = [{"name": "t", "partitions": [{"partition_index": 1, "committed_offset": 42}]}]
+        await send(h, broker, ApiKey.OFFSET_COMMIT, 8, {"group_id": "g", "topics": topics})
+        broker.leased = False
+        wanted = [{"name": "t", "partition_indexes": [1]}]
+        body: dict[str, Any] = {"group_id": "g", "topics": wanted, "groups": [{"group_id": "g", "topics": wanted}]}
+        fetched = await send(h, broker, ApiKey.OFFSET_FETCH, version, body)
+        if version >= 8:
+            assert fetched.groups[0].error_code == ErrorCode.NOT_COORDINATOR
+        elif version >= 2:
+            assert fetched.error_code == ErrorCode.NOT_COORDINATOR
+        else:
+            assert fetched.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+
+    asyncio.run(run())
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.FIND_COORDINATOR))

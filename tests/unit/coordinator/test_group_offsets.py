@@ -32,6 +32,25 @@ def test_a_commit_without_membership_is_stored_and_fetched() -> None:
     assert h.coordinator.fetch_offsets("other", None) == (ErrorCode.NONE, {})
 
 
+def test_a_commit_is_fetched_only_once_the_offsets_partition_isr_has_it() -> None:
+    """A commit not yet below the offsets partition's high watermark may never reach the next
+    coordinator: OffsetFetch answers the one before it (the chaos queue workload saw a committed
+    offset move back when such a commit was lost with its coordinator)."""
+    h = Harness()
+    assert commit(h, {("t", 0): 10}) == {("t", 0): ErrorCode.NONE}
+    h.log.replicated_to = h.log.log_end_offset(h.coordinator.manager.partition_of(GROUP))
+    assert commit(h, {("t", 0): 20, ("t", 1): 5}) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+    assert commit(h, {("t", 0): 30}) == {("t", 0): ErrorCode.NONE}
+    fetched = h.coordinator.fetch_offsets(GROUP, [("t", 0), ("t", 1)])[1]
+    assert {tp: v.offset if v else None for tp, v in fetched.items()} == {("t", 0): 10, ("t", 1): None}
+    h.log.replicated_to += 1  # the second commit's batch is on the ISR, the third not yet
+    fetched = h.coordinator.fetch_offsets(GROUP, [("t", 0), ("t", 1)])[1]
+    assert {tp: v.offset if v else None for tp, v in fetched.items()} == {("t", 0): 20, ("t", 1): 5}
+    h.log.replicated_to = None
+    assert h.coordinator.fetch_offsets(GROUP, [("t", 0)])[1][("t", 0)].offset == 30
+    assert not h.coordinator.manager.groups[GROUP].unreplicated_offsets
+
+
 def test_member_commits_are_checked_against_the_generation() -> None:
     h = Harness()
     (a,) = h.stable_group(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -49,6 +50,7 @@ class FakeBroker:
         self.groups = self.group_harness.coordinator
         self.clock_ms = self.h.clock
         self.config: dict[str, Any] = {}
+        self.controller = SimpleNamespace(holds_session_lease=lambda: True)  # a single node
 
     def image(self) -> Any:
         return self.h.image
