@@ -311,9 +311,10 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[TopicPartition] | None, *, require_stable: bool = False
     ) -> tuple[int, dict[TopicPartition, CommittedOffset | int | None]]:
         """Committed offsets of ``partitions`` (None: every partition the group has a committed
-        offset for). With ``require_stable`` (KIP-447) a partition with a staged transactional
-        offset maps to the error UNSTABLE_OFFSET_COMMIT instead, for named and for all partitions
-        alike (Kafka 3.7 ``GroupMetadataManager.getOffsets``)."""
+        offset for). Only commits on the offsets partition's ISR are answered (``store_offsets``).
+        With ``require_stable`` (KIP-447) a partition with a staged transactional offset, or a
+        commit not yet on the ISR, maps to the error UNSTABLE_OFFSET_COMMIT instead, for named and
+        for all partitions alike (Kafka 3.7 ``GroupMetadataManager.getOffsets``)."""
         error = self.manager.status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
@@ -326,8 +327,8 @@ class GroupCoordinator:
         for tp in partitions:
             if group is None:
                 found[tp] = None
-            elif require_stable and group.pending_txn_offsets.has(tp):
-                found[tp] = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)
+            elif require_stable and (group.pending_txn_offsets.has(tp) or tp in group.unreplicated_offsets):
+                found[tp] = int(ErrorCode.UNSTABLE_OFFSET_COMMIT)  # staged, or not on the ISR yet
             else:
                 found[tp] = group.offsets.get(tp)
         return ErrorCode.NONE, found

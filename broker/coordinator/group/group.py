@@ -45,6 +45,18 @@ class IllegalStateTransition(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class UnreplicatedOffset:
+    """A committed offset appended to ``__consumer_offsets`` that OffsetFetch may answer once the
+    partition's high watermark passes ``needs``: the commit's own record, or for a transactional
+    commit its COMMIT marker. ``position`` is the commit record's offset, which orders it against
+    the partition's other commits (the later record wins, as on a reload)."""
+
+    needs: int
+    position: int
+    value: CommittedOffset
+
+
+@dataclass(frozen=True, slots=True)
 class JoinResult:
     error: int
     member_id: str
@@ -126,8 +138,8 @@ class Group:
     pending_sync_members: set[str] = field(default_factory=set)
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     offset_positions: dict[TopicPartition, int] = field(default_factory=dict)  # log offset of each commit
-    # OffsetCommits appended but not yet on the offsets partition's ISR: (log offset, value)
-    unreplicated_offsets: dict[TopicPartition, list[tuple[int, CommittedOffset]]] = field(default_factory=dict)
+    # commits appended but not yet on the offsets partition's ISR (GroupManager.cache_replicated)
+    unreplicated_offsets: dict[TopicPartition, list[UnreplicatedOffset]] = field(default_factory=dict)
     pending_txn_offsets: PendingOffsets = field(default_factory=PendingOffsets)  # TxnOffsetCommit, unmarked
     subscribed_topics: frozenset[str] | None = None  # None: unknown (not a consumer group)
     new_member_added: bool = False  # a member joined during the initial delay (extends it)

@@ -19,7 +19,14 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.coordinator.group.group import Group, GroupState, JoinResult, SyncResult, TopicPartition
+from broker.coordinator.group.group import (
+    Group,
+    GroupState,
+    JoinResult,
+    SyncResult,
+    TopicPartition,
+    UnreplicatedOffset,
+)
 from broker.coordinator.group.records import (
     CommittedOffset,
     group_key,
@@ -249,7 +256,9 @@ class GroupManager(CoordinatorTask):
                     self._cache_offsets(group, valid, None)
                 else:
                     for tp, value in valid.items():
-                        group.unreplicated_offsets.setdefault(tp, []).append((position, value))
+                        group.unreplicated_offsets.setdefault(tp, []).append(
+                            UnreplicatedOffset(position, position, value)
+                        )
                     self.cache_replicated(group)  # at once where the ISR is the leader alone
                 results.update(dict.fromkeys(valid, ErrorCode.NONE))
         return results
@@ -265,13 +274,13 @@ class GroupManager(CoordinatorTask):
         high_watermark = self.store.high_watermark(partition)
         for tp in list(group.unreplicated_offsets):
             waiting = group.unreplicated_offsets[tp]
-            done = [entry for entry in waiting if entry[0] < high_watermark]
+            done = [entry for entry in waiting if entry.needs < high_watermark]
             if not done:
                 continue
-            position, value = max(done, key=lambda entry: entry[0])
-            if group.offset_positions.get(tp, -1) <= position:
-                self._cache_offsets(group, {tp: value}, position)
-            rest = [entry for entry in waiting if entry[0] >= high_watermark]
+            latest = max(done, key=lambda entry: entry.position)
+            if group.offset_positions.get(tp, -1) <= latest.position:
+                self._cache_offsets(group, {tp: latest.value}, latest.position)
+            rest = [entry for entry in waiting if entry.needs >= high_watermark]
             if rest:
                 group.unreplicated_offsets[tp] = rest
             else:
@@ -322,6 +331,7 @@ class GroupManager(CoordinatorTask):
     def complete_txn(self, partition: int, producer_id: int, commit: bool) -> int:
         """A COMMIT/ABORT marker of ``producer_id`` landed on offsets ``partition``: materialize or
         drop the offsets it staged in this partition's groups; returns how many were applied.
+        Committed ones are fetched once the marker is on the ISR (``cache_replicated``).
         Only the groups the producer staged offsets in are visited (Kafka's open groups per
         producer); a partition still loading replays the marker from the log instead."""
         group_ids = self._producer_groups.get(producer_id)
@@ -335,7 +345,14 @@ class GroupManager(CoordinatorTask):
                 continue
             if self.partition_of(group_id) != partition:
                 continue
-            applied += group.pending_txn_offsets.complete(producer_id, commit, group.offsets, group.offset_positions)
+            committed: dict[TopicPartition, CommittedOffset] = {}
+            positions: dict[TopicPartition, int] = {}
+            applied += group.pending_txn_offsets.complete(producer_id, commit, committed, positions)
+            marker = self.store.log_end_offset(partition) - 1  # the marker, just appended
+            for tp, value in committed.items():
+                entry = UnreplicatedOffset(marker, positions.get(tp, marker), value)
+                group.unreplicated_offsets.setdefault(tp, []).append(entry)
+            self.cache_replicated(group)
             group_ids.discard(group_id)
         if not group_ids:
             del self._producer_groups[producer_id]

@@ -48,6 +48,22 @@ def test_staged_until_commit_marker() -> None:
     assert fetched(h, stable=True).offset == 10
 
 
+def test_committed_offsets_are_fetched_once_the_commit_marker_is_on_the_isr() -> None:
+    """A COMMIT marker not yet on the offsets partition's ISR may be lost with its leader (the
+    transaction coordinator then writes it again at the next one): until the ISR has it the
+    offset is UNSTABLE for require_stable and the earlier one otherwise (Kafka applies the marker
+    once its acks=all append completed)."""
+    h = Harness()
+    h.coordinator.commit_offsets(GROUP, "", None, -1, {TP: offset(5)})
+    stage(h, 10)
+    h.log.replicated_to = h.log.log_end_offset(partition_for(GROUP, h.partitions))
+    marker(h, commit=True)
+    assert fetched(h).offset == 5
+    assert fetched(h, stable=True) == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    h.log.replicated_to = None
+    assert fetched(h, stable=True).offset == 10
+
+
 def test_abort_marker_drops_the_staged_offsets() -> None:
     h = Harness()
     stage(h, 10)
