@@ -140,6 +140,10 @@ async def _after_replication(
     timeout or a too small ISR, NOT_COORDINATOR when the partition moved — both retried by clients."""
     timeout_ms = int(broker.config.get("offsets.commit.timeout.ms", 5000))
     code = await broker.replicas.wait_for_acks(OFFSETS_TOPIC, pending[0], pending[1], timeout_ms)
+    coordinator = broker.groups
+    group = coordinator.manager.groups.get(body.group_id) if coordinator is not None else None
+    if code == ErrorCode.NONE and coordinator is not None and group is not None:
+        coordinator.manager.cache_replicated(group)  # what OffsetFetch answers from now on
     if code != ErrorCode.NONE:
         mapped = (
             ErrorCode.NOT_COORDINATOR

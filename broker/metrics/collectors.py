@@ -270,8 +270,9 @@ class GroupCollector:
     def _lag(self, groups: list[Group]) -> Iterator[Metric]:
         replicas = self._replicas
         rows: list[tuple[str, str, int, int]] = []
+        manager = self._groups.manager if self._groups is not None else None
         for g in groups:
-            offsets = list(g.offsets.items())
+            offsets = list(manager.replicated_offsets(g).items()) if manager is not None else []
             for (topic, partition), committed in offsets:
                 hw = replicas.high_watermark_of(topic, partition) if replicas is not None else None
                 if hw is not None and committed.offset >= 0:

@@ -222,7 +222,7 @@ def test_every_contract_metric_is_in_prometheus(stack: Stack) -> None:
 
     try:
         wait_for(all_present, "every contract metric in Prometheus", WAIT_S)
-    except pytest.fail.Exception:
+    except AssertionError:  # wait_for's timeout: name what is missing
         pytest.fail(f"{len(missing)} of {len(selectors)} contract selectors match nothing: {missing}")
     # error="NONE" is not an error
     assert stack.prom.query('kafka_network_requestmetrics_errors_total{error="NONE"}') == []

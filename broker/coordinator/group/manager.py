@@ -263,28 +263,43 @@ class GroupManager(CoordinatorTask):
                 results.update(dict.fromkeys(valid, ErrorCode.NONE))
         return results
 
+    def replicated_offsets(self, group: Group) -> dict[TopicPartition, CommittedOffset]:
+        """The group's committed offsets as OffsetFetch would answer them now, without changing
+        anything (for readers off the event loop: the metrics collector)."""
+        offsets = dict(group.offsets)
+        for tp, (latest, _waiting) in self._split_replicated(group).items():
+            if latest is not None and group.offset_positions.get(tp, -1) <= latest.position:
+                offsets[tp] = latest.value
+        return offsets
+
     def cache_replicated(self, group: Group) -> None:
         """Move the group's commits below its offsets partition's high watermark into the cache
         OffsetFetch answers from (``store_offsets``)."""
-        if not group.unreplicated_offsets:
-            return
-        partition = self.partition_of(group.group_id)
-        if partition is None:
-            return
-        high_watermark = self.store.high_watermark(partition)
-        for tp in list(group.unreplicated_offsets):
-            waiting = group.unreplicated_offsets[tp]
-            done = [entry for entry in waiting if entry.needs < high_watermark]
-            if not done:
+        for tp, (latest, waiting) in self._split_replicated(group).items():
+            if latest is None:
                 continue
-            latest = max(done, key=lambda entry: entry.position)
             if group.offset_positions.get(tp, -1) <= latest.position:
                 self._cache_offsets(group, {tp: latest.value}, latest.position)
-            rest = [entry for entry in waiting if entry.needs >= high_watermark]
-            if rest:
-                group.unreplicated_offsets[tp] = rest
+            if waiting:
+                group.unreplicated_offsets[tp] = waiting
             else:
                 del group.unreplicated_offsets[tp]
+
+    def _split_replicated(
+        self, group: Group
+    ) -> dict[TopicPartition, tuple[UnreplicatedOffset | None, list[UnreplicatedOffset]]]:
+        """Per partition with unreplicated commits: the latest one the ISR has (None: none yet)
+        and those still waiting."""
+        partition = self.partition_of(group.group_id)
+        if not group.unreplicated_offsets or partition is None:
+            return {}
+        high_watermark = self.store.high_watermark(partition)
+        split: dict[TopicPartition, tuple[UnreplicatedOffset | None, list[UnreplicatedOffset]]] = {}
+        for tp, entries in list(group.unreplicated_offsets.items()):
+            done = [entry for entry in entries if entry.needs < high_watermark]
+            waiting = [entry for entry in entries if entry.needs >= high_watermark]
+            split[tp] = (max(done, key=lambda entry: entry.position) if done else None, waiting)
+        return split
 
     @staticmethod
     def _cache_offsets(group: Group, offsets: dict[TopicPartition, CommittedOffset], position: int | None) -> None:

@@ -244,7 +244,7 @@ class ShareGroups:
 
     def _other_kind(self, group_id: str) -> bool:
         classic = self.manager.groups.get(group_id)
-        if classic is not None and (classic.members or classic.offsets):
+        if classic is not None and (classic.members or classic.offsets or classic.unreplicated_offsets):
             return True
         return self.consumer_groups is not None and group_id in self.consumer_groups
 

@@ -44,6 +44,10 @@ def test_a_commit_is_fetched_only_once_the_offsets_partition_isr_has_it() -> Non
     fetched = h.coordinator.fetch_offsets(GROUP, [("t", 0), ("t", 1)])[1]
     assert {tp: v.offset if v else None for tp, v in fetched.items()} == {("t", 0): 10, ("t", 1): None}
     h.log.replicated_to += 1  # the second commit's batch is on the ISR, the third not yet
+    group = h.coordinator.manager.groups[GROUP]
+    seen = h.coordinator.manager.replicated_offsets(group)  # the metrics' read-only view
+    assert {tp: v.offset for tp, v in seen.items()} == {("t", 0): 20, ("t", 1): 5}
+    assert group.offsets[("t", 0)].offset == 10  # not changed by that view
     fetched = h.coordinator.fetch_offsets(GROUP, [("t", 0), ("t", 1)])[1]
     assert {tp: v.offset if v else None for tp, v in fetched.items()} == {("t", 0): 20, ("t", 1): 5}
     h.log.replicated_to = None
