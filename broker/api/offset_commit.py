@@ -11,8 +11,9 @@ with empty metadata and no error; null metadata is stored as ""; OffsetCommit v1
 OffsetFetch v8+ carries several groups, each answered on its own. OffsetFetch v7+
 ``require_stable`` (KIP-447): a partition with a pending transactional commit is answered
 UNSTABLE_OFFSET_COMMIT (retriable) until its transaction's marker lands. TxnOffsetCommit stages
-offsets of a transaction in the group coordinator (Kafka ``handleTxnOffsetCommitRequest``): unknown
-topics or partitions are UNKNOWN_TOPIC_OR_PARTITION; v0-v1 see COORDINATOR_NOT_AVAILABLE for
+offsets of a transaction in the group coordinator (Kafka ``handleTxnOffsetCommitRequest``) and,
+as an OffsetCommit, answers once the offsets partition's ISR has them: unknown topics or
+partitions are UNKNOWN_TOPIC_OR_PARTITION; v0-v1 see COORDINATOR_NOT_AVAILABLE for
 COORDINATOR_LOAD_IN_PROGRESS (clients before KAFKA-7296 did not retry the latter).
 """
 
@@ -278,7 +279,14 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
             tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
             for tp, code in results.items()
         }
-    return _commit_response(body, results)
+    # Answered once the offsets partition's ISR has it, as an OffsetCommit (Kafka writes both with
+    # offsets.commit.required.acks=-1): a TxnOffsetCommit answered earlier could be truncated by a
+    # failover and its transaction then commit without its offsets (found by the chaos
+    # transactions workload: a committed transaction whose consumed offset was lost).
+    pending = _replication_pending(broker, body.group_id, results)
+    if pending is None:
+        return _commit_response(body, results)
+    return _after_replication(broker, body, results, pending)
 
 
 # -- OffsetDelete ------------------------------------------------------------------------------

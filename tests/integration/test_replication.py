@@ -249,3 +249,31 @@ def test_an_offset_commit_is_answered_once_every_isr_member_of_its_offsets_parti
         assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 42
     finally:
         consumer.close()
+
+
+def test_a_txn_offset_commit_is_answered_once_every_isr_member_of_its_offsets_partition_has_it(cluster):
+    """TxnOffsetCommit is written with acks=-1 too (Kafka's GroupMetadataManager): answered earlier,
+    a failover could truncate it and its transaction commit without its offsets (the chaos
+    transactions workload saw a committed transaction whose consumed offset was lost)."""
+    from broker.coordinator.group.records import OFFSETS_TOPIC, partition_for
+
+    topic = unique("txn-commits")
+    create_topic(cluster, topic, num_partitions=1, replication_factor=3)
+    group = unique("txn-group")
+    partition = partition_for(group, int(OVERRIDES["offsets.topic.num.partitions"]))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": unique("txn"), "log_level": 2})
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": group, "enable.auto.commit": False})
+    try:
+        producer.init_transactions(60)
+        for offset in (5, 9, 42):
+            producer.begin_transaction()
+            producer.produce(topic, b"v", partition=0)
+            offsets = [TopicPartition(topic, 0, offset)]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+            isr = cluster.partitions(OFFSETS_TOPIC)[partition].isr
+            copies = {b: cluster.segment_bytes(b, OFFSETS_TOPIC, partition) for b in isr}
+            assert len(set(copies.values())) == 1, f"TxnOffsetCommit {offset} answered before every ISR member had it"
+            producer.commit_transaction(60)
+        assert consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset == 42
+    finally:
+        consumer.close()

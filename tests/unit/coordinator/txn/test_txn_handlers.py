@@ -51,6 +51,7 @@ class FakeBroker:
         self.clock_ms = self.h.clock
         self.config: dict[str, Any] = {}
         self.controller = SimpleNamespace(holds_session_lease=lambda: True)  # a single node
+        self.replicas = SimpleNamespace(get_partition=lambda _topic, _partition: None)  # nothing to wait for
 
     def image(self) -> Any:
         return self.h.image
