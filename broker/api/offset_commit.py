@@ -99,12 +99,9 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
     def commit(coordinator: GroupCoordinator, offsets: dict[TopicPartition, CommittedOffset]) -> Any:
         consumer = coordinator.consumer
         if consumer is not None and coordinator.manager.status(body.group_id, allow_empty_id=True) is None:
-            # a KIP-848 group: the member epoch is checked (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
-            verdict = consumer.validate_offset_commit(body.group_id, member_id, generation, version)
-            if verdict is not None:
-                return (
-                    consumer.commit_offsets(body.group_id, offsets) if verdict == 0 else dict.fromkeys(offsets, verdict)
-                )
+            verdicts = consumer.validate_offset_commit(body.group_id, member_id, generation, version, offsets)
+            if verdicts is not None:  # a KIP-848 group
+                return _store_accepted(verdicts, offsets, lambda ok: consumer.commit_offsets(body.group_id, ok))
         return coordinator.commit_offsets(body.group_id, member_id, body.group_instance_id, generation, offsets)
 
     results = _commit_each_partition(broker, body, offset_of, commit)
@@ -112,6 +109,18 @@ def handle_offset_commit(broker: Broker, request: Request) -> Any:
     if pending is None:
         return _commit_response(body, results)
     return _after_replication(broker, body, results, pending)
+
+
+def _store_accepted(
+    verdicts: Mapping[TopicPartition, int],
+    offsets: dict[TopicPartition, CommittedOffset],
+    store: Callable[[dict[TopicPartition, CommittedOffset]], Mapping[TopicPartition, int]],
+) -> dict[TopicPartition, int]:
+    """A KIP-848 group's commit checked per partition (KIP-1251: a member epoch may be fresh for
+    one partition and stale for another): ``store`` the accepted ones, answer the others' errors."""
+    accepted = {tp: o for tp, o in offsets.items() if verdicts[tp] == ErrorCode.NONE}
+    refused = {tp: code for tp, code in verdicts.items() if code != ErrorCode.NONE}
+    return refused | (dict(store(accepted)) if accepted else {})
 
 
 def _replication_pending(
@@ -260,20 +269,31 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
             commit_timestamp_ms=now,
         )
 
-    results = _commit_each_partition(
-        broker,
-        body,
-        offset_of,
-        lambda coordinator, offsets: coordinator.commit_txn_offsets(
+    member_id = body.member_id or ""
+
+    def commit(coordinator: GroupCoordinator, offsets: dict[TopicPartition, CommittedOffset]) -> Any:
+        consumer = coordinator.consumer
+        if consumer is not None and coordinator.manager.status(body.group_id) is None:
+            verdicts = consumer.validate_offset_commit(
+                body.group_id, member_id, body.generation_id, version, offsets, transactional=True
+            )
+            if verdicts is not None:  # a KIP-848 group (librdkafka's consumer_group_metadata of a member)
+                return _store_accepted(
+                    verdicts,
+                    offsets,
+                    lambda ok: consumer.stage_txn_offsets(body.group_id, body.producer_id, body.producer_epoch, ok),
+                )
+        return coordinator.commit_txn_offsets(
             body.group_id,
             body.producer_id,
             body.producer_epoch,
-            body.member_id or "",
+            member_id,
             body.group_instance_id,
             body.generation_id,
             offsets,
-        ),
-    )
+        )
+
+    results = _commit_each_partition(broker, body, offset_of, commit)
     if version < TXN_LOAD_ERROR_VERSION:
         results = {
             tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code

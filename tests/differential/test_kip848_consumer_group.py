@@ -2,7 +2,8 @@
 (state, epochs, assignor, each member's epoch, subscription, current and target assignment,
 MemberType), ListGroups v5 with a type filter, DescribeGroups of a consumer group, the errors of
 malformed or fenced ConsumerGroupHeartbeats, a second member joining and leaving (epochs and
-partitions per member once Stable), and the group after its last member left.
+partitions per member once Stable), an OffsetCommit v9 at the first member's first (now older)
+epoch, the member's offsets sent to a transaction, and the group after its last member left.
 
 The member is confluent-kafka with ``group.protocol=consumer``; member ids and client hosts are left
 out, and epochs are compared by their relations (member = assignment = group epoch once Stable,
@@ -49,6 +50,7 @@ def views(address: str) -> dict[str, Any]:
         poll("the assignment", lambda: (consumer.poll(0.2), len(consumer.assignment()))[1], lambda n: n == 2)
         g = poll("a Stable group", lambda: describe(address, group), lambda g: g.group_state == "Stable")
         first_epoch = g.group_epoch
+        (first_member,) = g.members
         out["describe_group"] = (g.error_code, g.error_message, g.group_state, g.group_epoch == g.assignment_epoch,
                                  g.group_epoch >= 1, g.assignor_name, g.authorized_operations)  # fmt: skip
         out["describe_members"] = [
@@ -113,11 +115,40 @@ def views(address: str) -> dict[str, Any]:
 
         g = poll("one Stable member again", first_only, lambda g: g.group_state == "Stable" and len(g.members) == 1)
         out["after_second_left"] = shape(g)
+        # the member's first epoch, older now: it kept one partition throughout, the other it got
+        # back after the second member had it (KIP-1251 accepts the first, Kafka 4.1 neither)
+        body = {"group_id": group, "generation_id_or_member_epoch": first_member.member_epoch,
+                "member_id": first_member.member_id,
+                "topics": [{"name": topic, "partitions": [{"partition_index": p, "committed_offset": 0,
+                                                            "committed_metadata": None} for p in (0, 1)]}]}  # fmt: skip
+        answer = request(address, ApiKey.OFFSET_COMMIT, 9, body)
+        out["commit_at_an_older_member_epoch"] = sorted(p.error_code for p in answer.topics[0].partitions)
+        out["offsets_in_a_transaction"] = offsets_in_a_transaction(address, consumer, topic)
     finally:
         consumer.close()
     g = poll("the group empty", lambda: describe(address, group), lambda g: g.group_state == "Empty")
     out["group_after_leave"] = (g.error_code, g.group_state, g.group_epoch > first_epoch, len(g.members))
     return out
+
+
+def offsets_in_a_transaction(address: str, consumer: Consumer, topic: str) -> tuple[str | None, int]:
+    """A transactional producer sends the member's offsets (TxnOffsetCommit with its member id and
+    epoch) and commits: the error, if any, and the group's committed offset of partition 0."""
+    from confluent_kafka import KafkaException, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": address, "transactional.id": unique("txn")})
+    error = None
+    try:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 1)], consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+    except KafkaException as e:
+        error = e.args[0].name()
+    finally:
+        producer.flush(10)
+    (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=60)
+    return error, committed.offset
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +161,8 @@ ASPECTS = (
     "list_groups_consumer", "list_groups_classic", "describe_groups_v5", "heartbeat_unknown_member",
     "heartbeat_empty_member_id", "heartbeat_join_without_subscription", "heartbeat_bad_assignor",
     "heartbeat_bad_regex", "heartbeat_invalid_epoch", "heartbeat_static_leave_without_instance",
-    "two_members", "after_second_left", "group_after_leave",
+    "two_members", "after_second_left", "commit_at_an_older_member_epoch", "offsets_in_a_transaction",
+    "group_after_leave",
 )  # fmt: skip
 
 

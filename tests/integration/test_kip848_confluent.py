@@ -2,8 +2,9 @@
 against a real pylog broker: the broker assigns (ConsumerGroupHeartbeat), members share
 partitions, a member that leaves or is killed (SIGKILL: its session times out) hands its
 partitions over, a regex subscription picks up a new topic, a group scaled 1 -> 5 -> 1 under load
-reads every record exactly once by its committed offsets, and the admin API lists and describes
-the group with its type and member epochs (ListGroups v5, ConsumerGroupDescribe)."""
+reads every record exactly once by its committed offsets, the admin API lists and describes
+the group with its type and member epochs (ListGroups v5, ConsumerGroupDescribe), and a member's
+offsets go into a transaction (TxnOffsetCommit)."""
 
 from __future__ import annotations
 
@@ -484,3 +485,31 @@ def test_the_consumer_protocol_can_be_turned_off(tmp_path: Path) -> None:
                 "subscribed_topic_names": ["t"], "topic_partitions": []}  # fmt: skip
         refused = request(address, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
         assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_a_member_sends_its_offsets_to_a_transaction(bootstrap: str) -> None:
+    """Consume-transform-produce with a KIP-848 member: librdkafka's ``send_offsets_to_transaction``
+    sends TxnOffsetCommit with the member id and epoch (``consumer_group_metadata()``), checked
+    against the consumer group's member (it was UNKNOWN_MEMBER_ID: pylog looked for a classic
+    member); the offsets are the group's once the transaction commits."""
+    from confluent_kafka import Producer, TopicPartition
+
+    source, sink, group = unique("eos-src"), unique("eos-sink"), unique("g")
+    create_topic(bootstrap, source, 1)
+    create_topic(bootstrap, sink, 1)
+    produce(bootstrap, source, 5)
+    m1, consumer = member("c1", bootstrap, group, [source], **{"enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("txn")})
+    try:
+        drive([m1], lambda: len(m1.received) == 5, timeout_s=60)
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(sink, b"derived")
+        metadata = consumer.consumer_group_metadata()
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, 5)], metadata, 30)
+        producer.commit_transaction(30)
+        (committed,) = consumer.committed([TopicPartition(source, 0)], timeout=30)
+        assert committed.offset == 5
+    finally:
+        producer.flush(10)
+        consumer.close()

@@ -20,7 +20,7 @@ import functools
 import logging
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -511,27 +511,55 @@ class ConsumerGroups:
             return None
         return frozenset().union(*group.subscribed_topics(self.topics).values())
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> int | None:
-        """Kafka ``ConsumerGroup.validateOffsetCommit``: None if ``group_id`` is not a consumer group
-        here or the commit may go on, else the error: an epoch below 0 without a member id is
-        a standalone/admin commit, allowed only while the group has no members; otherwise the
-        member must exist (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ (UNSUPPORTED_VERSION)
-        and name its current epoch (STALE_MEMBER_EPOCH)."""
+    def validate_offset_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        version: int,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        transactional: bool = False,
+    ) -> dict[tuple[str, int], int] | None:
+        """Kafka ``ConsumerGroup.validateOffsetCommit`` with KIP-1251's assignment epochs (Kafka
+        4.3) for OffsetCommit and TxnOffsetCommit: None if ``group_id`` is not a consumer group
+        here, else each partition's verdict (NONE: commit it).
+
+        An epoch below 0 without a member id is a standalone/admin commit (or TxnOffsetCommit
+        v0-v2, which carries no membership), allowed only while the group has no members;
+        otherwise the member must exist (UNKNOWN_MEMBER_ID), and a plain commit must be
+        OffsetCommit v9+ (UNSUPPORTED_VERSION). The member's current epoch commits anything; an
+        epoch above it is stale; an older one commits a partition the member still owns (assigned
+        or pending revocation) and got at that epoch or before, else that partition is stale.
+        Stale is STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a transactional commit (Kafka's
+        ``validateTransactionalOffsetCommit``: TxnOffsetCommit has no STALE_MEMBER_EPOCH)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
+        wanted = list(partitions)
+
+        def every(code: int) -> dict[tuple[str, int], int]:
+            return dict.fromkeys(wanted, code)
+
         if member_epoch < 0 and not member_id:
-            return None if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+            return every(ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID)
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+            return every(ErrorCode.UNKNOWN_MEMBER_ID)
         if member.classic is not None:  # a classic member: its generation is its member epoch
-            return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
-        if version < 9:
-            return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+            return every(ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION)
+        if version < 9 and not transactional:
+            return every(ErrorCode.UNSUPPORTED_VERSION)
+        stale = ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return every(ErrorCode.NONE)
+        if member_epoch > member.member_epoch:
+            return every(stale)
+        verdicts: dict[tuple[str, int], int] = {}
+        for topic, partition in wanted:
+            since = member.assignment.assignment_epoch(topic, partition)
+            verdicts[(topic, partition)] = ErrorCode.NONE if since is not None and since <= member_epoch else stale
+        return verdicts
 
     def commit_offsets(
         self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
@@ -541,6 +569,16 @@ class ConsumerGroups:
         if entry is None:
             entry = self.manager.groups[group_id] = Group(group_id)
         return self.manager.store_offsets(entry, offsets)
+
+    def stage_txn_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, offsets: dict[tuple[str, int], CommittedOffset]
+    ) -> dict[tuple[str, int], int]:
+        """Stage a member's transactional commit in the group's offsets entry (created on first
+        use); it becomes the group's with the transaction's COMMIT marker."""
+        entry = self.manager.groups.get(group_id)
+        if entry is None:
+            entry = self.manager.groups[group_id] = Group(group_id)
+        return self.manager.store_txn_offsets(entry, producer_id, producer_epoch, offsets)
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int | None:
         """OffsetFetch v9 with a member (KIP-848): UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH."""

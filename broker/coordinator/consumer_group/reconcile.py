@@ -19,6 +19,13 @@ UNRELEASED_PARTITIONS      it is at the target epoch but some target partitions 
 revoked the member keeps only ``kept`` at its current epoch (UNREVOKED_PARTITIONS); otherwise it
 gets ``kept`` plus the new partitions nobody else owns, at the target epoch (UNRELEASED_PARTITIONS
 if some new ones are still owned elsewhere, STABLE if not).
+
+Each owned partition (assigned or pending revocation) also keeps its **assignment epoch**, the
+member epoch at which the member got it (KIP-1251 "Assignment epochs for consumer groups", Kafka
+4.3): a kept partition keeps its epoch, a new one gets the target epoch. An offset commit naming an
+older member epoch is then still the owner's when ``assignment epoch <= its epoch <= member epoch``.
+A partition without a recorded epoch (an assignment replayed from ``__consumer_offsets``, which
+does not hold them, or converted from a classic member) counts as assigned at the member's epoch.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 Partitions = dict[str, frozenset[int]]  # topic -> partitions (never an empty set)
+AssignmentEpochs = dict[tuple[str, int], int]  # (topic, partition) -> the member epoch it came at
 
 
 class MemberState(enum.Enum):
@@ -45,6 +53,14 @@ class MemberAssignment:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    assigned_at: AssignmentEpochs = field(default_factory=dict)
+
+    def assignment_epoch(self, topic: str, partition: int) -> int | None:
+        """The epoch at which the member got ``topic``/``partition`` (KIP-1251); None when it owns
+        it neither as assigned nor as pending revocation."""
+        if partition in self.assigned.get(topic, ()) or partition in self.pending_revocation.get(topic, ()):
+            return self.assigned_at.get((topic, partition), self.member_epoch)
+        return None
 
 
 def normalize(parts: Mapping[str, frozenset[int] | set[int]]) -> Partitions:
@@ -99,6 +115,12 @@ def compute_next(
         free = {p for p in wanted - current if not owned_elsewhere(topic, p)}
         unreleased = unreleased or len(free) < len(wanted - current)
         new_free[topic] = free
+    held = {  # what the member keeps or revokes came at its recorded epoch
+        (t, p): member.assigned_at.get((t, p), member.member_epoch)
+        for parts in (kept, revoked)
+        for t, ps in parts.items()
+        for p in ps
+    }
     if any(revoked.values()):
         return MemberAssignment(
             member_epoch=member.member_epoch,
@@ -106,6 +128,7 @@ def compute_next(
             state=MemberState.UNREVOKED_PARTITIONS,
             assigned=normalize(kept),
             pending_revocation=normalize(revoked),
+            assigned_at=held,
         )
     assigned = normalize({t: kept[t] | new_free[t] for t in kept})
     epoch_moves = target_epoch != member.member_epoch
@@ -115,4 +138,5 @@ def compute_next(
         state=MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE,
         assigned=assigned,
         pending_revocation={},
+        assigned_at=held | {(t, p): target_epoch for t, ps in new_free.items() for p in ps},
     )

@@ -15,6 +15,9 @@ Facts: Kafka 4.1's ``group-coordinator`` message schemas of the same names::
     type 7  ConsumerGroupTargetAssignmentMember   key group, member  value [topic id, partitions]
     type 8  ConsumerGroupCurrentMemberAssignment  key group, member  value epoch, previous epoch,
                                                                     state, assigned, pending revocation
+                                                                    (each with AssignmentEpochs, tag 0,
+                                                                    aligned with its partitions: Kafka
+                                                                    4.3's KIP-1251 field; 4.1 skips it)
     a null value: a tombstone (the member, or the group, is gone)
 
 Kafka 4.1 replaces type 4 by a metadata hash (KIP-1101); pylog still writes type 4 (Kafka 4.1
@@ -89,9 +92,11 @@ _VALUES = {
         assigned_partitions       []
           topic_id                uuid
           partitions              []int32
+          assignment_epochs       []int32  null  tag=0  default=null
         partitions_pending_revocation  []
           topic_id                uuid
           partitions              []int32
+          assignment_epochs       []int32  null  tag=0  default=null
     """),
 }  # fmt: skip
 
@@ -131,6 +136,28 @@ def _by_id(parts: Mapping[str, frozenset[int]], topics: TopicsView) -> list[dict
     ]
 
 
+def _by_id_with_epochs(
+    parts: Mapping[str, frozenset[int]], a: MemberAssignment, topics: TopicsView
+) -> list[dict[str, object]]:
+    """``_by_id`` with each partition's assignment epoch (KIP-1251), aligned with ``partitions``."""
+    out = _by_id(parts, topics)
+    names = {topics[t][0]: t for t in parts if t in topics}
+    for entry in out:
+        topic = names[entry["topic_id"]]
+        entry["assignment_epochs"] = [a.assignment_epoch(topic, p) for p in entry["partitions"]]  # type: ignore[attr-defined]
+    return out
+
+
+def _epochs_by_name(entries: Iterable[Any], names: Mapping[object, str]) -> dict[tuple[str, int], int]:
+    """The assignment epochs a record holds (none from a writer before KIP-1251)."""
+    out: dict[tuple[str, int], int] = {}
+    for e in entries:
+        name = names.get(e.topic_id)
+        if name is not None and e.assignment_epochs is not None and len(e.assignment_epochs) == len(e.partitions):
+            out.update(((name, p), epoch) for p, epoch in zip(e.partitions, e.assignment_epochs, strict=True))
+    return out
+
+
 def _by_name(entries: Iterable[Any], names: Mapping[object, str]) -> dict[str, frozenset[int]]:
     out: dict[str, set[int]] = {}
     for e in entries:
@@ -165,8 +192,8 @@ def group_records(group: ConsumerGroup, topics: TopicsView) -> dict[bytes, bytes
         a = m.assignment
         out[key(CURRENT_ASSIGNMENT, gid, m.member_id)] = _value(CURRENT_ASSIGNMENT, {
             "member_epoch": a.member_epoch, "previous_member_epoch": a.previous_member_epoch,
-            "state": STATE_CODES[a.state], "assigned_partitions": _by_id(a.assigned, topics),
-            "partitions_pending_revocation": _by_id(a.pending_revocation, topics),
+            "state": STATE_CODES[a.state], "assigned_partitions": _by_id_with_epochs(a.assigned, a, topics),
+            "partitions_pending_revocation": _by_id_with_epochs(a.pending_revocation, a, topics),
         })  # fmt: skip
     for member_id, parts in group.target.items():
         if member_id in group.members:
@@ -223,6 +250,7 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], topics: TopicsView) ->
                 state=STATES.get(v.state, MemberState.STABLE),
                 assigned=_by_name(v.assigned_partitions, names),
                 pending_revocation=_by_name(v.partitions_pending_revocation, names),
+                assigned_at=_epochs_by_name([*v.assigned_partitions, *v.partitions_pending_revocation], names),
             )
     for (gid, mid), member in members.items():
         group = groups[gid]

@@ -284,3 +284,31 @@ def test_group_records_replay_to_the_same_epochs_and_assignments() -> None:
     # the reloaded group goes on: a finishes revoking and b gets the released partitions
     a = beat(back, "a", 1, back.members["a"].assignment.assigned, topics)
     assert a.member_epoch == back.assignment_epoch
+
+
+def test_assignment_epochs_are_written_and_a_record_without_them_counts_them_at_the_member_epoch() -> None:
+    """KIP-1251's AssignmentEpochs (tag 0, aligned with the partitions) survive a replay; a record
+    of a writer before it (Kafka 4.1) replays with every owned partition at the member's epoch, so
+    only that epoch commits until the partition is reassigned (the strict check, never looser)."""
+    from broker.coordinator.consumer_group.records import CURRENT_ASSIGNMENT, _value, group_records, key, replay
+
+    topics = {"t": (T_ID, 4)}
+    group = ConsumerGroup("g")
+    join(group, "a", topics)
+    first = group.members["a"].member_epoch
+    join(group, "b", topics)
+    beat(group, "a", first, {"t": fs(0, 1, 2, 3)}, topics)  # a must revoke two
+    a = group.members["a"].assignment
+    assert a.state is MemberState.UNREVOKED_PARTITIONS
+    assert {a.assignment_epoch("t", p) for p in range(4)} == {first}  # assigned or pending revocation
+    (back,) = replay(group_records(group, topics).items(), topics).values()
+    assert back.members["a"].assignment.assigned_at == a.assigned_at
+    before_kip1251 = _value(CURRENT_ASSIGNMENT, {
+        "member_epoch": 7, "previous_member_epoch": 6, "state": 0,
+        "assigned_partitions": [{"topic_id": T_ID, "partitions": [0, 1]}], "partitions_pending_revocation": [],
+    })  # fmt: skip
+    records = [*group_records(group, topics).items(), (key(CURRENT_ASSIGNMENT, "g", "a"), before_kip1251)]
+    (old,) = replay(records, topics).values()
+    assert old.members["a"].assignment.assigned_at == {}
+    assert old.members["a"].assignment.assignment_epoch("t", 0) == 7
+    assert old.members["a"].assignment.assignment_epoch("t", 3) is None

@@ -1,7 +1,7 @@
 """The KIP-848 driver over the group coordinator's manager (in-memory offsets log, injected clock):
 session expiry through the coordinator's timers, records written before the answer and replayed
 by a restarted coordinator, offsets kept for subscribed topics while the group has members,
-OffsetCommit epoch checks (KIP-848 "Offset Commit and Fetch")."""
+OffsetCommit epoch checks (KIP-848 "Offset Commit and Fetch", KIP-1251's assignment epochs)."""
 
 from __future__ import annotations
 
@@ -70,12 +70,20 @@ def test_offset_commit_epochs_and_expiry_of_unsubscribed_topics() -> None:
     h = Harness()
     groups = driver(h)
     a = join(groups, "a")
-    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch - 1, 9) == ErrorCode.STALE_MEMBER_EPOCH
-    assert groups.validate_offset_commit(GROUP, "zz", a.member_epoch, 9) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch, 8) == ErrorCode.UNSUPPORTED_VERSION
-    assert groups.validate_offset_commit(GROUP, "", -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID  # not while it has members
-    assert groups.validate_offset_commit(GROUP, "a", a.member_epoch, 9) == ErrorCode.NONE
-    assert groups.validate_offset_commit("classic-group", "x", 3, 9) is None  # not a consumer group
+    both = [("t", 0), ("t", 1)]
+
+    def verdict(member: str, epoch: int, version: int = 9) -> set[int]:
+        verdicts = groups.validate_offset_commit(GROUP, member, epoch, version, both)
+        assert verdicts is not None
+        return set(verdicts.values())
+
+    assert verdict("a", a.member_epoch - 1) == {ErrorCode.STALE_MEMBER_EPOCH}  # before it got them
+    assert verdict("a", a.member_epoch + 1) == {ErrorCode.STALE_MEMBER_EPOCH}
+    assert verdict("zz", a.member_epoch) == {ErrorCode.UNKNOWN_MEMBER_ID}
+    assert verdict("a", a.member_epoch, 8) == {ErrorCode.UNSUPPORTED_VERSION}
+    assert verdict("", -1) == {ErrorCode.UNKNOWN_MEMBER_ID}  # not while it has members
+    assert verdict("a", a.member_epoch) == {ErrorCode.NONE}
+    assert groups.validate_offset_commit("classic-group", "x", 3, 9, both) is None  # not a consumer group
     now = h.clock()
     offsets = {("t", 0): CommittedOffset(5, -1, "", now), ("u", 0): CommittedOffset(7, -1, "", now)}
     assert set(groups.commit_offsets(GROUP, offsets).values()) == {ErrorCode.NONE}
@@ -85,6 +93,49 @@ def test_offset_commit_epochs_and_expiry_of_unsubscribed_topics() -> None:
     groups.heartbeat(GROUP, HeartbeatRequest("a", -1), TOPICS, 1)  # the last member leaves
     h.coordinator.manager.expire_offsets()
     assert GROUP not in h.coordinator.manager.groups or not h.coordinator.manager.groups[GROUP].offsets
+
+
+def test_a_commit_at_an_older_epoch_is_the_owners_while_the_partition_was_assigned_at_it() -> None:
+    """KIP-1251: ``assignment epoch <= commit epoch <= member epoch`` per partition. ``a`` owns
+    both partitions at epoch 1; ``b`` joins, ``a`` revokes one, then gets it back at a later epoch
+    when ``b`` leaves: a commit at epoch 1 is ``a``'s for the partition it kept throughout, stale
+    for the one it got back (``b`` owned it in between), and for a partition it does not own."""
+    h = Harness()
+    groups = driver(h)
+    a = join(groups, "a")
+    first = a.member_epoch
+    join(groups, "b")
+    member_a = groups.groups[GROUP].members["a"]
+    for _ in range(10):  # a revokes what b gets; b takes it once released
+        owned = {t: set(ps) for t, ps in member_a.assignment.assigned.items()}
+        groups.heartbeat(GROUP, HeartbeatRequest("a", member_a.member_epoch, owned=owned), TOPICS, 1)
+        member_b = groups.groups[GROUP].members["b"]
+        owned_b = {t: set(ps) for t, ps in member_b.assignment.assigned.items()}
+        groups.heartbeat(GROUP, HeartbeatRequest("b", member_b.member_epoch, owned=owned_b), TOPICS, 1)
+    (kept,) = member_a.assignment.assigned["t"]
+    (moved,) = groups.groups[GROUP].members["b"].assignment.assigned["t"]
+    groups.heartbeat(GROUP, HeartbeatRequest("b", -1), TOPICS, 1)  # b leaves
+    owned = {t: set(ps) for t, ps in member_a.assignment.assigned.items()}
+    groups.heartbeat(GROUP, HeartbeatRequest("a", member_a.member_epoch, owned=owned), TOPICS, 1)
+    assert member_a.assignment.assigned["t"] == {0, 1}
+    assert member_a.member_epoch > first
+    verdicts = groups.validate_offset_commit(GROUP, "a", first, 9, [("t", kept), ("t", moved), ("u", 0)])
+    assert verdicts == {
+        ("t", kept): ErrorCode.NONE,
+        ("t", moved): ErrorCode.STALE_MEMBER_EPOCH,
+        ("u", 0): ErrorCode.STALE_MEMBER_EPOCH,
+    }
+    assert set(groups.validate_offset_commit(GROUP, "a", member_a.member_epoch, 9, [("t", moved)]).values()) == {
+        ErrorCode.NONE
+    }
+    # TxnOffsetCommit (any version): the same check, stale is ILLEGAL_GENERATION
+    in_txn = groups.validate_offset_commit(GROUP, "a", first, 3, [("t", kept), ("t", moved)], transactional=True)
+    assert in_txn == {("t", kept): ErrorCode.NONE, ("t", moved): ErrorCode.ILLEGAL_GENERATION}
+    ahead = groups.validate_offset_commit(GROUP, "a", member_a.member_epoch + 1, 3, [("t", kept)], transactional=True)
+    assert ahead == {("t", kept): ErrorCode.ILLEGAL_GENERATION}
+    assert groups.validate_offset_commit(GROUP, "", -1, 0, [("t", kept)], transactional=True) == {
+        ("t", kept): ErrorCode.UNKNOWN_MEMBER_ID  # TxnOffsetCommit v0-v2 carries no member: not while it has members
+    }
 
 
 ALLOWED = {

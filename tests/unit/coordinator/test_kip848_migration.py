@@ -116,8 +116,12 @@ def test_upgrade_mixed_members_then_downgrade_and_replay() -> None:
     ja = replace(ja, generation_id=group.members[a.member_id].member_epoch)
     assert h.heartbeat(a.member_id, ja.generation_id) == ErrorCode.NONE
     # commits of classic members carry their generation (the member epoch)
-    assert groups.validate_offset_commit(GROUP, a.member_id, ja.generation_id, 8) == ErrorCode.NONE
-    assert groups.validate_offset_commit(GROUP, a.member_id, generation, 8) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.validate_offset_commit(GROUP, a.member_id, ja.generation_id, 8, [("t", 0)]) == {
+        ("t", 0): ErrorCode.NONE
+    }
+    assert groups.validate_offset_commit(GROUP, a.member_id, generation, 8, [("t", 0)]) == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION
+    }
 
     # failover: a new coordinator replays the mixed group, classic members included
     again = Harness(log=h.log, clock=h.clock)
