@@ -24,8 +24,8 @@ Each owned partition (assigned or pending revocation) also keeps its **assignmen
 member epoch at which the member got it (KIP-1251 "Assignment epochs for consumer groups", Kafka
 4.3): a kept partition keeps its epoch, a new one gets the target epoch. An offset commit naming an
 older member epoch is then still the owner's when ``assignment epoch <= its epoch <= member epoch``.
-A partition without a recorded epoch (an assignment replayed from ``__consumer_offsets``, which
-does not hold them, or converted from a classic member) counts as assigned at the member's epoch.
+A partition without a recorded epoch (from an assignment record written without them, as Kafka 4.1
+writes it, or converted from a classic member) counts as assigned at the member's epoch.
 """
 
 from __future__ import annotations
