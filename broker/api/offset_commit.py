@@ -275,7 +275,13 @@ def handle_txn_offset_commit(broker: Broker, request: Request) -> Any:
         consumer = coordinator.consumer
         if consumer is not None and coordinator.manager.status(body.group_id) is None:
             verdicts = consumer.validate_offset_commit(
-                body.group_id, member_id, body.generation_id, version, offsets, transactional=True
+                body.group_id,
+                member_id,
+                body.generation_id,
+                version,
+                offsets,
+                transactional=True,
+                instance_id=body.group_instance_id,
             )
             if verdicts is not None:  # a KIP-848 group (librdkafka's consumer_group_metadata of a member)
                 return _store_accepted(

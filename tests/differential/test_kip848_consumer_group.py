@@ -3,7 +3,8 @@
 MemberType), ListGroups v5 with a type filter, DescribeGroups of a consumer group, the errors of
 malformed or fenced ConsumerGroupHeartbeats, a second member joining and leaving (epochs and
 partitions per member once Stable), an OffsetCommit v9 at the first member's first (now older)
-epoch, the member's offsets sent to a transaction, and the group after its last member left.
+epoch, the member's offsets sent to a transaction (with its membership, by librdkafka, and
+without, by pylog's producer), and the group after its last member left.
 
 The member is confluent-kafka with ``group.protocol=consumer``; member ids and client hosts are left
 out, and epochs are compared by their relations (member = assignment = group epoch once Stable,
@@ -124,6 +125,7 @@ def views(address: str) -> dict[str, Any]:
         answer = request(address, ApiKey.OFFSET_COMMIT, 9, body)
         out["commit_at_an_older_member_epoch"] = sorted(p.error_code for p in answer.topics[0].partitions)
         out["offsets_in_a_transaction"] = offsets_in_a_transaction(address, consumer, topic)
+        out["offsets_in_a_transaction_without_membership"] = offsets_by_group_id(address, consumer, topic, group)
     finally:
         consumer.close()
     g = poll("the group empty", lambda: describe(address, group), lambda g: g.group_state == "Empty")
@@ -151,6 +153,27 @@ def offsets_in_a_transaction(address: str, consumer: Consumer, topic: str) -> tu
     return error, committed.offset
 
 
+def offsets_by_group_id(address: str, consumer: Consumer, topic: str, group: str) -> tuple[str | None, int]:
+    """pylog's transactional producer sends offsets by group id alone (TxnOffsetCommit with epoch -1
+    and no member id) to the group while it has a member: Kafka takes a transactional commit
+    without membership in every state."""
+    from confluent_kafka import TopicPartition as ConfluentPartition
+
+    from pyspark_log.client import KafkaError, Producer, TopicPartition
+
+    error = None
+    with Producer({"bootstrap.servers": address, "transactional.id": unique("txn")}) as producer:
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction({TopicPartition(topic, 0): 2}, group)
+            producer.commit_transaction()
+        except KafkaError as e:
+            error = type(e).__name__
+    (committed,) = consumer.committed([ConfluentPartition(topic, 0)], timeout=60)
+    return error, committed.offset
+
+
 @pytest.fixture(scope="module")
 def observed(brokers: Brokers) -> dict[str, dict[str, Any]]:
     return {name: views(address) for name, address in brokers.items()}
@@ -162,7 +185,7 @@ ASPECTS = (
     "heartbeat_empty_member_id", "heartbeat_join_without_subscription", "heartbeat_bad_assignor",
     "heartbeat_bad_regex", "heartbeat_invalid_epoch", "heartbeat_static_leave_without_instance",
     "two_members", "after_second_left", "commit_at_an_older_member_epoch", "offsets_in_a_transaction",
-    "group_after_leave",
+    "offsets_in_a_transaction_without_membership", "group_after_leave",
 )  # fmt: skip
 
 

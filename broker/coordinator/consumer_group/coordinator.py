@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+NO_GENERATION = -1  # Kafka's JoinGroupRequest.UNKNOWN_GENERATION_ID: a commit without membership
+
 
 @dataclass(frozen=True)
 class HeartbeatAnswer:
@@ -520,14 +522,16 @@ class ConsumerGroups:
         partitions: Iterable[tuple[str, int]],
         *,
         transactional: bool = False,
+        instance_id: str | None = None,
     ) -> dict[tuple[str, int], int] | None:
         """Kafka ``ConsumerGroup.validateOffsetCommit`` with KIP-1251's assignment epochs (Kafka
         4.3) for OffsetCommit and TxnOffsetCommit: None if ``group_id`` is not a consumer group
         here, else each partition's verdict (NONE: commit it).
 
-        An epoch below 0 without a member id is a standalone/admin commit (or TxnOffsetCommit
-        v0-v2, which carries no membership), allowed only while the group has no members;
-        otherwise the member must exist (UNKNOWN_MEMBER_ID), and a plain commit must be
+        An epoch below 0 is a standalone/admin commit, allowed while the group has no members; a
+        TxnOffsetCommit without any membership (epoch -1, no member id, no instance id: v0-v2
+        carry none, and a producer may send none) is allowed in every state. Otherwise the
+        member must exist (UNKNOWN_MEMBER_ID), and a plain commit must be
         OffsetCommit v9+ (UNSUPPORTED_VERSION). The member's current epoch commits anything; an
         epoch above it is stale; an older one commits a partition the member still owns (assigned
         or pending revocation) and got at that epoch or before, else that partition is stale.
@@ -541,8 +545,10 @@ class ConsumerGroups:
         def every(code: int) -> dict[tuple[str, int], int]:
             return dict.fromkeys(wanted, code)
 
-        if member_epoch < 0 and not member_id:
-            return every(ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID)
+        if member_epoch < 0 and not group.members:
+            return every(ErrorCode.NONE)
+        if transactional and member_epoch == NO_GENERATION and not member_id and instance_id is None:
+            return every(ErrorCode.NONE)
         member = group.members.get(member_id)
         if member is None:
             return every(ErrorCode.UNKNOWN_MEMBER_ID)

@@ -133,9 +133,14 @@ def test_a_commit_at_an_older_epoch_is_the_owners_while_the_partition_was_assign
     assert in_txn == {("t", kept): ErrorCode.NONE, ("t", moved): ErrorCode.ILLEGAL_GENERATION}
     ahead = groups.validate_offset_commit(GROUP, "a", member_a.member_epoch + 1, 3, [("t", kept)], transactional=True)
     assert ahead == {("t", kept): ErrorCode.ILLEGAL_GENERATION}
+    # without any membership (TxnOffsetCommit v0-v2, or a producer that sends none): taken, as Kafka's
     assert groups.validate_offset_commit(GROUP, "", -1, 0, [("t", kept)], transactional=True) == {
-        ("t", kept): ErrorCode.UNKNOWN_MEMBER_ID  # TxnOffsetCommit v0-v2 carries no member: not while it has members
+        ("t", kept): ErrorCode.NONE
     }
+    assert groups.validate_offset_commit(GROUP, "", -1, 3, [("t", kept)], transactional=True, instance_id="i") == {
+        ("t", kept): ErrorCode.UNKNOWN_MEMBER_ID  # an instance id makes it a member's
+    }
+    assert groups.validate_offset_commit(GROUP, "", -1, 9, [("t", kept)]) == {("t", kept): ErrorCode.UNKNOWN_MEMBER_ID}
 
 
 ALLOWED = {
