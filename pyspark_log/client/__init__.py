@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     )
     from pyspark_log.client.futures import DeliveryFuture
     from pyspark_log.client.group.subscription import ConsumerRebalanceListener
-    from pyspark_log.client.groups import OffsetAndMetadata
+    from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
     from pyspark_log.client.partitioner import (
         murmur2,
         partition_for_key,
@@ -136,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedFeatureError": "pyspark_log.client.errors",
     "DeliveryFuture": "pyspark_log.client.futures",
     "ConsumerRebalanceListener": "pyspark_log.client.group.subscription",
+    "ConsumerGroupMetadata": "pyspark_log.client.groups",
     "OffsetAndMetadata": "pyspark_log.client.groups",
     "murmur2": "pyspark_log.client.partitioner",
     "partition_for_key": "pyspark_log.client.partitioner",
@@ -179,6 +180,7 @@ __all__ = [
     "ConfigError",
     "ConfigResource",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "DeliveryFuture",

@@ -56,7 +56,7 @@ from pyspark_log.client.group.subscription import (
     Subscription,
     run_inline,
 )
-from pyspark_log.client.groups import GroupOffsets, OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, GroupOffsets, OffsetAndMetadata
 from pyspark_log.client.metrics import Metrics, consumer_metrics, record_fetch, record_lag
 from pyspark_log.client.offsets import OffsetResult, list_offsets
 from pyspark_log.client.types import (
@@ -396,6 +396,15 @@ class AsyncConsumer:
             started = self._clock.monotonic_ms()
             await self._groups.commit(self._group_id(), offsets, timeout_ms or self.default_api_timeout_ms)
             self.cluster.metrics.sensor("commit-latency").record(self._clock.monotonic_ms() - started)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's membership of ``group.id`` for ``send_offsets_to_transaction``
+        (KIP-447, Java's ``groupMetadata()``): the generation (member epoch) and member id while
+        subscribed, else none. Take it after the ``poll`` whose records the transaction holds."""
+        group_id = self._group_id()
+        if self._group is not None and self._group.active:
+            return self._group.group_metadata()
+        return ConsumerGroupMetadata(group_id)
 
     async def committed(
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None

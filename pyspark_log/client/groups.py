@@ -39,6 +39,25 @@ class OffsetAndMetadata:
     leader_epoch: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership as a transaction's offsets carry it (KIP-447; Java's
+    ``ConsumerGroupMetadata``, ``Consumer.group_metadata()``): TxnOffsetCommit sends the
+    generation (the member epoch under ``group.protocol=consumer``), the member id and the
+    instance id, and the coordinator refuses them once that generation is over, so a zombie
+    member's transaction cannot commit offsets its successor owns. A bare group id is
+    ``ConsumerGroupMetadata(group_id)``: no membership, checked by nobody."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+    @property
+    def has_membership(self) -> bool:
+        return self.generation_id >= 0 or bool(self.member_id) or self.group_instance_id is not None
+
+
 class GroupOffsets:
     """Commit and fetch one group's offsets through its coordinator."""
 

@@ -55,7 +55,7 @@ from pyspark_log.client.errors import (
     UnsupportedFeatureError,
 )
 from pyspark_log.client.futures import DeliveryCallback, RecordFuture
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.handoff import Handoff
 from pyspark_log.client.metrics import Metrics, producer_metrics
 from pyspark_log.client.partitioner import StickyPartitioner, partition_for_key
@@ -672,12 +672,15 @@ class AsyncProducer:
     async def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-        group_id: str,
+        group: str | ConsumerGroupMetadata,
         timeout_ms: float | None = None,
     ) -> None:
-        """Commit consumer offsets (the next offsets to read) of ``group_id`` as part of the
-        transaction: visible to the group only if the transaction commits."""
-        await self._transactions().send_offsets_to_transaction(offsets, group_id, timeout_ms)
+        """Commit consumer offsets (the next offsets to read) of a group as part of the
+        transaction: visible to the group only if the transaction commits. ``group`` is the
+        consumer's ``group_metadata()`` (KIP-447: the coordinator refuses the offsets of a
+        generation that is over, ``CommitFailedError``, and the transaction must be aborted) or
+        a bare group id (no membership checked)."""
+        await self._transactions().send_offsets_to_transaction(offsets, group, timeout_ms)
 
     async def commit_transaction(self, timeout_ms: float | None = None) -> None:
         """Flush, then commit. A ``TransactionAbortableError`` means: abort and try again."""

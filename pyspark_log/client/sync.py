@@ -47,7 +47,7 @@ from pyspark_log.client.cluster import TopicMetadata
 from pyspark_log.client.errors import BufferExhaustedError, ClientClosedError, KafkaError
 from pyspark_log.client.futures import DeliveryCallback, DeliveryFuture, RecordFuture
 from pyspark_log.client.group_admin import ConsumerGroupDescription, ConsumerGroupListing
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.log_dirs import LogDirDescription
 from pyspark_log.client.loop_thread import LoopThread, _SyncClient, _wait_s
 from pyspark_log.client.producer import AsyncProducer
@@ -279,10 +279,10 @@ class Producer(_SyncClient):
     def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-        group_id: str,
+        group: str | ConsumerGroupMetadata,
         timeout_ms: float | None = None,
     ) -> None:
-        coro = self._core.send_offsets_to_transaction(dict(offsets), group_id, timeout_ms)
+        coro = self._core.send_offsets_to_transaction(dict(offsets), group, timeout_ms)
         self._run(coro, self._txn_wait(timeout_ms))
 
     def commit_transaction(self, timeout_ms: float | None = None) -> None:

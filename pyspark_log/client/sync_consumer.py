@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from pyspark_log.client.consumer import AsyncConsumer, RawFetch
 from pyspark_log.client.errors import ClientClosedError, KafkaTimeoutError
 from pyspark_log.client.group.subscription import Callback, ConsumerRebalanceListener, PartitionSet, run_inline
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.loop_thread import _SyncClient, _wait_s
 from pyspark_log.client.types import ConsumerRecord, IsolationLevel, OffsetAndTimestamp, TopicPartition
 
@@ -202,6 +202,9 @@ class Consumer(_SyncClient):
         self._run(
             self._core.commit(None if offsets is None else dict(offsets), timeout_ms), _wait_s(timeout_ms, self._api_ms)
         )
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._call(self._core.group_metadata)
 
     def committed(
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None

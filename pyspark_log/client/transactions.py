@@ -18,6 +18,11 @@
   carrying the current id and epoch (KIP-360). ``prepare_transaction`` flushes and returns a
   ``TransactionHandle``; after it the producer may only be closed and ``close`` leaves the
   transaction open for ``complete_transaction`` (from any process) to commit or abort.
+  ``send_offsets_to_transaction`` sends AddOffsetsToTxn, then TxnOffsetCommit with the consumer's
+  ``group_metadata()`` (generation or member epoch, member and instance id; KIP-447 "Producer
+  scalability for exactly once semantics") or, given a bare group id, without membership; a
+  generation that is over (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) raises ``CommitFailedError``
+  and leaves the transaction to be aborted, as Java's ``CommitFailedException``.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ from pyspark_log.client.backoff import ExponentialBackoff
 from pyspark_log.client.cluster import Cluster
 from pyspark_log.client.connection import Connector, open_tcp
 from pyspark_log.client.errors import (
+    CommitFailedError,
     IllegalTransactionStateError,
     KafkaTimeoutError,
     TransactionAbortableError,
     UnsupportedFeatureError,
     error_for,
 )
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.loop_thread import LoopThread, _wait_s
 from pyspark_log.client.offset_commit import offset_commit_topics
 from pyspark_log.client.tasks import cancel_and_wait
@@ -61,6 +67,8 @@ RETRY_CODES = COORDINATOR_MOVED | {
     ErrorCode.UNSTABLE_OFFSET_COMMIT,
 }
 NO_BUMP_VERSION = 3  # InitProducerId carries producer_id/producer_epoch from v3 (KIP-360)
+TXN_OFFSET_COMMIT_MEMBERSHIP_VERSION = 3  # TxnOffsetCommit carries the group membership from v3 (KIP-447)
+GENERATION_OVER = frozenset({ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID})
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,17 +356,42 @@ class ProducerTransactions:
     # -- offsets ---------------------------------------------------------------------------------
 
     async def send_offsets_to_transaction(
-        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group_id: str, timeout_ms: float | None
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group: str | ConsumerGroupMetadata,
+        timeout_ms: float | None,
     ) -> None:
         if not self._resuming("send_offsets_to_transaction"):
             self.txn.require("send offsets to the transaction", TxnState.IN_TRANSACTION)
             if self.preparing:
                 raise IllegalTransactionStateError("cannot send offsets while the transaction is being prepared")
         frozen = dict(offsets)
-        await self._run("send_offsets_to_transaction", lambda: self._send_offsets(frozen, group_id), timeout_ms)
+        meta = group if isinstance(group, ConsumerGroupMetadata) else ConsumerGroupMetadata(group)
+        await self._run("send_offsets_to_transaction", lambda: self._send_offsets(frozen, meta), timeout_ms)
 
-    async def _send_offsets(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], group_id: str) -> None:
+    async def _send_offsets(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], meta: ConsumerGroupMetadata
+    ) -> None:
         txn = self.txn
+        group_id = meta.group_id
+
+        def txn_offset_commit(version: int) -> dict[str, Any]:
+            if version < TXN_OFFSET_COMMIT_MEMBERSHIP_VERSION and meta.has_membership:
+                raise UnsupportedFeatureError(
+                    f"the group coordinator of {group_id!r} takes no group membership with a transaction's "
+                    f"offsets (TxnOffsetCommit < v{TXN_OFFSET_COMMIT_MEMBERSHIP_VERSION}): pass the group id alone"
+                )
+            return {
+                "transactional_id": self._tid,
+                "group_id": group_id,
+                "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch,
+                "generation_id": meta.generation_id,
+                "member_id": meta.member_id,
+                "group_instance_id": meta.group_instance_id,
+                "topics": offset_commit_topics(offsets),
+            }
+
         try:
             await self.requests.call(
                 KEY_TRANSACTION,
@@ -374,27 +407,19 @@ class ProducerTransactions:
                 what=f"AddOffsetsToTxn of {self._tid!r} for group {group_id!r}",
             )
             txn.offsets_added = True
-            body = {
-                "transactional_id": self._tid,
-                "group_id": group_id,
-                "producer_id": txn.producer_id,
-                "producer_epoch": txn.producer_epoch,
-                "generation_id": -1,
-                "member_id": "",
-                "group_instance_id": None,
-                "topics": offset_commit_topics(offsets),
-            }
             await self.requests.call(
                 KEY_GROUP,
                 group_id,
                 ApiKey.TXN_OFFSET_COMMIT,
-                body,
+                txn_offset_commit,
                 _offsets_check,
                 what=f"TxnOffsetCommit of {self._tid!r} for group {group_id!r}",
             )
         except KafkaError as exc:
+            if exc.code in GENERATION_OVER:  # KIP-447: this member's generation is over
+                exc = CommitFailedError(exc.code, f"offsets of group {group_id!r} for the transaction: {exc}")
             txn.fail(exc)
-            raise
+            raise exc from None
 
     # -- commit, abort, prepare ------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from pyspark_log.client.errors import CommitFailedError, KafkaTimeoutError, erro
 from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.member import GroupMemberBase
 from pyspark_log.client.group.state import MemberState
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.offset_commit import offset_commit_body
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ApiKey, ErrorCode, KafkaError, Message
@@ -84,6 +84,12 @@ class ConsumerProtocolGroup(GroupMemberBase):
     def may_commit(self) -> bool:
         """A KIP-848 member commits with its member epoch, once it has one (> 0)."""
         return self.member_epoch > 0
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The member epoch and id once the coordinator gave an epoch (-1 and no id before)."""
+        if self.member_epoch <= 0:
+            return ConsumerGroupMetadata(self.group_id, group_instance_id=self.instance_id)
+        return ConsumerGroupMetadata(self.group_id, self.member_epoch, self.member_id, self.instance_id)
 
     # -- subscription --------------------------------------------------------------------------
 

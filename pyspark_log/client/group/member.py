@@ -46,7 +46,7 @@ from pyspark_log.client.group.subscription import (
     Subscription,
     run_inline,
 )
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.tasks import cancel_and_wait
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import KafkaError
@@ -106,6 +106,10 @@ class GroupMemberBase(abc.ABC):
     @abc.abstractmethod
     def may_commit(self) -> bool:
         """True while this member's commits can succeed (a stable generation, a member epoch)."""
+
+    @abc.abstractmethod
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's generation (or member epoch) and ids now, for a transaction's offsets."""
 
     @abc.abstractmethod
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], timeout_ms: float) -> None:

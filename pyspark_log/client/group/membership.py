@@ -34,7 +34,7 @@ from pyspark_log.client.group import requests as rq
 from pyspark_log.client.group.assignors import COOPERATIVE, assignors_from_config, rebalance_protocol
 from pyspark_log.client.group.member import GroupMemberBase
 from pyspark_log.client.group.state import MemberState
-from pyspark_log.client.groups import OffsetAndMetadata
+from pyspark_log.client.groups import ConsumerGroupMetadata, OffsetAndMetadata
 from pyspark_log.client.metrics import metrics_of
 from pyspark_log.client.types import TopicPartition
 from pyspark_log.wire import ErrorCode, KafkaError
@@ -66,6 +66,11 @@ class ConsumerGroup(GroupMemberBase):
     def may_commit(self) -> bool:
         """A classic member commits with its generation, once the generation is stable."""
         return self.membership.is_stable
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The generation this member joined (-1 and no member id before its first join)."""
+        m = self.membership
+        return ConsumerGroupMetadata(self.group_id, m.generation_id, m.member_id, self.instance_id)
 
     def _background_tasks(self) -> tuple[asyncio.Task[Any] | None, ...]:
         return (self._heartbeat_task, self._join_task, self._commit_task)

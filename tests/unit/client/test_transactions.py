@@ -17,7 +17,9 @@ from pyspark_log.client.errors import (
     KafkaError,
     ProducerFencedError,
     TransactionAbortableError,
+    UnsupportedFeatureError,
 )
+from pyspark_log.client.groups import ConsumerGroupMetadata
 from pyspark_log.client.producer import AsyncProducer
 from pyspark_log.client.transactions import TransactionHandle, complete_transaction_async
 from pyspark_log.client.txn_manager import TxnState
@@ -113,6 +115,30 @@ def test_send_offsets_to_transaction_commits_offsets_only_with_the_transaction(r
             await p.send_offsets_to_transaction({TopicPartition("in", 0): 7}, "g1")
             await p.commit_transaction()
         assert fake.committed == {("g1", "in", 0): 7}
+
+    run(main())
+
+
+def test_group_metadata_needs_txn_offset_commit_v3_and_a_bare_group_id_does_not(run: Run) -> None:
+    """KIP-447: a consumer's membership travels in TxnOffsetCommit v3+; a coordinator with older
+    versions cannot check it, so the producer refuses (fatal, as Java's client) rather than send
+    the offsets unchecked. A bare group id (no membership) still goes with v2."""
+    fake = FakeTxnCluster(1, topics={"t": 1, "in": 1})
+    fake.api_versions[ApiKey.TXN_OFFSET_COMMIT] = (0, 2)
+    member = ConsumerGroupMetadata("g1", generation_id=4, member_id="m-1")
+    assert member.has_membership
+    assert not ConsumerGroupMetadata("g1").has_membership
+
+    async def main() -> None:
+        async with txn_producer(fake) as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            await p.send_offsets_to_transaction({TopicPartition("in", 0): 7}, ConsumerGroupMetadata("g1"))
+            await p.commit_transaction()
+            assert fake.committed == {("g1", "in", 0): 7}
+            p.begin_transaction()
+            with pytest.raises(UnsupportedFeatureError, match="TxnOffsetCommit < v3"):
+                await p.send_offsets_to_transaction({TopicPartition("in", 0): 9}, member)
 
     run(main())
 
