@@ -46,7 +46,7 @@ class ConsumerGroupMetadata:
     generation (the member epoch under ``group.protocol=consumer``), the member id and the
     instance id, and the coordinator refuses them once that generation is over, so a zombie
     member's transaction cannot commit offsets its successor owns. A bare group id is
-    ``ConsumerGroupMetadata(group_id)``: no membership, checked by nobody."""
+    ``ConsumerGroupMetadata(group_id)``: no membership, so nothing is checked."""
 
     group_id: str
     generation_id: int = -1

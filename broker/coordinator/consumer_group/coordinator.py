@@ -570,21 +570,23 @@ class ConsumerGroups:
     def commit_offsets(
         self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
     ) -> dict[tuple[str, int], int]:
-        """Store a member's commit in the group's offsets entry (created on first use)."""
-        entry = self.manager.groups.get(group_id)
-        if entry is None:
-            entry = self.manager.groups[group_id] = Group(group_id)
-        return self.manager.store_offsets(entry, offsets)
+        """Store a member's commit in the group's offsets entry."""
+        return self.manager.store_offsets(self._offsets_entry(group_id), offsets)
 
     def stage_txn_offsets(
         self, group_id: str, producer_id: int, producer_epoch: int, offsets: dict[tuple[str, int], CommittedOffset]
     ) -> dict[tuple[str, int], int]:
-        """Stage a member's transactional commit in the group's offsets entry (created on first
-        use); it becomes the group's with the transaction's COMMIT marker."""
+        """Stage a member's transactional commit in the group's offsets entry; it becomes the
+        group's with the transaction's COMMIT marker."""
+        return self.manager.store_txn_offsets(self._offsets_entry(group_id), producer_id, producer_epoch, offsets)
+
+    def _offsets_entry(self, group_id: str) -> Group:
+        """The group's entry in the offsets manager (a consumer group's offsets live there as a
+        classic group's do), created on first use."""
         entry = self.manager.groups.get(group_id)
         if entry is None:
             entry = self.manager.groups[group_id] = Group(group_id)
-        return self.manager.store_txn_offsets(entry, producer_id, producer_epoch, offsets)
+        return entry
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int | None:
         """OffsetFetch v9 with a member (KIP-848): UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH."""

@@ -130,21 +130,19 @@ def _decode_value(record_type: int, buf: bytes) -> Any:
     return _VALUES[record_type].decode(buf[2:], 0)
 
 
-def _by_id(parts: Mapping[str, frozenset[int]], topics: TopicsView) -> list[dict[str, object]]:
-    return [
-        {"topic_id": topics[t][0], "partitions": sorted(ps)} for t, ps in sorted(parts.items()) if t in topics and ps
-    ]
-
-
-def _by_id_with_epochs(
-    parts: Mapping[str, frozenset[int]], a: MemberAssignment, topics: TopicsView
+def _by_id(
+    parts: Mapping[str, frozenset[int]], topics: TopicsView, epochs: MemberAssignment | None = None
 ) -> list[dict[str, object]]:
-    """``_by_id`` with each partition's assignment epoch (KIP-1251), aligned with ``partitions``."""
-    out = _by_id(parts, topics)
-    names = {topics[t][0]: t for t in parts if t in topics}
-    for entry in out:
-        topic = names[entry["topic_id"]]
-        entry["assignment_epochs"] = [a.assignment_epoch(topic, p) for p in entry["partitions"]]  # type: ignore[attr-defined]
+    """``[{topic_id, partitions}]`` of the topics known; with ``epochs``, each partition's
+    assignment epoch too (KIP-1251's ``assignment_epochs``, aligned with ``partitions``)."""
+    out: list[dict[str, object]] = []
+    for t, ps in sorted(parts.items()):
+        if t not in topics or not ps:
+            continue
+        entry: dict[str, object] = {"topic_id": topics[t][0], "partitions": sorted(ps)}
+        if epochs is not None:
+            entry["assignment_epochs"] = [epochs.assignment_epoch(t, p) for p in sorted(ps)]
+        out.append(entry)
     return out
 
 
@@ -192,8 +190,8 @@ def group_records(group: ConsumerGroup, topics: TopicsView) -> dict[bytes, bytes
         a = m.assignment
         out[key(CURRENT_ASSIGNMENT, gid, m.member_id)] = _value(CURRENT_ASSIGNMENT, {
             "member_epoch": a.member_epoch, "previous_member_epoch": a.previous_member_epoch,
-            "state": STATE_CODES[a.state], "assigned_partitions": _by_id_with_epochs(a.assigned, a, topics),
-            "partitions_pending_revocation": _by_id_with_epochs(a.pending_revocation, a, topics),
+            "state": STATE_CODES[a.state], "assigned_partitions": _by_id(a.assigned, topics, a),
+            "partitions_pending_revocation": _by_id(a.pending_revocation, topics, a),
         })  # fmt: skip
     for member_id, parts in group.target.items():
         if member_id in group.members:
