@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
@@ -30,6 +31,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from pyspark_log.embedded import EmbeddedBroker
 from pyspark_log.embedded_cluster import EmbeddedCluster, request
 from pyspark_log.wire import ApiKey
+from pyspark_log.wire.errors import ErrorCode
 from tests.integration.cluster_harness import wait_for
 
 FS_RSM = "broker.log.remote.storage.FileSystemRemoteStorageManager"
@@ -78,12 +80,20 @@ def produce(bootstrap: str, topic: str, count: int = RECORDS, *, base_ms: int | 
 
 
 def list_offset(address: str, topic: str, timestamp: int) -> int:
+    """ListOffsets of ``topic``-0 from the broker at ``address``. A broker that the metadata names
+    leader may not serve the partition yet (it answers NOT_LEADER_OR_FOLLOWER until it applied the
+    change): that answer is waited out, any other error fails."""
     body = {
         "replica_id": -1, "isolation_level": 0,
         "topics": [{"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                                    "timestamp": timestamp}]}],
     }  # fmt: skip
-    part = request(address, ApiKey.LIST_OFFSETS, 8, body).topics[0].partitions[0]
+
+    def answered() -> Any:
+        part = request(address, ApiKey.LIST_OFFSETS, 8, body).topics[0].partitions[0]
+        return None if part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER else part
+
+    part = wait_for(answered, f"{address} serving {topic}-0 as its leader")
     assert part.error_code == 0, part
     return int(part.offset)
 
